@@ -1,0 +1,16 @@
+//! Generates the Rust types of the messages under `msg/` with the same code generator the
+//! library offers its users (`udpros::codegen`).
+
+#[path = "src/codegen/mod.rs"]
+#[allow(dead_code)]
+mod codegen;
+
+fn main() {
+    println!("cargo:rerun-if-changed=msg");
+    println!("cargo:rerun-if-changed=src/codegen");
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("msgs.rs");
+    if let Err(e) = codegen::Generator::new("crate").msg_tree("msg").write(&out) {
+        panic!("message code generation failed: {e}");
+    }
+}

@@ -1,0 +1,41 @@
+//! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
+
+mod msg_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "udpros",
+    version,
+    about = "ROS1 with UDPROS: tools for messages, topics, nodes and parameters"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Message types: md5 sums, definitions, the list udpros ships (like `rosmsg`).
+    #[command(subcommand)]
+    Msg(msg_cmd::MsgCommand),
+}
+
+/// A failure the user should read: printed as one line, exit status 1.
+type CliResult = Result<(), String>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Msg(cmd) => msg_cmd::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("udpros: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

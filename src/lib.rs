@@ -1,0 +1,21 @@
+//! udpros: a ROS1 node library with UDPROS, byte-compatible with roscpp and rospy.
+//!
+//! Layers, bottom up: [`wire`] (formats and protocol state machines, no I/O), [`msg`]
+//! (message types, generated in [`msgs`], and dynamic messages), [`codegen`] (the `.msg`
+//! code generator, also for users' own messages).
+
+pub mod codegen;
+pub mod msg;
+pub mod wire;
+
+/// The message types udpros ships, generated from `msg/<package>/<Type>.msg`.
+pub mod msgs {
+    include!(concat!(env!("OUT_DIR"), "/msgs.rs"));
+}
+
+/// Re-exports used by generated code, so users need not depend on serde or bytes.
+#[doc(hidden)]
+pub mod __private {
+    pub use bytes;
+    pub use serde;
+}

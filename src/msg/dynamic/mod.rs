@@ -1,0 +1,428 @@
+//! Dynamic messages: decode any message from its type name and full definition (as a
+//! connection header carries them) into a value tree, encode a value tree back, and print
+//! it as `rostopic echo` does ([`Value::to_yaml`]) or as one line of JSON
+//! ([`Value::to_json`]).
+
+mod json;
+mod pyfmt;
+mod yaml;
+
+use crate::codegen::spec::{FieldType, MsgSpec, Primitive, Shape, SpecError, SpecSet, MAX_NESTING};
+use crate::msg::{Duration, Time};
+use bytes::Bytes;
+use std::fmt;
+
+/// A decoded value. Messages keep their fields in definition order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Bool(bool),
+    I8(i8),
+    I16(i16),
+    I32(i32),
+    I64(i64),
+    U8(u8),
+    U16(u16),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+    String(String),
+    Time(Time),
+    Duration(Duration),
+    /// `uint8[]` and `uint8[N]`.
+    Bytes(Bytes),
+    /// `char[]` and `char[N]` (genpy keeps these as bytes too, but prints them differently).
+    Chars(Bytes),
+    Array(Vec<Value>),
+    Message(Vec<(String, Value)>),
+}
+
+impl Value {
+    /// The field `name` of a message value.
+    pub fn field(&self, name: &str) -> Option<&Value> {
+        match self {
+            Value::Message(fields) => fields.iter().find(|(n, _)| n == name).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Follows a path of field names (`["header", "stamp"]`).
+    pub fn path<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Option<&Value> {
+        names.into_iter().try_fold(self, |v, n| v.field(n))
+    }
+
+    /// The value as `rostopic echo` prints it (without the `---` separator).
+    pub fn to_yaml(&self) -> String {
+        yaml::to_yaml(self)
+    }
+
+    /// The value as one line of JSON: messages as objects keyed by field name, `time` and
+    /// `duration` as `{"secs":..,"nsecs":..}`, byte arrays as arrays of numbers,
+    /// non-finite floats as `null`.
+    pub fn to_json(&self) -> String {
+        json::to_json(self)
+    }
+}
+
+/// Why a dynamic message could not be decoded or encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DynamicError {
+    Definition(SpecError),
+    /// The input ended early or a length prefix was impossible, at this field path.
+    Truncated(String),
+    TrailingBytes(usize),
+    /// The message would describe more values than its size allows.
+    TooManyValues,
+    /// A value tree does not fit the type (when encoding).
+    Mismatch(String),
+}
+
+impl fmt::Display for DynamicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DynamicError::Definition(e) => write!(f, "bad message definition: {e}"),
+            DynamicError::Truncated(at) => {
+                write!(f, "message too short or corrupt at field '{at}'")
+            }
+            DynamicError::TrailingBytes(n) => write!(f, "{n} bytes left over after the message"),
+            DynamicError::TooManyValues => {
+                f.write_str("message describes more values than it could hold")
+            }
+            DynamicError::Mismatch(why) => write!(f, "value does not fit the message type: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for DynamicError {}
+
+impl From<SpecError> for DynamicError {
+    fn from(e: SpecError) -> Self {
+        DynamicError::Definition(e)
+    }
+}
+
+/// A message type known only at run time.
+#[derive(Debug, Clone)]
+pub struct DynamicType {
+    type_name: String,
+    md5sum: String,
+    specs: SpecSet,
+}
+
+impl DynamicType {
+    /// From a type name and its full definition, as in a connection header.
+    pub fn from_definition(
+        type_name: &str,
+        full_definition: &str,
+    ) -> Result<DynamicType, DynamicError> {
+        let specs = SpecSet::from_full_definition(type_name, full_definition)?;
+        DynamicType::from_specs(type_name, specs)
+    }
+
+    /// From a closed set of specifications containing `type_name`.
+    pub fn from_specs(type_name: &str, specs: SpecSet) -> Result<DynamicType, DynamicError> {
+        let md5sum = specs.md5sum(type_name)?;
+        Ok(DynamicType {
+            type_name: type_name.to_string(),
+            md5sum,
+            specs,
+        })
+    }
+
+    pub fn type_name(&self) -> &str {
+        &self.type_name
+    }
+
+    /// The md5sum computed from the definition (compare it with the header's `md5sum`).
+    pub fn md5sum(&self) -> &str {
+        &self.md5sum
+    }
+
+    /// The full definition text, rebuilt as genmsg writes it.
+    pub fn definition(&self) -> Result<String, DynamicError> {
+        Ok(self.specs.full_text(&self.type_name)?)
+    }
+
+    pub fn specs(&self) -> &SpecSet {
+        &self.specs
+    }
+
+    fn spec(&self, name: &str) -> Result<&MsgSpec, DynamicError> {
+        self.specs
+            .get(name)
+            .ok_or_else(|| DynamicError::Definition(SpecError(format!("{name} is not defined"))))
+    }
+
+    /// Decodes one message body (without the frame's length prefix). Byte arrays share
+    /// `data`. Never panics; never builds more values than the input could hold.
+    pub fn decode(&self, data: &Bytes) -> Result<Value, DynamicError> {
+        let mut reader = Reader {
+            data,
+            pos: 0,
+            budget: 1024 + 8 * data.len(),
+            path: Vec::new(),
+        };
+        let value = reader.message(self, &self.type_name, 0)?;
+        match data.len() - reader.pos {
+            0 => Ok(value),
+            n => Err(DynamicError::TrailingBytes(n)),
+        }
+    }
+
+    /// Encodes a value tree of this type (fields matched by position and name).
+    pub fn encode(&self, value: &Value) -> Result<Vec<u8>, DynamicError> {
+        let mut out = Vec::new();
+        self.encode_message(&self.type_name, value, &mut out, 0)?;
+        Ok(out)
+    }
+
+    fn encode_message(
+        &self,
+        name: &str,
+        value: &Value,
+        out: &mut Vec<u8>,
+        depth: usize,
+    ) -> Result<(), DynamicError> {
+        let spec = self.spec(name)?;
+        let Value::Message(values) = value else {
+            return Err(DynamicError::Mismatch(format!(
+                "{name} needs a message value"
+            )));
+        };
+        if depth > MAX_NESTING || values.len() != spec.fields.len() {
+            return Err(DynamicError::Mismatch(format!(
+                "{name} has {} fields",
+                spec.fields.len()
+            )));
+        }
+        for (field, (vname, v)) in spec.fields.iter().zip(values) {
+            if &field.name != vname {
+                return Err(DynamicError::Mismatch(format!(
+                    "expected field {} of {name}, got {vname}",
+                    field.name
+                )));
+            }
+            let mismatch = || DynamicError::Mismatch(format!("field {} of {name}", field.name));
+            match (field.shape, v) {
+                (Shape::Scalar, _) => self.encode_element(&field.ty, v, out, depth)?,
+                (_, Value::Bytes(b) | Value::Chars(b)) => {
+                    if let Shape::Array(n) = field.shape {
+                        if b.len() != n {
+                            return Err(mismatch());
+                        }
+                    } else {
+                        put_len(out, b.len())?;
+                    }
+                    out.extend_from_slice(b);
+                }
+                (_, Value::Array(items)) => {
+                    match field.shape {
+                        Shape::Array(n) if items.len() != n => return Err(mismatch()),
+                        Shape::Array(_) => {}
+                        _ => put_len(out, items.len())?,
+                    }
+                    for item in items {
+                        self.encode_element(&field.ty, item, out, depth)?;
+                    }
+                }
+                _ => return Err(mismatch()),
+            }
+        }
+        Ok(())
+    }
+
+    fn encode_element(
+        &self,
+        ty: &FieldType,
+        v: &Value,
+        out: &mut Vec<u8>,
+        depth: usize,
+    ) -> Result<(), DynamicError> {
+        let p = match ty {
+            FieldType::Message(m) => return self.encode_message(m, v, out, depth + 1),
+            FieldType::Primitive(p) => *p,
+        };
+        let mismatch = || DynamicError::Mismatch(format!("{v:?} is not a {}", p.ros_name()));
+        match (p, v) {
+            (Primitive::Bool, Value::Bool(b)) => out.push(u8::from(*b)),
+            (Primitive::Int8 | Primitive::Byte, Value::I8(x)) => {
+                out.extend_from_slice(&x.to_le_bytes())
+            }
+            (Primitive::Int16, Value::I16(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::Int32, Value::I32(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::Int64, Value::I64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::UInt8 | Primitive::Char, Value::U8(x)) => out.push(*x),
+            (Primitive::UInt16, Value::U16(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::UInt32, Value::U32(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::UInt64, Value::U64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::Float32, Value::F32(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::Float64, Value::F64(x)) => out.extend_from_slice(&x.to_le_bytes()),
+            (Primitive::String, Value::String(s)) => {
+                put_len(out, s.len())?;
+                out.extend_from_slice(s.as_bytes());
+            }
+            (Primitive::Time, Value::Time(t)) => {
+                out.extend_from_slice(&t.sec.to_le_bytes());
+                out.extend_from_slice(&t.nsec.to_le_bytes());
+            }
+            (Primitive::Duration, Value::Duration(d)) => {
+                out.extend_from_slice(&d.sec.to_le_bytes());
+                out.extend_from_slice(&d.nsec.to_le_bytes());
+            }
+            _ => return Err(mismatch()),
+        }
+        Ok(())
+    }
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) -> Result<(), DynamicError> {
+    let len = u32::try_from(len).map_err(|_| DynamicError::Mismatch("array too long".into()))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    Ok(())
+}
+
+/// Decoding state: position, the remaining value budget, and the field path for errors.
+struct Reader<'a> {
+    data: &'a Bytes,
+    pos: usize,
+    budget: usize,
+    path: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn truncated(&self) -> DynamicError {
+        DynamicError::Truncated(self.path.join("."))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], DynamicError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or_else(|| self.truncated())?;
+        let slice = &self.data[self.pos..end];
+        self.pos = end;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DynamicError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn spend(&mut self, values: usize) -> Result<(), DynamicError> {
+        self.budget = self
+            .budget
+            .checked_sub(values)
+            .ok_or(DynamicError::TooManyValues)?;
+        Ok(())
+    }
+
+    /// A `u32` length prefix that cannot exceed the bytes left (each element takes one).
+    fn len(&mut self) -> Result<usize, DynamicError> {
+        let len = u32::from_le_bytes(self.array()?) as usize;
+        if len > self.data.len() - self.pos {
+            return Err(self.truncated());
+        }
+        Ok(len)
+    }
+
+    fn message(
+        &mut self,
+        ty: &DynamicType,
+        name: &str,
+        depth: usize,
+    ) -> Result<Value, DynamicError> {
+        if depth > MAX_NESTING {
+            return Err(DynamicError::TooManyValues);
+        }
+        let spec = ty.spec(name)?;
+        self.spend(1)?;
+        let mut fields = Vec::with_capacity(spec.fields.len());
+        for field in &spec.fields {
+            self.path.push(field.name.clone());
+            let value = match field.shape {
+                Shape::Scalar => self.element(ty, &field.ty, depth)?,
+                Shape::Vec => {
+                    let n = self.len()?;
+                    self.sequence(ty, &field.ty, n, depth)?
+                }
+                Shape::Array(n) => self.sequence(ty, &field.ty, n, depth)?,
+            };
+            self.path.pop();
+            fields.push((field.name.clone(), value));
+        }
+        Ok(Value::Message(fields))
+    }
+
+    fn sequence(
+        &mut self,
+        ty: &DynamicType,
+        elem: &FieldType,
+        n: usize,
+        depth: usize,
+    ) -> Result<Value, DynamicError> {
+        if let FieldType::Primitive(p) = elem {
+            if p.is_byte_like() {
+                let start = self.pos;
+                self.take(n)?;
+                let bytes = self.data.slice(start..start + n);
+                return Ok(if *p == Primitive::Char {
+                    Value::Chars(bytes)
+                } else {
+                    Value::Bytes(bytes)
+                });
+            }
+        }
+        self.spend(n)?;
+        let mut items = Vec::with_capacity(n.min(self.data.len() - self.pos + 1));
+        for _ in 0..n {
+            items.push(self.element(ty, elem, depth)?);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn element(
+        &mut self,
+        ty: &DynamicType,
+        elem: &FieldType,
+        depth: usize,
+    ) -> Result<Value, DynamicError> {
+        let p = match elem {
+            FieldType::Message(m) => return self.message(ty, m, depth + 1),
+            FieldType::Primitive(p) => *p,
+        };
+        Ok(match p {
+            Primitive::Bool => Value::Bool(self.take(1)?[0] != 0),
+            Primitive::Int8 | Primitive::Byte => Value::I8(i8::from_le_bytes(self.array()?)),
+            Primitive::Int16 => Value::I16(i16::from_le_bytes(self.array()?)),
+            Primitive::Int32 => Value::I32(i32::from_le_bytes(self.array()?)),
+            Primitive::Int64 => Value::I64(i64::from_le_bytes(self.array()?)),
+            Primitive::UInt8 | Primitive::Char => Value::U8(self.take(1)?[0]),
+            Primitive::UInt16 => Value::U16(u16::from_le_bytes(self.array()?)),
+            Primitive::UInt32 => Value::U32(u32::from_le_bytes(self.array()?)),
+            Primitive::UInt64 => Value::U64(u64::from_le_bytes(self.array()?)),
+            Primitive::Float32 => Value::F32(f32::from_le_bytes(self.array()?)),
+            Primitive::Float64 => Value::F64(f64::from_le_bytes(self.array()?)),
+            Primitive::String => {
+                let n = self.len()?;
+                Value::String(String::from_utf8_lossy(self.take(n)?).into_owned())
+            }
+            Primitive::Time => {
+                let sec = u32::from_le_bytes(self.array()?);
+                Value::Time(Time {
+                    sec,
+                    nsec: u32::from_le_bytes(self.array()?),
+                })
+            }
+            Primitive::Duration => {
+                let sec = i32::from_le_bytes(self.array()?);
+                Value::Duration(Duration {
+                    sec,
+                    nsec: i32::from_le_bytes(self.array()?),
+                })
+            }
+        })
+    }
+}

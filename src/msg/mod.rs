@@ -1,0 +1,82 @@
+//! The message layer: the [`Message`] trait of generated types, ROS time types, the table of
+//! the message types udpros ships, and dynamic (untyped) messages.
+
+pub mod dynamic;
+mod time;
+
+pub use time::{Duration, Time};
+
+use serde::{de::DeserializeOwned, Serialize};
+
+/// A ROS message type: a serde value plus what the connection header says about it.
+pub trait Message:
+    Serialize + DeserializeOwned + Clone + Default + std::fmt::Debug + Send + Sync + 'static
+{
+    /// `package/Type`.
+    const TYPE: &'static str;
+    /// The md5sum peers compare during the handshake.
+    const MD5SUM: &'static str;
+    /// The full definition, as sent in the `message_definition` header field.
+    const DEFINITION: &'static str;
+    /// This type's own `.msg` text.
+    const TEXT: &'static str;
+    /// True when the first field is `Header header`.
+    const HAS_HEADER: bool;
+}
+
+/// What is known of a message type without its Rust type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageInfo {
+    pub type_name: &'static str,
+    pub md5sum: &'static str,
+    pub definition: &'static str,
+    pub text: &'static str,
+    pub has_header: bool,
+}
+
+impl MessageInfo {
+    pub const fn of<M: Message>() -> MessageInfo {
+        MessageInfo {
+            type_name: M::TYPE,
+            md5sum: M::MD5SUM,
+            definition: M::DEFINITION,
+            text: M::TEXT,
+            has_header: M::HAS_HEADER,
+        }
+    }
+}
+
+/// The message types udpros ships, by name.
+pub fn builtin(type_name: &str) -> Option<&'static MessageInfo> {
+    crate::msgs::MESSAGES
+        .iter()
+        .find(|m| m.type_name == type_name)
+}
+
+/// A code generator for a user's own `.msg` files (from their `build.rs`), whose output
+/// refers to `::udpros` and reuses the message types udpros ships instead of generating
+/// them again.
+pub fn generator() -> crate::codegen::Generator {
+    crate::codegen::Generator::new("::udpros").external(
+        "::udpros::msgs",
+        crate::msgs::MESSAGES.iter().map(|m| (m.type_name, m.text)),
+    )
+}
+
+/// A run-time description of `type_name`: from the messages udpros ships, else from the
+/// `.msg` files where ROS installs them (`ROS_PACKAGE_PATH`, `CMAKE_PREFIX_PATH`,
+/// `/usr/share`).
+pub fn find_type(type_name: &str) -> Result<dynamic::DynamicType, dynamic::DynamicError> {
+    use crate::codegen::{self, spec};
+    spec::split_type_name(type_name)?;
+    let mut set = spec::SpecSet::new();
+    for m in crate::msgs::MESSAGES {
+        set.insert(spec::MsgSpec::parse(m.type_name, m.text)?);
+    }
+    let search = codegen::ros_search_paths();
+    if !set.contains(type_name) {
+        codegen::load_message(&mut set, &search, type_name)?;
+    }
+    codegen::resolve_dependencies(&mut set, &search)?;
+    dynamic::DynamicType::from_specs(type_name, set)
+}

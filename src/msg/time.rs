@@ -1,0 +1,116 @@
+use serde::{Deserialize, Serialize};
+
+/// ROS `time`: seconds and nanoseconds since the Unix epoch (or since start in sim time).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Time {
+    pub sec: u32,
+    pub nsec: u32,
+}
+
+/// ROS `duration`: signed seconds and nanoseconds.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Duration {
+    pub sec: i32,
+    pub nsec: i32,
+}
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+impl Time {
+    pub const fn new(sec: u32, nsec: u32) -> Time {
+        Time { sec, nsec }
+    }
+
+    /// The wall clock now, as roscpp's `ros::Time::now()` without sim time.
+    pub fn now() -> Time {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Time::from_nanos(since_epoch.as_nanos().min(u128::from(u64::MAX)) as u64)
+    }
+
+    /// Saturates at the largest representable time (year 2106).
+    pub fn from_nanos(nanos: u64) -> Time {
+        let sec = nanos / NANOS_PER_SEC;
+        match u32::try_from(sec) {
+            Ok(sec) => Time {
+                sec,
+                nsec: (nanos % NANOS_PER_SEC) as u32,
+            },
+            Err(_) => Time {
+                sec: u32::MAX,
+                nsec: (NANOS_PER_SEC - 1) as u32,
+            },
+        }
+    }
+
+    pub fn as_nanos(self) -> u64 {
+        u64::from(self.sec) * NANOS_PER_SEC + u64::from(self.nsec)
+    }
+
+    pub fn as_secs_f64(self) -> f64 {
+        f64::from(self.sec) + f64::from(self.nsec) * 1e-9
+    }
+}
+
+impl Duration {
+    pub const fn new(sec: i32, nsec: i32) -> Duration {
+        Duration { sec, nsec }
+    }
+
+    /// Normalised so that `nsec` lies in `0..1e9`; saturates at the `i32` seconds range.
+    pub fn from_nanos(nanos: i64) -> Duration {
+        let sec = nanos.div_euclid(NANOS_PER_SEC as i64);
+        let nsec = nanos.rem_euclid(NANOS_PER_SEC as i64) as i32;
+        match i32::try_from(sec) {
+            Ok(sec) => Duration { sec, nsec },
+            Err(_) if sec < 0 => Duration {
+                sec: i32::MIN,
+                nsec: 0,
+            },
+            Err(_) => Duration {
+                sec: i32::MAX,
+                nsec: (NANOS_PER_SEC - 1) as i32,
+            },
+        }
+    }
+
+    pub fn as_nanos(self) -> i64 {
+        i64::from(self.sec) * NANOS_PER_SEC as i64 + i64::from(self.nsec)
+    }
+
+    pub fn as_secs_f64(self) -> f64 {
+        f64::from(self.sec) + f64::from(self.nsec) * 1e-9
+    }
+}
+
+impl From<std::time::Duration> for Duration {
+    fn from(d: std::time::Duration) -> Duration {
+        Duration::from_nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_nanos_round_trip_and_saturate() {
+        let t = Time::from_nanos(1_600_000_000_123_456_789);
+        assert_eq!(t, Time::new(1_600_000_000, 123_456_789));
+        assert_eq!(t.as_nanos(), 1_600_000_000_123_456_789);
+        assert_eq!(Time::from_nanos(u64::MAX).sec, u32::MAX);
+    }
+
+    #[test]
+    fn duration_normalises_negative_values() {
+        let d = Duration::from_nanos(-1_500_000_000);
+        assert_eq!(d, Duration::new(-2, 500_000_000));
+        assert_eq!(d.as_nanos(), -1_500_000_000);
+        assert_eq!(Duration::from_nanos(i64::MIN).sec, i32::MIN);
+    }
+}

@@ -1,0 +1,8 @@
+//! Wire formats, as pure code with no I/O: the ROS1 binary serialization (a serde format)
+//! and, as the transports arrive, connection headers, TCPROS frames and UDPROS datagrams.
+
+pub mod fixed_array;
+pub mod ros1;
+pub mod zero_copy;
+
+pub use ros1::{from_bytes, from_slice, to_frame, to_vec, to_writer, Error};

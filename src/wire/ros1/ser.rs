@@ -1,0 +1,195 @@
+use super::Error;
+use serde::ser::{self, Serialize};
+
+/// Writes ROS1 binary form into a `Vec<u8>`.
+pub struct Serializer<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl<'a> Serializer<'a> {
+    pub fn new(out: &'a mut Vec<u8>) -> Self {
+        Serializer { out }
+    }
+
+    fn write_len(&mut self, len: usize) -> Result<(), Error> {
+        let len = u32::try_from(len).map_err(|_| Error::TooLong(len))?;
+        self.out.extend_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+}
+
+macro_rules! le_bytes {
+    ($($method:ident: $ty:ty),*) => {
+        $(fn $method(self, v: $ty) -> Result<(), Error> {
+            self.out.extend_from_slice(&v.to_le_bytes());
+            Ok(())
+        })*
+    };
+}
+
+impl ser::Serializer for &mut Serializer<'_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Self;
+    type SerializeTuple = Self;
+    type SerializeTupleStruct = Self;
+    type SerializeTupleVariant = ser::Impossible<(), Error>;
+    type SerializeMap = ser::Impossible<(), Error>;
+    type SerializeStruct = Self;
+    type SerializeStructVariant = ser::Impossible<(), Error>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.out.push(u8::from(v));
+        Ok(())
+    }
+
+    le_bytes!(serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+              serialize_u8: u8, serialize_u16: u16, serialize_u32: u32, serialize_u64: u64,
+              serialize_f32: f32, serialize_f64: f64);
+
+    fn serialize_char(self, _: char) -> Result<(), Error> {
+        Err(Error::Unsupported("a Rust char (use u8 or String)"))
+    }
+
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.serialize_bytes(v.as_bytes())
+    }
+
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        self.write_len(v.len())?;
+        self.out.extend_from_slice(v);
+        Ok(())
+    }
+
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(Error::Unsupported("optional values"))
+    }
+
+    fn serialize_some<T: ?Sized + Serialize>(self, _: &T) -> Result<(), Error> {
+        Err(Error::Unsupported("optional values"))
+    }
+
+    fn serialize_unit(self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Error> {
+        Err(Error::Unsupported("enums"))
+    }
+
+    fn serialize_newtype_struct<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+
+    fn serialize_newtype_variant<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(Error::Unsupported("enums"))
+    }
+
+    fn serialize_seq(self, len: Option<usize>) -> Result<Self, Error> {
+        let len = len.ok_or(Error::Unsupported("sequences of unknown length"))?;
+        self.write_len(len)?;
+        Ok(self)
+    }
+
+    fn serialize_tuple(self, _: usize) -> Result<Self, Error> {
+        Ok(self)
+    }
+
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self, Error> {
+        Ok(self)
+    }
+
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(Error::Unsupported("enums"))
+    }
+
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(Error::Unsupported("maps"))
+    }
+
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self, Error> {
+        Ok(self)
+    }
+
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(Error::Unsupported("enums"))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        false
+    }
+}
+
+impl ser::SerializeSeq for &mut Serializer<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut **self)
+    }
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeTuple for &mut Serializer<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut **self)
+    }
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeTupleStruct for &mut Serializer<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut **self)
+    }
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeStruct for &mut Serializer<'_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: ?Sized + Serialize>(
+        &mut self,
+        _: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(&mut **self)
+    }
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
