@@ -70,65 +70,192 @@ pub fn bytes_repr(data: &[u8]) -> String {
     out
 }
 
-/// PyYAML's emitter width: double-quoted scalars are folded past this column.
+/// PyYAML's emitter width: scalars are folded past this column.
 const BEST_WIDTH: usize = 80;
-/// The indentation PyYAML gives continuation lines of a top-level scalar.
+/// The indentation PyYAML gives continuation lines of a top-level scalar or list item.
 const SCALAR_INDENT: usize = 2;
 
-/// `yaml.dump(s, default_style='"')` without the trailing newline: a double-quoted scalar,
-/// escaped as PyYAML does with `allow_unicode=False`, folded at 80 columns.
-pub fn yaml_double_quoted(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::from("\"");
-    let mut column = 1;
-    let (mut start, mut end) = (0usize, 0usize);
-    while end <= chars.len() {
-        let ch = chars.get(end).copied();
-        let needs_escape = match ch {
-            None => true,
-            Some(c) => {
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// The state of PyYAML's emitter that its scalar writers consult, and their output.
+struct Emitter {
+    out: String,
+    column: usize,
+    whitespace: bool,
+    indention: bool,
+}
+
+impl Emitter {
+    /// At the start of a document: the root scalar needs no space before it.
+    fn new() -> Emitter {
+        Emitter {
+            out: String::new(),
+            column: 0,
+            whitespace: true,
+            indention: true,
+        }
+    }
+
+    fn write(&mut self, chars: &[char]) {
+        self.out.extend(chars);
+        self.column += chars.len();
+    }
+
+    fn write_str(&mut self, s: &str) {
+        self.out.push_str(s);
+        self.column += s.chars().count();
+    }
+
+    fn write_indicator(&mut self, indicator: &str, need_whitespace: bool) {
+        if !self.whitespace && need_whitespace {
+            self.write_str(" ");
+        }
+        self.write_str(indicator);
+        self.whitespace = false;
+        self.indention = false;
+    }
+
+    fn write_line_break(&mut self) {
+        self.out.push('\n');
+        self.column = 0;
+        self.whitespace = true;
+        self.indention = true;
+    }
+
+    fn write_indent(&mut self) {
+        if !self.indention
+            || self.column > SCALAR_INDENT
+            || (self.column == SCALAR_INDENT && !self.whitespace)
+        {
+            self.write_line_break();
+        }
+        if self.column < SCALAR_INDENT {
+            self.whitespace = true;
+            let pad = " ".repeat(SCALAR_INDENT - self.column);
+            self.write_str(&pad);
+        }
+    }
+
+    /// PyYAML's `write_plain` and `write_single_quoted` share this folding of spaces and
+    /// line breaks; `quoted` adds the single-quote handling.
+    fn write_folded(&mut self, text: &[char], quoted: bool) {
+        let (mut spaces, mut breaks) = (false, false);
+        let (mut start, mut end) = (0usize, 0usize);
+        while end <= text.len() {
+            let ch = text.get(end).copied();
+            if spaces {
+                if ch != Some(' ') {
+                    let may_fold = !quoted || (start != 0 && end != text.len());
+                    if start + 1 == end && self.column > BEST_WIDTH && may_fold {
+                        self.write_indent();
+                        if !quoted {
+                            self.whitespace = false;
+                            self.indention = false;
+                        }
+                    } else {
+                        self.write(&text[start..end]);
+                    }
+                    start = end;
+                }
+            } else if breaks {
+                if !ch.is_some_and(is_break) {
+                    if text[start] == '\n' {
+                        self.write_line_break();
+                    }
+                    for _ in start..end {
+                        self.write_line_break();
+                    }
+                    self.write_indent();
+                    if !quoted {
+                        self.whitespace = false;
+                        self.indention = false;
+                    }
+                    start = end;
+                }
+            } else if ch.is_none_or(|c| c == ' ' || is_break(c) || (quoted && c == '\''))
+                && start < end
+            {
+                self.write(&text[start..end]);
+                start = end;
+            }
+            if quoted && ch == Some('\'') {
+                self.write_str("''");
+                start = end + 1;
+            }
+            if let Some(c) = ch {
+                spaces = c == ' ';
+                breaks = is_break(c);
+            }
+            end += 1;
+        }
+    }
+
+    fn write_plain(&mut self, text: &[char]) {
+        if !self.whitespace {
+            self.write_str(" ");
+        }
+        self.whitespace = false;
+        self.indention = false;
+        self.write_folded(text, false);
+    }
+
+    fn write_single_quoted(&mut self, text: &[char]) {
+        self.write_indicator("'", true);
+        self.write_folded(text, true);
+        self.write_indicator("'", false);
+    }
+
+    fn write_double_quoted(&mut self, text: &[char]) {
+        self.write_indicator("\"", true);
+        let (mut start, mut end) = (0usize, 0usize);
+        while end <= text.len() {
+            let ch = text.get(end).copied();
+            let needs_escape = ch.is_none_or(|c| {
                 matches!(
                     c,
                     '"' | '\\' | '\u{85}' | '\u{2028}' | '\u{2029}' | '\u{FEFF}'
                 ) || !(' '..='~').contains(&c)
+            });
+            if needs_escape {
+                if start < end {
+                    self.write(&text[start..end]);
+                    start = end;
+                }
+                if let Some(c) = ch {
+                    self.write_str(&yaml_escape(c));
+                    start = end + 1;
+                }
             }
-        };
-        if needs_escape {
-            if start < end {
-                out.extend(&chars[start..end]);
-                column += end - start;
-                start = end;
+            if 0 < end
+                && end + 1 < text.len()
+                && (ch == Some(' ') || start >= end)
+                && self.column as isize + end as isize - start as isize > BEST_WIDTH as isize
+            {
+                // After an escape `start` is one past `end`: the slice is then empty, as in Python.
+                self.write(text.get(start..end).unwrap_or(&[]));
+                self.write_str("\\");
+                start = start.max(end);
+                self.write_indent();
+                self.whitespace = false;
+                self.indention = false;
+                if text[start] == ' ' {
+                    self.write_str("\\");
+                }
             }
-            if let Some(c) = ch {
-                let escaped = yaml_escape(c);
-                column += escaped.len();
-                out.push_str(&escaped);
-                start = end + 1;
-            }
+            end += 1;
         }
-        if 0 < end
-            && end + 1 < chars.len()
-            && (ch == Some(' ') || start >= end)
-            && column as isize + end as isize - start as isize > BEST_WIDTH as isize
-        {
-            // After an escape `start` is one past `end`: the slice is then empty, as in Python.
-            out.extend(chars.get(start..end).unwrap_or(&[]));
-            out.push('\\');
-            if start < end {
-                start = end;
-            }
-            out.push('\n');
-            out.push_str(&" ".repeat(SCALAR_INDENT));
-            column = SCALAR_INDENT;
-            if chars[start] == ' ' {
-                out.push('\\');
-                column += 1;
-            }
-        }
-        end += 1;
+        self.write_indicator("\"", false);
     }
-    out.push('"');
-    out
+}
+
+/// `yaml.dump(s, default_style='"')` without the trailing newline: a double-quoted scalar,
+/// escaped as PyYAML does with `allow_unicode=False`, folded at 80 columns.
+pub fn yaml_double_quoted(text: &str) -> String {
+    let mut e = Emitter::new();
+    e.write_double_quoted(&text.chars().collect::<Vec<_>>());
+    e.out
 }
 
 fn yaml_escape(c: char) -> String {
@@ -159,42 +286,78 @@ fn yaml_escape(c: char) -> String {
     }
 }
 
-/// One string as `yaml.dump` writes it inside a block sequence: plain when PyYAML would,
-/// else single-quoted, else double-quoted.
-pub fn yaml_block_scalar(s: &str) -> String {
-    if s.is_empty() {
-        return "''".into();
-    }
-    if is_plain_safe(s) && !resolves_to_non_string(s) {
-        return s.to_string();
-    }
-    if s.chars().all(|c| (' '..='~').contains(&c)) && !s.starts_with(' ') && !s.ends_with(' ') {
-        return format!("'{}'", s.replace('\'', "''"));
-    }
-    yaml_double_quoted(s)
+/// The styles PyYAML's `analyze_scalar` allows for a non-empty string in block context.
+struct Analysis {
+    plain: bool,
+    single_quoted: bool,
 }
 
-/// The subset of PyYAML's scalar analysis that decides whether a plain scalar is allowed
-/// in block context (printable ASCII, no indicators where they would be read as syntax).
-fn is_plain_safe(s: &str) -> bool {
-    let b = s.as_bytes();
-    if !s.chars().all(|c| (' '..='~').contains(&c)) || b[0] == b' ' || b[b.len() - 1] == b' ' {
-        return false;
+fn analyze(s: &[char]) -> Analysis {
+    let is_ws = |c: Option<&char>| {
+        c.is_none_or(|c| {
+            matches!(
+                c,
+                '\0' | ' ' | '\t' | '\r' | '\n' | '\u{85}' | '\u{2028}' | '\u{2029}'
+            )
+        })
+    };
+    let text: String = s.iter().collect();
+    let mut block_indicators = text.starts_with("---") || text.starts_with("...");
+    let (mut line_breaks, mut special) = (false, false);
+    let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) =
+        (false, false, false, false);
+    let (mut break_space, mut space_break, mut previous_space, mut previous_break) =
+        (false, false, false, false);
+    let mut preceded_by_whitespace = true;
+    for (i, &ch) in s.iter().enumerate() {
+        let followed_by_whitespace = is_ws(s.get(i + 1));
+        if i == 0 {
+            if "#,[]{}&*!|>'\"%@`".contains(ch) || ("?:-".contains(ch) && followed_by_whitespace) {
+                block_indicators = true;
+            }
+        } else if (ch == ':' && followed_by_whitespace) || (ch == '#' && preceded_by_whitespace) {
+            block_indicators = true;
+        }
+        line_breaks |= is_break(ch);
+        special |= !(ch == '\n' || (' '..='~').contains(&ch));
+        if ch == ' ' {
+            leading_space |= i == 0;
+            trailing_space |= i == s.len() - 1;
+            break_space |= previous_break;
+            (previous_space, previous_break) = (true, false);
+        } else if is_break(ch) {
+            leading_break |= i == 0;
+            trailing_break |= i == s.len() - 1;
+            space_break |= previous_space;
+            (previous_space, previous_break) = (false, true);
+        } else {
+            (previous_space, previous_break) = (false, false);
+        }
+        preceded_by_whitespace = is_ws(Some(&ch));
     }
-    if s.starts_with("---") || s.starts_with("...") {
-        return false;
+    let edges = leading_space || leading_break || trailing_space || trailing_break;
+    Analysis {
+        plain: !(edges || break_space || space_break || special || line_breaks || block_indicators),
+        single_quoted: !(break_space || space_break || special),
     }
-    let first = b[0];
-    if b"#,[]{}&*!|>'\"%@`".contains(&first) {
-        return false;
+}
+
+/// `yaml.dump([s])` for one string: the list item as PyYAML writes it (`- text`, possibly
+/// over several lines), plain when it may be, else single-quoted, else double-quoted.
+pub fn yaml_list_item(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut e = Emitter::new();
+    e.write_indicator("-", true);
+    e.indention = true;
+    let analysis = analyze(&chars);
+    if !chars.is_empty() && analysis.plain && !resolves_to_non_string(s) {
+        e.write_plain(&chars);
+    } else if chars.is_empty() || analysis.single_quoted {
+        e.write_single_quoted(&chars);
+    } else {
+        e.write_double_quoted(&chars);
     }
-    if matches!(first, b'-' | b'?' | b':') && (b.len() == 1 || b[1] == b' ') {
-        return false;
-    }
-    if s.contains(": ") || s.contains(" #") || s.ends_with(':') {
-        return false;
-    }
-    true
+    e.out
 }
 
 /// Whether PyYAML's implicit resolvers would read the plain scalar as a bool, null, number,
@@ -323,12 +486,37 @@ mod tests {
     }
 
     #[test]
-    fn block_scalars_are_quoted_when_plain_would_change_type() {
-        assert_eq!(yaml_block_scalar("joint1"), "joint1");
-        assert_eq!(yaml_block_scalar("yes"), "'yes'");
-        assert_eq!(yaml_block_scalar("12"), "'12'");
-        assert_eq!(yaml_block_scalar("1.5"), "'1.5'");
-        assert_eq!(yaml_block_scalar("a: b"), "'a: b'");
-        assert_eq!(yaml_block_scalar(""), "''");
+    fn list_items_are_styled_as_pyyaml_does() {
+        // Expected values printed by PyYAML 6.0 for yaml.dump([s]).
+        let cases = [
+            ("joint1", "- joint1"),
+            (" ", "- ' '"),
+            ("- a", "- '- a'"),
+            ("a: b", "- 'a: b'"),
+            ("x#y", "- x#y"),
+            ("x #y", "- 'x #y'"),
+            ("?a", "- ?a"),
+            ("09", "- 09"),
+            ("012", "- '012'"),
+            ("1:20", "- '1:20'"),
+            ("1e5", "- 1e5"),
+            ("1.0e+5", "- '1.0e+5'"),
+            ("Yes", "- 'Yes'"),
+            ("2001-01-01", "- '2001-01-01'"),
+            ("'q", "- '''q'"),
+            ("q'", "- q'"),
+            ("a\tb", "- \"a\\tb\""),
+            ("\u{e9}", "- \"\\xE9\""),
+            ("a\nb", "- 'a\n\n  b'"),
+            ("", "- ''"),
+        ];
+        for (s, want) in cases {
+            assert_eq!(yaml_list_item(s), want, "{s:?}");
+        }
+        let long = format!("{} {}", "a".repeat(100), "b".repeat(10));
+        assert_eq!(
+            yaml_list_item(&long),
+            format!("- {}\n  {}", "a".repeat(100), "b".repeat(10))
+        );
     }
 }

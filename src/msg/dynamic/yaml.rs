@@ -1,6 +1,6 @@
 //! `rostopic echo`'s YAML: genpy's `strify_message`, rule for rule.
 
-use super::pyfmt::{bytes_repr, float_repr, yaml_block_scalar, yaml_double_quoted};
+use super::pyfmt::{bytes_repr, float_repr, yaml_double_quoted, yaml_list_item};
 use super::Value;
 use std::fmt::Write;
 
@@ -43,13 +43,13 @@ fn strify(value: &Value, indent: &str) -> String {
             None => "[]".into(),
             Some(first) if scalar(first).is_some() => number_list(items.iter().filter_map(scalar)),
             Some(Value::String(_)) => {
+                // genpy runs `yaml.dump` on the list and indents every line it writes.
                 let mut out = String::new();
                 for item in items {
-                    let text = match item {
-                        Value::String(s) => yaml_block_scalar(s),
-                        other => strify(other, ""),
-                    };
-                    let _ = write!(out, "\n{indent}- {text}");
+                    let Value::String(s) = item else { continue };
+                    for line in yaml_list_item(s).split('\n') {
+                        let _ = write!(out, "\n{indent}{line}");
+                    }
                 }
                 out
             }
