@@ -33,7 +33,7 @@ fn check_round_trip<M: Message + PartialEq>(seed: u64) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn generated_types_round_trip(seed in any::<u64>()) {
@@ -60,8 +60,11 @@ proptest! {
         for info in msgs::MESSAGES {
             let ty = DynamicType::from_definition(info.type_name, info.definition).expect("definition");
             if let Ok(value) = ty.decode(&bytes) {
-                // Whatever decodes must encode back to exactly the input.
-                prop_assert_eq!(ty.encode(&value).expect("encode"), bytes.to_vec());
+                // Whatever decodes encodes to bytes that decode to themselves (not always the
+                // input: a bool byte of 2 reads as true and is written as 1, as genpy does).
+                let again = Bytes::from(ty.encode(&value).expect("encode"));
+                let twice = ty.encode(&ty.decode(&again).expect("decode again")).expect("encode");
+                prop_assert_eq!(twice, again.to_vec());
                 let _ = (value.to_yaml(), value.to_json());
             }
         }
