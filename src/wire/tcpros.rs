@@ -1,0 +1,135 @@
+//! TCPROS framing: each message (and the connection header) is a `u32 LE` length and that
+//! many bytes. The decoder is incremental and bounded: a frame over the limit is an error,
+//! and the link is to be dropped, before anything is allocated for it.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::fmt;
+
+/// The default frame limit: far above any real message, far below what would hurt.
+pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
+
+/// Memory reserved ahead for a large frame before its bytes arrive: the claimed length is
+/// the peer's word, so larger frames grow with what actually comes in.
+const MAX_RESERVE: usize = 8 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameTooLarge {
+    pub len: usize,
+    pub max: usize,
+}
+
+impl fmt::Display for FrameTooLarge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "frame of {} bytes exceeds the limit of {} bytes",
+            self.len, self.max
+        )
+    }
+}
+
+impl std::error::Error for FrameTooLarge {}
+
+/// Splits a byte stream into frame bodies.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: BytesMut,
+    max_frame: usize,
+}
+
+impl FrameDecoder {
+    pub fn new(max_frame: usize) -> FrameDecoder {
+        FrameDecoder {
+            buf: BytesMut::with_capacity(8 << 10),
+            max_frame,
+        }
+    }
+
+    /// Changes the limit, e.g. from the header's to the messages' after the handshake.
+    pub fn set_max_frame(&mut self, max_frame: usize) {
+        self.max_frame = max_frame;
+    }
+
+    /// Appends received bytes.
+    pub fn extend(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The buffer to read the socket into directly (`AsyncReadExt::read_buf`).
+    pub fn buffer_mut(&mut self) -> &mut BytesMut {
+        &mut self.buf
+    }
+
+    /// Bytes received but not yet returned as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete frame's body, `None` until one is complete.
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameTooLarge> {
+        let Some(prefix) = self.buf.first_chunk::<4>() else {
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes(*prefix) as usize;
+        if len > self.max_frame {
+            return Err(FrameTooLarge {
+                len,
+                max: self.max_frame,
+            });
+        }
+        if self.buf.len() < 4 + len {
+            let missing = 4 + len - self.buf.len();
+            self.buf.reserve(missing.min(MAX_RESERVE));
+            return Ok(None);
+        }
+        self.buf.advance(4);
+        Ok(Some(self.buf.split_to(len).freeze()))
+    }
+}
+
+/// A frame (`u32 LE` length, then `body`) in one buffer, ready to be shared by every link.
+pub fn frame(body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(body);
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_frames_fed_byte_by_byte() {
+        let stream = [frame(b"hello"), frame(b""), frame(&[7u8; 300])].concat();
+        let mut decoder = FrameDecoder::new(1000);
+        let mut bodies = Vec::new();
+        for b in stream {
+            decoder.extend(&[b]);
+            while let Some(body) = decoder.next_frame().unwrap() {
+                bodies.push(body);
+            }
+        }
+        assert_eq!(bodies, [&b"hello"[..], b"", &[7u8; 300][..]]);
+        assert_eq!(decoder.buffered(), 0);
+    }
+
+    #[test]
+    fn refuses_frames_over_the_limit_without_allocating() {
+        let mut decoder = FrameDecoder::new(1 << 20);
+        decoder.extend(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            decoder.next_frame(),
+            Err(FrameTooLarge {
+                len: u32::MAX as usize,
+                max: 1 << 20
+            })
+        );
+        assert!(decoder.buffer_mut().capacity() < 1 << 20);
+    }
+
+    #[test]
+    fn frame_prefixes_the_length() {
+        assert_eq!(&frame(b"abc")[..], &[3, 0, 0, 0, b'a', b'b', b'c']);
+    }
+}

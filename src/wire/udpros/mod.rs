@@ -1,0 +1,120 @@
+//! UDPROS datagrams: an 8-byte little-endian header (`u32` connection id, `u8` opcode,
+//! `u8` message id, `u16` block) and a slice of the message frame (its `u32` length prefix
+//! included). DATA0 opens a message and carries the block count; DATAN carries block
+//! `1..count`. PING and ERR are the heartbeat and the close notice, which roscpp never sends
+//! and treats as errors, so they go only to udpros peers.
+
+mod fragment;
+mod pacing;
+mod reassemble;
+
+pub use fragment::{Datagram, FragmentError, Fragmenter, Fragments};
+pub use pacing::Pacer;
+pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats};
+
+/// Bytes of the datagram header.
+pub const HEADER_LEN: usize = 8;
+/// roscpp's default `max_datagram_size`, and the size of its receive buffer whatever it asks
+/// for: never send a roscpp subscriber a larger datagram.
+pub const ROSCPP_MAX_DATAGRAM: usize = 1500;
+/// The largest UDP payload over IPv4.
+pub const MAX_UDP_PAYLOAD: usize = 65507;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    Data0 = 0,
+    DataN = 1,
+    Ping = 2,
+    Err = 3,
+}
+
+impl Opcode {
+    pub fn from_u8(v: u8) -> Option<Opcode> {
+        Some(match v {
+            0 => Opcode::Data0,
+            1 => Opcode::DataN,
+            2 => Opcode::Ping,
+            3 => Opcode::Err,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramHeader {
+    pub connection_id: u32,
+    pub opcode: Opcode,
+    pub message_id: u8,
+    /// DATA0: the message's block count; DATAN: this block's index.
+    pub block: u16,
+}
+
+impl DatagramHeader {
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[..4].copy_from_slice(&self.connection_id.to_le_bytes());
+        out[4] = self.opcode as u8;
+        out[5] = self.message_id;
+        out[6..].copy_from_slice(&self.block.to_le_bytes());
+        out
+    }
+
+    /// `None` for datagrams shorter than a header or with an unknown opcode.
+    pub fn parse(datagram: &[u8]) -> Option<DatagramHeader> {
+        let h = datagram.first_chunk::<HEADER_LEN>()?;
+        Some(DatagramHeader {
+            connection_id: u32::from_le_bytes([h[0], h[1], h[2], h[3]]),
+            opcode: Opcode::from_u8(h[4])?,
+            message_id: h[5],
+            block: u16::from_le_bytes([h[6], h[7]]),
+        })
+    }
+}
+
+/// The message id after `id`: 1 to 255, never 0 (roscpp reads 0 as "no message").
+pub fn next_message_id(id: u8) -> u8 {
+    if id == 255 {
+        1
+    } else {
+        id + 1
+    }
+}
+
+/// How many ids `later` is past `earlier` in the 1..=255 cycle (0 when equal).
+pub fn message_id_distance(earlier: u8, later: u8) -> u8 {
+    let (a, b) = (earlier.max(1) - 1, later.max(1) - 1);
+    ((u16::from(b) + 255 - u16::from(a)) % 255) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_little_endian() {
+        let h = DatagramHeader {
+            connection_id: 0x0403_0201,
+            opcode: Opcode::DataN,
+            message_id: 9,
+            block: 0x0201,
+        };
+        assert_eq!(h.encode(), [1, 2, 3, 4, 1, 9, 1, 2]);
+        assert_eq!(DatagramHeader::parse(&h.encode()), Some(h));
+        assert_eq!(
+            DatagramHeader::parse(&[0, 0, 0, 0, 4, 1, 1, 0]),
+            None,
+            "unknown opcode"
+        );
+        assert_eq!(DatagramHeader::parse(&[0; 7]), None, "short");
+    }
+
+    #[test]
+    fn message_ids_cycle_through_1_to_255() {
+        assert_eq!(next_message_id(1), 2);
+        assert_eq!(next_message_id(255), 1);
+        assert_eq!(message_id_distance(255, 1), 1);
+        assert_eq!(message_id_distance(3, 3), 0);
+        assert_eq!(message_id_distance(1, 255), 254);
+    }
+}

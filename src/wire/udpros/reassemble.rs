@@ -1,0 +1,566 @@
+//! Reassembling datagrams into messages, for one connection.
+//!
+//! Better than roscpp's, which needs every block in order: blocks of the current message
+//! are taken in any order; a block that arrives before its DATA0 waits (bounded) for it;
+//! duplicates are ignored; a message is abandoned when a newer one starts or its deadline
+//! passes; bytes of two messages never mix; memory is bounded by twice the message size
+//! limit. Garbage is counted and dropped without disturbing the message in progress.
+
+use super::{message_id_distance, DatagramHeader, Opcode, HEADER_LEN};
+use bytes::Bytes;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReassemblerConfig {
+    /// Largest frame accepted (length prefix included); larger messages are dropped.
+    pub max_message_size: usize,
+    /// How long an incomplete message may wait for its missing blocks.
+    pub timeout: Duration,
+    /// When set, datagrams for other connection ids are dropped. roscpp never checks the
+    /// id; udpros checks it once the publisher is known to be a udpros peer.
+    pub connection_id: Option<u32>,
+}
+
+impl Default for ReassemblerConfig {
+    fn default() -> Self {
+        ReassemblerConfig {
+            max_message_size: 64 << 20,
+            timeout: Duration::from_millis(500),
+            connection_id: None,
+        }
+    }
+}
+
+/// What a datagram produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A complete message body (without its length prefix).
+    Message(Bytes),
+    /// A heartbeat from the publisher.
+    Ping,
+    /// The publisher closed the connection.
+    Closed,
+}
+
+/// Per-connection counters, as `getBusStats` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpStats {
+    pub messages: u64,
+    /// Body bytes of delivered messages (without length prefixes, as roscpp counts).
+    pub bytes: u64,
+    /// Messages begun but never completed (superseded or timed out).
+    pub incomplete: u64,
+    /// Messages whose ids were skipped entirely (not one datagram seen).
+    pub missed: u64,
+    pub duplicates: u64,
+    /// Blocks that arrived after a later block of the same message, or before its DATA0.
+    pub out_of_order: u64,
+    /// Blocks of messages already delivered or given up.
+    pub late: u64,
+    /// Short, empty, unknown-opcode or inconsistent datagrams.
+    pub malformed: u64,
+    /// Datagrams for another connection id.
+    pub foreign: u64,
+    /// Messages over the size limit.
+    pub oversize: u64,
+    pub pings: u64,
+}
+
+impl UdpStats {
+    /// Messages known lost: begun and abandoned, or never seen at all.
+    pub fn lost(&self) -> u64 {
+        self.incomplete + self.missed
+    }
+}
+
+/// How many finished message ids are remembered to recognise late and duplicate datagrams.
+const FINISHED_MEMORY: usize = 32;
+
+/// The message being assembled.
+#[derive(Debug)]
+struct Partial {
+    id: u8,
+    blocks: u16,
+    /// Payload bytes in every block but the last.
+    block_payload: usize,
+    frame: Vec<u8>,
+    have: Vec<u64>,
+    received: u16,
+    highest: u16,
+    deadline: Instant,
+}
+
+impl Partial {
+    fn has(&self, index: u16) -> bool {
+        self.have[usize::from(index) / 64] & (1 << (index % 64)) != 0
+    }
+
+    fn expected_len(&self, index: u16) -> usize {
+        if index + 1 == self.blocks {
+            self.frame.len() - usize::from(index) * self.block_payload
+        } else {
+            self.block_payload
+        }
+    }
+
+    /// Copies a block in; false when it does not fit this message's geometry.
+    fn place(&mut self, index: u16, payload: &[u8]) -> bool {
+        if index >= self.blocks || payload.len() != self.expected_len(index) {
+            return false;
+        }
+        let start = usize::from(index) * self.block_payload;
+        self.frame[start..start + payload.len()].copy_from_slice(payload);
+        self.have[usize::from(index) / 64] |= 1 << (index % 64);
+        self.received += 1;
+        self.highest = self.highest.max(index);
+        true
+    }
+
+    fn is_complete(&self) -> bool {
+        self.received == self.blocks
+    }
+}
+
+/// DATAN blocks that arrived before their message's DATA0.
+#[derive(Debug)]
+struct Stash {
+    id: u8,
+    blocks: Vec<(u16, Vec<u8>)>,
+    bytes: usize,
+    deadline: Instant,
+}
+
+#[derive(Debug)]
+pub struct Reassembler {
+    config: ReassemblerConfig,
+    partial: Option<Partial>,
+    stash: Option<Stash>,
+    finished: [Option<u8>; FINISHED_MEMORY],
+    finished_next: usize,
+    last_started: Option<u8>,
+    stats: UdpStats,
+}
+
+impl Reassembler {
+    pub fn new(config: ReassemblerConfig) -> Reassembler {
+        Reassembler {
+            config,
+            partial: None,
+            stash: None,
+            finished: [None; FINISHED_MEMORY],
+            finished_next: 0,
+            last_started: None,
+            stats: UdpStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &ReassemblerConfig {
+        &self.config
+    }
+
+    /// Starts checking connection ids (once the peer is known to send the negotiated one).
+    pub fn set_connection_id(&mut self, id: Option<u32>) {
+        self.config.connection_id = id;
+    }
+
+    pub fn stats(&self) -> &UdpStats {
+        &self.stats
+    }
+
+    /// Bytes held for incomplete messages.
+    pub fn memory(&self) -> usize {
+        self.partial
+            .as_ref()
+            .map_or(0, |p| p.frame.len() + p.have.len() * 8)
+            + self.stash.as_ref().map_or(0, |s| s.bytes)
+    }
+
+    /// When [`Reassembler::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let partial = self.partial.as_ref().map(|p| p.deadline);
+        let stash = self.stash.as_ref().map(|s| s.deadline);
+        partial.into_iter().chain(stash).min()
+    }
+
+    /// Drops incomplete messages whose deadline has passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.partial.as_ref().is_some_and(|p| p.deadline <= now) {
+            self.abandon_partial();
+        }
+        if self.stash.as_ref().is_some_and(|s| s.deadline <= now) {
+            self.abandon_stash();
+        }
+    }
+
+    /// Takes one received datagram.
+    pub fn handle(&mut self, now: Instant, datagram: Bytes) -> Option<Event> {
+        self.handle_timeout(now);
+        let Some(header) = DatagramHeader::parse(&datagram) else {
+            self.stats.malformed += 1;
+            return None;
+        };
+        if self
+            .config
+            .connection_id
+            .is_some_and(|id| id != header.connection_id)
+        {
+            self.stats.foreign += 1;
+            return None;
+        }
+        match header.opcode {
+            Opcode::Ping => {
+                self.stats.pings += 1;
+                Some(Event::Ping)
+            }
+            Opcode::Err => Some(Event::Closed),
+            Opcode::Data0 => self.on_data0(now, header, datagram.slice(HEADER_LEN..)),
+            Opcode::DataN => {
+                self.on_datan(now, header, &datagram[HEADER_LEN..]);
+                self.take_complete()
+            }
+        }
+    }
+
+    fn on_data0(&mut self, now: Instant, header: DatagramHeader, payload: Bytes) -> Option<Event> {
+        let blocks = header.block;
+        let Some(prefix) = payload.first_chunk::<4>() else {
+            self.stats.malformed += 1;
+            return None;
+        };
+        let frame_len = 4 + u32::from_le_bytes(*prefix) as usize;
+        // The block count must be what the length prefix and this block's size imply.
+        let consistent = match blocks {
+            0 => false,
+            1 => payload.len() == frame_len,
+            n => frame_len.div_ceil(payload.len()) == usize::from(n),
+        };
+        if !consistent {
+            self.stats.malformed += 1;
+            return None;
+        }
+        let id = header.message_id;
+        if frame_len > self.config.max_message_size {
+            self.stats.oversize += 1;
+            self.finish(id); // its other blocks are then late, not stashed
+            return None;
+        }
+        if self.is_finished(id) {
+            self.stats.duplicates += 1;
+            return None;
+        }
+        if let Some(p) = &self.partial {
+            if p.id == id && p.blocks == blocks && p.frame.len() == frame_len {
+                self.stats.duplicates += 1;
+                return None;
+            }
+            self.abandon_partial();
+        }
+        if let Some(last) = self.last_started {
+            let gap = message_id_distance(last, id);
+            if (2..128).contains(&gap) {
+                self.stats.missed += u64::from(gap - 1);
+            }
+        }
+        self.last_started = Some(id);
+        if blocks == 1 {
+            self.finish(id);
+            return self.deliver(payload.slice(4..));
+        }
+        let mut partial = Partial {
+            id,
+            blocks,
+            block_payload: payload.len(),
+            frame: vec![0; frame_len],
+            have: vec![0; usize::from(blocks).div_ceil(64)],
+            received: 0,
+            highest: 0,
+            deadline: now + self.config.timeout,
+        };
+        partial.place(0, &payload);
+        if let Some(stash) = self.stash.take_if(|s| s.id == id) {
+            for (index, block) in stash.blocks {
+                if !partial.place(index, &block) {
+                    self.stats.malformed += 1;
+                }
+            }
+        } else if self.stash.as_ref().is_some_and(|s| !is_newer(id, s.id)) {
+            // Blocks waiting for an older message's DATA0 will not see it now.
+            self.abandon_stash();
+        }
+        self.partial = Some(partial);
+        self.take_complete()
+    }
+
+    fn on_datan(&mut self, now: Instant, header: DatagramHeader, payload: &[u8]) {
+        let (id, index) = (header.message_id, header.block);
+        if index == 0 || payload.is_empty() {
+            self.stats.malformed += 1;
+            return;
+        }
+        if let Some(p) = self.partial.as_mut().filter(|p| p.id == id) {
+            if index < p.blocks && p.has(index) {
+                self.stats.duplicates += 1;
+            } else {
+                let later_seen = index < p.highest;
+                if !p.place(index, payload) {
+                    self.stats.malformed += 1;
+                } else if later_seen {
+                    self.stats.out_of_order += 1;
+                }
+            }
+            return;
+        }
+        if self.is_finished(id) || self.partial.as_ref().is_some_and(|p| !is_newer(p.id, id)) {
+            self.stats.late += 1;
+            return;
+        }
+        // A block of a message whose DATA0 has not arrived (yet).
+        self.stats.out_of_order += 1;
+        if self.stash.as_ref().is_some_and(|s| s.id != id) {
+            if !is_newer(self.stash.as_ref().map_or(id, |s| s.id), id) {
+                self.stats.late += 1;
+                return;
+            }
+            self.abandon_stash();
+        }
+        let deadline = now + self.config.timeout;
+        let limit = self.config.max_message_size;
+        let stash = self.stash.get_or_insert_with(|| Stash {
+            id,
+            blocks: Vec::new(),
+            bytes: 0,
+            deadline,
+        });
+        if stash.blocks.iter().any(|(i, _)| *i == index) {
+            self.stats.duplicates += 1;
+        } else if stash.bytes + payload.len() > limit {
+            self.stats.oversize += 1;
+        } else {
+            stash.bytes += payload.len();
+            stash.blocks.push((index, payload.to_vec()));
+        }
+    }
+
+    fn take_complete(&mut self) -> Option<Event> {
+        let partial = self.partial.take_if(|p| p.is_complete())?;
+        self.finish(partial.id);
+        self.deliver(Bytes::from(partial.frame).slice(4..))
+    }
+
+    fn deliver(&mut self, body: Bytes) -> Option<Event> {
+        self.stats.messages += 1;
+        self.stats.bytes += body.len() as u64;
+        Some(Event::Message(body))
+    }
+
+    fn abandon_partial(&mut self) {
+        if let Some(p) = self.partial.take() {
+            self.stats.incomplete += 1;
+            self.finish(p.id);
+        }
+    }
+
+    fn abandon_stash(&mut self) {
+        if let Some(s) = self.stash.take() {
+            self.stats.incomplete += 1;
+            self.finish(s.id);
+        }
+    }
+
+    fn finish(&mut self, id: u8) {
+        self.finished[self.finished_next] = Some(id);
+        self.finished_next = (self.finished_next + 1) % FINISHED_MEMORY;
+    }
+
+    fn is_finished(&self, id: u8) -> bool {
+        self.finished.contains(&Some(id))
+    }
+}
+
+/// Whether `b` comes after `a` in the id cycle (within half of it).
+fn is_newer(a: u8, b: u8) -> bool {
+    (1..128).contains(&message_id_distance(a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Fragmenter;
+    use super::*;
+    use crate::wire::tcpros::frame;
+
+    fn datagrams(f: &mut Fragmenter, body: &[u8]) -> Vec<Bytes> {
+        f.fragment(&frame(body))
+            .unwrap()
+            .map(|d| Bytes::from(d.to_vec()))
+            .collect()
+    }
+
+    fn feed(r: &mut Reassembler, now: Instant, dgs: impl IntoIterator<Item = Bytes>) -> Vec<Event> {
+        dgs.into_iter().filter_map(|d| r.handle(now, d)).collect()
+    }
+
+    fn body(n: usize, seed: u8) -> Vec<u8> {
+        (0..n)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    #[test]
+    fn delivers_in_order_and_reordered_blocks() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 1500).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let a = body(3012, 1);
+        assert_eq!(
+            feed(&mut r, now, datagrams(&mut f, &a)),
+            [Event::Message(Bytes::from(a))]
+        );
+        let b = body(5000, 2);
+        let mut dgs = datagrams(&mut f, &b);
+        dgs.reverse(); // DATAN blocks before their DATA0, and backwards
+        assert_eq!(feed(&mut r, now, dgs), [Event::Message(Bytes::from(b))]);
+        assert_eq!(r.stats().messages, 2);
+        assert_eq!(r.stats().out_of_order, 3);
+        assert_eq!(r.memory(), 0);
+    }
+
+    #[test]
+    fn ignores_duplicates_of_blocks_and_of_whole_messages() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 100).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let msg = body(250, 3);
+        let dgs = datagrams(&mut f, &msg);
+        let doubled = dgs.iter().flat_map(|d| [d.clone(), d.clone()]);
+        assert_eq!(feed(&mut r, now, doubled).len(), 1);
+        // A late copy of the whole message is not delivered again.
+        assert!(feed(&mut r, now, dgs).is_empty());
+        let small = datagrams(&mut f, b"x");
+        assert_eq!(
+            feed(&mut r, now, [small[0].clone(), small[0].clone()]).len(),
+            1
+        );
+        assert!(r.stats().duplicates >= 4);
+    }
+
+    #[test]
+    fn a_newer_message_abandons_an_incomplete_one() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 100).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let first = datagrams(&mut f, &body(300, 4));
+        let second_body = body(300, 5);
+        let second = datagrams(&mut f, &second_body);
+        assert!(feed(&mut r, now, first[..2].iter().cloned()).is_empty());
+        assert_eq!(
+            feed(&mut r, now, second),
+            [Event::Message(Bytes::from(second_body))]
+        );
+        // The rest of the first arrives late: dropped, never mixed in.
+        assert!(feed(&mut r, now, first[2..].iter().cloned()).is_empty());
+        assert_eq!(r.stats().incomplete, 1);
+        assert!(r.stats().late >= 1);
+    }
+
+    #[test]
+    fn incomplete_messages_expire_and_free_memory() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 1500).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig {
+            timeout: Duration::from_millis(100),
+            ..Default::default()
+        });
+        let dgs = datagrams(&mut f, &body(10_000, 6));
+        feed(&mut r, now, dgs[..3].iter().cloned());
+        assert!(r.memory() >= 10_000);
+        assert_eq!(r.poll_timeout(), Some(now + Duration::from_millis(100)));
+        r.handle_timeout(now + Duration::from_millis(100));
+        assert_eq!(r.memory(), 0);
+        assert_eq!(r.stats().incomplete, 1);
+        assert!(feed(
+            &mut r,
+            now + Duration::from_millis(101),
+            dgs[3..].iter().cloned()
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn garbage_does_not_disturb_the_message_in_progress() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(9, 100).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let msg = body(400, 7);
+        let dgs = datagrams(&mut f, &msg);
+        let id = dgs[0][5];
+        let garbage = [
+            Bytes::new(),                                                   // empty
+            Bytes::from_static(&[1, 2, 3]),                                 // short
+            Bytes::from_static(&[9, 0, 0, 0, 7, 1, 1, 0]),                  // unknown opcode
+            Bytes::from(vec![9, 0, 0, 0, 1, id, 1, 0]),                     // DATAN without payload
+            Bytes::from(vec![9, 0, 0, 0, 1, id, 200, 0, 1, 2]),             // block past the count
+            Bytes::from(vec![9, 0, 0, 0, 1, id, 2, 0, 1, 2]),               // wrong block size
+            Bytes::from(vec![9, 0, 0, 0, 0, 77, 5, 0, 200, 0, 0, 0, 1, 2]), // count disagrees with prefix
+            Bytes::from(vec![9, 0, 0, 0, 0, 78, 0, 0, 0, 0, 0, 0]),         // count of 0
+            Bytes::from(vec![9, 0, 0, 0, 0, 79, 1, 0]),                     // DATA0 without prefix
+        ];
+        let mut stream = vec![dgs[0].clone(), dgs[1].clone()];
+        stream.extend(garbage.iter().cloned());
+        stream.extend(dgs[2..].iter().cloned());
+        assert_eq!(
+            feed(&mut r, now, stream),
+            [Event::Message(Bytes::from(msg))]
+        );
+        assert_eq!(r.stats().malformed, garbage.len() as u64);
+    }
+
+    #[test]
+    fn ping_and_err_are_events_and_foreign_ids_are_dropped_when_checked() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(5, 1500).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig {
+            connection_id: Some(5),
+            ..Default::default()
+        });
+        assert_eq!(
+            r.handle(now, Bytes::copy_from_slice(&f.ping())),
+            Some(Event::Ping)
+        );
+        let mut other = Fragmenter::new(6, 1500).unwrap();
+        assert!(feed(&mut r, now, datagrams(&mut other, b"spoof")).is_empty());
+        assert_eq!(r.stats().foreign, 1);
+        assert_eq!(feed(&mut r, now, datagrams(&mut f, b"real")).len(), 1);
+        assert_eq!(
+            r.handle(now, Bytes::copy_from_slice(&f.err())),
+            Some(Event::Closed)
+        );
+    }
+
+    #[test]
+    fn skipped_message_ids_count_as_missed() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 1500).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let all: Vec<Vec<Bytes>> = (0..10).map(|i| datagrams(&mut f, &[i])).collect();
+        for (i, dgs) in all.into_iter().enumerate() {
+            if i % 3 != 1 {
+                feed(&mut r, now, dgs);
+            }
+        }
+        assert_eq!(r.stats().messages, 7);
+        assert_eq!(r.stats().missed, 3);
+    }
+
+    #[test]
+    fn oversize_messages_are_refused_before_allocating() {
+        let now = Instant::now();
+        let mut r = Reassembler::new(ReassemblerConfig {
+            max_message_size: 1000,
+            ..Default::default()
+        });
+        let mut f = Fragmenter::new(1, 1500).unwrap();
+        assert!(feed(&mut r, now, datagrams(&mut f, &body(5000, 1))).is_empty());
+        assert_eq!(r.stats().oversize, 1);
+        assert!(r.memory() <= 1000);
+    }
+}
