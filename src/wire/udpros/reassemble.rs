@@ -83,6 +83,9 @@ struct Partial {
     blocks: u16,
     /// Payload bytes in every block but the last.
     block_payload: usize,
+    frame_len: usize,
+    /// The frame so far: blocks appended while they come in order, then (after the first
+    /// out-of-order block) the full length with blocks placed at their offsets.
     frame: Vec<u8>,
     have: Vec<u64>,
     received: u16,
@@ -97,7 +100,7 @@ impl Partial {
 
     fn expected_len(&self, index: u16) -> usize {
         if index + 1 == self.blocks {
-            self.frame.len() - usize::from(index) * self.block_payload
+            self.frame_len - usize::from(index) * self.block_payload
         } else {
             self.block_payload
         }
@@ -109,7 +112,14 @@ impl Partial {
             return false;
         }
         let start = usize::from(index) * self.block_payload;
-        self.frame[start..start + payload.len()].copy_from_slice(payload);
+        if start == self.frame.len() {
+            // The next block in order (the usual case): append, so the buffer is never zeroed.
+            self.frame.extend_from_slice(payload);
+        } else {
+            // Out of order: from here on the buffer is full length and blocks land in place.
+            self.frame.resize(self.frame_len, 0);
+            self.frame[start..start + payload.len()].copy_from_slice(payload);
+        }
         self.have[usize::from(index) / 64] |= 1 << (index % 64);
         self.received += 1;
         self.highest = self.highest.max(index);
@@ -171,7 +181,7 @@ impl Reassembler {
     pub fn memory(&self) -> usize {
         self.partial
             .as_ref()
-            .map_or(0, |p| p.frame.len() + p.have.len() * 8)
+            .map_or(0, |p| p.frame.capacity() + p.have.len() * 8)
             + self.stash.as_ref().map_or(0, |s| s.bytes)
     }
 
@@ -249,7 +259,7 @@ impl Reassembler {
             return None;
         }
         if let Some(p) = &self.partial {
-            if p.id == id && p.blocks == blocks && p.frame.len() == frame_len {
+            if p.id == id && p.blocks == blocks && p.frame_len == frame_len {
                 self.stats.duplicates += 1;
                 return None;
             }
@@ -270,7 +280,8 @@ impl Reassembler {
             id,
             blocks,
             block_payload: payload.len(),
-            frame: vec![0; frame_len],
+            frame_len,
+            frame: Vec::with_capacity(frame_len),
             have: vec![0; usize::from(blocks).div_ceil(64)],
             received: 0,
             highest: 0,

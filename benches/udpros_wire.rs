@@ -1,0 +1,81 @@
+//! Fragmenting and reassembling UDPROS messages, beside a plain copy of the same bytes.
+//!
+//! `cargo bench --bench udpros_wire` prints a table; `-- --quick` runs a few iterations only
+//! (CI uses it so the benchmark cannot rot). Timings are printed, never asserted.
+
+use bytes::Bytes;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use udpros::wire::tcpros::frame;
+use udpros::wire::udpros::{Event, Fragmenter, Reassembler, ReassemblerConfig};
+
+fn per_iteration(iterations: u32, mut f: impl FnMut()) -> Duration {
+    f(); // warm up
+    let start = Instant::now();
+    for _ in 0..iterations {
+        f();
+    }
+    start.elapsed() / iterations
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let datagram_size = 1500;
+    println!("UDPROS fragment + reassemble at {datagram_size}-byte datagrams, beside one memcpy of the frame");
+    println!();
+    println!("| message | datagrams | memcpy | alloc + memcpy | fragment | reassemble | reassemble / memcpy | reassembly throughput |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for size in [64usize, 100_000, 1_000_000] {
+        let iterations = if quick {
+            3
+        } else {
+            (200_000_000 / (size as u32 + 1000)).clamp(20, 200_000)
+        };
+        let body: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        let frame = frame(&body);
+        let mut fragmenter = Fragmenter::new(1, datagram_size).expect("size");
+        let datagrams: Vec<Bytes> = fragmenter
+            .fragment(&frame)
+            .expect("fits")
+            .map(|d| Bytes::from(d.to_vec()))
+            .collect();
+
+        let mut destination = vec![0u8; frame.len()];
+        let copy = per_iteration(iterations, || {
+            destination.copy_from_slice(black_box(&frame));
+            black_box(&destination);
+        });
+
+        let alloc_copy = per_iteration(iterations, || {
+            let mut v = Vec::with_capacity(frame.len());
+            v.extend_from_slice(black_box(&frame));
+            black_box(v);
+        });
+
+        let fragment = per_iteration(iterations, || {
+            for d in fragmenter.fragment(black_box(&frame)).expect("fits") {
+                black_box(d);
+            }
+        });
+
+        // A fresh reassembler per message, so the same datagrams (warm in cache, as the
+        // memcpy source is) can be fed again without reading as duplicates.
+        let now = Instant::now();
+        let reassemble = per_iteration(iterations, || {
+            let mut reassembler = Reassembler::new(ReassemblerConfig::default());
+            let mut delivered = 0;
+            for d in &datagrams {
+                if let Some(Event::Message(m)) = reassembler.handle(now, d.clone()) {
+                    delivered += m.len();
+                }
+            }
+            assert_eq!(delivered, size);
+        });
+        let ratio = reassemble.as_secs_f64() / copy.as_secs_f64();
+        let throughput = size as f64 / reassemble.as_secs_f64() / 1e9;
+        println!(
+            "| {size} B | {} | {copy:.2?} | {alloc_copy:.2?} | {fragment:.2?} | {reassemble:.2?} | {ratio:.1}x | {throughput:.2} GB/s |",
+            datagrams.len()
+        );
+    }
+}
