@@ -5,6 +5,11 @@
 //! code generator, also for users' own messages).
 
 pub mod codegen;
+pub mod master;
+pub mod names;
+pub mod node;
+pub mod xmlrpc;
+pub mod yaml;
 pub mod msg;
 pub mod wire;
 

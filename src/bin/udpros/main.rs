@@ -1,5 +1,6 @@
 //! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
 
+mod master_cmd;
 mod msg_cmd;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +22,8 @@ enum Command {
     /// Message types: md5 sums, definitions, the list udpros ships (like `rosmsg`).
     #[command(subcommand)]
     Msg(msg_cmd::MsgCommand),
+    /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
+    Master(master_cmd::MasterArgs),
 }
 
 /// A failure the user should read: printed as one line, exit status 1.
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Msg(cmd) => msg_cmd::run(cmd),
+        Command::Master(args) => master_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,8 @@ mod json;
 mod pyfmt;
 mod yaml;
 
+pub use pyfmt::float_repr;
+
 use crate::codegen::spec::{FieldType, MsgSpec, Primitive, Shape, SpecError, SpecSet, MAX_NESTING};
 use crate::msg::{Duration, Time};
 use bytes::Bytes;

@@ -350,7 +350,7 @@ pub fn yaml_list_item(s: &str) -> String {
     e.write_indicator("-", true);
     e.indention = true;
     let analysis = analyze(&chars);
-    if !chars.is_empty() && analysis.plain && !resolves_to_non_string(s) {
+    if !chars.is_empty() && analysis.plain && !crate::yaml::plain_is_not_a_string(s) {
         e.write_plain(&chars);
     } else if chars.is_empty() || analysis.single_quoted {
         e.write_single_quoted(&chars);
@@ -358,87 +358,6 @@ pub fn yaml_list_item(s: &str) -> String {
         e.write_double_quoted(&chars);
     }
     e.out
-}
-
-/// Whether PyYAML's implicit resolvers would read the plain scalar as a bool, null, number,
-/// timestamp or merge key (then it must be quoted to stay a string).
-fn resolves_to_non_string(s: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
-        "on", "On", "ON", "off", "Off", "OFF", "~", "null", "Null", "NULL", "<<", "=", ".inf",
-        ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan", ".NaN",
-        ".NAN",
-    ];
-    if WORDS.contains(&s) {
-        return true;
-    }
-    let digits_or_underscores =
-        |t: &str, radix: u32| t.chars().all(|c| c == '_' || c.is_digit(radix));
-    let unsigned = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let is_int = match unsigned.as_bytes() {
-        [b'0', b'b', rest @ ..] => !rest.is_empty() && digits_or_underscores(&unsigned[2..], 2),
-        [b'0', b'x', rest @ ..] => !rest.is_empty() && digits_or_underscores(&unsigned[2..], 16),
-        [b'0'] => true,
-        [b'0', ..] => digits_or_underscores(&unsigned[1..], 8),
-        [b'1'..=b'9', ..] => digits_or_underscores(unsigned, 10) || is_sexagesimal(unsigned, false),
-        _ => false,
-    };
-    is_int || is_yaml_float(s) || is_timestamp(s)
-}
-
-/// `1:30` (int) or `1:30.5` (float), as PyYAML's YAML 1.1 resolvers read them.
-fn is_sexagesimal(t: &str, float: bool) -> bool {
-    let (head, frac) = match t.split_once('.') {
-        Some((h, f)) if float => (h, f),
-        Some(_) => return false,
-        None if float => return false,
-        None => (t, ""),
-    };
-    let mut parts = head.split(':');
-    let first = parts.next().unwrap_or("");
-    let mut rest = parts.peekable();
-    rest.peek().is_some()
-        && first.starts_with(|c: char| c.is_ascii_digit())
-        && first.chars().all(|c| c == '_' || c.is_ascii_digit())
-        && rest.all(|p| {
-            let b = p.as_bytes();
-            matches!(b, [d] if d.is_ascii_digit())
-                || matches!(b, [b'0'..=b'5', d] if d.is_ascii_digit())
-        })
-        && frac.chars().all(|c| c == '_' || c.is_ascii_digit())
-}
-
-fn is_yaml_float(s: &str) -> bool {
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let exponent_ok = exponent.is_none_or(|e| {
-        e.strip_prefix(['+', '-'])
-            .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
-    });
-    let digits_or_underscores = |t: &str| t.chars().all(|c| c == '_' || c.is_ascii_digit());
-    if let Some(frac) = mantissa.strip_prefix('.') {
-        return exponent_ok && !frac.is_empty() && digits_or_underscores(frac);
-    }
-    let unsigned = mantissa.strip_prefix(['+', '-']).unwrap_or(mantissa);
-    if exponent.is_none() && is_sexagesimal(unsigned, true) {
-        return true;
-    }
-    match unsigned.split_once('.') {
-        Some((int, frac)) => {
-            exponent_ok
-                && int.starts_with(|c: char| c.is_ascii_digit())
-                && digits_or_underscores(int)
-                && digits_or_underscores(frac)
-        }
-        None => false,
-    }
-}
-
-fn is_timestamp(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[5].is_ascii_digit()
 }
 
 #[cfg(test)]

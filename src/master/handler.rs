@@ -1,0 +1,388 @@
+//! The master's XML-RPC methods, with rosmaster's argument checks (`apivalidate` and its
+//! validators) and its exact status codes and messages.
+
+use super::notify::{Notifier, Task};
+use super::ordered::OrderedMap;
+use super::params::{compute_updates, ParamTree};
+use super::registrations::{Kind, RegistrationManager};
+use crate::names::resolve;
+use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value, XmlRpcClient};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::watch;
+
+#[derive(Default)]
+struct State {
+    reg: RegistrationManager,
+    params: ParamTree,
+    topic_types: OrderedMap<String>,
+}
+
+pub struct MasterHandler {
+    uri: String,
+    state: Mutex<State>,
+    notifier: Notifier,
+    shutdown: watch::Sender<Option<String>>,
+}
+
+/// rosmaster's argument validators, by the parameter name they report.
+#[derive(Clone, Copy)]
+enum Check {
+    Any,
+    NonEmptyStr(&'static str),
+    NotNone,
+    IsApi(&'static str),
+    /// A resolved name that may not be `/` (topics and services).
+    IsResource(&'static str),
+    ValidName(&'static str),
+    EmptyOrValidName(&'static str),
+    ValidTypeName(&'static str),
+}
+
+type Reply = (i32, String, Value);
+
+/// Python's truth value, which rosmaster's validators test with `not x`.
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Int(i) => *i != 0,
+        Value::Bool(b) => *b,
+        Value::String(s) | Value::DateTime(s) => !s.is_empty(),
+        Value::Double(d) => *d != 0.0,
+        Value::Base64(b) => !b.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Struct(s) => !s.is_empty(),
+    }
+}
+
+fn invalid(message: String) -> (i32, String) {
+    (-1, message)
+}
+
+impl Check {
+    /// Validates and canonicalises one argument, as the validator of the same name does.
+    fn apply(self, value: Value, caller_id: &str) -> Result<Value, (i32, String)> {
+        let text = value.as_str().filter(|s| !s.is_empty());
+        let valid_name = |name: &str| -> Result<String, (i32, String)> {
+            let Some(s) = text else {
+                return Err(invalid(format!("ERROR: parameter [{name}] must be a non-empty string")));
+            };
+            if s.contains(':') || s.contains(' ') {
+                return Err(invalid(format!("ERROR: parameter [{name}] contains illegal chars")));
+            }
+            Ok(resolve(s, caller_id))
+        };
+        Ok(match self {
+            Check::Any => value,
+            Check::NonEmptyStr(name) => {
+                if !truthy(&value) {
+                    return Err(invalid(format!("ERROR: parameter [{name}] must be specified and non-empty")));
+                }
+                if value.as_str().is_none() {
+                    return Err(invalid(format!("ERROR: parameter [{name}] must be a string")));
+                }
+                value
+            }
+            Check::NotNone => value, // XML-RPC without <nil/> cannot carry None
+            Check::IsApi(name) => {
+                let Some(s) = text else {
+                    return Err(invalid(format!("ERROR: parameter [{name}] is not an XMLRPC URI")));
+                };
+                if !s.starts_with("http://") && !s.starts_with("rosrpc://") {
+                    return Err(invalid(format!("ERROR: parameter [{name}] is not an RPC URI")));
+                }
+                value
+            }
+            Check::IsResource(name) => {
+                let resolved = valid_name(name)?;
+                if value.as_str() == Some("/") {
+                    return Err(invalid(format!("ERROR: parameter [{name}] cannot be the global namespace")));
+                }
+                Value::String(resolved)
+            }
+            Check::ValidName(name) => Value::String(valid_name(name)?),
+            Check::EmptyOrValidName(name) => match value.as_str() {
+                None => return Err(invalid(format!("ERROR: parameter [{name}] must be a string"))),
+                Some("") => Value::from(""),
+                Some(s) => Value::String(resolve(s, caller_id)),
+            },
+            Check::ValidTypeName(name) => {
+                if value.as_str() == Some("*") {
+                    return Ok(value);
+                }
+                let Some(s) = text else {
+                    return Err(invalid(format!("ERROR: parameter [{name}] must be a non-empty string")));
+                };
+                if s.split('/').count() != 2 {
+                    return Err(invalid(format!("ERROR: parameter [{name}] is not a valid package resource name")));
+                }
+                value
+            }
+        })
+    }
+}
+
+fn string_list(items: Vec<String>) -> Value {
+    Value::Array(items.into_iter().map(Value::String).collect())
+}
+
+fn pairs(items: impl IntoIterator<Item = (String, String)>) -> Value {
+    Value::Array(items.into_iter().map(|(a, b)| Value::from(vec![a, b])).collect())
+}
+
+fn state_value(state: Vec<(String, Vec<String>)>) -> Value {
+    Value::Array(state.into_iter().map(|(k, ids)| Value::Array(vec![Value::String(k), string_list(ids)])).collect())
+}
+
+fn arg(args: &[Value], i: usize) -> &str {
+    args.get(i).and_then(Value::as_str).unwrap_or("")
+}
+
+impl MasterHandler {
+    pub fn new(uri: String, client: XmlRpcClient) -> Arc<MasterHandler> {
+        Arc::new_cyclic(|me: &Weak<MasterHandler>| {
+            let me = me.clone();
+            let on_rejected = Arc::new(move |caller_id: &str, api: &str, key: &str| {
+                if let Some(master) = me.upgrade() {
+                    master.lock().reg.unregister(Kind::ParamSubscriber, key, caller_id, api, None);
+                }
+            });
+            MasterHandler {
+                uri,
+                state: Mutex::default(),
+                notifier: Notifier::new(client, on_rejected),
+                shutdown: watch::channel(None).0,
+            }
+        })
+    }
+
+    /// Resolves when a `shutdown` call asks the master to stop, with its reason.
+    pub fn shutdown_requests(&self) -> watch::Receiver<Option<String>> {
+        self.shutdown.subscribe()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn dispatch(&self, method: &str, params: Vec<Value>) -> Result<Value, Fault> {
+        use Check::*;
+        let zero = Value::Int(0);
+        let empty = || Value::Array(Vec::new());
+        let (default, checks): (Value, &[Check]) = match method {
+            "getUri" => (Value::from(""), &[]),
+            "getPid" => (Value::Int(-1), &[]),
+            "shutdown" => (zero, &[Any]),
+            "deleteParam" | "getParam" | "searchParam" => (zero, &[NonEmptyStr("key")]),
+            "setParam" => (zero, &[NonEmptyStr("key"), NotNone]),
+            "subscribeParam" | "unsubscribeParam" => (zero, &[IsApi("caller_api"), NonEmptyStr("key")]),
+            "hasParam" => (Value::Bool(false), &[NonEmptyStr("key")]),
+            "getParamNames" | "getTopicTypes" => (empty(), &[]),
+            "registerService" => (zero, &[IsResource("service"), IsApi("service_api"), IsApi("caller_api")]),
+            "lookupService" => (Value::from(""), &[IsResource("service")]),
+            "unregisterService" => (zero, &[IsResource("service"), IsApi("service_api")]),
+            "registerSubscriber" | "registerPublisher" => {
+                (empty(), &[IsResource("topic"), ValidTypeName("topic_type"), IsApi("caller_api")])
+            }
+            "unregisterSubscriber" | "unregisterPublisher" => (zero, &[IsResource("topic"), IsApi("caller_api")]),
+            "lookupNode" => (Value::from(""), &[ValidName("node")]),
+            "getPublishedTopics" => (zero, &[EmptyOrValidName("subgraph")]),
+            "getSystemState" => (Value::from(vec![empty(), empty(), empty()]), &[]),
+            _ => return Err(Fault::new(1, format!("<class 'Exception'>:method \"{method}\" is not supported"))),
+        };
+        let (code, message, value) = match Self::validate(params, checks) {
+            Ok((caller_id, args)) => self.run(method, &caller_id, args, default),
+            Err((code, message)) => (code, message, default),
+        };
+        Ok(Value::Array(vec![Value::Int(code), Value::String(message), value]))
+    }
+
+    /// rosmaster's `apivalidate`: arity, a string caller_id, then each validator in order.
+    fn validate(params: Vec<Value>, checks: &[Check]) -> Result<(String, Vec<Value>), (i32, String)> {
+        if params.is_empty() {
+            return Err((-1, "missing required caller_id parameter".into()));
+        }
+        if params.len() != checks.len() + 1 {
+            return Err((-1, "Error: bad call arity".into()));
+        }
+        let mut params = params.into_iter();
+        let Some(Value::String(caller_id)) = params.next() else {
+            return Err((-1, "caller_id must be a string".into()));
+        };
+        let args = params.zip(checks).map(|(v, check)| check.apply(v, &caller_id)).collect::<Result<_, _>>()?;
+        Ok((caller_id, args))
+    }
+
+    fn run(&self, method: &str, caller_id: &str, args: Vec<Value>, default: Value) -> Reply {
+        let mut state = self.lock();
+        let s = &mut *state;
+        match method {
+            "getUri" => (1, String::new(), Value::from(self.uri.as_str())),
+            "getPid" => (1, String::new(), Value::Int(std::process::id() as i32)),
+            "shutdown" => {
+                let reason = args[0].as_str().unwrap_or("").to_string();
+                self.shutdown.send_replace(Some(reason));
+                (1, "shutdown".into(), Value::Int(0))
+            }
+            "getParam" => {
+                let key = resolve(arg(&args, 0), caller_id);
+                match s.params.get(&key) {
+                    Some(v) => (1, format!("Parameter [{key}]"), v),
+                    None => (-1, format!("Parameter [{key}] is not set"), Value::Int(0)),
+                }
+            }
+            "setParam" => {
+                let key = resolve(arg(&args, 0), caller_id);
+                let value = args[1].clone();
+                if let Err(e) = s.params.set(&key, value.clone()) {
+                    return (-1, format!("Error: invalid arguments: {e}"), default);
+                }
+                let updates = compute_updates(&s.reg.param_subscribers.map, &key, &value, Some(caller_id));
+                self.notify_params(updates);
+                (1, format!("parameter {key} set"), Value::Int(0))
+            }
+            "deleteParam" => {
+                let key = resolve(arg(&args, 0), caller_id);
+                if key == "/" || !s.params.delete(&key) {
+                    return (-1, format!("parameter [{key}] is not set"), Value::Int(0));
+                }
+                let deleted = Value::Struct(BTreeMap::new());
+                self.notify_params(compute_updates(&s.reg.param_subscribers.map, &key, &deleted, None));
+                (1, format!("parameter {key} deleted"), Value::Int(0))
+            }
+            "hasParam" => {
+                let key = resolve(arg(&args, 0), caller_id);
+                let has = s.params.has(&key);
+                (1, key, Value::Bool(has))
+            }
+            "searchParam" => {
+                let key = arg(&args, 0);
+                match s.params.search(caller_id, key) {
+                    Ok(Some(found)) => (1, format!("Found [{found}]"), Value::String(found)),
+                    Ok(None) => (-1, format!("Cannot find parameter [{key}] in an upwards search"), Value::from("")),
+                    Err(e) => (0, format!("Internal failure: {e}"), default),
+                }
+            }
+            "subscribeParam" | "unsubscribeParam" => {
+                let (api, key) = (arg(&args, 0), resolve(arg(&args, 1), caller_id));
+                let sub_key = if key == "/" { key.clone() } else { format!("{}/", crate::names::canonicalize(&key)) };
+                if method == "unsubscribeParam" {
+                    s.reg.unregister(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
+                    return (1, format!("Unsubscribe to parameter [{key}]"), Value::Int(1));
+                }
+                let value = s.params.get(&sub_key).unwrap_or_else(|| Value::Struct(BTreeMap::new()));
+                let bumped = s.reg.register(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
+                self.bump(bumped, caller_id);
+                (1, format!("Subscribed to parameter [{key}]"), value)
+            }
+            "getParamNames" => (1, "Parameter names".into(), string_list(s.params.names())),
+            "registerService" => {
+                let (service, service_api, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
+                let bumped = s.reg.register(Kind::Service, service, caller_id, api, Some(service_api));
+                self.bump(bumped, caller_id);
+                (1, format!("Registered [{caller_id}] as provider of [{service}]"), Value::Int(1))
+            }
+            "lookupService" => match s.reg.services.service_api(arg(&args, 0)) {
+                Some(api) => (1, format!("rosrpc URI: [{api}]"), Value::from(api)),
+                None => (-1, "no provider".into(), Value::from("")),
+            },
+            "unregisterService" => {
+                let (code, msg, v) = s.reg.unregister(Kind::Service, arg(&args, 0), caller_id, "", Some(arg(&args, 1)));
+                (code, msg, Value::Int(v))
+            }
+            "registerSubscriber" => {
+                let (topic, topic_type, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
+                let bumped = s.reg.register(Kind::Subscriber, topic, caller_id, api, None);
+                self.bump(bumped, caller_id);
+                if !s.topic_types.contains(topic) && topic_type != "*" {
+                    s.topic_types.insert(topic, topic_type.to_string());
+                }
+                (1, format!("Subscribed to [{topic}]"), string_list(s.reg.publishers.apis(topic)))
+            }
+            "unregisterSubscriber" => {
+                let (code, msg, v) = s.reg.unregister(Kind::Subscriber, arg(&args, 0), caller_id, arg(&args, 1), None);
+                (code, msg, Value::Int(v))
+            }
+            "registerPublisher" => {
+                let (topic, topic_type, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
+                let bumped = s.reg.register(Kind::Publisher, topic, caller_id, api, None);
+                self.bump(bumped, caller_id);
+                if topic_type != "*" || !s.topic_types.contains(topic) {
+                    s.topic_types.insert(topic, topic_type.to_string());
+                }
+                self.notify_subscribers(&s.reg, topic);
+                (1, format!("Registered [{caller_id}] as publisher of [{topic}]"), string_list(s.reg.subscribers.apis(topic)))
+            }
+            "unregisterPublisher" => {
+                let topic = arg(&args, 0);
+                let (code, msg, v) = s.reg.unregister(Kind::Publisher, topic, caller_id, arg(&args, 1), None);
+                if v == 1 {
+                    self.notify_subscribers(&s.reg, topic);
+                }
+                (code, msg, Value::Int(v))
+            }
+            "lookupNode" => {
+                let node = arg(&args, 0);
+                match s.reg.nodes.get(node) {
+                    Some(n) => (1, "node api".into(), Value::from(n.api.as_str())),
+                    None => (-1, format!("unknown node [{node}]"), Value::from("")),
+                }
+            }
+            "getPublishedTopics" => {
+                let mut subgraph = arg(&args, 0).to_string();
+                if !subgraph.is_empty() && !subgraph.ends_with('/') {
+                    subgraph.push('/');
+                }
+                let topics = s
+                    .reg
+                    .publishers
+                    .map
+                    .keys()
+                    .filter(|t| t.starts_with(&subgraph))
+                    .map(|t| (t.to_string(), s.topic_types.get(t).cloned().unwrap_or_default()));
+                (1, "current topics".into(), pairs(topics))
+            }
+            "getTopicTypes" => {
+                let types = s.topic_types.iter().map(|(t, ty)| (t.to_string(), ty.clone()));
+                (1, "current system state".into(), pairs(types))
+            }
+            "getSystemState" => {
+                let reg = &s.reg;
+                let state = [reg.publishers.state(), reg.subscribers.state(), reg.services.state()];
+                (1, "current system state".into(), Value::Array(state.into_iter().map(state_value).collect()))
+            }
+            _ => (0, format!("Internal failure: no method {method}"), default),
+        }
+    }
+
+    /// A node re-registered from a new API: tell the old one to shut down.
+    fn bump(&self, bumped: Option<String>, caller_id: &str) {
+        if let Some(old_api) = bumped {
+            let message = format!("[{caller_id}] Reason: new node registered with same name");
+            self.notifier.queue(&old_api, Task::Shutdown { message });
+        }
+    }
+
+    /// Sends every subscriber of `topic` the full list of its publishers.
+    fn notify_subscribers(&self, reg: &RegistrationManager, topic: &str) {
+        let publishers = reg.publishers.apis(topic);
+        for api in reg.subscribers.apis(topic) {
+            self.notifier.queue(&api, Task::PublisherUpdate { topic: topic.to_string(), publishers: publishers.clone() });
+        }
+    }
+
+    fn notify_params(&self, updates: Vec<super::params::ParamUpdate>) {
+        for update in updates {
+            for (caller_id, api) in update.nodes {
+                let task = Task::ParamUpdate { caller_id, key: update.key.clone(), value: update.value.clone() };
+                self.notifier.queue(&api, task);
+            }
+        }
+    }
+}
+
+impl Handler for MasterHandler {
+    fn call(&self, method: &str, params: Vec<Value>) -> HandlerFuture {
+        let result = self.dispatch(method, params);
+        Box::pin(async move { result })
+    }
+}

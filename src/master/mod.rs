@@ -1,0 +1,58 @@
+//! An embedded ROS master with rosmaster's semantics: registrations, node replacement,
+//! publisherUpdate notifications, the parameter server with subscriptions, and rosmaster's
+//! argument checks and status messages, so stock roscpp and rospy nodes and tools work
+//! against it unchanged.
+
+mod handler;
+mod notify;
+mod ordered;
+mod params;
+mod registrations;
+
+pub use params::{compute_updates, Param, ParamTree, ParamUpdate};
+
+use crate::xmlrpc::{XmlRpcClient, XmlRpcServer};
+use handler::MasterHandler;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A running master; dropping it stops it.
+pub struct Master {
+    server: XmlRpcServer,
+    handler: std::sync::Arc<MasterHandler>,
+    uri: String,
+}
+
+impl Master {
+    /// Serves on `addr` (port 0 picks a free one). `host` is the name other nodes reach it
+    /// by, written into its URI (`http://host:port/`).
+    pub async fn start(addr: SocketAddr, host: &str) -> std::io::Result<Master> {
+        let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let uri = format!("http://{host}:{}/", listener.local_addr()?.port());
+        let handler = MasterHandler::new(uri.clone(), client);
+        let server = XmlRpcServer::serve(listener, handler.clone())?;
+        Ok(Master { server, handler, uri })
+    }
+
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Completes when a client calls the master's `shutdown`, with the reason given.
+    pub async fn shutdown_requested(&self) -> String {
+        let mut requests = self.handler.shutdown_requests();
+        loop {
+            if let Some(reason) = requests.borrow_and_update().clone() {
+                return reason;
+            }
+            if requests.changed().await.is_err() {
+                return String::new();
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! An XML-RPC client on hyper: pooled keep-alive connections, connect and request timeouts,
+//! and no `Accept-Encoding` (Python servers gzip large replies for clients that ask).
+
+use super::parse::{parse_response, ParseError, ParseLimits};
+use super::write::write_call;
+use super::{Fault, Value};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::fmt;
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    InvalidUri(String),
+    /// No connection, or it broke (the peer is down or unreachable).
+    Transport(String),
+    Timeout,
+    Http(u16),
+    Parse(ParseError),
+    Fault(Fault),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::InvalidUri(u) => write!(f, "invalid XML-RPC URI '{u}'"),
+            CallError::Transport(e) => write!(f, "cannot reach the XML-RPC server: {e}"),
+            CallError::Timeout => f.write_str("XML-RPC call timed out"),
+            CallError::Http(status) => write!(f, "XML-RPC server answered HTTP {status}"),
+            CallError::Parse(e) => write!(f, "bad XML-RPC response: {e}"),
+            CallError::Fault(fault) => fault.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// Cheap to clone; clones share the connection pool.
+#[derive(Clone)]
+pub struct XmlRpcClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    request_timeout: Duration,
+}
+
+impl fmt::Debug for XmlRpcClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("XmlRpcClient").field("request_timeout", &self.request_timeout).finish()
+    }
+}
+
+impl Default for XmlRpcClient {
+    fn default() -> Self {
+        XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10))
+    }
+}
+
+impl XmlRpcClient {
+    pub fn new(connect_timeout: Duration, request_timeout: Duration) -> XmlRpcClient {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
+        XmlRpcClient { client, request_timeout }
+    }
+
+    /// The same pool with another request timeout.
+    pub fn with_timeout(&self, request_timeout: Duration) -> XmlRpcClient {
+        XmlRpcClient { client: self.client.clone(), request_timeout }
+    }
+
+    /// Calls `method` at `uri` (`http://host:port/`) and returns its value, or the fault.
+    pub async fn call(&self, uri: &str, method: &str, params: Vec<Value>) -> Result<Value, CallError> {
+        let parsed: hyper::Uri = uri.parse().map_err(|_| CallError::InvalidUri(uri.to_string()))?;
+        if parsed.scheme_str() != Some("http") || parsed.authority().is_none() {
+            return Err(CallError::InvalidUri(uri.to_string()));
+        }
+        let request = hyper::Request::post(parsed)
+            .header(hyper::header::CONTENT_TYPE, "text/xml")
+            .header(hyper::header::USER_AGENT, "udpros")
+            .body(Full::new(Bytes::from(write_call(method, &params))))
+            .map_err(|e| CallError::InvalidUri(e.to_string()))?;
+        let limits = ParseLimits::default();
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| CallError::Transport(error_chain(&e)))?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), limits.max_body)
+                .collect()
+                .await
+                .map_err(|e| CallError::Transport(e.to_string()))?
+                .to_bytes();
+            if !status.is_success() {
+                return Err(CallError::Http(status.as_u16()));
+            }
+            Ok(body)
+        };
+        let body = tokio::time::timeout(self.request_timeout, exchange).await.map_err(|_| CallError::Timeout)??;
+        parse_response(&body, &limits).map_err(CallError::Parse)?.map_err(CallError::Fault)
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
