@@ -6,12 +6,12 @@
 
 pub mod codegen;
 pub mod master;
+pub mod msg;
 pub mod names;
 pub mod node;
+pub mod wire;
 pub mod xmlrpc;
 pub mod yaml;
-pub mod msg;
-pub mod wire;
 
 /// The message types udpros ships, generated from `msg/<package>/<Type>.msg`.
 pub mod msgs {

@@ -75,8 +75,14 @@ pub struct Remappings {
 
 impl Remappings {
     /// Resolves each pair for `node_name`, as roscpp does at init.
-    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>, node_name: &str) -> Remappings {
-        let map = pairs.into_iter().map(|(from, to)| (resolve(from, node_name), resolve(to, node_name))).collect();
+    pub fn new<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        node_name: &str,
+    ) -> Remappings {
+        let map = pairs
+            .into_iter()
+            .map(|(from, to)| (resolve(from, node_name), resolve(to, node_name)))
+            .collect();
         Remappings { map }
     }
 
@@ -111,7 +117,8 @@ pub fn is_legal(name: &str) -> bool {
 /// A legal base name (no namespace): a letter then letters, digits and `_`.
 pub fn is_legal_base(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]

@@ -37,10 +37,18 @@ impl Yaml {
             Yaml::Int(i) => i32::try_from(*i).map_or(Value::Double(*i as f64), Value::Int),
             Yaml::Float(f) => Value::Double(*f),
             Yaml::Str(s) => Value::String(s.clone()),
-            Yaml::Seq(items) => Value::Array(items.iter().map(Yaml::to_xmlrpc).collect::<Result<_, _>>()?),
-            Yaml::Map(pairs) => {
-                Value::Struct(pairs.iter().map(|(k, v)| Ok((k.clone(), v.to_xmlrpc()?))).collect::<Result<_, _>>()?)
-            }
+            Yaml::Seq(items) => Value::Array(
+                items
+                    .iter()
+                    .map(Yaml::to_xmlrpc)
+                    .collect::<Result<_, _>>()?,
+            ),
+            Yaml::Map(pairs) => Value::Struct(
+                pairs
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), v.to_xmlrpc()?)))
+                    .collect::<Result<_, _>>()?,
+            ),
         })
     }
 }
@@ -49,9 +57,15 @@ impl Yaml {
 pub fn resolve_plain(s: &str) -> Yaml {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Yaml::Null,
-        "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => return Yaml::Bool(true),
-        "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => return Yaml::Bool(false),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Yaml::Float(f64::INFINITY),
+        "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Yaml::Bool(true)
+        }
+        "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Yaml::Bool(false)
+        }
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Yaml::Float(f64::INFINITY)
+        }
         "-.inf" | "-.Inf" | "-.INF" => return Yaml::Float(f64::NEG_INFINITY),
         ".nan" | ".NaN" | ".NAN" => return Yaml::Float(f64::NAN),
         _ => {}
@@ -99,7 +113,9 @@ fn resolve_int(s: &str) -> Option<i64> {
     } else if u.starts_with(|c: char| c.is_ascii_digit()) && digits(u, 10) {
         parse_radix(u, 10)
     } else {
-        sexagesimal(u).filter(|_| !u.contains('.')).map(|v| v as i64)
+        sexagesimal(u)
+            .filter(|_| !u.contains('.'))
+            .map(|v| v as i64)
     }?;
     value.checked_mul(sign)
 }
@@ -116,7 +132,8 @@ fn sexagesimal(u: &str) -> Option<f64> {
     let mut any = false;
     for p in parts {
         let b = p.as_bytes();
-        let ok = matches!(b, [d] if d.is_ascii_digit()) || matches!(b, [b'0'..=b'5', d] if d.is_ascii_digit());
+        let ok = matches!(b, [d] if d.is_ascii_digit())
+            || matches!(b, [b'0'..=b'5', d] if d.is_ascii_digit());
         if !ok {
             return None;
         }
@@ -126,7 +143,9 @@ fn sexagesimal(u: &str) -> Option<f64> {
     if !any || !frac.chars().all(|c| c == '_' || c.is_ascii_digit()) {
         return None;
     }
-    let frac: f64 = format!("0.{}", frac.replace('_', "")).parse().unwrap_or(0.0);
+    let frac: f64 = format!("0.{}", frac.replace('_', ""))
+        .parse()
+        .unwrap_or(0.0);
     Some(value + frac)
 }
 
@@ -170,7 +189,11 @@ fn is_timestamp(s: &str) -> bool {
 /// Parses one value: a scalar (plain, `'single'` or `"double"` quoted) or a flow
 /// collection. Nesting is bounded.
 pub fn parse_flow(text: &str) -> Result<Yaml, YamlError> {
-    let mut p = Flow { chars: text.chars().collect(), pos: 0, depth: 0 };
+    let mut p = Flow {
+        chars: text.chars().collect(),
+        pos: 0,
+        depth: 0,
+    };
     p.skip_ws();
     let value = p.value(false)?;
     p.skip_ws();
@@ -178,7 +201,10 @@ pub fn parse_flow(text: &str) -> Result<Yaml, YamlError> {
         p.pos = p.chars.len(); // a comment
     }
     if p.pos < p.chars.len() {
-        return Err(YamlError(format!("unexpected '{}' after the value", p.chars[p.pos])));
+        return Err(YamlError(format!(
+            "unexpected '{}' after the value",
+            p.chars[p.pos]
+        )));
     }
     Ok(value)
 }
@@ -217,13 +243,21 @@ impl Flow {
         while let Some(c) = self.peek() {
             let ends = c == '#' && self.pos > start && self.chars[self.pos - 1].is_whitespace();
             let flow_end = in_flow && matches!(c, ',' | ']' | '}');
-            let key_end = c == ':' && self.chars.get(self.pos + 1).is_none_or(|n| n.is_whitespace() || (in_flow && matches!(n, ',' | ']' | '}')));
+            let key_end = c == ':'
+                && self
+                    .chars
+                    .get(self.pos + 1)
+                    .is_none_or(|n| n.is_whitespace() || (in_flow && matches!(n, ',' | ']' | '}')));
             if ends || flow_end || (in_flow && key_end) {
                 break;
             }
             self.pos += 1;
         }
-        self.chars[start..self.pos].iter().collect::<String>().trim().to_string()
+        self.chars[start..self.pos]
+            .iter()
+            .collect::<String>()
+            .trim()
+            .to_string()
     }
 
     fn quoted(&mut self) -> Result<String, YamlError> {
@@ -231,7 +265,9 @@ impl Flow {
         self.pos += 1;
         let mut out = String::new();
         loop {
-            let Some(c) = self.peek() else { return Err(YamlError("unterminated quoted string".into())) };
+            let Some(c) = self.peek() else {
+                return Err(YamlError("unterminated quoted string".into()));
+            };
             self.pos += 1;
             match (quote, c) {
                 ('\'', '\'') if self.peek() == Some('\'') => {
@@ -240,7 +276,9 @@ impl Flow {
                 }
                 ('\'', '\'') | ('"', '"') => return Ok(out),
                 ('"', '\\') => {
-                    let Some(e) = self.peek() else { return Err(YamlError("dangling escape".into())) };
+                    let Some(e) = self.peek() else {
+                        return Err(YamlError("dangling escape".into()));
+                    };
                     self.pos += 1;
                     match e {
                         'n' => out.push('\n'),
@@ -286,7 +324,11 @@ impl Flow {
             if self.peek() == Some(':') {
                 self.pos += 1;
                 self.skip_ws();
-                let value = if self.peek().is_some_and(|c| c == ',' || c == close) { Yaml::Null } else { self.value(true)? };
+                let value = if self.peek().is_some_and(|c| c == ',' || c == close) {
+                    Yaml::Null
+                } else {
+                    self.value(true)?
+                };
                 let key = match first {
                     Yaml::Str(s) => s,
                     other => scalar_text(&other),
@@ -301,7 +343,9 @@ impl Flow {
             match self.peek() {
                 Some(',') => self.pos += 1,
                 Some(c) if c == close => {}
-                Some(c) => return Err(YamlError(format!("expected ',' or '{close}', found '{c}'"))),
+                Some(c) => {
+                    return Err(YamlError(format!("expected ',' or '{close}', found '{c}'")))
+                }
                 None => return Err(YamlError(format!("missing '{close}'"))),
             }
         }
@@ -349,7 +393,10 @@ mod tests {
         assert_eq!(resolve_plain("yes"), Yaml::Bool(true));
         assert_eq!(resolve_plain("Off"), Yaml::Bool(false));
         assert_eq!(resolve_plain("~"), Yaml::Null);
-        assert_eq!(resolve_plain("hello world"), Yaml::Str("hello world".into()));
+        assert_eq!(
+            resolve_plain("hello world"),
+            Yaml::Str("hello world".into())
+        );
         assert!(plain_is_not_a_string("2001-01-01") && !plain_is_not_a_string("abc"));
     }
 
@@ -363,20 +410,29 @@ mod tests {
                 Yaml::Str("th\"ree".into()),
                 Yaml::Map(vec![
                     ("a".into(), Yaml::Float(1.5)),
-                    ("b".into(), Yaml::Seq(vec![Yaml::Str("x".into()), Yaml::Bool(true)]))
+                    (
+                        "b".into(),
+                        Yaml::Seq(vec![Yaml::Str("x".into()), Yaml::Bool(true)])
+                    )
                 ]),
             ])
         );
         assert_eq!(parse_flow("'it''s'").unwrap(), Yaml::Str("it's".into()));
         assert_eq!(parse_flow("{}").unwrap(), Yaml::Map(vec![]));
-        assert_eq!(parse_flow("plain text # comment").unwrap(), Yaml::Str("plain text".into()));
+        assert_eq!(
+            parse_flow("plain text # comment").unwrap(),
+            Yaml::Str("plain text".into())
+        );
         assert!(parse_flow("[1, 2").is_err());
         assert!(parse_flow(&"[".repeat(100)).is_err());
     }
 
     #[test]
     fn converts_to_parameter_values() {
-        let v = parse_flow("{n: 5, big: 10000000000, l: [true]}").unwrap().to_xmlrpc().unwrap();
+        let v = parse_flow("{n: 5, big: 10000000000, l: [true]}")
+            .unwrap()
+            .to_xmlrpc()
+            .unwrap();
         let s = v.as_struct().unwrap();
         assert_eq!(s["n"], Value::Int(5));
         assert_eq!(s["big"], Value::Double(1e10));

@@ -3,7 +3,7 @@
 
 use super::notify::{Notifier, Task};
 use super::ordered::OrderedMap;
-use super::params::{compute_updates, ParamTree};
+use super::params::{compute_updates, DeleteError, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
 use crate::names::resolve;
 use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value, XmlRpcClient};
@@ -64,10 +64,14 @@ impl Check {
         let text = value.as_str().filter(|s| !s.is_empty());
         let valid_name = |name: &str| -> Result<String, (i32, String)> {
             let Some(s) = text else {
-                return Err(invalid(format!("ERROR: parameter [{name}] must be a non-empty string")));
+                return Err(invalid(format!(
+                    "ERROR: parameter [{name}] must be a non-empty string"
+                )));
             };
             if s.contains(':') || s.contains(' ') {
-                return Err(invalid(format!("ERROR: parameter [{name}] contains illegal chars")));
+                return Err(invalid(format!(
+                    "ERROR: parameter [{name}] contains illegal chars"
+                )));
             }
             Ok(resolve(s, caller_id))
         };
@@ -75,33 +79,47 @@ impl Check {
             Check::Any => value,
             Check::NonEmptyStr(name) => {
                 if !truthy(&value) {
-                    return Err(invalid(format!("ERROR: parameter [{name}] must be specified and non-empty")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] must be specified and non-empty"
+                    )));
                 }
                 if value.as_str().is_none() {
-                    return Err(invalid(format!("ERROR: parameter [{name}] must be a string")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] must be a string"
+                    )));
                 }
                 value
             }
             Check::NotNone => value, // XML-RPC without <nil/> cannot carry None
             Check::IsApi(name) => {
                 let Some(s) = text else {
-                    return Err(invalid(format!("ERROR: parameter [{name}] is not an XMLRPC URI")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] is not an XMLRPC URI"
+                    )));
                 };
                 if !s.starts_with("http://") && !s.starts_with("rosrpc://") {
-                    return Err(invalid(format!("ERROR: parameter [{name}] is not an RPC URI")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] is not an RPC URI"
+                    )));
                 }
                 value
             }
             Check::IsResource(name) => {
                 let resolved = valid_name(name)?;
                 if value.as_str() == Some("/") {
-                    return Err(invalid(format!("ERROR: parameter [{name}] cannot be the global namespace")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] cannot be the global namespace"
+                    )));
                 }
                 Value::String(resolved)
             }
             Check::ValidName(name) => Value::String(valid_name(name)?),
             Check::EmptyOrValidName(name) => match value.as_str() {
-                None => return Err(invalid(format!("ERROR: parameter [{name}] must be a string"))),
+                None => {
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] must be a string"
+                    )))
+                }
                 Some("") => Value::from(""),
                 Some(s) => Value::String(resolve(s, caller_id)),
             },
@@ -110,10 +128,14 @@ impl Check {
                     return Ok(value);
                 }
                 let Some(s) = text else {
-                    return Err(invalid(format!("ERROR: parameter [{name}] must be a non-empty string")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] must be a non-empty string"
+                    )));
                 };
                 if s.split('/').count() != 2 {
-                    return Err(invalid(format!("ERROR: parameter [{name}] is not a valid package resource name")));
+                    return Err(invalid(format!(
+                        "ERROR: parameter [{name}] is not a valid package resource name"
+                    )));
                 }
                 value
             }
@@ -126,11 +148,21 @@ fn string_list(items: Vec<String>) -> Value {
 }
 
 fn pairs(items: impl IntoIterator<Item = (String, String)>) -> Value {
-    Value::Array(items.into_iter().map(|(a, b)| Value::from(vec![a, b])).collect())
+    Value::Array(
+        items
+            .into_iter()
+            .map(|(a, b)| Value::from(vec![a, b]))
+            .collect(),
+    )
 }
 
 fn state_value(state: Vec<(String, Vec<String>)>) -> Value {
-    Value::Array(state.into_iter().map(|(k, ids)| Value::Array(vec![Value::String(k), string_list(ids)])).collect())
+    Value::Array(
+        state
+            .into_iter()
+            .map(|(k, ids)| Value::Array(vec![Value::String(k), string_list(ids)]))
+            .collect(),
+    )
 }
 
 fn arg(args: &[Value], i: usize) -> &str {
@@ -143,7 +175,10 @@ impl MasterHandler {
             let me = me.clone();
             let on_rejected = Arc::new(move |caller_id: &str, api: &str, key: &str| {
                 if let Some(master) = me.upgrade() {
-                    master.lock().reg.unregister(Kind::ParamSubscriber, key, caller_id, api, None);
+                    master
+                        .lock()
+                        .reg
+                        .unregister(Kind::ParamSubscriber, key, caller_id, api, None);
                 }
             });
             MasterHandler {
@@ -174,30 +209,58 @@ impl MasterHandler {
             "shutdown" => (zero, &[Any]),
             "deleteParam" | "getParam" | "searchParam" => (zero, &[NonEmptyStr("key")]),
             "setParam" => (zero, &[NonEmptyStr("key"), NotNone]),
-            "subscribeParam" | "unsubscribeParam" => (zero, &[IsApi("caller_api"), NonEmptyStr("key")]),
+            "subscribeParam" | "unsubscribeParam" => {
+                (zero, &[IsApi("caller_api"), NonEmptyStr("key")])
+            }
             "hasParam" => (Value::Bool(false), &[NonEmptyStr("key")]),
             "getParamNames" | "getTopicTypes" => (empty(), &[]),
-            "registerService" => (zero, &[IsResource("service"), IsApi("service_api"), IsApi("caller_api")]),
+            "registerService" => (
+                zero,
+                &[
+                    IsResource("service"),
+                    IsApi("service_api"),
+                    IsApi("caller_api"),
+                ],
+            ),
             "lookupService" => (Value::from(""), &[IsResource("service")]),
             "unregisterService" => (zero, &[IsResource("service"), IsApi("service_api")]),
-            "registerSubscriber" | "registerPublisher" => {
-                (empty(), &[IsResource("topic"), ValidTypeName("topic_type"), IsApi("caller_api")])
+            "registerSubscriber" | "registerPublisher" => (
+                empty(),
+                &[
+                    IsResource("topic"),
+                    ValidTypeName("topic_type"),
+                    IsApi("caller_api"),
+                ],
+            ),
+            "unregisterSubscriber" | "unregisterPublisher" => {
+                (zero, &[IsResource("topic"), IsApi("caller_api")])
             }
-            "unregisterSubscriber" | "unregisterPublisher" => (zero, &[IsResource("topic"), IsApi("caller_api")]),
             "lookupNode" => (Value::from(""), &[ValidName("node")]),
             "getPublishedTopics" => (zero, &[EmptyOrValidName("subgraph")]),
             "getSystemState" => (Value::from(vec![empty(), empty(), empty()]), &[]),
-            _ => return Err(Fault::new(1, format!("<class 'Exception'>:method \"{method}\" is not supported"))),
+            _ => {
+                return Err(Fault::new(
+                    1,
+                    format!("<class 'Exception'>:method \"{method}\" is not supported"),
+                ))
+            }
         };
         let (code, message, value) = match Self::validate(params, checks) {
             Ok((caller_id, args)) => self.run(method, &caller_id, args, default),
             Err((code, message)) => (code, message, default),
         };
-        Ok(Value::Array(vec![Value::Int(code), Value::String(message), value]))
+        Ok(Value::Array(vec![
+            Value::Int(code),
+            Value::String(message),
+            value,
+        ]))
     }
 
     /// rosmaster's `apivalidate`: arity, a string caller_id, then each validator in order.
-    fn validate(params: Vec<Value>, checks: &[Check]) -> Result<(String, Vec<Value>), (i32, String)> {
+    fn validate(
+        params: Vec<Value>,
+        checks: &[Check],
+    ) -> Result<(String, Vec<Value>), (i32, String)> {
         if params.is_empty() {
             return Err((-1, "missing required caller_id parameter".into()));
         }
@@ -208,7 +271,10 @@ impl MasterHandler {
         let Some(Value::String(caller_id)) = params.next() else {
             return Err((-1, "caller_id must be a string".into()));
         };
-        let args = params.zip(checks).map(|(v, check)| check.apply(v, &caller_id)).collect::<Result<_, _>>()?;
+        let args = params
+            .zip(checks)
+            .map(|(v, check)| check.apply(v, &caller_id))
+            .collect::<Result<_, _>>()?;
         Ok((caller_id, args))
     }
 
@@ -236,17 +302,29 @@ impl MasterHandler {
                 if let Err(e) = s.params.set(&key, value.clone()) {
                     return (-1, format!("Error: invalid arguments: {e}"), default);
                 }
-                let updates = compute_updates(&s.reg.param_subscribers.map, &key, &value, Some(caller_id));
+                let updates =
+                    compute_updates(&s.reg.param_subscribers.map, &key, &value, Some(caller_id));
                 self.notify_params(updates);
                 (1, format!("parameter {key} set"), Value::Int(0))
             }
             "deleteParam" => {
                 let key = resolve(arg(&args, 0), caller_id);
-                if key == "/" || !s.params.delete(&key) {
-                    return (-1, format!("parameter [{key}] is not set"), Value::Int(0));
+                match s.params.delete(&key) {
+                    Ok(()) => {}
+                    Err(DeleteError::NotSet) => {
+                        return (-1, format!("parameter [{key}] is not set"), Value::Int(0))
+                    }
+                    Err(DeleteError::TypeError(e)) => {
+                        return (-1, format!("Error: invalid arguments: {e}"), default)
+                    }
                 }
                 let deleted = Value::Struct(BTreeMap::new());
-                self.notify_params(compute_updates(&s.reg.param_subscribers.map, &key, &deleted, None));
+                self.notify_params(compute_updates(
+                    &s.reg.param_subscribers.map,
+                    &key,
+                    &deleted,
+                    None,
+                ));
                 (1, format!("parameter {key} deleted"), Value::Int(0))
             }
             "hasParam" => {
@@ -258,48 +336,90 @@ impl MasterHandler {
                 let key = arg(&args, 0);
                 match s.params.search(caller_id, key) {
                     Ok(Some(found)) => (1, format!("Found [{found}]"), Value::String(found)),
-                    Ok(None) => (-1, format!("Cannot find parameter [{key}] in an upwards search"), Value::from("")),
+                    Ok(None) => (
+                        -1,
+                        format!("Cannot find parameter [{key}] in an upwards search"),
+                        Value::from(""),
+                    ),
                     Err(e) => (0, format!("Internal failure: {e}"), default),
                 }
             }
             "subscribeParam" | "unsubscribeParam" => {
                 let (api, key) = (arg(&args, 0), resolve(arg(&args, 1), caller_id));
-                let sub_key = if key == "/" { key.clone() } else { format!("{}/", crate::names::canonicalize(&key)) };
+                let sub_key = if key == "/" {
+                    key.clone()
+                } else {
+                    format!("{}/", crate::names::canonicalize(&key))
+                };
                 if method == "unsubscribeParam" {
-                    s.reg.unregister(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
-                    return (1, format!("Unsubscribe to parameter [{key}]"), Value::Int(1));
+                    s.reg
+                        .unregister(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
+                    return (
+                        1,
+                        format!("Unsubscribe to parameter [{key}]"),
+                        Value::Int(1),
+                    );
                 }
-                let value = s.params.get(&sub_key).unwrap_or_else(|| Value::Struct(BTreeMap::new()));
-                let bumped = s.reg.register(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
+                let value = s
+                    .params
+                    .get(&sub_key)
+                    .unwrap_or_else(|| Value::Struct(BTreeMap::new()));
+                let bumped = s
+                    .reg
+                    .register(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
                 self.bump(bumped, caller_id);
                 (1, format!("Subscribed to parameter [{key}]"), value)
             }
             "getParamNames" => (1, "Parameter names".into(), string_list(s.params.names())),
             "registerService" => {
                 let (service, service_api, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
-                let bumped = s.reg.register(Kind::Service, service, caller_id, api, Some(service_api));
+                let bumped =
+                    s.reg
+                        .register(Kind::Service, service, caller_id, api, Some(service_api));
                 self.bump(bumped, caller_id);
-                (1, format!("Registered [{caller_id}] as provider of [{service}]"), Value::Int(1))
+                (
+                    1,
+                    format!("Registered [{caller_id}] as provider of [{service}]"),
+                    Value::Int(1),
+                )
             }
             "lookupService" => match s.reg.services.service_api(arg(&args, 0)) {
                 Some(api) => (1, format!("rosrpc URI: [{api}]"), Value::from(api)),
                 None => (-1, "no provider".into(), Value::from("")),
             },
             "unregisterService" => {
-                let (code, msg, v) = s.reg.unregister(Kind::Service, arg(&args, 0), caller_id, "", Some(arg(&args, 1)));
+                let (code, msg, v) = s.reg.unregister(
+                    Kind::Service,
+                    arg(&args, 0),
+                    caller_id,
+                    "",
+                    Some(arg(&args, 1)),
+                );
                 (code, msg, Value::Int(v))
             }
             "registerSubscriber" => {
                 let (topic, topic_type, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
-                let bumped = s.reg.register(Kind::Subscriber, topic, caller_id, api, None);
+                let bumped = s
+                    .reg
+                    .register(Kind::Subscriber, topic, caller_id, api, None);
                 self.bump(bumped, caller_id);
                 if !s.topic_types.contains(topic) && topic_type != "*" {
                     s.topic_types.insert(topic, topic_type.to_string());
                 }
-                (1, format!("Subscribed to [{topic}]"), string_list(s.reg.publishers.apis(topic)))
+                (
+                    1,
+                    format!("Subscribed to [{topic}]"),
+                    string_list(s.reg.publishers.apis(topic)),
+                )
             }
             "unregisterSubscriber" => {
-                let (code, msg, v) = s.reg.unregister(Kind::Subscriber, arg(&args, 0), caller_id, arg(&args, 1), None);
+                let (code, msg, v) = s.reg.unregister(
+                    Kind::Subscriber,
+                    arg(&args, 0),
+                    caller_id,
+                    arg(&args, 1),
+                    None,
+                );
                 (code, msg, Value::Int(v))
             }
             "registerPublisher" => {
@@ -310,11 +430,17 @@ impl MasterHandler {
                     s.topic_types.insert(topic, topic_type.to_string());
                 }
                 self.notify_subscribers(&s.reg, topic);
-                (1, format!("Registered [{caller_id}] as publisher of [{topic}]"), string_list(s.reg.subscribers.apis(topic)))
+                (
+                    1,
+                    format!("Registered [{caller_id}] as publisher of [{topic}]"),
+                    string_list(s.reg.subscribers.apis(topic)),
+                )
             }
             "unregisterPublisher" => {
                 let topic = arg(&args, 0);
-                let (code, msg, v) = s.reg.unregister(Kind::Publisher, topic, caller_id, arg(&args, 1), None);
+                let (code, msg, v) =
+                    s.reg
+                        .unregister(Kind::Publisher, topic, caller_id, arg(&args, 1), None);
                 if v == 1 {
                     self.notify_subscribers(&s.reg, topic);
                 }
@@ -338,17 +464,33 @@ impl MasterHandler {
                     .map
                     .keys()
                     .filter(|t| t.starts_with(&subgraph))
-                    .map(|t| (t.to_string(), s.topic_types.get(t).cloned().unwrap_or_default()));
+                    .map(|t| {
+                        (
+                            t.to_string(),
+                            s.topic_types.get(t).cloned().unwrap_or_default(),
+                        )
+                    });
                 (1, "current topics".into(), pairs(topics))
             }
             "getTopicTypes" => {
-                let types = s.topic_types.iter().map(|(t, ty)| (t.to_string(), ty.clone()));
+                let types = s
+                    .topic_types
+                    .iter()
+                    .map(|(t, ty)| (t.to_string(), ty.clone()));
                 (1, "current system state".into(), pairs(types))
             }
             "getSystemState" => {
                 let reg = &s.reg;
-                let state = [reg.publishers.state(), reg.subscribers.state(), reg.services.state()];
-                (1, "current system state".into(), Value::Array(state.into_iter().map(state_value).collect()))
+                let state = [
+                    reg.publishers.state(),
+                    reg.subscribers.state(),
+                    reg.services.state(),
+                ];
+                (
+                    1,
+                    "current system state".into(),
+                    Value::Array(state.into_iter().map(state_value).collect()),
+                )
             }
             _ => (0, format!("Internal failure: no method {method}"), default),
         }
@@ -366,14 +508,24 @@ impl MasterHandler {
     fn notify_subscribers(&self, reg: &RegistrationManager, topic: &str) {
         let publishers = reg.publishers.apis(topic);
         for api in reg.subscribers.apis(topic) {
-            self.notifier.queue(&api, Task::PublisherUpdate { topic: topic.to_string(), publishers: publishers.clone() });
+            self.notifier.queue(
+                &api,
+                Task::PublisherUpdate {
+                    topic: topic.to_string(),
+                    publishers: publishers.clone(),
+                },
+            );
         }
     }
 
     fn notify_params(&self, updates: Vec<super::params::ParamUpdate>) {
         for update in updates {
             for (caller_id, api) in update.nodes {
-                let task = Task::ParamUpdate { caller_id, key: update.key.clone(), value: update.value.clone() };
+                let task = Task::ParamUpdate {
+                    caller_id,
+                    key: update.key.clone(),
+                    value: update.value.clone(),
+                };
                 self.notifier.queue(&api, task);
             }
         }

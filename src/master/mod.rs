@@ -32,7 +32,11 @@ impl Master {
         let uri = format!("http://{host}:{}/", listener.local_addr()?.port());
         let handler = MasterHandler::new(uri.clone(), client);
         let server = XmlRpcServer::serve(listener, handler.clone())?;
-        Ok(Master { server, handler, uri })
+        Ok(Master {
+            server,
+            handler,
+            uri,
+        })
     }
 
     pub fn uri(&self) -> &str {

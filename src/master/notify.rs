@@ -10,9 +10,18 @@ use tokio::sync::mpsc;
 
 #[derive(Debug, Clone)]
 pub enum Task {
-    PublisherUpdate { topic: String, publishers: Vec<String> },
-    ParamUpdate { caller_id: String, key: String, value: Value },
-    Shutdown { message: String },
+    PublisherUpdate {
+        topic: String,
+        publishers: Vec<String>,
+    },
+    ParamUpdate {
+        caller_id: String,
+        key: String,
+        value: Value,
+    },
+    Shutdown {
+        message: String,
+    },
 }
 
 /// Called when a node answers paramUpdate with -1 (not subscribed): (caller_id, api, key).
@@ -30,7 +39,11 @@ pub struct Notifier {
 
 impl Notifier {
     pub fn new(client: XmlRpcClient, on_rejected: Rejected) -> Notifier {
-        Notifier { client, queues: Arc::default(), on_rejected }
+        Notifier {
+            client,
+            queues: Arc::default(),
+            on_rejected,
+        }
     }
 
     /// Queues `task` for the node at `api`.
@@ -49,7 +62,12 @@ impl Notifier {
         tokio::spawn(self.clone().work(api.to_string(), tx, rx));
     }
 
-    async fn work(self, api: String, me: mpsc::UnboundedSender<Task>, mut rx: mpsc::UnboundedReceiver<Task>) {
+    async fn work(
+        self,
+        api: String,
+        me: mpsc::UnboundedSender<Task>,
+        mut rx: mpsc::UnboundedReceiver<Task>,
+    ) {
         loop {
             match tokio::time::timeout(IDLE, rx.recv()).await {
                 Ok(Some(task)) => self.run(&api, task).await,
@@ -76,7 +94,11 @@ impl Notifier {
                     tracing::debug!("publisherUpdate[{topic}] -> {api}: {e}");
                 }
             }
-            Task::ParamUpdate { caller_id, key, value } => {
+            Task::ParamUpdate {
+                caller_id,
+                key,
+                value,
+            } => {
                 let params = vec![master, Value::from(key.as_str()), value];
                 match self.client.call(api, "paramUpdate", params).await {
                     Ok(Value::Array(reply)) if reply.first() == Some(&Value::Int(-1)) => {
@@ -87,7 +109,10 @@ impl Notifier {
                 }
             }
             Task::Shutdown { message } => {
-                let _ = self.client.call(api, "shutdown", vec![master, Value::from(message)]).await;
+                let _ = self
+                    .client
+                    .call(api, "shutdown", vec![master, Value::from(message)])
+                    .await;
             }
         }
     }

@@ -8,7 +8,9 @@ pub struct OrderedMap<V> {
 
 impl<V> Default for OrderedMap<V> {
     fn default() -> Self {
-        OrderedMap { entries: Vec::new() }
+        OrderedMap {
+            entries: Vec::new(),
+        }
     }
 }
 
@@ -18,7 +20,10 @@ impl<V> OrderedMap<V> {
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 
     pub fn contains(&self, key: &str) -> bool {

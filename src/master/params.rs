@@ -45,7 +45,11 @@ impl Param {
 }
 
 fn dict_to_value(dict: &OrderedMap<Param>) -> Value {
-    Value::Struct(dict.iter().map(|(k, v)| (k.to_string(), v.to_value())).collect())
+    Value::Struct(
+        dict.iter()
+            .map(|(k, v)| (k.to_string(), v.to_value()))
+            .collect(),
+    )
 }
 
 fn components(key: &str) -> Vec<&str> {
@@ -88,31 +92,40 @@ impl ParamTree {
             };
         }
         let parts = components(key);
-        let Some((last, namespaces)) = parts.split_last() else { return Ok(()) };
+        let Some((last, namespaces)) = parts.split_last() else {
+            return Ok(());
+        };
         let mut dict = &mut self.root;
         for ns in namespaces {
             if !matches!(dict.get(ns), Some(Param::Dict(_))) {
                 dict.insert(ns, Param::Dict(OrderedMap::default()));
             }
-            let Some(Param::Dict(next)) = dict.get_mut(ns) else { unreachable!("inserted above") };
+            let Some(Param::Dict(next)) = dict.get_mut(ns) else {
+                unreachable!("inserted above")
+            };
             dict = next;
         }
         dict.insert(last, param);
         Ok(())
     }
 
-    /// Deletes a global key; false when it was not set (`/` is never deletable).
-    pub fn delete(&mut self, key: &str) -> bool {
+    /// Deletes a global key. Fails when it was not set (`/` is never deletable), or, as in
+    /// rosmaster, with Python's own TypeError text when the key's parent is a number.
+    pub fn delete(&mut self, key: &str) -> Result<(), DeleteError> {
         let parts = components(key);
-        let Some((last, namespaces)) = parts.split_last() else { return false };
+        let Some((last, namespaces)) = parts.split_last() else {
+            return Err(DeleteError::NotSet);
+        };
         let mut dict = &mut self.root;
-        for ns in namespaces {
+        for (i, ns) in namespaces.iter().enumerate() {
             match dict.get_mut(ns) {
                 Some(Param::Dict(next)) => dict = next,
-                _ => return false,
+                // rosmaster steps into a scalar parent and then tests `key in scalar`.
+                Some(Param::Value(v)) if i + 1 == namespaces.len() => return Err(not_iterable(v)),
+                _ => return Err(DeleteError::NotSet),
             }
         }
-        dict.remove(last).is_some()
+        dict.remove(last).map(|_| ()).ok_or(DeleteError::NotSet)
     }
 
     /// Every leaf key (empty namespaces are not listed), in insertion order.
@@ -152,13 +165,47 @@ impl ParamTree {
         let namespaces = components(ns);
         for i in 1..=namespaces.len() {
             let base = &namespaces[..namespaces.len() - i];
-            let candidate = format!("/{}", base.iter().chain([&first]).copied().collect::<Vec<_>>().join("/"));
+            let candidate = format!(
+                "/{}",
+                base.iter()
+                    .chain([&first])
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("/")
+            );
             if self.has(&candidate) {
-                return Ok(Some(format!("/{}", base.iter().chain([&key]).copied().collect::<Vec<_>>().join("/"))));
+                return Ok(Some(format!(
+                    "/{}",
+                    base.iter()
+                        .chain([&key])
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join("/")
+                )));
             }
         }
         Ok(None)
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteError {
+    NotSet,
+    /// Python's `TypeError` message, which rosmaster returns as "invalid arguments".
+    TypeError(String),
+}
+
+fn not_iterable(v: &Value) -> DeleteError {
+    let python_type = match v {
+        Value::Int(_) => "int",
+        Value::Double(_) => "float",
+        Value::Bool(_) => "bool",
+        Value::Base64(_) => "Binary",
+        Value::DateTime(_) => "DateTime",
+        // Strings and lists support `in`: rosmaster then reports the key as not set.
+        Value::String(_) | Value::Array(_) | Value::Struct(_) => return DeleteError::NotSet,
+    };
+    DeleteError::TypeError(format!("argument of type '{python_type}' is not iterable"))
 }
 
 /// Parameter subscribers: key (with trailing slash) → (caller_id, caller_api) pairs.
@@ -189,7 +236,11 @@ pub fn compute_updates(
     if subscribers.is_empty() {
         return Vec::new();
     }
-    let param_key = if key == "/" { key.to_string() } else { format!("{}/", canonicalize(key)) };
+    let param_key = if key == "/" {
+        key.to_string()
+    } else {
+        format!("{}/", canonicalize(key))
+    };
     let all_keys = value.as_struct().map(|dict| {
         let mut keys = Vec::new();
         all_subkeys(&param_key, dict, &mut keys);
@@ -197,13 +248,29 @@ pub fn compute_updates(
     });
     let mut updates = Vec::new();
     for (sub_key, nodes) in subscribers.iter() {
-        let ns_key = if sub_key.ends_with('/') { sub_key.to_string() } else { format!("{sub_key}/") };
+        let ns_key = if sub_key.ends_with('/') {
+            sub_key.to_string()
+        } else {
+            format!("{sub_key}/")
+        };
         if param_key.starts_with(&ns_key) {
-            let nodes = nodes.iter().filter(|(id, _)| Some(id.as_str()) != ignore).cloned().collect();
-            updates.push(ParamUpdate { nodes, key: param_key.clone(), value: value.clone() });
+            let nodes = nodes
+                .iter()
+                .filter(|(id, _)| Some(id.as_str()) != ignore)
+                .cloned()
+                .collect();
+            updates.push(ParamUpdate {
+                nodes,
+                key: param_key.clone(),
+                value: value.clone(),
+            });
         } else if let Some(all) = &all_keys {
             if ns_key.starts_with(&param_key) && !all.iter().any(|k| k == sub_key) {
-                updates.push(ParamUpdate { nodes: nodes.clone(), key: sub_key.to_string(), value: empty_struct() });
+                updates.push(ParamUpdate {
+                    nodes: nodes.clone(),
+                    key: sub_key.to_string(),
+                    value: empty_struct(),
+                });
             }
         }
     }
@@ -211,9 +278,17 @@ pub fn compute_updates(
         if let Some(nodes) = subscribers.get(key) {
             let mut val = value.clone();
             for ns in components(&key[param_key.len()..]) {
-                val = val.as_struct().and_then(|d| d.get(ns)).cloned().unwrap_or_else(empty_struct);
+                val = val
+                    .as_struct()
+                    .and_then(|d| d.get(ns))
+                    .cloned()
+                    .unwrap_or_else(empty_struct);
             }
-            updates.push(ParamUpdate { nodes: nodes.clone(), key: key.clone(), value: val });
+            updates.push(ParamUpdate {
+                nodes: nodes.clone(),
+                key: key.clone(),
+                value: val,
+            });
         }
     }
     updates
@@ -234,7 +309,12 @@ mod tests {
     use super::*;
 
     fn dict(pairs: &[(&str, Value)]) -> Value {
-        Value::Struct(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Value::Struct(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -249,9 +329,9 @@ mod tests {
         assert_eq!(t.get("/a/z"), Some(dict(&[("deeper", Value::Bool(true))])));
         assert_eq!(t.names(), ["/a/z/deeper"]);
         assert!(t.set("/", Value::Int(1)).is_err());
-        assert!(t.delete("/a/z"));
-        assert!(!t.delete("/a/z"));
-        assert!(!t.delete("/"));
+        assert_eq!(t.delete("/a/z"), Ok(()));
+        assert_eq!(t.delete("/a/z"), Err(DeleteError::NotSet));
+        assert_eq!(t.delete("/"), Err(DeleteError::NotSet));
         assert_eq!(t.get("/"), Some(dict(&[("a", dict(&[]))])));
         assert!(t.names().is_empty(), "empty namespaces are not listed");
     }
@@ -261,7 +341,10 @@ mod tests {
         let mut t = ParamTree::default();
         t.set("/ns/q", Value::Int(1)).unwrap();
         t.set("/top", Value::Int(2)).unwrap();
-        assert_eq!(t.search("/ns/sub/node", "q/deeper"), Ok(Some("/ns/q/deeper".into())));
+        assert_eq!(
+            t.search("/ns/sub/node", "q/deeper"),
+            Ok(Some("/ns/q/deeper".into()))
+        );
         assert_eq!(t.search("/ns/node", "top"), Ok(Some("/top".into())));
         assert_eq!(t.search("/ns/node", "/top"), Ok(Some("/top".into())));
         assert_eq!(t.search("/ns/node", "missing"), Ok(None));
@@ -277,7 +360,14 @@ mod tests {
         let arm = dict(&[("x", Value::Int(1)), ("y", Value::Int(2))]);
         let updates = compute_updates(&subs, "/robot/arm", &arm, Some("/setter"));
         assert_eq!(updates.len(), 3);
-        assert_eq!(updates[0], ParamUpdate { nodes: vec![("/a".into(), "http://a/".into())], key: "/robot/arm/".into(), value: arm.clone() });
+        assert_eq!(
+            updates[0],
+            ParamUpdate {
+                nodes: vec![("/a".into(), "http://a/".into())],
+                key: "/robot/arm/".into(),
+                value: arm.clone()
+            }
+        );
         assert_eq!(updates[1].key, "/robot/arm/gone/");
         assert_eq!(updates[1].value, dict(&[]));
         assert_eq!(updates[2].key, "/robot/arm/x/");

@@ -24,19 +24,31 @@ pub type Status = (i32, String, i32);
 
 impl Registrations {
     pub fn apis(&self, key: &str) -> Vec<String> {
-        self.map.get(key).map(|v| v.iter().map(|(_, api)| api.clone()).collect()).unwrap_or_default()
+        self.map
+            .get(key)
+            .map(|v| v.iter().map(|(_, api)| api.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// `[[key, [caller_id...]]...]` as getSystemState lists it.
     pub fn state(&self) -> Vec<(String, Vec<String>)> {
-        self.map.iter().map(|(k, v)| (k.to_string(), v.iter().map(|(id, _)| id.clone()).collect())).collect()
+        self.map
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.iter().map(|(id, _)| id.clone()).collect()))
+            .collect()
     }
 
     pub fn service_api(&self, service: &str) -> Option<&str> {
         self.service_apis.get(service).map(|(_, api)| api.as_str())
     }
 
-    fn register(&mut self, key: &str, caller_id: &str, caller_api: &str, service_api: Option<&str>) {
+    fn register(
+        &mut self,
+        key: &str,
+        caller_id: &str,
+        caller_api: &str,
+        service_api: Option<&str>,
+    ) {
         let entry = (caller_id.to_string(), caller_api.to_string());
         match (self.map.get_mut(key), service_api) {
             (Some(providers), None) => {
@@ -47,7 +59,8 @@ impl Registrations {
             _ => self.map.insert(key, vec![entry]),
         }
         if let Some(api) = service_api {
-            self.service_apis.insert(key, (caller_id.to_string(), api.to_string()));
+            self.service_apis
+                .insert(key, (caller_id.to_string(), api.to_string()));
         }
     }
 
@@ -59,17 +72,31 @@ impl Registrations {
         self.service_apis.retain(|_, (id, _)| id != caller_id);
     }
 
-    fn unregister(&mut self, key: &str, caller_id: &str, caller_api: &str, service_api: Option<&str>) -> Status {
+    fn unregister(
+        &mut self,
+        key: &str,
+        caller_id: &str,
+        caller_api: &str,
+        service_api: Option<&str>,
+    ) -> Status {
         if let Some(api) = service_api {
             if self.service_apis.is_empty() {
                 return (1, format!("[{caller_id}] is not a provider of [{key}]"), 0);
             }
             if self.service_apis.get(key) != Some(&(caller_id.to_string(), api.to_string())) {
-                return (1, format!("[{api}] is no longer the current service api handle for [{key}]"), 0);
+                return (
+                    1,
+                    format!("[{api}] is no longer the current service api handle for [{key}]"),
+                    0,
+                );
             }
             self.service_apis.remove(key);
             self.map.remove(key);
-            return (1, format!("Unregistered [{caller_id}] as provider of [{key}]"), 1);
+            return (
+                1,
+                format!("Unregistered [{caller_id}] as provider of [{key}]"),
+                1,
+            );
         }
         let entry = (caller_id.to_string(), caller_api.to_string());
         match self.map.get_mut(key) {
@@ -78,9 +105,17 @@ impl Registrations {
                 if providers.is_empty() {
                     self.map.remove(key);
                 }
-                (1, format!("Unregistered [{caller_id}] as provider of [{key}]"), 1)
+                (
+                    1,
+                    format!("Unregistered [{caller_id}] as provider of [{key}]"),
+                    1,
+                )
             }
-            _ => (1, format!("[{caller_id}] is not a known provider of [{key}]"), 0),
+            _ => (
+                1,
+                format!("[{caller_id}] is not a known provider of [{key}]"),
+                0,
+            ),
         }
     }
 }
@@ -127,7 +162,13 @@ impl RegistrationManager {
             None => None,
         };
         if bumped.is_some() || !self.nodes.contains(caller_id) {
-            self.nodes.insert(caller_id, NodeRef { api: caller_api.to_string(), keys: Vec::new() });
+            self.nodes.insert(
+                caller_id,
+                NodeRef {
+                    api: caller_api.to_string(),
+                    keys: Vec::new(),
+                },
+            );
         }
         if let Some(node) = self.nodes.get_mut(caller_id) {
             if !node.keys.contains(&(kind, key.to_string())) {
@@ -135,11 +176,17 @@ impl RegistrationManager {
             }
         }
         if bumped.is_some() {
-            for k in [Kind::Publisher, Kind::Subscriber, Kind::Service, Kind::ParamSubscriber] {
+            for k in [
+                Kind::Publisher,
+                Kind::Subscriber,
+                Kind::Service,
+                Kind::ParamSubscriber,
+            ] {
                 self.table(k).unregister_all(caller_id);
             }
         }
-        self.table(kind).register(key, caller_id, caller_api, service_api);
+        self.table(kind)
+            .register(key, caller_id, caller_api, service_api);
         bumped
     }
 
@@ -154,7 +201,9 @@ impl RegistrationManager {
         if !self.nodes.contains(caller_id) {
             return (1, format!("[{caller_id}] is not a registered node"), 0);
         }
-        let status = self.table(kind).unregister(key, caller_id, caller_api, service_api);
+        let status = self
+            .table(kind)
+            .unregister(key, caller_id, caller_api, service_api);
         if let Some(node) = self.nodes.get_mut(caller_id) {
             if status.2 == 1 {
                 node.keys.retain(|k| k != &(kind, key.to_string()));

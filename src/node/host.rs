@@ -25,7 +25,10 @@ impl HostOverrides {
 /// `__hostname`, `__ip`, `ROS_HOSTNAME`, `ROS_IP`, the machine's host name unless it is
 /// `localhost`, then `127.0.0.1`.
 pub fn advertised_host(o: &HostOverrides) -> String {
-    let chosen = [&o.hostname_arg, &o.ip_arg, &o.ros_hostname, &o.ros_ip].into_iter().flatten().next();
+    let chosen = [&o.hostname_arg, &o.ip_arg, &o.ros_hostname, &o.ros_ip]
+        .into_iter()
+        .flatten()
+        .next();
     if let Some(host) = chosen {
         return host.clone();
     }
@@ -39,7 +42,9 @@ pub fn advertised_host(o: &HostOverrides) -> String {
 /// address; nodes then refuse to reach other hosts.
 pub fn only_localhost(o: &HostOverrides) -> bool {
     o.ros_hostname.as_deref() == Some("localhost")
-        || o.ros_ip.as_deref().is_some_and(|ip| ip.starts_with("127.") || ip == "::1")
+        || o.ros_ip
+            .as_deref()
+            .is_some_and(|ip| ip.starts_with("127.") || ip == "::1")
 }
 
 /// The address servers bind: loopback in only-localhost mode, every interface otherwise.
@@ -64,14 +69,27 @@ mod tests {
 
     #[test]
     fn arguments_beat_environment_and_loopback_binds_locally() {
-        let env = HostOverrides { ros_hostname: Some("robot".into()), ros_ip: Some("10.0.0.2".into()), ..Default::default() };
+        let env = HostOverrides {
+            ros_hostname: Some("robot".into()),
+            ros_ip: Some("10.0.0.2".into()),
+            ..Default::default()
+        };
         assert_eq!(advertised_host(&env), "robot");
-        let with_arg = HostOverrides { ip_arg: Some("192.168.1.5".into()), ..env.clone() };
+        let with_arg = HostOverrides {
+            ip_arg: Some("192.168.1.5".into()),
+            ..env.clone()
+        };
         assert_eq!(advertised_host(&with_arg), "192.168.1.5");
         assert!(!only_localhost(&env));
-        let local = HostOverrides { ros_ip: Some("127.0.0.1".into()), ..Default::default() };
+        let local = HostOverrides {
+            ros_ip: Some("127.0.0.1".into()),
+            ..Default::default()
+        };
         assert_eq!(advertised_host(&local), "127.0.0.1");
         assert_eq!(bind_address(&local), IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert!(only_localhost(&HostOverrides { ros_hostname: Some("localhost".into()), ..Default::default() }));
+        assert!(only_localhost(&HostOverrides {
+            ros_hostname: Some("localhost".into()),
+            ..Default::default()
+        }));
     }
 }

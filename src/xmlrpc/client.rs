@@ -47,7 +47,9 @@ pub struct XmlRpcClient {
 
 impl fmt::Debug for XmlRpcClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("XmlRpcClient").field("request_timeout", &self.request_timeout).finish()
+        f.debug_struct("XmlRpcClient")
+            .field("request_timeout", &self.request_timeout)
+            .finish()
     }
 }
 
@@ -62,18 +64,33 @@ impl XmlRpcClient {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(connector);
-        XmlRpcClient { client, request_timeout }
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        XmlRpcClient {
+            client,
+            request_timeout,
+        }
     }
 
     /// The same pool with another request timeout.
     pub fn with_timeout(&self, request_timeout: Duration) -> XmlRpcClient {
-        XmlRpcClient { client: self.client.clone(), request_timeout }
+        XmlRpcClient {
+            client: self.client.clone(),
+            request_timeout,
+        }
     }
 
     /// Calls `method` at `uri` (`http://host:port/`) and returns its value, or the fault.
-    pub async fn call(&self, uri: &str, method: &str, params: Vec<Value>) -> Result<Value, CallError> {
-        let parsed: hyper::Uri = uri.parse().map_err(|_| CallError::InvalidUri(uri.to_string()))?;
+    pub async fn call(
+        &self,
+        uri: &str,
+        method: &str,
+        params: Vec<Value>,
+    ) -> Result<Value, CallError> {
+        let parsed: hyper::Uri = uri
+            .parse()
+            .map_err(|_| CallError::InvalidUri(uri.to_string()))?;
         if parsed.scheme_str() != Some("http") || parsed.authority().is_none() {
             return Err(CallError::InvalidUri(uri.to_string()));
         }
@@ -84,7 +101,11 @@ impl XmlRpcClient {
             .map_err(|e| CallError::InvalidUri(e.to_string()))?;
         let limits = ParseLimits::default();
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| CallError::Transport(error_chain(&e)))?;
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| CallError::Transport(error_chain(&e)))?;
             let status = response.status();
             let body = Limited::new(response.into_body(), limits.max_body)
                 .collect()
@@ -96,8 +117,12 @@ impl XmlRpcClient {
             }
             Ok(body)
         };
-        let body = tokio::time::timeout(self.request_timeout, exchange).await.map_err(|_| CallError::Timeout)??;
-        parse_response(&body, &limits).map_err(CallError::Parse)?.map_err(CallError::Fault)
+        let body = tokio::time::timeout(self.request_timeout, exchange)
+            .await
+            .map_err(|_| CallError::Timeout)??;
+        parse_response(&body, &limits)
+            .map_err(CallError::Parse)?
+            .map_err(CallError::Fault)
     }
 }
 

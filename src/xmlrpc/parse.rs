@@ -20,7 +20,10 @@ pub struct ParseLimits {
 
 impl Default for ParseLimits {
     fn default() -> Self {
-        ParseLimits { max_body: 32 << 20, max_depth: 64 }
+        ParseLimits {
+            max_body: 32 << 20,
+            max_depth: 64,
+        }
     }
 }
 
@@ -64,7 +67,9 @@ fn tokenize(body: &[u8]) -> Result<Vec<Token>, ParseError> {
     let mut text: Option<Vec<u8>> = None;
     let name_of = |raw: &[u8]| String::from_utf8_lossy(raw).into_owned();
     loop {
-        let event = reader.read_event().map_err(|e| ParseError::Xml(e.to_string()))?;
+        let event = reader
+            .read_event()
+            .map_err(|e| ParseError::Xml(e.to_string()))?;
         let piece: Option<Vec<u8>> = match &event {
             Event::Text(t) => Some(t.clone().into_inner().into_owned()),
             Event::CData(c) => Some(c.clone().into_inner().into_owned()),
@@ -119,7 +124,10 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn structure<T>(&self, what: &str) -> Result<T, ParseError> {
-        Err(ParseError::Structure(format!("{what} (at token {})", self.pos)))
+        Err(ParseError::Structure(format!(
+            "{what} (at token {})",
+            self.pos
+        )))
     }
 
     fn skip_whitespace(&mut self) {
@@ -258,7 +266,9 @@ impl Cursor<'_> {
                 match self.peek_open() {
                     Some("name") => {
                         self.pos += 1;
-                        name = Some(String::from_utf8_lossy(&self.text_until_close("name")?).into_owned());
+                        name = Some(
+                            String::from_utf8_lossy(&self.text_until_close("name")?).into_owned(),
+                        );
                     }
                     Some("value") => value = Some(self.value(depth + 1)?),
                     _ => return self.structure("expected <name> or <value> in <member>"),
@@ -293,7 +303,11 @@ impl Cursor<'_> {
 }
 
 fn cursor_over<'a>(tokens: &'a [Token], limits: &ParseLimits) -> Cursor<'a> {
-    Cursor { tokens, pos: 0, max_depth: limits.max_depth }
+    Cursor {
+        tokens,
+        pos: 0,
+        max_depth: limits.max_depth,
+    }
 }
 
 fn tokens_of(body: &[u8], limits: &ParseLimits) -> Result<Vec<Token>, ParseError> {
@@ -309,14 +323,19 @@ pub fn parse_call(body: &[u8], limits: &ParseLimits) -> Result<MethodCall, Parse
     let mut c = cursor_over(&tokens, limits);
     c.open("methodCall")?;
     c.open("methodName")?;
-    let method = String::from_utf8_lossy(&c.text_until_close("methodName")?).trim().to_string();
+    let method = String::from_utf8_lossy(&c.text_until_close("methodName")?)
+        .trim()
+        .to_string();
     let params = c.params()?;
     c.close("methodCall")?;
     Ok(MethodCall { method, params })
 }
 
 /// Reads a `<methodResponse>`: the returned value, or the fault.
-pub fn parse_response(body: &[u8], limits: &ParseLimits) -> Result<Result<Value, Fault>, ParseError> {
+pub fn parse_response(
+    body: &[u8],
+    limits: &ParseLimits,
+) -> Result<Result<Value, Fault>, ParseError> {
     let tokens = tokens_of(body, limits)?;
     let mut c = cursor_over(&tokens, limits);
     c.open("methodResponse")?;
@@ -325,9 +344,15 @@ pub fn parse_response(body: &[u8], limits: &ParseLimits) -> Result<Result<Value,
         let fault = c.value(1)?;
         c.close("fault")?;
         let members = fault.as_struct();
-        let code = members.and_then(|m| m.get("faultCode")).and_then(Value::as_i32).unwrap_or(0);
-        let message =
-            members.and_then(|m| m.get("faultString")).and_then(Value::as_str).unwrap_or("").to_string();
+        let code = members
+            .and_then(|m| m.get("faultCode"))
+            .and_then(Value::as_i32)
+            .unwrap_or(0);
+        let message = members
+            .and_then(|m| m.get("faultString"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         Err(Fault { code, message })
     } else {
         let mut params = c.params()?;
@@ -379,36 +404,65 @@ mod tests {
         let c = call(body);
         let s = c.params[2].as_struct().unwrap();
         assert_eq!(s["a"], Value::Int(1));
-        assert_eq!(s["b"], Value::from(vec![Value::Bool(true), Value::Double(2.5), Value::from("")]));
+        assert_eq!(
+            s["b"],
+            Value::from(vec![Value::Bool(true), Value::Double(2.5), Value::from("")])
+        );
     }
 
     #[test]
     fn keeps_untyped_whitespace_and_resolves_references() {
         let c = call("<methodCall><methodName>m</methodName><params><param><value>  a &lt;&#65;&#x42;&amp; </value></param><param><value/></param><param><value><string/></value></param></params></methodCall>");
-        assert_eq!(c.params, [Value::from("  a <AB& "), Value::from(""), Value::from("")]);
+        assert_eq!(
+            c.params,
+            [Value::from("  a <AB& "), Value::from(""), Value::from("")]
+        );
     }
 
     #[test]
     fn reads_faults_and_values() {
         let fault = b"<methodResponse><fault><value><struct><member><name>faultCode</name><value><int>1</int></value></member><member><name>faultString</name><value><string>nope</string></value></member></struct></value></fault></methodResponse>";
-        assert_eq!(parse_response(fault, &ParseLimits::default()).unwrap(), Err(Fault::new(1, "nope")));
+        assert_eq!(
+            parse_response(fault, &ParseLimits::default()).unwrap(),
+            Err(Fault::new(1, "nope"))
+        );
         let ok = b"<methodResponse><params><param>\r\n\t<value><array><data><value><i4>1</i4></value><value></value><value><i4>0</i4></value></data></array></value>\r\n</param></params></methodResponse>\r\n";
-        let v = parse_response(ok, &ParseLimits::default()).unwrap().unwrap();
-        assert_eq!(v, Value::from(vec![Value::Int(1), Value::from(""), Value::Int(0)]));
+        let v = parse_response(ok, &ParseLimits::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            v,
+            Value::from(vec![Value::Int(1), Value::from(""), Value::Int(0)])
+        );
     }
 
     #[test]
     fn refuses_garbage_and_deep_nesting() {
-        let limits = ParseLimits { max_depth: 5, ..Default::default() };
+        let limits = ParseLimits {
+            max_depth: 5,
+            ..Default::default()
+        };
         let deep = format!(
             "<methodCall><methodName>m</methodName><params><param>{}{}</param></params></methodCall>",
             "<value><array><data>".repeat(10),
             "</data></array></value>".repeat(10)
         );
-        assert_eq!(parse_call(deep.as_bytes(), &limits), Err(ParseError::TooDeep));
+        assert_eq!(
+            parse_call(deep.as_bytes(), &limits),
+            Err(ParseError::TooDeep)
+        );
         for bad in ["", "<x/>", "<methodCall>", "<methodCall><methodName>m</methodName><params><param><value><i4>x</i4></value></param></params></methodCall>"] {
             assert!(parse_call(bad.as_bytes(), &limits).is_err(), "{bad}");
         }
-        assert!(matches!(parse_call(&[0u8; 100], &ParseLimits { max_body: 10, ..limits }), Err(ParseError::TooLarge(100))));
+        assert!(matches!(
+            parse_call(
+                &[0u8; 100],
+                &ParseLimits {
+                    max_body: 10,
+                    ..limits
+                }
+            ),
+            Err(ParseError::TooLarge(100))
+        ));
     }
 }

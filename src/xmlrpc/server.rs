@@ -34,12 +34,18 @@ pub struct XmlRpcServer {
 
 impl XmlRpcServer {
     /// Binds `addr` (port 0 picks one) and serves `handler` until dropped.
-    pub async fn bind(addr: SocketAddr, handler: Arc<dyn Handler>) -> std::io::Result<XmlRpcServer> {
+    pub async fn bind(
+        addr: SocketAddr,
+        handler: Arc<dyn Handler>,
+    ) -> std::io::Result<XmlRpcServer> {
         XmlRpcServer::serve(TcpListener::bind(addr).await?, handler)
     }
 
     /// Serves on a bound listener (when the handler must know the port first).
-    pub fn serve(listener: TcpListener, handler: Arc<dyn Handler>) -> std::io::Result<XmlRpcServer> {
+    pub fn serve(
+        listener: TcpListener,
+        handler: Arc<dyn Handler>,
+    ) -> std::io::Result<XmlRpcServer> {
         let local_addr = listener.local_addr()?;
         let accept = tokio::spawn(accept_loop(listener, handler));
         Ok(XmlRpcServer { local_addr, accept })
@@ -83,18 +89,34 @@ async fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>) {
     }
 }
 
-async fn serve(handler: Arc<dyn Handler>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::Error> {
+async fn serve(
+    handler: Arc<dyn Handler>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, hyper::Error> {
     let limits = ParseLimits::default();
     if req.method() != Method::POST {
         return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, String::new()));
     }
-    let body = match Limited::new(req.into_body(), limits.max_body).collect().await {
+    let body = match Limited::new(req.into_body(), limits.max_body)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
-        Err(_) => return Ok(reply(StatusCode::OK, write_fault(&Fault::new(-1, "request body too large or broken")))),
+        Err(_) => {
+            return Ok(reply(
+                StatusCode::OK,
+                write_fault(&Fault::new(-1, "request body too large or broken")),
+            ))
+        }
     };
     let call = match parse_call(&body, &limits) {
         Ok(call) => call,
-        Err(e) => return Ok(reply(StatusCode::OK, write_fault(&Fault::new(-1, e.to_string())))),
+        Err(e) => {
+            return Ok(reply(
+                StatusCode::OK,
+                write_fault(&Fault::new(-1, e.to_string())),
+            ))
+        }
     };
     let result = if call.method == "system.multicall" {
         multicall(&*handler, call.params).await
@@ -111,7 +133,10 @@ async fn serve(handler: Arc<dyn Handler>, req: Request<Incoming>) -> Result<Resp
 fn reply(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
-    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/xml"));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/xml"),
+    );
     response
 }
 
@@ -123,11 +148,18 @@ async fn multicall(handler: &dyn Handler, params: Vec<Value>) -> Result<Value, F
     };
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
-        let parts = call.as_struct().and_then(|s| Some((s.get("methodName")?.as_str()?, s.get("params")?.as_array()?)));
+        let parts = call
+            .as_struct()
+            .and_then(|s| Some((s.get("methodName")?.as_str()?, s.get("params")?.as_array()?)));
         let result = match parts {
-            Some(("system.multicall", _)) => Err(Fault::new(-1, "recursive system.multicall forbidden")),
+            Some(("system.multicall", _)) => {
+                Err(Fault::new(-1, "recursive system.multicall forbidden"))
+            }
             Some((method, params)) => handler.call(method, params.to_vec()).await,
-            None => Err(Fault::new(-1, "multicall entries need methodName and params")),
+            None => Err(Fault::new(
+                -1,
+                "multicall entries need methodName and params",
+            )),
         };
         results.push(match result {
             Ok(v) => Value::Array(vec![v]),

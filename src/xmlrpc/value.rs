@@ -126,7 +126,10 @@ pub struct Fault {
 
 impl Fault {
     pub fn new(code: i32, message: impl Into<String>) -> Fault {
-        Fault { code, message: message.into() }
+        Fault {
+            code,
+            message: message.into(),
+        }
     }
 }
 

@@ -44,7 +44,11 @@ pub fn write_value(value: &Value, out: &mut String) {
         Value::Int(i) => {
             let _ = write!(out, "<i4>{i}</i4>");
         }
-        Value::Bool(b) => out.push_str(if *b { "<boolean>1</boolean>" } else { "<boolean>0</boolean>" }),
+        Value::Bool(b) => out.push_str(if *b {
+            "<boolean>1</boolean>"
+        } else {
+            "<boolean>0</boolean>"
+        }),
         Value::String(s) => {
             out.push_str("<string>");
             escape_into(s, out);
@@ -108,12 +112,24 @@ mod tests {
     fn writes_only_what_xmlrpcpp_reads() {
         let mut s = BTreeMap::new();
         s.insert("k".to_string(), Value::from(""));
-        let v = Value::from(vec![Value::Int(-3), Value::from("a<&>"), Value::Struct(s), Value::Array(vec![])]);
+        let v = Value::from(vec![
+            Value::Int(-3),
+            Value::from("a<&>"),
+            Value::Struct(s),
+            Value::Array(vec![]),
+        ]);
         let text = write_call("m", &[v.clone()]);
         assert!(!text.contains("/>"), "no self-closing tags: {text}");
         assert!(!text.contains("<i8>") && !text.contains("<nil") && !text.contains("&#"));
-        assert!(text.contains("<string></string>") && text.contains("<array><data></data></array>"));
-        assert_eq!(parse_call(text.as_bytes(), &ParseLimits::default()).unwrap().params, [v]);
+        assert!(
+            text.contains("<string></string>") && text.contains("<array><data></data></array>")
+        );
+        assert_eq!(
+            parse_call(text.as_bytes(), &ParseLimits::default())
+                .unwrap()
+                .params,
+            [v]
+        );
     }
 
     #[test]
@@ -125,9 +141,13 @@ mod tests {
             Value::Base64(vec![0, 1, 255]),
             Value::from("multi\nline"),
         ]);
-        let parsed = parse_response(write_response(&v).as_bytes(), &ParseLimits::default()).unwrap();
+        let parsed =
+            parse_response(write_response(&v).as_bytes(), &ParseLimits::default()).unwrap();
         assert_eq!(parsed, Ok(v));
         let fault = Fault::new(-1, "bad <thing>");
-        assert_eq!(parse_response(write_fault(&fault).as_bytes(), &ParseLimits::default()).unwrap(), Err(fault));
+        assert_eq!(
+            parse_response(write_fault(&fault).as_bytes(), &ParseLimits::default()).unwrap(),
+            Err(fault)
+        );
     }
 }

@@ -50,3 +50,66 @@ pub fn from_hex(hex: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
         .collect()
 }
+
+/// A port that was free a moment ago, on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A child process killed (and reaped) when dropped, so no test leaves one behind.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Environment for ROS tools run by a test: its master, loopback only, and a private
+/// ROS_HOME so parallel tests do not share log folders.
+pub fn ros_env(cmd: &mut Command, master_uri: &str) {
+    let home = std::env::temp_dir().join(format!("udpros-test-home-{}", std::process::id()));
+    cmd.env("ROS_MASTER_URI", master_uri)
+        .env("ROS_IP", "127.0.0.1")
+        .env_remove("ROS_HOSTNAME")
+        .env_remove("ROS_NAMESPACE")
+        .env("ROS_HOME", home)
+        .env("PYTHONUNBUFFERED", "1");
+}
+
+/// Starts Debian's `rosmaster` on a free port; `None` (or a failure when interop is
+/// required) when ROS is not installed.
+pub fn start_rosmaster() -> Option<(Child, String)> {
+    let python = ros_python()?;
+    let port = free_port();
+    let uri = format!("http://127.0.0.1:{port}/");
+    let mut cmd = Command::new(python);
+    cmd.args(["/usr/bin/rosmaster", "--core", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    ros_env(&mut cmd, &uri);
+    let child = Child(cmd.spawn().expect("start rosmaster"));
+    wait_for(std::time::Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .then_some(())
+    .expect("rosmaster did not start listening");
+    Some((child, uri))
+}
+
+/// Polls `ready` until it holds or `limit` passes; returns whether it held.
+pub fn wait_for(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ready()
+}

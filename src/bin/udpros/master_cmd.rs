@@ -13,12 +13,19 @@ pub struct MasterArgs {
 }
 
 pub fn run(args: MasterArgs) -> CliResult {
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        let host = udpros::node::host::advertised_host(&udpros::node::host::HostOverrides::from_env());
+        let host =
+            udpros::node::host::advertised_host(&udpros::node::host::HostOverrides::from_env());
         let master = udpros::master::Master::start(SocketAddr::new(args.host, args.port), &host)
             .await
-            .map_err(|e| format!("cannot serve the master on {}:{}: {e}", args.host, args.port))?;
+            .map_err(|e| {
+                format!(
+                    "cannot serve the master on {}:{}: {e}",
+                    args.host, args.port
+                )
+            })?;
         println!("udpros master listening at {}", master.uri());
         tokio::select! {
             reason = master.shutdown_requested() => println!("shutdown requested: {reason}"),
