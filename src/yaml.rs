@@ -108,8 +108,8 @@ fn resolve_int(s: &str) -> Option<i64> {
         digits(h, 16).then(|| parse_radix(h, 16))?
     } else if u == "0" {
         Some(0)
-    } else if u.starts_with('0') {
-        digits(&u[1..], 8).then(|| parse_radix(&u[1..], 8))?
+    } else if let Some(octal) = u.strip_prefix('0') {
+        digits(octal, 8).then(|| parse_radix(octal, 8))?
     } else if u.starts_with(|c: char| c.is_ascii_digit()) && digits(u, 10) {
         parse_radix(u, 10)
     } else {

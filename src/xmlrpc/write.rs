@@ -118,7 +118,7 @@ mod tests {
             Value::Struct(s),
             Value::Array(vec![]),
         ]);
-        let text = write_call("m", &[v.clone()]);
+        let text = write_call("m", std::slice::from_ref(&v));
         assert!(!text.contains("/>"), "no self-closing tags: {text}");
         assert!(!text.contains("<i8>") && !text.contains("<nil") && !text.contains("&#"));
         assert!(
