@@ -4,6 +4,7 @@
 //! (message types, generated in [`msgs`], and dynamic messages), [`codegen`] (the `.msg`
 //! code generator, also for users' own messages).
 
+pub mod api;
 pub mod codegen;
 pub mod master;
 pub mod msg;

@@ -5,6 +5,7 @@ use super::notify::{Notifier, Task};
 use super::ordered::OrderedMap;
 use super::params::{compute_updates, DeleteError, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
+use crate::api::validate::{validate, Check};
 use crate::names::resolve;
 use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value, XmlRpcClient};
 use std::collections::BTreeMap;
@@ -25,123 +26,7 @@ pub struct MasterHandler {
     shutdown: watch::Sender<Option<String>>,
 }
 
-/// rosmaster's argument validators, by the parameter name they report.
-#[derive(Clone, Copy)]
-enum Check {
-    Any,
-    NonEmptyStr(&'static str),
-    NotNone,
-    IsApi(&'static str),
-    /// A resolved name that may not be `/` (topics and services).
-    IsResource(&'static str),
-    ValidName(&'static str),
-    EmptyOrValidName(&'static str),
-    ValidTypeName(&'static str),
-}
-
 type Reply = (i32, String, Value);
-
-/// Python's truth value, which rosmaster's validators test with `not x`.
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Int(i) => *i != 0,
-        Value::Bool(b) => *b,
-        Value::String(s) | Value::DateTime(s) => !s.is_empty(),
-        Value::Double(d) => *d != 0.0,
-        Value::Base64(b) => !b.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Struct(s) => !s.is_empty(),
-    }
-}
-
-fn invalid(message: String) -> (i32, String) {
-    (-1, message)
-}
-
-impl Check {
-    /// Validates and canonicalises one argument, as the validator of the same name does.
-    fn apply(self, value: Value, caller_id: &str) -> Result<Value, (i32, String)> {
-        let text = value.as_str().filter(|s| !s.is_empty());
-        let valid_name = |name: &str| -> Result<String, (i32, String)> {
-            let Some(s) = text else {
-                return Err(invalid(format!(
-                    "ERROR: parameter [{name}] must be a non-empty string"
-                )));
-            };
-            if s.contains(':') || s.contains(' ') {
-                return Err(invalid(format!(
-                    "ERROR: parameter [{name}] contains illegal chars"
-                )));
-            }
-            Ok(resolve(s, caller_id))
-        };
-        Ok(match self {
-            Check::Any => value,
-            Check::NonEmptyStr(name) => {
-                if !truthy(&value) {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] must be specified and non-empty"
-                    )));
-                }
-                if value.as_str().is_none() {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] must be a string"
-                    )));
-                }
-                value
-            }
-            Check::NotNone => value, // XML-RPC without <nil/> cannot carry None
-            Check::IsApi(name) => {
-                let Some(s) = text else {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] is not an XMLRPC URI"
-                    )));
-                };
-                if !s.starts_with("http://") && !s.starts_with("rosrpc://") {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] is not an RPC URI"
-                    )));
-                }
-                value
-            }
-            Check::IsResource(name) => {
-                let resolved = valid_name(name)?;
-                if value.as_str() == Some("/") {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] cannot be the global namespace"
-                    )));
-                }
-                Value::String(resolved)
-            }
-            Check::ValidName(name) => Value::String(valid_name(name)?),
-            Check::EmptyOrValidName(name) => match value.as_str() {
-                None => {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] must be a string"
-                    )))
-                }
-                Some("") => Value::from(""),
-                Some(s) => Value::String(resolve(s, caller_id)),
-            },
-            Check::ValidTypeName(name) => {
-                if value.as_str() == Some("*") {
-                    return Ok(value);
-                }
-                let Some(s) = text else {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] must be a non-empty string"
-                    )));
-                };
-                if s.split('/').count() != 2 {
-                    return Err(invalid(format!(
-                        "ERROR: parameter [{name}] is not a valid package resource name"
-                    )));
-                }
-                value
-            }
-        })
-    }
-}
 
 fn string_list(items: Vec<String>) -> Value {
     Value::Array(items.into_iter().map(Value::String).collect())
@@ -245,7 +130,7 @@ impl MasterHandler {
                 ))
             }
         };
-        let (code, message, value) = match Self::validate(params, checks) {
+        let (code, message, value) = match validate(params, checks) {
             Ok((caller_id, args)) => self.run(method, &caller_id, args, default),
             Err((code, message)) => (code, message, default),
         };
@@ -254,28 +139,6 @@ impl MasterHandler {
             Value::String(message),
             value,
         ]))
-    }
-
-    /// rosmaster's `apivalidate`: arity, a string caller_id, then each validator in order.
-    fn validate(
-        params: Vec<Value>,
-        checks: &[Check],
-    ) -> Result<(String, Vec<Value>), (i32, String)> {
-        if params.is_empty() {
-            return Err((-1, "missing required caller_id parameter".into()));
-        }
-        if params.len() != checks.len() + 1 {
-            return Err((-1, "Error: bad call arity".into()));
-        }
-        let mut params = params.into_iter();
-        let Some(Value::String(caller_id)) = params.next() else {
-            return Err((-1, "caller_id must be a string".into()));
-        };
-        let args = params
-            .zip(checks)
-            .map(|(v, check)| check.apply(v, &caller_id))
-            .collect::<Result<_, _>>()?;
-        Ok((caller_id, args))
     }
 
     fn run(&self, method: &str, caller_id: &str, args: Vec<Value>, default: Value) -> Reply {

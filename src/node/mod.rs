@@ -1,5 +1,308 @@
-//! Nodes: how a node learns its name, namespace, master and host from its arguments and
-//! environment.
+//! A ROS node: its identity (name, namespace, master, host, remappings, private
+//! parameters), its slave API server, parameters with a subscription-backed cache, and its
+//! lifecycle (shutdown on request, on Ctrl-C, or when dropped).
 
 pub mod args;
 pub mod host;
+pub mod params;
+
+use crate::api::{ApiError, MasterClient, SlaveBackend, SlaveHandler, SlaveReply};
+use crate::xmlrpc::{Value, XmlRpcClient, XmlRpcServer};
+use args::{ArgError, NodeArgs, NodeIdentity};
+use params::{FromParam, ParamCache};
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+
+#[derive(Debug)]
+pub enum NodeError {
+    Args(ArgError),
+    /// The slave API server could not bind.
+    Bind(std::io::Error),
+    Api(ApiError),
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::Args(e) => write!(f, "bad node arguments: {e}"),
+            NodeError::Bind(e) => write!(f, "cannot start the node's XML-RPC server: {e}"),
+            NodeError::Api(e) => write!(f, "master call failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+impl From<ApiError> for NodeError {
+    fn from(e: ApiError) -> Self {
+        NodeError::Api(e)
+    }
+}
+
+/// A running node. Clones share it; it shuts down when the last clone is dropped.
+#[derive(Clone)]
+pub struct Node {
+    inner: Arc<NodeInner>,
+}
+
+pub(crate) struct NodeInner {
+    pub(crate) id: NodeIdentity,
+    uri: OnceLock<String>,
+    pub(crate) master: MasterClient,
+    params: ParamCache,
+    slave: Mutex<Option<XmlRpcServer>>,
+    shutdown: watch::Sender<Option<String>>,
+}
+
+impl Node {
+    /// A node named `default_name` (unless `__name:=` says otherwise), configured from the
+    /// process's command line and environment.
+    pub async fn from_env(default_name: &str) -> Result<Node, NodeError> {
+        Node::new(default_name, std::env::args().skip(1)).await
+    }
+
+    /// A node configured from `args` (ROS arguments among others) and the environment.
+    pub async fn new<S: AsRef<str>>(
+        default_name: &str,
+        args: impl IntoIterator<Item = S>,
+    ) -> Result<Node, NodeError> {
+        let args = NodeArgs::parse(args).map_err(NodeError::Args)?;
+        let id = NodeIdentity::from_args(default_name, &args).map_err(NodeError::Args)?;
+        Node::with_identity(id).await
+    }
+
+    /// A node with an identity built by the caller.
+    pub async fn with_identity(id: NodeIdentity) -> Result<Node, NodeError> {
+        let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
+        let master = MasterClient::new(&id.master_uri, &id.name, client.clone());
+        let inner = Arc::new(NodeInner {
+            id,
+            uri: OnceLock::new(),
+            master,
+            params: ParamCache::default(),
+            slave: Mutex::new(None),
+            shutdown: watch::channel(None).0,
+        });
+        let backend: Arc<dyn SlaveBackend> = Arc::new(Backend(Arc::downgrade(&inner)));
+        let server = XmlRpcServer::bind(
+            SocketAddr::new(inner.id.bind, 0),
+            Arc::new(SlaveHandler::new(backend)),
+        )
+        .await
+        .map_err(NodeError::Bind)?;
+        let _ = inner.uri.set(server.uri(&inner.id.host));
+        *inner.slave.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
+        let node = Node { inner };
+        for (key, value) in node.inner.id.params.clone() {
+            node.inner.master.set_param(&key, value).await?;
+        }
+        Ok(node)
+    }
+
+    /// Fully qualified name (`/ns/name`).
+    pub fn name(&self) -> &str {
+        &self.inner.id.name
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.inner.id.namespace
+    }
+
+    /// The slave API URI (`http://host:port/`).
+    pub fn uri(&self) -> &str {
+        self.inner.uri.get().map(String::as_str).unwrap_or("")
+    }
+
+    pub fn identity(&self) -> &NodeIdentity {
+        &self.inner.id
+    }
+
+    pub fn master(&self) -> &MasterClient {
+        &self.inner.master
+    }
+
+    /// Resolves a name for this node, remappings applied.
+    pub fn resolve_name(&self, name: &str) -> String {
+        self.inner.id.resolve_name(name)
+    }
+
+    /// A parameter, fresh from the master; `None` when unset.
+    pub async fn get_param(&self, key: &str) -> Result<Option<Value>, ApiError> {
+        self.inner.master.get_param(&self.resolve_name(key)).await
+    }
+
+    /// A parameter of type `T`, or `default` when unset; a value of another type is an error.
+    pub async fn param<T: FromParam>(&self, key: &str, default: T) -> Result<T, ApiError> {
+        let resolved = self.resolve_name(key);
+        match self.inner.master.get_param(&resolved).await? {
+            None => Ok(default),
+            Some(v) => T::from_param(&v).ok_or_else(|| {
+                ApiError::Shape(format!(
+                    "parameter {resolved} is a {} of the wrong type: {v:?}",
+                    v.kind()
+                ))
+            }),
+        }
+    }
+
+    /// A parameter from the cache that subscribeParam keeps fresh (subscribing on first use).
+    pub async fn get_param_cached(&self, key: &str) -> Result<Option<Value>, ApiError> {
+        let resolved = self.resolve_name(key);
+        if let Some(cached) = self.inner.params.get(&resolved) {
+            return Ok(cached);
+        }
+        let value = self
+            .inner
+            .master
+            .subscribe_param(&resolved, self.uri())
+            .await?;
+        self.inner.params.insert(&resolved, value);
+        Ok(self.inner.params.get(&resolved).flatten())
+    }
+
+    pub async fn set_param(&self, key: &str, value: Value) -> Result<(), ApiError> {
+        let resolved = self.resolve_name(key);
+        self.inner
+            .master
+            .set_param(&resolved, value.clone())
+            .await?;
+        // The master does not tell the setter of its own change.
+        if self.inner.params.is_subscribed(&resolved) {
+            self.inner.params.update(&resolved, value);
+        }
+        Ok(())
+    }
+
+    pub async fn has_param(&self, key: &str) -> Result<bool, ApiError> {
+        self.inner.master.has_param(&self.resolve_name(key)).await
+    }
+
+    pub async fn delete_param(&self, key: &str) -> Result<bool, ApiError> {
+        self.inner
+            .master
+            .delete_param(&self.resolve_name(key))
+            .await
+    }
+
+    /// `searchParam` from this node's namespace upwards.
+    pub async fn search_param(&self, key: &str) -> Result<Option<String>, ApiError> {
+        self.inner.master.search_param(key).await
+    }
+
+    /// Completes when something asks this node to shut down, with the reason.
+    pub async fn shutdown_requested(&self) -> String {
+        let mut rx = self.inner.shutdown.subscribe();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return String::new();
+            }
+        }
+    }
+
+    pub fn is_shutdown(&self) -> bool {
+        self.inner.shutdown.borrow().is_some()
+    }
+
+    /// Unsubscribes cached parameters and stops serving.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.send_if_modified(|reason| {
+            let first = reason.is_none();
+            reason.get_or_insert_with(|| "shutdown".into());
+            first
+        });
+        for key in self.inner.params.keys() {
+            let _ = self.inner.master.unsubscribe_param(&key, self.uri()).await;
+            self.inner.params.remove(&key);
+        }
+        self.inner
+            .slave
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+}
+
+/// The slave API's view of a node; weak, so the server does not keep the node alive.
+struct Backend(Weak<NodeInner>);
+
+impl SlaveBackend for Backend {
+    fn name(&self) -> String {
+        self.0
+            .upgrade()
+            .map(|n| n.id.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn uri(&self) -> String {
+        self.0
+            .upgrade()
+            .and_then(|n| n.uri.get().cloned())
+            .unwrap_or_default()
+    }
+
+    fn master_uri(&self) -> String {
+        self.0
+            .upgrade()
+            .map(|n| n.id.master_uri.clone())
+            .unwrap_or_default()
+    }
+
+    fn publications(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn subscriptions(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn bus_stats(&self) -> Value {
+        Value::from(vec![
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+        ])
+    }
+
+    fn bus_info(&self) -> Value {
+        Value::Array(vec![])
+    }
+
+    fn publisher_update(&self, _topic: &str, _publishers: Vec<String>) -> bool {
+        false
+    }
+
+    fn param_update(&self, key: &str, value: Value) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|n| n.params.update(key, value))
+    }
+
+    fn request_topic(
+        &self,
+        _caller_id: &str,
+        topic: &str,
+        _protocols: Vec<Value>,
+    ) -> Pin<Box<dyn Future<Output = SlaveReply> + Send>> {
+        let reply = (
+            -1,
+            format!("Not a publisher of [{topic}]"),
+            Value::Array(vec![]),
+        );
+        Box::pin(async move { reply })
+    }
+
+    fn shutdown(&self, reason: &str) {
+        if let Some(node) = self.0.upgrade() {
+            tracing::info!("shutdown requested: {reason}");
+            node.shutdown.send_replace(Some(reason.to_string()));
+        }
+    }
+}

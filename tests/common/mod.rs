@@ -113,3 +113,154 @@ pub fn wait_for(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> 
     }
     ready()
 }
+
+/// The roscpp test peer (`tests/peers/roscpp_peer.cpp`), compiled once into the target
+/// folder with g++ and pkg-config; `None` (or a failure when interop is required) when
+/// roscpp's headers are missing.
+pub fn roscpp_peer() -> Option<PathBuf> {
+    let source = peer_script("roscpp_peer.cpp");
+    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("peers");
+    let binary = out_dir.join("roscpp_peer");
+    let fresh = |b: &PathBuf| {
+        let built = std::fs::metadata(b).and_then(|m| m.modified());
+        let src = std::fs::metadata(&source).and_then(|m| m.modified());
+        matches!((built, src), (Ok(b), Ok(s)) if b >= s)
+    };
+    if fresh(&binary) {
+        return Some(binary);
+    }
+    std::fs::create_dir_all(&out_dir).expect("peers dir");
+    // One build at a time across parallel test binaries: a lock directory.
+    let lock = out_dir.join("build.lock");
+    let got_lock = wait_for(std::time::Duration::from_secs(180), || {
+        std::fs::create_dir(&lock).is_ok()
+    });
+    if fresh(&binary) {
+        let _ = std::fs::remove_dir(&lock);
+        return Some(binary);
+    }
+    assert!(
+        got_lock,
+        "timed out waiting for another test to build the roscpp peer"
+    );
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "roscpp", "std_msgs"])
+        .output();
+    let result = match flags {
+        Ok(f) if f.status.success() => {
+            let flags = String::from_utf8_lossy(&f.stdout).to_string();
+            let tmp = out_dir.join(format!("roscpp_peer.{}", std::process::id()));
+            let status = Command::new("g++")
+                .args(["-O2", "-std=c++17", "-o"])
+                .arg(&tmp)
+                .arg(&source)
+                .args(flags.split_whitespace())
+                .status();
+            match status {
+                Ok(s) if s.success() => std::fs::rename(&tmp, &binary).ok().map(|_| binary.clone()),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let _ = std::fs::remove_dir(&lock);
+    if result.is_none() {
+        skip_or_fail("roscpp development files (libroscpp-dev, libstd-msgs-dev) and g++");
+    }
+    result
+}
+
+/// A ROS command-line tool (`rostopic`, `rosnode`, `rosparam`, ...) run with the ROS Python
+/// against `master_uri`.
+pub fn ros_tool(python: &std::path::Path, tool: &str, master_uri: &str) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(format!("/usr/bin/{tool}"));
+    ros_env(&mut cmd, master_uri);
+    cmd
+}
+
+/// Lines a child prints, read on a thread so a test can wait for them with a deadline.
+pub struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Lines {
+    pub fn new(out: impl std::io::Read + Send + 'static) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line matches, up to `limit`; returns it.
+    pub fn wait_for(
+        &mut self,
+        limit: std::time::Duration,
+        matches: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if matches(&line) {
+                        return Some(line);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Waits for `n` matching lines in all; returns how many were seen.
+    pub fn count(
+        &mut self,
+        n: usize,
+        limit: std::time::Duration,
+        matches: impl Fn(&str) -> bool,
+    ) -> usize {
+        let deadline = std::time::Instant::now() + limit;
+        let mut found = self.seen.iter().filter(|l| matches(l)).count();
+        while found < n {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if self.wait_for(left, &matches).is_none() {
+                break;
+            }
+            found += 1;
+        }
+        found
+    }
+
+    /// Everything the child printed until it exits (or `limit` passes).
+    pub fn rest(&mut self, limit: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + limit;
+        while let Ok(line) = self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+        {
+            self.seen.push(line);
+        }
+        self.seen.join("\n")
+    }
+}
+
+/// Spawns `cmd` with stdout piped into [`Lines`], stderr inherited (shown on failure).
+pub fn spawn_lines(mut cmd: Command) -> (Child, Lines) {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn");
+    let out = child.stdout.take().expect("stdout");
+    (Child(child), Lines::new(out))
+}

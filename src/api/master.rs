@@ -1,0 +1,290 @@
+//! The master and parameter APIs, called by a node or a tool.
+
+use super::{ok_value, strings, ApiError};
+use crate::xmlrpc::{Value, XmlRpcClient};
+
+/// `(topic, type)`.
+pub type TopicType = (String, String);
+
+/// `getSystemState`: for each topic or service, the nodes that publish, subscribe or
+/// provide it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SystemState {
+    pub publishers: Vec<(String, Vec<String>)>,
+    pub subscribers: Vec<(String, Vec<String>)>,
+    pub services: Vec<(String, Vec<String>)>,
+}
+
+impl SystemState {
+    /// Every node named anywhere, sorted, once.
+    pub fn nodes(&self) -> Vec<String> {
+        let mut nodes: Vec<String> = [&self.publishers, &self.subscribers, &self.services]
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, ns)| ns.iter().cloned())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+}
+
+/// Calls to one master as one caller.
+#[derive(Debug, Clone)]
+pub struct MasterClient {
+    uri: String,
+    caller_id: String,
+    client: XmlRpcClient,
+}
+
+impl MasterClient {
+    pub fn new(uri: &str, caller_id: &str, client: XmlRpcClient) -> MasterClient {
+        MasterClient {
+            uri: uri.to_string(),
+            caller_id: caller_id.to_string(),
+            client,
+        }
+    }
+
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    pub fn caller_id(&self) -> &str {
+        &self.caller_id
+    }
+
+    /// A raw call with the caller id prepended; the status triplet checked.
+    pub async fn call(&self, method: &str, args: Vec<Value>) -> Result<Value, ApiError> {
+        let mut params = Vec::with_capacity(args.len() + 1);
+        params.push(Value::from(self.caller_id.as_str()));
+        params.extend(args);
+        ok_value(self.client.call(&self.uri, method, params).await?)
+    }
+
+    /// Registers a publisher; returns the current subscribers' APIs.
+    pub async fn register_publisher(
+        &self,
+        topic: &str,
+        ty: &str,
+        caller_api: &str,
+    ) -> Result<Vec<String>, ApiError> {
+        strings(
+            &self
+                .call(
+                    "registerPublisher",
+                    vec![topic.into(), ty.into(), caller_api.into()],
+                )
+                .await?,
+        )
+    }
+
+    pub async fn unregister_publisher(
+        &self,
+        topic: &str,
+        caller_api: &str,
+    ) -> Result<bool, ApiError> {
+        Ok(self
+            .call("unregisterPublisher", vec![topic.into(), caller_api.into()])
+            .await?
+            == Value::Int(1))
+    }
+
+    /// Registers a subscriber; returns the current publishers' APIs.
+    pub async fn register_subscriber(
+        &self,
+        topic: &str,
+        ty: &str,
+        caller_api: &str,
+    ) -> Result<Vec<String>, ApiError> {
+        strings(
+            &self
+                .call(
+                    "registerSubscriber",
+                    vec![topic.into(), ty.into(), caller_api.into()],
+                )
+                .await?,
+        )
+    }
+
+    pub async fn unregister_subscriber(
+        &self,
+        topic: &str,
+        caller_api: &str,
+    ) -> Result<bool, ApiError> {
+        Ok(self
+            .call(
+                "unregisterSubscriber",
+                vec![topic.into(), caller_api.into()],
+            )
+            .await?
+            == Value::Int(1))
+    }
+
+    pub async fn register_service(
+        &self,
+        service: &str,
+        service_api: &str,
+        caller_api: &str,
+    ) -> Result<(), ApiError> {
+        self.call(
+            "registerService",
+            vec![service.into(), service_api.into(), caller_api.into()],
+        )
+        .await
+        .map(drop)
+    }
+
+    pub async fn unregister_service(
+        &self,
+        service: &str,
+        service_api: &str,
+    ) -> Result<bool, ApiError> {
+        Ok(self
+            .call(
+                "unregisterService",
+                vec![service.into(), service_api.into()],
+            )
+            .await?
+            == Value::Int(1))
+    }
+
+    /// The XML-RPC URI of a node.
+    pub async fn lookup_node(&self, name: &str) -> Result<String, ApiError> {
+        let v = self.call("lookupNode", vec![name.into()]).await?;
+        v.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::Shape("node URI is not a string".into()))
+    }
+
+    pub async fn lookup_service(&self, name: &str) -> Result<String, ApiError> {
+        let v = self.call("lookupService", vec![name.into()]).await?;
+        v.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::Shape("service URI is not a string".into()))
+    }
+
+    pub async fn get_published_topics(&self, subgraph: &str) -> Result<Vec<TopicType>, ApiError> {
+        pairs(
+            &self
+                .call("getPublishedTopics", vec![subgraph.into()])
+                .await?,
+        )
+    }
+
+    pub async fn get_topic_types(&self) -> Result<Vec<TopicType>, ApiError> {
+        pairs(&self.call("getTopicTypes", vec![]).await?)
+    }
+
+    pub async fn get_system_state(&self) -> Result<SystemState, ApiError> {
+        let v = self.call("getSystemState", vec![]).await?;
+        let parts = v
+            .as_array()
+            .filter(|p| p.len() == 3)
+            .ok_or_else(|| ApiError::Shape("system state".into()))?;
+        let table = |v: &Value| -> Result<Vec<(String, Vec<String>)>, ApiError> {
+            let rows = v
+                .as_array()
+                .ok_or_else(|| ApiError::Shape("system state table".into()))?;
+            rows.iter()
+                .map(|row| match row.as_array() {
+                    Some([name, nodes]) => {
+                        Ok((name.as_str().unwrap_or("").to_string(), strings(nodes)?))
+                    }
+                    _ => Err(ApiError::Shape("system state row".into())),
+                })
+                .collect()
+        };
+        Ok(SystemState {
+            publishers: table(&parts[0])?,
+            subscribers: table(&parts[1])?,
+            services: table(&parts[2])?,
+        })
+    }
+
+    pub async fn get_uri(&self) -> Result<String, ApiError> {
+        let v = self.call("getUri", vec![]).await?;
+        v.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::Shape("master URI is not a string".into()))
+    }
+
+    pub async fn get_pid(&self) -> Result<i32, ApiError> {
+        self.call("getPid", vec![])
+            .await?
+            .as_i32()
+            .ok_or_else(|| ApiError::Shape("pid is not an int".into()))
+    }
+
+    /// `getParam`: `Ok(None)` when the parameter is not set.
+    pub async fn get_param(&self, key: &str) -> Result<Option<Value>, ApiError> {
+        match self.call("getParam", vec![key.into()]).await {
+            Ok(v) => Ok(Some(v)),
+            Err(ApiError::Status { code: -1, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn set_param(&self, key: &str, value: Value) -> Result<(), ApiError> {
+        self.call("setParam", vec![key.into(), value])
+            .await
+            .map(drop)
+    }
+
+    /// `Ok(false)` when it was not set.
+    pub async fn delete_param(&self, key: &str) -> Result<bool, ApiError> {
+        match self.call("deleteParam", vec![key.into()]).await {
+            Ok(_) => Ok(true),
+            Err(ApiError::Status { code: -1, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn has_param(&self, key: &str) -> Result<bool, ApiError> {
+        self.call("hasParam", vec![key.into()])
+            .await?
+            .as_bool()
+            .ok_or_else(|| ApiError::Shape("hasParam".into()))
+    }
+
+    /// `searchParam`: the closest key upwards from the caller's namespace, if any.
+    pub async fn search_param(&self, key: &str) -> Result<Option<String>, ApiError> {
+        match self.call("searchParam", vec![key.into()]).await {
+            Ok(v) => Ok(v.as_str().map(str::to_string)),
+            Err(ApiError::Status { code: -1, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn get_param_names(&self) -> Result<Vec<String>, ApiError> {
+        strings(&self.call("getParamNames", vec![]).await?)
+    }
+
+    /// Subscribes to updates of `key` (delivered to `caller_api` as `paramUpdate`); returns
+    /// its current value, or `{}` when unset.
+    pub async fn subscribe_param(&self, key: &str, caller_api: &str) -> Result<Value, ApiError> {
+        self.call("subscribeParam", vec![caller_api.into(), key.into()])
+            .await
+    }
+
+    pub async fn unsubscribe_param(&self, key: &str, caller_api: &str) -> Result<(), ApiError> {
+        self.call("unsubscribeParam", vec![caller_api.into(), key.into()])
+            .await
+            .map(drop)
+    }
+}
+
+fn pairs(v: &Value) -> Result<Vec<TopicType>, ApiError> {
+    let rows = v
+        .as_array()
+        .ok_or_else(|| ApiError::Shape("expected [[topic, type]...]".into()))?;
+    rows.iter()
+        .map(|row| match row.as_array() {
+            Some([a, b]) => Ok((
+                a.as_str().unwrap_or("").to_string(),
+                b.as_str().unwrap_or("").to_string(),
+            )),
+            _ => Err(ApiError::Shape("expected [topic, type]".into())),
+        })
+        .collect()
+}

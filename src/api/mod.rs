@@ -1,0 +1,82 @@
+//! The ROS master, parameter and slave APIs as typed calls over XML-RPC.
+
+mod master;
+mod slave;
+pub(crate) mod validate;
+
+pub use master::{MasterClient, SystemState, TopicType};
+pub use slave::{SlaveBackend, SlaveHandler, SlaveReply};
+
+use crate::xmlrpc::{CallError, Value};
+use std::fmt;
+
+/// Why an API call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiError {
+    /// The call did not complete (unreachable, timeout, fault, bad XML).
+    Call(CallError),
+    /// The peer answered with a failure status (code 0 or -1) and its message.
+    Status { code: i32, message: String },
+    /// The answer did not have the documented shape.
+    Shape(String),
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Call(e) => e.fmt(f),
+            ApiError::Status { code, message } => write!(f, "{message} (status {code})"),
+            ApiError::Shape(what) => write!(f, "unexpected answer: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<CallError> for ApiError {
+    fn from(e: CallError) -> Self {
+        ApiError::Call(e)
+    }
+}
+
+/// Splits a `[code, message, value]` status triplet; codes other than 1 are errors.
+pub fn ok_value(reply: Value) -> Result<Value, ApiError> {
+    let Value::Array(mut parts) = reply else {
+        return Err(ApiError::Shape(format!(
+            "a {} instead of [code, message, value]",
+            reply.kind()
+        )));
+    };
+    if !(2..=3).contains(&parts.len()) {
+        return Err(ApiError::Shape(format!(
+            "{} elements instead of [code, message, value]",
+            parts.len()
+        )));
+    }
+    let value = if parts.len() == 3 {
+        parts.pop().unwrap_or(Value::Int(0))
+    } else {
+        Value::Int(0)
+    };
+    let message = parts
+        .pop()
+        .and_then(|m| m.as_str().map(str::to_string))
+        .unwrap_or_default();
+    match parts.pop() {
+        Some(Value::Int(1)) => Ok(value),
+        Some(Value::Int(code)) => Err(ApiError::Status { code, message }),
+        _ => Err(ApiError::Shape("status code is not an int".into())),
+    }
+}
+
+pub(crate) fn strings(v: &Value) -> Result<Vec<String>, ApiError> {
+    v.as_array()
+        .ok_or_else(|| ApiError::Shape(format!("expected a list of strings, got a {}", v.kind())))?
+        .iter()
+        .map(|s| {
+            s.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| ApiError::Shape("expected a string".into()))
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! Parameter values as Rust types, and the cache that `subscribeParam` keeps fresh.
+
+use crate::xmlrpc::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+/// A Rust type a parameter value converts to.
+pub trait FromParam: Sized {
+    fn from_param(value: &Value) -> Option<Self>;
+}
+
+impl FromParam for Value {
+    fn from_param(value: &Value) -> Option<Self> {
+        Some(value.clone())
+    }
+}
+
+impl FromParam for i32 {
+    fn from_param(value: &Value) -> Option<Self> {
+        value.as_i32()
+    }
+}
+
+impl FromParam for i64 {
+    fn from_param(value: &Value) -> Option<Self> {
+        match value {
+            Value::Int(i) => Some(i64::from(*i)),
+            // Integers past 32 bits travel as doubles; take them back when exact.
+            Value::Double(d) if d.fract() == 0.0 && d.abs() < 9.0e15 => Some(*d as i64),
+            _ => None,
+        }
+    }
+}
+
+impl FromParam for u32 {
+    fn from_param(value: &Value) -> Option<Self> {
+        i64::from_param(value).and_then(|i| u32::try_from(i).ok())
+    }
+}
+
+impl FromParam for f64 {
+    fn from_param(value: &Value) -> Option<Self> {
+        value.as_f64()
+    }
+}
+
+impl FromParam for f32 {
+    fn from_param(value: &Value) -> Option<Self> {
+        value.as_f64().map(|d| d as f32)
+    }
+}
+
+impl FromParam for bool {
+    fn from_param(value: &Value) -> Option<Self> {
+        value.as_bool()
+    }
+}
+
+impl FromParam for String {
+    fn from_param(value: &Value) -> Option<Self> {
+        value.as_str().map(str::to_string)
+    }
+}
+
+impl<T: FromParam> FromParam for Vec<T> {
+    fn from_param(value: &Value) -> Option<Self> {
+        value.as_array()?.iter().map(T::from_param).collect()
+    }
+}
+
+impl<T: FromParam> FromParam for BTreeMap<String, T> {
+    fn from_param(value: &Value) -> Option<Self> {
+        value
+            .as_struct()?
+            .iter()
+            .map(|(k, v)| Some((k.clone(), T::from_param(v)?)))
+            .collect()
+    }
+}
+
+/// Values of subscribed parameters, by key without trailing slash. `None` records a key
+/// known to be unset, so reads of it cost no call either.
+#[derive(Debug, Default)]
+pub struct ParamCache {
+    values: Mutex<HashMap<String, Option<Value>>>,
+}
+
+fn clean(key: &str) -> String {
+    let key = crate::names::canonicalize(key);
+    if key.is_empty() {
+        "/".into()
+    } else {
+        key
+    }
+}
+
+impl ParamCache {
+    /// `Some(cached)` when `key` is subscribed (the inner `None`: known unset).
+    pub fn get(&self, key: &str) -> Option<Option<Value>> {
+        self.lock().get(&clean(key)).cloned()
+    }
+
+    pub fn is_subscribed(&self, key: &str) -> bool {
+        self.lock().contains_key(&clean(key))
+    }
+
+    /// Records a subscription's first value (`{}` from the master means unset).
+    pub fn insert(&self, key: &str, value: Value) {
+        let value = (!is_empty_struct(&value)).then_some(value);
+        self.lock().insert(clean(key), value);
+    }
+
+    /// A `paramUpdate` from the master; false when `key` is not subscribed. Cached entries
+    /// above and below the key are dropped (they are read again when asked for).
+    pub fn update(&self, key: &str, value: Value) -> bool {
+        let key = clean(key);
+        let mut values = self.lock();
+        if !values.contains_key(&key) {
+            return false;
+        }
+        let related = |other: &str| {
+            other != key
+                && (other.starts_with(&format!("{key}/")) || key.starts_with(&format!("{other}/")))
+        };
+        values.retain(|k, _| !related(k));
+        values.insert(key, (!is_empty_struct(&value)).then_some(value));
+        true
+    }
+
+    pub fn remove(&self, key: &str) {
+        self.lock().remove(&clean(key));
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Value>>> {
+        self.values.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn is_empty_struct(v: &Value) -> bool {
+    v.as_struct().is_some_and(BTreeMap::is_empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_conversions() {
+        assert_eq!(i64::from_param(&Value::Double(1e10)), Some(10_000_000_000));
+        assert_eq!(f64::from_param(&Value::Int(3)), Some(3.0));
+        assert_eq!(
+            Vec::<i32>::from_param(&Value::from(vec![1, 2])),
+            Some(vec![1, 2])
+        );
+        assert_eq!(
+            Vec::<i32>::from_param(&Value::from(vec![Value::Int(1), Value::from("x")])),
+            None
+        );
+        assert_eq!(u32::from_param(&Value::Int(-1)), None);
+    }
+
+    #[test]
+    fn cache_follows_updates() {
+        let cache = ParamCache::default();
+        cache.insert("/a/", Value::Struct(BTreeMap::new()));
+        assert_eq!(cache.get("/a"), Some(None), "subscribed, unset");
+        assert!(cache.update("/a/", Value::Int(5)));
+        assert_eq!(cache.get("/a"), Some(Some(Value::Int(5))));
+        assert!(!cache.update("/b/", Value::Int(1)), "not subscribed");
+        cache.insert("/a/x", Value::Int(1));
+        assert!(cache.update("/a", Value::Int(6)));
+        assert_eq!(
+            cache.get("/a/x"),
+            None,
+            "entries below a changed key are dropped"
+        );
+    }
+}
