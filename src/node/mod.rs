@@ -5,8 +5,14 @@
 pub mod args;
 pub mod host;
 pub mod params;
+mod topics;
+
+pub use topics::{
+    AdvertiseOptions, Publisher, RawPublisher, RawSubscriber, SubscribeOptions, Subscriber,
+};
 
 use crate::api::{ApiError, MasterClient, SlaveBackend, SlaveHandler, SlaveReply};
+use crate::transport::tcp_server::TcpRosServer;
 use crate::xmlrpc::{Value, XmlRpcClient, XmlRpcServer};
 use args::{ArgError, NodeArgs, NodeIdentity};
 use params::{FromParam, ParamCache};
@@ -14,6 +20,7 @@ use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -54,9 +61,19 @@ pub(crate) struct NodeInner {
     pub(crate) id: NodeIdentity,
     uri: OnceLock<String>,
     pub(crate) master: MasterClient,
+    pub(crate) client: XmlRpcClient,
     params: ParamCache,
     slave: Mutex<Option<XmlRpcServer>>,
+    tcp_server: Mutex<Option<TcpRosServer>>,
+    /// roscpp advertises a process-wide UDP port in UDPROS answers; nothing is sent to it.
+    udp_server: Mutex<Option<tokio::net::UdpSocket>>,
+    pub(crate) tcp_port: OnceLock<u16>,
+    pub(crate) udp_port: OnceLock<u16>,
+    /// Connection ids, shared by every link of this node (as roscpp shares one counter).
+    pub(crate) link_ids: Arc<AtomicU32>,
+    pub(crate) topics: topics::Topics,
     shutdown: watch::Sender<Option<String>>,
+    watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Node {
@@ -84,23 +101,48 @@ impl Node {
             id,
             uri: OnceLock::new(),
             master,
+            client,
             params: ParamCache::default(),
             slave: Mutex::new(None),
+            tcp_server: Mutex::new(None),
+            udp_server: Mutex::new(None),
+            tcp_port: OnceLock::new(),
+            udp_port: OnceLock::new(),
+            link_ids: Arc::new(AtomicU32::new(0)),
+            topics: topics::Topics::default(),
             shutdown: watch::channel(None).0,
+            watchdog: Mutex::new(None),
         });
+        let bind = inner.id.bind;
+        let weak = Arc::downgrade(&inner);
+        let lookup: crate::transport::tcp_server::Lookup =
+            Arc::new(move |topic| weak.upgrade()?.publication(topic));
+        let tcp = TcpRosServer::bind(SocketAddr::new(bind, 0), lookup)
+            .await
+            .map_err(NodeError::Bind)?;
+        let _ = inner.tcp_port.set(tcp.port());
+        *lock(&inner.tcp_server) = Some(tcp);
+        let udp = tokio::net::UdpSocket::bind(SocketAddr::new(bind, 0))
+            .await
+            .map_err(NodeError::Bind)?;
+        let _ = inner
+            .udp_port
+            .set(udp.local_addr().map(|a| a.port()).unwrap_or(0));
+        *lock(&inner.udp_server) = Some(udp);
         let backend: Arc<dyn SlaveBackend> = Arc::new(Backend(Arc::downgrade(&inner)));
         let server = XmlRpcServer::bind(
-            SocketAddr::new(inner.id.bind, 0),
+            SocketAddr::new(bind, 0),
             Arc::new(SlaveHandler::new(backend)),
         )
         .await
         .map_err(NodeError::Bind)?;
         let _ = inner.uri.set(server.uri(&inner.id.host));
-        *inner.slave.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
+        *lock(&inner.slave) = Some(server);
         let node = Node { inner };
         for (key, value) in node.inner.id.params.clone() {
             node.inner.master.set_param(&key, value).await?;
         }
+        *lock(&node.inner.watchdog) = Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner))));
         Ok(node)
     }
 
@@ -256,27 +298,41 @@ impl SlaveBackend for Backend {
     }
 
     fn publications(&self) -> Vec<(String, String)> {
-        Vec::new()
+        let Some(n) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        n.publication_list()
+            .iter()
+            .map(|p| (p.info.topic.clone(), p.info.msg_type.clone()))
+            .collect()
     }
 
     fn subscriptions(&self) -> Vec<(String, String)> {
-        Vec::new()
+        let Some(n) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        n.subscription_list()
+            .iter()
+            .map(|s| (s.config.topic.clone(), s.config.msg_type.clone()))
+            .collect()
     }
 
     fn bus_stats(&self) -> Value {
-        Value::from(vec![
-            Value::Array(vec![]),
-            Value::Array(vec![]),
-            Value::Array(vec![]),
-        ])
+        self.0
+            .upgrade()
+            .map_or_else(|| Value::Array(vec![]), |n| n.bus_stats())
     }
 
     fn bus_info(&self) -> Value {
-        Value::Array(vec![])
+        self.0
+            .upgrade()
+            .map_or_else(|| Value::Array(vec![]), |n| n.bus_info())
     }
 
-    fn publisher_update(&self, _topic: &str, _publishers: Vec<String>) -> bool {
-        false
+    fn publisher_update(&self, topic: &str, publishers: Vec<String>) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|n| n.publisher_update(topic, publishers))
     }
 
     fn param_update(&self, key: &str, value: Value) -> bool {
@@ -287,22 +343,88 @@ impl SlaveBackend for Backend {
 
     fn request_topic(
         &self,
-        _caller_id: &str,
+        caller_id: &str,
         topic: &str,
-        _protocols: Vec<Value>,
+        protocols: Vec<Value>,
     ) -> Pin<Box<dyn Future<Output = SlaveReply> + Send>> {
-        let reply = (
-            -1,
-            format!("Not a publisher of [{topic}]"),
-            Value::Array(vec![]),
-        );
-        Box::pin(async move { reply })
+        let Some(node) = self.0.upgrade() else {
+            let reply = (
+                -1,
+                format!("Not a publisher of [{topic}]"),
+                Value::Array(vec![]),
+            );
+            return Box::pin(async move { reply });
+        };
+        Box::pin(node.request_topic(caller_id.to_string(), topic.to_string(), protocols))
     }
 
     fn shutdown(&self, reason: &str) {
         if let Some(node) = self.0.upgrade() {
             tracing::info!("shutdown requested: {reason}");
             node.shutdown.send_replace(Some(reason.to_string()));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Notices a master restart (its pid changes, or it answers again after failing) and
+/// registers everything again: publications, subscriptions, cached parameters, private
+/// parameters from the command line. No ROS1 client library does this.
+async fn watch_master(node: Weak<NodeInner>) {
+    let mut known_pid: Option<i32> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        let Some(n) = node.upgrade() else { return };
+        let pid = n.master.get_pid().await.ok();
+        let restarted = match (known_pid, pid) {
+            (Some(old), Some(new)) => old != new,
+            _ => false,
+        };
+        if pid.is_none() {
+            known_pid = None;
+            continue;
+        }
+        let first = known_pid.is_none();
+        known_pid = pid;
+        if restarted || (first && n.registered_anything()) {
+            n.register_again().await;
+        }
+    }
+}
+
+impl NodeInner {
+    fn registered_anything(&self) -> bool {
+        !lock(&self.topics.publications).is_empty() || !lock(&self.topics.subscriptions).is_empty()
+    }
+
+    async fn register_again(&self) {
+        let uri = self.uri.get().cloned().unwrap_or_default();
+        for (key, value) in self.id.params.clone() {
+            let _ = self.master.set_param(&key, value).await;
+        }
+        for p in self.publication_list() {
+            let _ = self
+                .master
+                .register_publisher(&p.info.topic, &p.info.msg_type, &uri)
+                .await;
+        }
+        for s in self.subscription_list() {
+            if let Ok(publishers) = self
+                .master
+                .register_subscriber(&s.config.topic, &s.config.msg_type, &uri)
+                .await
+            {
+                s.update_publishers(&publishers);
+            }
+        }
+        for key in self.params.keys() {
+            if let Ok(value) = self.master.subscribe_param(&key, &uri).await {
+                self.params.update(&key, value);
+            }
         }
     }
 }

@@ -1,0 +1,653 @@
+//! Publishing and subscribing: typed and untyped handles, the node's registries of
+//! publications and subscriptions, negotiation answers (requestTopic), and the statistics
+//! the slave API reports.
+
+use super::{Node, NodeError, NodeInner};
+use crate::msg::Message;
+use crate::transport::publication::{Publication, TopicInfo};
+use crate::transport::queue::DropOldest;
+use crate::transport::subscription::{Local, Received, Subscription, SubscriptionConfig};
+use crate::transport::{resolve_ipv4, udp_socket, Protocol, UDPROS_PEER_FIELD};
+use crate::wire::header::{ConnectionHeader, HeaderLimits};
+use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
+use crate::xmlrpc::Value;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// Options of `advertise`.
+#[derive(Debug, Clone)]
+pub struct AdvertiseOptions {
+    /// Send the last message to every subscriber that connects later.
+    pub latch: bool,
+    /// Messages queued per subscriber before the oldest is dropped.
+    pub queue_size: usize,
+}
+
+impl Default for AdvertiseOptions {
+    fn default() -> Self {
+        AdvertiseOptions {
+            latch: false,
+            queue_size: 100,
+        }
+    }
+}
+
+/// Options of `subscribe`, roscpp's transport hints among them.
+#[derive(Debug, Clone)]
+pub struct SubscribeOptions {
+    /// Transports to offer, most preferred first: UDP then TCP by default.
+    pub transports: Vec<Protocol>,
+    /// The largest datagram to ask UDPROS publishers for.
+    pub max_datagram_size: usize,
+    pub tcp_nodelay: bool,
+    /// Messages queued before the oldest is dropped.
+    pub queue_size: usize,
+    /// Larger messages are refused (and the link dropped, on TCP).
+    pub max_message_size: usize,
+}
+
+impl Default for SubscribeOptions {
+    fn default() -> Self {
+        SubscribeOptions {
+            transports: vec![Protocol::Udp, Protocol::Tcp],
+            max_datagram_size: ROSCPP_MAX_DATAGRAM,
+            tcp_nodelay: true,
+            queue_size: 100,
+            max_message_size: 64 << 20,
+        }
+    }
+}
+
+impl SubscribeOptions {
+    pub fn udp_only() -> Self {
+        SubscribeOptions {
+            transports: vec![Protocol::Udp],
+            ..Self::default()
+        }
+    }
+
+    pub fn tcp_only() -> Self {
+        SubscribeOptions {
+            transports: vec![Protocol::Tcp],
+            ..Self::default()
+        }
+    }
+}
+
+/// The node's publications and subscriptions, by resolved topic.
+#[derive(Default)]
+pub(crate) struct Topics {
+    pub publications: Mutex<HashMap<String, (Arc<Publication>, usize)>>,
+    pub subscriptions: Mutex<HashMap<String, Arc<Subscription>>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Node {
+    /// Advertises `topic` with message type `M`.
+    pub async fn advertise<M: Message>(
+        &self,
+        topic: &str,
+        options: AdvertiseOptions,
+    ) -> Result<Publisher<M>, NodeError> {
+        let raw = self
+            .advertise_raw(topic, M::TYPE, M::MD5SUM, M::DEFINITION, options)
+            .await?;
+        Ok(Publisher {
+            raw,
+            _type: PhantomData,
+        })
+    }
+
+    /// Advertises `topic` for already serialized messages of the given type.
+    pub async fn advertise_raw(
+        &self,
+        topic: &str,
+        msg_type: &str,
+        md5sum: &str,
+        definition: &str,
+        options: AdvertiseOptions,
+    ) -> Result<RawPublisher, NodeError> {
+        let topic = self.resolve_name(topic);
+        let info = TopicInfo {
+            topic: topic.clone(),
+            msg_type: msg_type.into(),
+            md5sum: md5sum.into(),
+            definition: definition.into(),
+        };
+        let publication = {
+            let mut pubs = locked(&self.inner.topics.publications);
+            let entry = pubs.entry(topic.clone()).or_insert_with(|| {
+                let p = Publication::new(
+                    info,
+                    options.latch,
+                    options.queue_size,
+                    self.name(),
+                    self.inner.link_ids.clone(),
+                );
+                (Arc::new(p), 0)
+            });
+            entry.1 += 1;
+            entry.0.clone()
+        };
+        self.inner
+            .master
+            .register_publisher(&topic, msg_type, self.uri())
+            .await?;
+        Ok(RawPublisher {
+            node: Arc::downgrade(&self.inner),
+            publication,
+        })
+    }
+
+    /// Subscribes to `topic` with message type `M`.
+    pub async fn subscribe<M: Message>(
+        &self,
+        topic: &str,
+        options: SubscribeOptions,
+    ) -> Result<Subscriber<M>, NodeError> {
+        let raw = self
+            .subscribe_with(topic, M::TYPE, M::MD5SUM, M::DEFINITION, options)
+            .await?;
+        Ok(Subscriber {
+            raw,
+            _type: PhantomData,
+        })
+    }
+
+    /// Subscribes to `topic` whatever its type (md5 `*`): messages arrive as bytes with the
+    /// publisher's connection header, whose `type` and `message_definition` describe them.
+    pub async fn subscribe_raw(
+        &self,
+        topic: &str,
+        options: SubscribeOptions,
+    ) -> Result<RawSubscriber, NodeError> {
+        self.subscribe_with(topic, "*", "*", "", options).await
+    }
+
+    async fn subscribe_with(
+        &self,
+        topic: &str,
+        msg_type: &str,
+        md5sum: &str,
+        definition: &str,
+        options: SubscribeOptions,
+    ) -> Result<RawSubscriber, NodeError> {
+        let topic = self.resolve_name(topic);
+        let (subscription, fresh) = {
+            let mut subs = locked(&self.inner.topics.subscriptions);
+            match subs.get(&topic) {
+                Some(s) => (s.clone(), false),
+                None => {
+                    let config = SubscriptionConfig {
+                        topic: topic.clone(),
+                        msg_type: msg_type.into(),
+                        md5sum: md5sum.into(),
+                        definition: definition.into(),
+                        transports: options.transports.clone(),
+                        max_datagram_size: options.max_datagram_size,
+                        tcp_nodelay: options.tcp_nodelay,
+                        queue_size: options.queue_size,
+                        max_message_size: options.max_message_size,
+                    };
+                    let s = Subscription::new(config, self.local());
+                    subs.insert(topic.clone(), s.clone());
+                    (s, true)
+                }
+            }
+        };
+        let sink = subscription.add_sink(options.queue_size);
+        if fresh {
+            let publishers = self
+                .inner
+                .master
+                .register_subscriber(&topic, msg_type, self.uri())
+                .await?;
+            subscription.update_publishers(&publishers);
+        }
+        Ok(RawSubscriber {
+            node: Arc::downgrade(&self.inner),
+            subscription,
+            sink,
+        })
+    }
+
+    fn local(&self) -> Local {
+        Local {
+            node_name: self.name().to_string(),
+            node_uri: self.uri().to_string(),
+            host: self.inner.id.host.clone(),
+            bind: self.inner.id.bind,
+            client: self.inner.client.clone(),
+            link_ids: self.inner.link_ids.clone(),
+        }
+    }
+}
+
+/// A handle on an advertised topic; the last one dropped unadvertises it.
+pub struct RawPublisher {
+    node: std::sync::Weak<NodeInner>,
+    publication: Arc<Publication>,
+}
+
+impl RawPublisher {
+    /// Sends one frame (the `u32` length prefix and the serialized message).
+    pub fn publish_frame(&self, frame: Bytes) {
+        self.publication.publish_frame(frame);
+    }
+
+    /// Sends one serialized message body.
+    pub fn publish_body(&self, body: &[u8]) {
+        self.publication
+            .publish_frame(crate::wire::tcpros::frame(body));
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.publication.info.topic
+    }
+
+    pub fn num_subscribers(&self) -> usize {
+        self.publication.num_subscribers()
+    }
+}
+
+impl Drop for RawPublisher {
+    fn drop(&mut self) {
+        let Some(node) = self.node.upgrade() else {
+            return;
+        };
+        let topic = self.publication.info.topic.clone();
+        let last = {
+            let mut pubs = locked(&node.topics.publications);
+            match pubs.get_mut(&topic) {
+                Some(entry) if entry.1 > 1 => {
+                    entry.1 -= 1;
+                    false
+                }
+                Some(_) => pubs.remove(&topic).is_some(),
+                None => false,
+            }
+        };
+        if last {
+            self.publication.close();
+            node.spawn_unregister(Registration::Publisher(topic));
+        }
+    }
+}
+
+/// A typed publisher.
+pub struct Publisher<M> {
+    raw: RawPublisher,
+    _type: PhantomData<fn(M)>,
+}
+
+impl<M: Message> Publisher<M> {
+    /// Serializes once and queues the message for every subscriber; never waits.
+    pub fn publish(&self, msg: &M) -> Result<(), crate::wire::Error> {
+        self.raw.publish_frame(crate::wire::to_frame(msg)?);
+        Ok(())
+    }
+
+    pub fn topic(&self) -> &str {
+        self.raw.topic()
+    }
+
+    pub fn num_subscribers(&self) -> usize {
+        self.raw.num_subscribers()
+    }
+
+    pub fn raw(&self) -> &RawPublisher {
+        &self.raw
+    }
+}
+
+/// A handle on a subscription; the last one dropped unsubscribes.
+pub struct RawSubscriber {
+    node: std::sync::Weak<NodeInner>,
+    subscription: Arc<Subscription>,
+    sink: Arc<DropOldest<Received>>,
+}
+
+impl RawSubscriber {
+    /// The next message, `None` once the node shuts down.
+    pub async fn recv(&mut self) -> Option<Received> {
+        self.sink.pop().await
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.subscription.config.topic
+    }
+
+    pub fn subscription(&self) -> &Arc<Subscription> {
+        &self.subscription
+    }
+
+    /// Messages dropped because this handle fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.sink.dropped()
+    }
+
+    pub fn num_publishers(&self) -> usize {
+        self.subscription
+            .publisher_links()
+            .iter()
+            .filter(|l| l.status().connected)
+            .count()
+    }
+}
+
+impl Drop for RawSubscriber {
+    fn drop(&mut self) {
+        if self.subscription.remove_sink(&self.sink) > 0 {
+            return;
+        }
+        let Some(node) = self.node.upgrade() else {
+            return;
+        };
+        let topic = self.subscription.config.topic.clone();
+        locked(&node.topics.subscriptions).remove(&topic);
+        self.subscription.close();
+        node.spawn_unregister(Registration::Subscriber(topic));
+    }
+}
+
+/// A typed subscriber.
+pub struct Subscriber<M> {
+    raw: RawSubscriber,
+    _type: PhantomData<fn() -> M>,
+}
+
+impl<M: Message> Subscriber<M> {
+    /// The next message that decodes as `M`, `None` once the node shuts down.
+    pub async fn recv(&mut self) -> Option<M> {
+        loop {
+            let received = self.raw.recv().await?;
+            match crate::wire::from_bytes::<M>(&received.body) {
+                Ok(msg) => return Some(msg),
+                Err(e) => tracing::warn!(
+                    "dropping a message on {} that is not a {}: {e}",
+                    self.raw.topic(),
+                    M::TYPE
+                ),
+            }
+        }
+    }
+
+    /// The next message with the publisher's connection header.
+    pub async fn recv_with_header(&mut self) -> Option<(M, Arc<ConnectionHeader>)> {
+        loop {
+            let received = self.raw.recv().await?;
+            if let Ok(msg) = crate::wire::from_bytes::<M>(&received.body) {
+                return Some((msg, received.publisher));
+            }
+        }
+    }
+
+    /// Calls `callback` for each message on a task of its own, until the node shuts down.
+    pub fn for_each(
+        mut self,
+        mut callback: impl FnMut(M) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some(msg) = self.recv().await {
+                callback(msg);
+            }
+        })
+    }
+
+    pub fn raw(&self) -> &RawSubscriber {
+        &self.raw
+    }
+
+    pub fn num_publishers(&self) -> usize {
+        self.raw.num_publishers()
+    }
+}
+
+pub(crate) enum Registration {
+    Publisher(String),
+    Subscriber(String),
+}
+
+impl NodeInner {
+    pub(crate) fn spawn_unregister(&self, what: Registration) {
+        let master = self.master.clone();
+        let uri = self.uri.get().cloned().unwrap_or_default();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let _ = match what {
+                Registration::Publisher(topic) => master.unregister_publisher(&topic, &uri).await,
+                Registration::Subscriber(topic) => master.unregister_subscriber(&topic, &uri).await,
+            };
+        });
+    }
+
+    pub(crate) fn publication(&self, topic: &str) -> Option<Arc<Publication>> {
+        locked(&self.topics.publications)
+            .get(topic)
+            .map(|(p, _)| p.clone())
+    }
+
+    pub(crate) fn publication_list(&self) -> Vec<Arc<Publication>> {
+        let mut v: Vec<_> = locked(&self.topics.publications)
+            .values()
+            .map(|(p, _)| p.clone())
+            .collect();
+        v.sort_by(|a, b| a.info.topic.cmp(&b.info.topic));
+        v
+    }
+
+    pub(crate) fn subscription_list(&self) -> Vec<Arc<Subscription>> {
+        let mut v: Vec<_> = locked(&self.topics.subscriptions)
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.config.topic.cmp(&b.config.topic));
+        v
+    }
+
+    pub(crate) fn publisher_update(&self, topic: &str, publishers: Vec<String>) -> bool {
+        match locked(&self.topics.subscriptions).get(topic) {
+            Some(s) => {
+                s.update_publishers(&publishers);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `[pubStats, subStats, serviceStats]` as rospy reports them.
+    pub(crate) fn bus_stats(&self) -> Value {
+        let publications = self.publication_list();
+        let pubs = publications.iter().map(|p| {
+            let conns = p.subscriber_links().into_iter().map(|l| {
+                let (bytes, messages, _) = l.stats.get();
+                Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::Int(bytes as i32),
+                    Value::Int(messages as i32),
+                    Value::Bool(true),
+                ])
+            });
+            Value::Array(vec![
+                Value::from(p.info.topic.as_str()),
+                Value::Int(p.messages_sent() as i32),
+                Value::Array(conns.collect()),
+            ])
+        });
+        let subscriptions = self.subscription_list();
+        let subs = subscriptions.iter().map(|s| {
+            let conns = s.publisher_links().into_iter().map(|l| {
+                let (bytes, messages, _) = l.stats.get();
+                let status = l.status();
+                Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::Int(bytes as i32),
+                    Value::Int(messages as i32),
+                    Value::Int(status.udp.lost() as i32),
+                    Value::Bool(status.connected),
+                ])
+            });
+            Value::Array(vec![
+                Value::from(s.config.topic.as_str()),
+                Value::Array(conns.collect()),
+            ])
+        });
+        Value::Array(vec![
+            Value::Array(pubs.collect()),
+            Value::Array(subs.collect()),
+            Value::Array(vec![]),
+        ])
+    }
+
+    /// getBusInfo rows, in the form `rosnode info` parses.
+    pub(crate) fn bus_info(&self) -> Value {
+        let mut rows = Vec::new();
+        for p in self.publication_list() {
+            for l in p.subscriber_links() {
+                rows.push(Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::from(l.caller_id.as_str()),
+                    Value::from("o"),
+                    Value::from(l.protocol.ros_name()),
+                    Value::from(p.info.topic.as_str()),
+                    Value::Bool(true),
+                    Value::String(format!(
+                        "{} connection on port {} to [{} on socket {}]",
+                        l.protocol.ros_name(),
+                        l.local_port,
+                        l.peer,
+                        l.id
+                    )),
+                ]));
+            }
+        }
+        for s in self.subscription_list() {
+            for l in s.publisher_links() {
+                let status = l.status();
+                let protocol = status.protocol.unwrap_or(Protocol::Tcp);
+                let peer = status.peer.map(|p| p.to_string()).unwrap_or_default();
+                rows.push(Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::from(l.uri.as_str()),
+                    Value::from("i"),
+                    Value::from(protocol.ros_name()),
+                    Value::from(s.config.topic.as_str()),
+                    Value::Bool(status.connected),
+                    Value::String(format!(
+                        "{} connection on port {} to [{peer} on socket {}]",
+                        protocol.ros_name(),
+                        status.local_port,
+                        l.id
+                    )),
+                ]));
+            }
+        }
+        Value::Array(rows)
+    }
+
+    /// Answers requestTopic: the first offered protocol this node can serve.
+    pub(crate) async fn request_topic(
+        self: Arc<Self>,
+        caller_id: String,
+        topic: String,
+        protocols: Vec<Value>,
+    ) -> (i32, String, Value) {
+        let Some(publication) = self.publication(&topic) else {
+            return (
+                -1,
+                format!("Not a publisher of [{topic}]"),
+                Value::Array(vec![]),
+            );
+        };
+        for offer in &protocols {
+            let Some(fields) = offer.as_array() else {
+                continue;
+            };
+            match fields.first().and_then(Value::as_str) {
+                Some("TCPROS") => {
+                    let host = self.id.host.clone();
+                    let port = self.tcp_port.get().copied().unwrap_or(0);
+                    let reply = Value::Array(vec![
+                        Value::from("TCPROS"),
+                        Value::from(host.as_str()),
+                        Value::Int(i32::from(port)),
+                    ]);
+                    return (1, format!("ready on {host}:{port}"), reply);
+                }
+                Some("UDPROS") => match self.udp_link(&publication, &caller_id, fields).await {
+                    Ok(reply) => return (1, String::new(), reply),
+                    Err(e) => {
+                        tracing::warn!("UDPROS request for {topic} from {caller_id}: {e}");
+                        return (0, e, Value::Array(vec![]));
+                    }
+                },
+                _ => continue,
+            }
+        }
+        (
+            0,
+            "no supported protocol implementations".into(),
+            Value::Array(vec![]),
+        )
+    }
+
+    async fn udp_link(
+        &self,
+        publication: &Arc<Publication>,
+        caller_id: &str,
+        fields: &[Value],
+    ) -> Result<Value, String> {
+        let [_, Value::Base64(header), Value::String(host), Value::Int(port), Value::Int(max_datagram)] =
+            fields
+        else {
+            return Err(format!("malformed UDPROS offer {fields:?}"));
+        };
+        let header = ConnectionHeader::decode_fields(header, &HeaderLimits::default())
+            .map_err(|e| e.to_string())?;
+        let mut reply = publication.accept(&header)?;
+        let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
+        // roscpp reads into a 1500-byte buffer whatever it asked for.
+        let limit = if udpros_peer {
+            crate::wire::udpros::MAX_UDP_PAYLOAD
+        } else {
+            ROSCPP_MAX_DATAGRAM
+        };
+        let max_datagram = usize::try_from(*max_datagram)
+            .unwrap_or(ROSCPP_MAX_DATAGRAM)
+            .clamp(9, limit);
+        let port = u16::try_from(*port).map_err(|_| format!("bad UDP port {port}"))?;
+        let peer = resolve_ipv4(host, port).await.map_err(|e| e.to_string())?;
+        if self.id.bind.is_loopback() && !peer.ip().is_loopback() {
+            return Err(format!(
+                "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
+            ));
+        }
+        let buffer = if udpros_peer { 4 << 20 } else { 1 << 20 };
+        let (socket, _) =
+            udp_socket(SocketAddr::new(self.id.bind, 0), buffer).map_err(|e| e.to_string())?;
+        socket
+            .connect(peer)
+            .await
+            .map_err(|e| format!("connect UDP to {peer}: {e}"))?;
+        let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
+        publication.add_udp_link(socket, caller_id, connection_id, max_datagram, udpros_peer)?;
+        reply.insert(UDPROS_PEER_FIELD, "1");
+        Ok(Value::Array(vec![
+            Value::from("UDPROS"),
+            Value::from(self.id.host.as_str()),
+            Value::Int(i32::from(self.udp_port.get().copied().unwrap_or(0))),
+            Value::Int(connection_id as i32),
+            Value::Int(max_datagram as i32),
+            Value::Base64(reply.encode_fields()),
+        ]))
+    }
+}

@@ -1,0 +1,101 @@
+//! The tokio layer that drives the wire cores: publications fanning one serialized buffer
+//! out to TCPROS and UDPROS links, subscriptions negotiating with each publisher and
+//! reading from it, and the sockets both need.
+
+pub mod publication;
+pub mod queue;
+pub mod subscription;
+pub mod tcp_server;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The connection-header field by which udpros peers recognise each other; PING and ERR
+/// datagrams go only to peers that send it (roscpp drops a link on them).
+pub const UDPROS_PEER_FIELD: &str = "udpros";
+
+/// How often a udpros publisher sends PING on an idle UDP link.
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a udpros subscriber waits for data or PING before declaring the link dead.
+pub const LIVENESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(3000);
+
+/// Which transport a link uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    /// The name ROS uses in negotiation and getBusInfo.
+    pub fn ros_name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "TCPROS",
+            Protocol::Udp => "UDPROS",
+        }
+    }
+}
+
+/// Counters of one link, shared by its task and the statistics calls.
+#[derive(Debug, Default)]
+pub struct LinkStats {
+    pub bytes: AtomicU64,
+    pub messages: AtomicU64,
+    pub drops: AtomicU64,
+}
+
+impl LinkStats {
+    pub fn add_message(&self, bytes: usize) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> (u64, u64, u64) {
+        (
+            self.bytes.load(Ordering::Relaxed),
+            self.messages.load(Ordering::Relaxed),
+            self.drops.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A UDP socket with buffers sized for `bytes` of messages in flight. Returns the socket
+/// and, when the kernel granted less than asked, what it granted (to be reported).
+pub fn udp_socket(
+    bind: SocketAddr,
+    buffer_bytes: usize,
+) -> std::io::Result<(tokio::net::UdpSocket, Option<usize>)> {
+    use socket2::{Domain, Protocol as P, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(P::UDP))?;
+    let _ = socket.set_recv_buffer_size(buffer_bytes);
+    let _ = socket.set_send_buffer_size(buffer_bytes);
+    // Linux reports twice what it granted (bookkeeping overhead included).
+    let granted = socket.recv_buffer_size().map(|g| g / 2).unwrap_or(0);
+    socket.set_nonblocking(true)?;
+    socket.bind(&bind.into())?;
+    let capped = (granted < buffer_bytes).then_some(granted);
+    Ok((tokio::net::UdpSocket::from_std(socket.into())?, capped))
+}
+
+/// TCP keepalive as roscpp sets it: idle 60 s, interval 10 s, 9 probes.
+pub fn set_keepalive(stream: &tokio::net::TcpStream) {
+    let sock = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(60))
+        .with_interval(std::time::Duration::from_secs(10))
+        .with_retries(9);
+    let _ = sock.set_tcp_keepalive(&keepalive);
+}
+
+/// Resolves a host name to an IPv4 address (roscpp's UDPROS is IPv4 only).
+pub async fn resolve_ipv4(host: &str, port: u16) -> std::io::Result<SocketAddr> {
+    tokio::net::lookup_host((host, port))
+        .await?
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no IPv4 address for {host}"),
+            )
+        })
+}

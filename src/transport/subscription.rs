@@ -1,0 +1,564 @@
+//! One subscribed topic: a link per publisher, each negotiating its transport in the
+//! subscription's order of preference (UDPROS, then TCPROS, by default), reading messages
+//! into the subscription's drop-oldest queue, and reconnecting while the master lists its
+//! publisher.
+
+use super::queue::DropOldest;
+use super::{udp_socket, LinkStats, Protocol, LIVENESS_TIMEOUT, UDPROS_PEER_FIELD};
+use crate::api::ok_value;
+use crate::wire::header::{ConnectionHeader, HeaderLimits};
+use crate::wire::tcpros::FrameDecoder;
+use crate::wire::udpros::{Event, Reassembler, ReassemblerConfig, UdpStats, ROSCPP_MAX_DATAGRAM};
+use crate::xmlrpc::{Value, XmlRpcClient};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+#[derive(Debug, Clone)]
+pub struct SubscriptionConfig {
+    pub topic: String,
+    pub msg_type: String,
+    pub md5sum: String,
+    pub definition: String,
+    /// Transports to offer, most preferred first.
+    pub transports: Vec<Protocol>,
+    pub max_datagram_size: usize,
+    pub tcp_nodelay: bool,
+    pub queue_size: usize,
+    pub max_message_size: usize,
+}
+
+/// A received message and what its publisher said of itself.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub body: Bytes,
+    pub publisher: Arc<ConnectionHeader>,
+    pub protocol: Protocol,
+}
+
+/// What a link currently knows, for statistics and `getBusInfo`.
+#[derive(Debug, Clone, Default)]
+pub struct LinkStatus {
+    pub protocol: Option<Protocol>,
+    pub connected: bool,
+    pub local_port: u16,
+    pub peer: Option<SocketAddr>,
+    pub header: Option<Arc<ConnectionHeader>>,
+    pub udp: UdpStats,
+}
+
+pub struct PublisherLink {
+    pub uri: String,
+    pub id: u32,
+    pub stats: LinkStats,
+    status: Mutex<LinkStatus>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl PublisherLink {
+    pub fn status(&self) -> LinkStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_status(&self, f: impl FnOnce(&mut LinkStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn stop(&self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for PublisherLink {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Who this node is, as its links tell publishers.
+#[derive(Debug, Clone)]
+pub struct Local {
+    pub node_name: String,
+    pub node_uri: String,
+    pub host: String,
+    pub bind: IpAddr,
+    pub client: XmlRpcClient,
+    pub link_ids: Arc<AtomicU32>,
+}
+
+pub struct Subscription {
+    pub config: SubscriptionConfig,
+    local: Local,
+    links: Mutex<HashMap<String, Arc<PublisherLink>>>,
+    /// One queue per subscriber handle on this topic.
+    sinks: Mutex<Vec<Arc<DropOldest<Received>>>>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("topic", &self.config.topic)
+            .finish()
+    }
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const MAX_RETRY: Duration = Duration::from_secs(5);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Subscription {
+    pub fn new(config: SubscriptionConfig, local: Local) -> Arc<Subscription> {
+        Arc::new(Subscription {
+            config,
+            local,
+            links: Mutex::new(HashMap::new()),
+            sinks: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn sinks(&self) -> std::sync::MutexGuard<'_, Vec<Arc<DropOldest<Received>>>> {
+        self.sinks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new queue fed every message of this topic (one per subscriber handle).
+    pub fn add_sink(&self, queue_size: usize) -> Arc<DropOldest<Received>> {
+        let sink = Arc::new(DropOldest::new(queue_size));
+        self.sinks().push(sink.clone());
+        sink
+    }
+
+    /// Removes a handle's queue; returns how many remain.
+    pub fn remove_sink(&self, sink: &Arc<DropOldest<Received>>) -> usize {
+        let mut sinks = self.sinks();
+        sinks.retain(|s| !Arc::ptr_eq(s, sink));
+        sink.close();
+        sinks.len()
+    }
+
+    fn links(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PublisherLink>>> {
+        self.links.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn publisher_links(&self) -> Vec<Arc<PublisherLink>> {
+        let mut links: Vec<_> = self.links().values().cloned().collect();
+        links.sort_by_key(|l| l.id);
+        links
+    }
+
+    /// The master's current publisher list: links to new publishers start, links to
+    /// publishers no longer listed stop (as roscpp does).
+    pub fn update_publishers(self: &Arc<Self>, uris: &[String]) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut links = self.links();
+        links.retain(|uri, link| {
+            let keep = uris.contains(uri);
+            if !keep {
+                link.stop();
+            }
+            keep
+        });
+        for uri in uris {
+            if links.contains_key(uri) {
+                continue;
+            }
+            let link = Arc::new(PublisherLink {
+                uri: uri.clone(),
+                id: self.local.link_ids.fetch_add(1, Ordering::Relaxed),
+                stats: LinkStats::default(),
+                status: Mutex::new(LinkStatus::default()),
+                task: Mutex::new(None),
+            });
+            let task = tokio::spawn(run_link(self.clone(), link.clone()));
+            *link.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+            links.insert(uri.clone(), link);
+        }
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for (_, link) in self.links().drain() {
+            link.stop();
+        }
+        for sink in self.sinks().drain(..) {
+            sink.close();
+        }
+    }
+
+    fn is_listed(&self, link: &Arc<PublisherLink>) -> bool {
+        self.links()
+            .get(&link.uri)
+            .is_some_and(|l| Arc::ptr_eq(l, link))
+    }
+
+    fn deliver(
+        &self,
+        link: &PublisherLink,
+        body: Bytes,
+        publisher: &Arc<ConnectionHeader>,
+        protocol: Protocol,
+    ) {
+        link.stats.add_message(body.len());
+        let received = Received {
+            body,
+            publisher: publisher.clone(),
+            protocol,
+        };
+        for sink in self.sinks().iter() {
+            sink.push(received.clone());
+        }
+    }
+
+    fn udp_offer(&self, port: u16) -> Value {
+        let header = ConnectionHeader::new()
+            .with("callerid", self.local.node_name.as_str())
+            .with("md5sum", self.config.md5sum.as_str())
+            .with("topic", self.config.topic.as_str())
+            .with("type", self.config.msg_type.as_str())
+            .with(UDPROS_PEER_FIELD, "1");
+        Value::Array(vec![
+            Value::from("UDPROS"),
+            Value::Base64(header.encode_fields()),
+            Value::from(self.local.host.as_str()),
+            Value::Int(i32::from(port)),
+            Value::Int(self.config.max_datagram_size as i32),
+        ])
+    }
+
+    fn tcp_header(&self) -> ConnectionHeader {
+        ConnectionHeader::new()
+            .with("callerid", self.local.node_name.as_str())
+            .with("md5sum", self.config.md5sum.as_str())
+            .with("message_definition", self.config.definition.as_str())
+            .with(
+                "tcp_nodelay",
+                if self.config.tcp_nodelay { "1" } else { "0" },
+            )
+            .with("topic", self.config.topic.as_str())
+            .with("type", self.config.msg_type.as_str())
+    }
+}
+
+/// Why one attempt at a link ended.
+enum Ended {
+    /// Worth trying again (the publisher restarted, the network hiccupped).
+    Retry(String),
+    /// Not worth retrying until the master lists the publisher anew.
+    GiveUp(String),
+}
+
+async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
+    let mut delay = FIRST_RETRY;
+    loop {
+        let started = Instant::now();
+        let ended = connect_and_read(&sub, &link).await;
+        link.set_status(|s| s.connected = false);
+        if !sub.is_listed(&link) {
+            return;
+        }
+        match ended {
+            Ended::GiveUp(why) => {
+                tracing::warn!(
+                    "subscription to {} from {}: {why}",
+                    sub.config.topic,
+                    link.uri
+                );
+                return;
+            }
+            Ended::Retry(why) => tracing::debug!(
+                "subscription to {} from {}: {why}; retrying",
+                sub.config.topic,
+                link.uri
+            ),
+        }
+        if started.elapsed() > MAX_RETRY {
+            delay = FIRST_RETRY; // it worked for a while: start again quickly
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_RETRY);
+    }
+}
+
+/// The UDP socket offered in negotiation, already being read (latched data can arrive
+/// before the XML-RPC reply does).
+struct UdpOffer {
+    port: u16,
+    datagrams: tokio::sync::mpsc::UnboundedReceiver<(Bytes, SocketAddr)>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for UdpOffer {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
+    let buffer = (sub.config.max_message_size.saturating_mul(2)).clamp(1 << 20, 8 << 20);
+    let (socket, capped) = udp_socket(SocketAddr::new(sub.local.bind, 0), buffer)
+        .map_err(|e| format!("UDP socket: {e}"))?;
+    if let Some(granted) = capped {
+        tracing::info!(
+            "UDP receive buffer for {} capped by the kernel at {granted} bytes (asked {buffer}); raise net.core.rmem_max for large messages",
+            sub.config.topic
+        );
+    }
+    let port = socket.local_addr().map_err(|e| e.to_string())?.port();
+    let (tx, datagrams) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(read_datagrams(
+        socket,
+        tx,
+        sub.config.max_datagram_size.max(ROSCPP_MAX_DATAGRAM),
+    ));
+    Ok(UdpOffer {
+        port,
+        datagrams,
+        reader,
+    })
+}
+
+async fn read_datagrams(
+    socket: UdpSocket,
+    tx: tokio::sync::mpsc::UnboundedSender<(Bytes, SocketAddr)>,
+    max: usize,
+) {
+    // One buffer, split per datagram: no allocation per datagram in the steady state.
+    let mut buf = BytesMut::with_capacity(64 * (max + 1));
+    loop {
+        if buf.capacity() - buf.len() < max + 1 {
+            buf.reserve(64 * (max + 1));
+        }
+        match socket.recv_buf_from(&mut buf).await {
+            Ok((_, from)) => {
+                if tx.send((buf.split().freeze(), from)).is_err() {
+                    return;
+                }
+            }
+            // A port-unreachable from an earlier send, or a transient error: keep reading.
+            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}
+
+async fn connect_and_read(sub: &Arc<Subscription>, link: &Arc<PublisherLink>) -> Ended {
+    let mut udp = None;
+    let mut offers = Vec::new();
+    for protocol in &sub.config.transports {
+        match protocol {
+            Protocol::Udp => match open_udp(sub) {
+                Ok(offer) => {
+                    offers.push(sub.udp_offer(offer.port));
+                    udp = Some(offer);
+                }
+                Err(e) => tracing::warn!("cannot offer UDPROS for {}: {e}", sub.config.topic),
+            },
+            Protocol::Tcp => offers.push(Value::from(vec!["TCPROS"])),
+        }
+    }
+    let params = vec![
+        Value::from(sub.local.node_name.as_str()),
+        Value::from(sub.config.topic.as_str()),
+        Value::Array(offers),
+    ];
+    let client = sub.local.client.with_timeout(REQUEST_TIMEOUT);
+    let reply = match client.call(&link.uri, "requestTopic", params).await {
+        Ok(reply) => reply,
+        Err(e) => return Ended::Retry(format!("requestTopic failed: {e}")),
+    };
+    let chosen = match ok_value(reply) {
+        Ok(Value::Array(chosen)) if !chosen.is_empty() => chosen,
+        Ok(_) | Err(crate::api::ApiError::Status { code: 0, .. })
+            if sub.config.transports == [Protocol::Udp] =>
+        {
+            return Ended::GiveUp(format!(
+                "the publisher at {} does not support UDPROS, and this subscription allows only UDP",
+                link.uri
+            ));
+        }
+        Ok(other) => {
+            return Ended::GiveUp(format!(
+                "no common transport (publisher answered {other:?})"
+            ))
+        }
+        Err(e) => return Ended::GiveUp(format!("publisher refused: {e}")),
+    };
+    match chosen.first().and_then(Value::as_str) {
+        Some("TCPROS") => {
+            drop(udp);
+            read_tcp(sub, link, &chosen).await
+        }
+        Some("UDPROS") => match udp {
+            Some(offer) => read_udp(sub, link, &chosen, offer).await,
+            None => Ended::GiveUp("publisher chose UDPROS, which was not offered".into()),
+        },
+        other => Ended::GiveUp(format!("publisher chose an unknown transport {other:?}")),
+    }
+}
+
+async fn read_tcp(sub: &Arc<Subscription>, link: &Arc<PublisherLink>, chosen: &[Value]) -> Ended {
+    let (Some(host), Some(port)) = (
+        chosen.get(1).and_then(Value::as_str),
+        chosen.get(2).and_then(Value::as_i32),
+    ) else {
+        return Ended::GiveUp(format!("malformed TCPROS answer {chosen:?}"));
+    };
+    let Ok(port) = u16::try_from(port) else {
+        return Ended::GiveUp(format!("bad TCPROS port {port}"));
+    };
+    let mut stream =
+        match tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect((host, port))).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Ended::Retry(format!("connect to {host}:{port}: {e}")),
+            Err(_) => return Ended::Retry(format!("connect to {host}:{port} timed out")),
+        };
+    let _ = stream.set_nodelay(sub.config.tcp_nodelay);
+    super::set_keepalive(&stream);
+    if let Err(e) = stream.write_all(&sub.tcp_header().encode_tcp()).await {
+        return Ended::Retry(format!("sending header: {e}"));
+    }
+    let limits = HeaderLimits::default();
+    let mut decoder = FrameDecoder::new(limits.max_total);
+    let mut header: Option<Arc<ConnectionHeader>> = None;
+    loop {
+        loop {
+            match decoder.next_frame() {
+                Ok(Some(body)) => match &header {
+                    None => {
+                        let h = match ConnectionHeader::decode_fields(&body, &limits) {
+                            Ok(h) => h,
+                            Err(e) => {
+                                return Ended::GiveUp(format!("bad header from publisher: {e}"))
+                            }
+                        };
+                        if let Some(error) = h.error() {
+                            return Ended::GiveUp(format!(
+                                "publisher refused the connection: {error}"
+                            ));
+                        }
+                        if h.get("md5sum").is_none() || h.get("type").is_none() {
+                            return Ended::GiveUp("publisher header lacks md5sum or type".into());
+                        }
+                        let h = Arc::new(h);
+                        let (local, peer) = (stream.local_addr().ok(), stream.peer_addr().ok());
+                        link.set_status(|s| {
+                            *s = LinkStatus {
+                                protocol: Some(Protocol::Tcp),
+                                connected: true,
+                                local_port: local.map_or(0, |a| a.port()),
+                                peer,
+                                header: Some(h.clone()),
+                                udp: UdpStats::default(),
+                            }
+                        });
+                        decoder.set_max_frame(sub.config.max_message_size);
+                        header = Some(h);
+                    }
+                    Some(h) => sub.deliver(link, body, h, Protocol::Tcp),
+                },
+                Ok(None) => break,
+                Err(e) => return Ended::Retry(format!("publisher sent {e}")),
+            }
+        }
+        match stream.read_buf(decoder.buffer_mut()).await {
+            Ok(0) => return Ended::Retry("publisher closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return Ended::Retry(format!("read: {e}")),
+        }
+    }
+}
+
+async fn read_udp(
+    sub: &Arc<Subscription>,
+    link: &Arc<PublisherLink>,
+    chosen: &[Value],
+    mut offer: UdpOffer,
+) -> Ended {
+    let (Some(conn_id), Some(header_bytes)) = (
+        chosen.get(3).and_then(Value::as_i32),
+        chosen.get(5).and_then(Value::as_bytes),
+    ) else {
+        return Ended::GiveUp(format!("malformed UDPROS answer {chosen:?}"));
+    };
+    let header = match ConnectionHeader::decode_fields(header_bytes, &HeaderLimits::default()) {
+        Ok(h) => h,
+        Err(e) => return Ended::GiveUp(format!("bad UDPROS header from publisher: {e}")),
+    };
+    if let Some(error) = header.error() {
+        return Ended::GiveUp(format!("publisher refused the connection: {error}"));
+    }
+    let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
+    let header = Arc::new(header);
+    let config = ReassemblerConfig {
+        max_message_size: sub.config.max_message_size,
+        // roscpp's ids are opaque; a udpros publisher sends the id it returned.
+        connection_id: udpros_peer.then_some(conn_id as u32),
+        ..ReassemblerConfig::default()
+    };
+    let mut reassembler = Reassembler::new(config);
+    link.set_status(|s| {
+        *s = LinkStatus {
+            protocol: Some(Protocol::Udp),
+            connected: true,
+            local_port: offer.port,
+            peer: None,
+            header: Some(header.clone()),
+            udp: UdpStats::default(),
+        }
+    });
+    // Datagrams from one source only, once it has delivered a message.
+    let mut source: Option<SocketAddr> = None;
+    let mut last_heard = Instant::now();
+    loop {
+        let deadline = reassembler
+            .poll_timeout()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        let wait = tokio::time::sleep_until(
+            deadline
+                .min(Instant::now() + Duration::from_millis(500))
+                .into(),
+        );
+        tokio::select! {
+            received = offer.datagrams.recv() => {
+                let Some((datagram, from)) = received else { return Ended::Retry("UDP socket closed".into()) };
+                if source.is_some_and(|s| s != from) {
+                    continue;
+                }
+                let now = Instant::now();
+                match reassembler.handle(now, datagram) {
+                    Some(Event::Message(body)) => {
+                        last_heard = now;
+                        if source.is_none() {
+                            source = Some(from);
+                            link.set_status(|s| s.peer = Some(from));
+                        }
+                        sub.deliver(link, body, &header, Protocol::Udp);
+                    }
+                    Some(Event::Ping) => last_heard = now,
+                    Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
+                    None => {}
+                }
+                let stats = *reassembler.stats();
+                link.set_status(|s| s.udp = stats);
+            }
+            _ = wait => {
+                reassembler.handle_timeout(Instant::now());
+                if udpros_peer && last_heard.elapsed() > LIVENESS_TIMEOUT {
+                    return Ended::Retry("publisher silent for 3 heartbeats".into());
+                }
+            }
+        }
+    }
+}

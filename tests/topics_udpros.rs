@@ -1,0 +1,158 @@
+//! udpros to udpros over UDPROS and TCPROS, through the embedded master: small and large
+//! messages, datagram sizes, latching, and the transports getBusInfo reports.
+
+use bytes::Bytes;
+use std::time::Duration;
+use udpros::master::Master;
+use udpros::msgs::std_msgs;
+use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+use udpros::transport::Protocol;
+
+async fn graph() -> (Master, Node, Node) {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let args = |name: &str| {
+        vec![
+            format!("__master:={}", master.uri()),
+            "__ip:=127.0.0.1".into(),
+            format!("__name:={name}"),
+        ]
+    };
+    let talker = Node::new("talker", args("talker")).await.unwrap();
+    let listener = Node::new("listener", args("listener")).await.unwrap();
+    (master, talker, listener)
+}
+
+fn bytes_msg(n: u32, size: usize) -> std_msgs::UInt8MultiArray {
+    let mut data: Vec<u8> = (0..size).map(|i| (n as usize * 31 + i * 7) as u8).collect();
+    data[..4].copy_from_slice(&n.to_le_bytes());
+    std_msgs::UInt8MultiArray {
+        data: Bytes::from(data),
+        ..Default::default()
+    }
+}
+
+/// Publishes numbered messages until the subscriber has received `count`, within 20 s.
+async fn exchange(
+    talker: &Node,
+    listener: &Node,
+    options: SubscribeOptions,
+    size: usize,
+    count: usize,
+) -> (usize, Vec<String>) {
+    let publisher = talker
+        .advertise::<std_msgs::UInt8MultiArray>("/data", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let mut subscriber = listener
+        .subscribe::<std_msgs::UInt8MultiArray>("/data", options)
+        .await
+        .unwrap();
+    let sending = tokio::spawn(async move {
+        for n in 0u32.. {
+            publisher.publish(&bytes_msg(n, size)).unwrap();
+            tokio::time::sleep(Duration::from_millis(if size > 100_000 { 50 } else { 10 })).await;
+        }
+    });
+    let mut good = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while good < count {
+        let Ok(Some(m)) = tokio::time::timeout_at(deadline, subscriber.recv()).await else {
+            break;
+        };
+        let n = u32::from_le_bytes(m.data[..4].try_into().unwrap());
+        assert_eq!(
+            m.data,
+            bytes_msg(n, size).data,
+            "message {n} arrived corrupt"
+        );
+        good += 1;
+    }
+    let transports = bus_transports(listener).await;
+    sending.abort();
+    (good, transports)
+}
+
+async fn bus_transports(node: &Node) -> Vec<String> {
+    let client = udpros::xmlrpc::XmlRpcClient::default();
+    let info = client
+        .call(node.uri(), "getBusInfo", vec!["/t".into()])
+        .await
+        .unwrap();
+    let rows = info.as_array().unwrap()[2].as_array().unwrap().to_vec();
+    rows.iter()
+        .map(|r| r.as_array().unwrap()[3].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_messages_over_udp() {
+    let (_m, talker, listener) = graph().await;
+    let (good, transports) =
+        exchange(&talker, &listener, SubscribeOptions::udp_only(), 64, 20).await;
+    assert_eq!(good, 20);
+    assert_eq!(transports, ["UDPROS"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_messages_over_tcp() {
+    let (_m, talker, listener) = graph().await;
+    let (good, transports) =
+        exchange(&talker, &listener, SubscribeOptions::tcp_only(), 64, 20).await;
+    assert_eq!(good, 20);
+    assert_eq!(transports, ["TCPROS"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_messages_over_udp_at_several_datagram_sizes() {
+    for (size, datagram) in [
+        (100_000, 576),
+        (1_000_000, 1500),
+        (1_000_000, 8000),
+        (1_000_000, 65000),
+    ] {
+        let (_m, talker, listener) = graph().await;
+        let options = SubscribeOptions {
+            max_datagram_size: datagram,
+            ..SubscribeOptions::udp_only()
+        };
+        let (good, transports) = exchange(&talker, &listener, options, size, 5).await;
+        assert_eq!(good, 5, "{size} B at {datagram}");
+        assert_eq!(transports, ["UDPROS"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latched_message_reaches_a_late_udp_subscriber() {
+    let (_m, talker, listener) = graph().await;
+    let publisher = talker
+        .advertise::<std_msgs::String>(
+            "/latched",
+            AdvertiseOptions {
+                latch: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    publisher
+        .publish(&std_msgs::String {
+            data: "kept".into(),
+        })
+        .unwrap();
+    for options in [SubscribeOptions::udp_only(), SubscribeOptions::tcp_only()] {
+        let mut sub = listener
+            .subscribe::<std_msgs::String>("/latched", options)
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), sub.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.data, "kept");
+        drop(sub);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = Protocol::Udp;
+}
