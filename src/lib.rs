@@ -10,6 +10,7 @@ pub mod master;
 pub mod msg;
 pub mod names;
 pub mod node;
+pub mod rosout;
 pub mod transport;
 pub mod wire;
 pub mod xmlrpc;

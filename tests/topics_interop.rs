@@ -16,11 +16,19 @@ const WAIT: Duration = Duration::from_secs(30);
 fn bytes_msg(n: u32, size: usize) -> std_msgs::UInt8MultiArray {
     let mut data: Vec<u8> = (0..size).map(|i| (n as usize * 31 + i * 7) as u8).collect();
     data[..4].copy_from_slice(&n.to_le_bytes());
-    std_msgs::UInt8MultiArray { data: Bytes::from(data), ..Default::default() }
+    std_msgs::UInt8MultiArray {
+        data: Bytes::from(data),
+        ..Default::default()
+    }
 }
 
 async fn node(master: &str, name: &str) -> Node {
-    Node::new(name, [format!("__master:={master}"), "__ip:=127.0.0.1".into()]).await.expect("node")
+    Node::new(
+        name,
+        [format!("__master:={master}"), "__ip:=127.0.0.1".into()],
+    )
+    .await
+    .expect("node")
 }
 
 fn roscpp(master: &str, args: &[&str]) -> Option<(Child, Lines)> {
@@ -41,7 +49,10 @@ fn rospy(python: &std::path::Path, master: &str, args: &[&str]) -> (Child, Lines
 /// Transports of the node's connected links, from its own getBusInfo (publishers killed
 /// earlier in a test stay listed by the master, unconnected).
 async fn transports(node: &Node) -> Vec<String> {
-    let info = XmlRpcClient::default().call(node.uri(), "getBusInfo", vec!["/t".into()]).await.unwrap();
+    let info = XmlRpcClient::default()
+        .call(node.uri(), "getBusInfo", vec!["/t".into()])
+        .await
+        .unwrap();
     let rows = info.as_array().unwrap()[2].as_array().unwrap().to_vec();
     rows.iter()
         .map(|r| r.as_array().unwrap())
@@ -51,9 +62,16 @@ async fn transports(node: &Node) -> Vec<String> {
 }
 
 /// udpros publishes numbered byte messages while a peer subscriber counts good ones.
-async fn udpros_to_peer(master: &str, mut peer: (Child, Lines), size: usize) -> (usize, Vec<String>) {
+async fn udpros_to_peer(
+    master: &str,
+    mut peer: (Child, Lines),
+    size: usize,
+) -> (usize, Vec<String>) {
     let talker = node(master, "udpros_talker").await;
-    let publisher = talker.advertise::<std_msgs::UInt8MultiArray>("/data", AdvertiseOptions::default()).await.unwrap();
+    let publisher = talker
+        .advertise::<std_msgs::UInt8MultiArray>("/data", AdvertiseOptions::default())
+        .await
+        .unwrap();
     let sending = tokio::spawn(async move {
         for n in 0u32.. {
             publisher.publish(&bytes_msg(n, size)).unwrap();
@@ -61,8 +79,14 @@ async fn udpros_to_peer(master: &str, mut peer: (Child, Lines), size: usize) -> 
         }
     });
     let lines = &mut peer.1;
-    let good = tokio::task::block_in_place(|| lines.count(10, WAIT, |l| l.starts_with("RECV ") && l.ends_with(" ok")));
-    assert!(!lines.seen.iter().any(|l| l.ends_with("corrupt")), "corrupt messages: {:?}", lines.seen);
+    let good = tokio::task::block_in_place(|| {
+        lines.count(10, WAIT, |l| l.starts_with("RECV ") && l.ends_with(" ok"))
+    });
+    assert!(
+        !lines.seen.iter().any(|l| l.ends_with("corrupt")),
+        "corrupt messages: {:?}",
+        lines.seen
+    );
     let t = transports(&talker).await;
     sending.abort();
     (good, t)
@@ -70,9 +94,14 @@ async fn udpros_to_peer(master: &str, mut peer: (Child, Lines), size: usize) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udpros_to_roscpp_udp_only_udp_then_tcp_and_tcp() {
-    let Some((_master, uri)) = common::start_rosmaster() else { return };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
     for (hints, expected) in [("udp", "UDPROS"), ("udp,tcp", "UDPROS"), ("tcp", "TCPROS")] {
-        let Some(peer) = roscpp(&uri, &["sub", "/data", "--type", "bytes", "--hints", hints]) else { return };
+        let Some(peer) = roscpp(&uri, &["sub", "/data", "--type", "bytes", "--hints", hints])
+        else {
+            return;
+        };
         let (good, t) = udpros_to_peer(&uri, peer, 3000).await;
         assert_eq!(good, 10, "roscpp subscriber with hints {hints}");
         assert_eq!(t, [expected], "hints {hints}");
@@ -81,9 +110,25 @@ async fn udpros_to_roscpp_udp_only_udp_then_tcp_and_tcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_messages_to_roscpp_over_udp_stay_within_1500_byte_datagrams() {
-    let Some((_master, uri)) = common::start_rosmaster() else { return };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
     // roscpp asks for 8000 but reads 1500: udpros must send 1500.
-    let Some(peer) = roscpp(&uri, &["sub", "/data", "--type", "bytes", "--hints", "udp", "--max-datagram", "8000"]) else { return };
+    let Some(peer) = roscpp(
+        &uri,
+        &[
+            "sub",
+            "/data",
+            "--type",
+            "bytes",
+            "--hints",
+            "udp",
+            "--max-datagram",
+            "8000",
+        ],
+    ) else {
+        return;
+    };
     let (good, t) = udpros_to_peer(&uri, peer, 100_000).await;
     assert_eq!(good, 10);
     assert_eq!(t, ["UDPROS"]);
@@ -91,8 +136,12 @@ async fn large_messages_to_roscpp_over_udp_stay_within_1500_byte_datagrams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udpros_to_rospy() {
-    let Some(python) = common::ros_python() else { return };
-    let Some((_master, uri)) = common::start_rosmaster() else { return };
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
     let peer = rospy(&python, &uri, &["sub", "/data", "--type", "bytes"]);
     let (good, t) = udpros_to_peer(&uri, peer, 5000).await;
     assert_eq!(good, 10);
@@ -100,13 +149,23 @@ async fn udpros_to_rospy() {
 }
 
 /// A peer publishes; udpros subscribes with `options`; returns good messages and transports.
-async fn peer_to_udpros(master: &str, _peer: (Child, Lines), options: SubscribeOptions, size: usize) -> (usize, Vec<String>) {
+async fn peer_to_udpros(
+    master: &str,
+    _peer: (Child, Lines),
+    options: SubscribeOptions,
+    size: usize,
+) -> (usize, Vec<String>) {
     let listener = node(master, "udpros_listener").await;
-    let mut sub = listener.subscribe::<std_msgs::UInt8MultiArray>("/data", options).await.unwrap();
+    let mut sub = listener
+        .subscribe::<std_msgs::UInt8MultiArray>("/data", options)
+        .await
+        .unwrap();
     let mut good = 0;
     let deadline = tokio::time::Instant::now() + WAIT;
     while good < 10 {
-        let Ok(Some(m)) = tokio::time::timeout_at(deadline, sub.recv()).await else { break };
+        let Ok(Some(m)) = tokio::time::timeout_at(deadline, sub.recv()).await else {
+            break;
+        };
         let n = u32::from_le_bytes(m.data[..4].try_into().unwrap());
         assert_eq!(m.data, bytes_msg(n, size).data, "message {n} corrupt");
         good += 1;
@@ -116,9 +175,22 @@ async fn peer_to_udpros(master: &str, _peer: (Child, Lines), options: SubscribeO
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roscpp_to_udpros_over_udp_and_tcp() {
-    let Some((_master, uri)) = common::start_rosmaster() else { return };
-    for (options, expected) in [(SubscribeOptions::udp_only(), "UDPROS"), (SubscribeOptions::default(), "UDPROS"), (SubscribeOptions::tcp_only(), "TCPROS")] {
-        let Some(peer) = roscpp(&uri, &["pub", "/data", "--type", "bytes", "--size", "3000", "--rate", "50"]) else { return };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    for (options, expected) in [
+        (SubscribeOptions::udp_only(), "UDPROS"),
+        (SubscribeOptions::default(), "UDPROS"),
+        (SubscribeOptions::tcp_only(), "TCPROS"),
+    ] {
+        let Some(peer) = roscpp(
+            &uri,
+            &[
+                "pub", "/data", "--type", "bytes", "--size", "3000", "--rate", "50",
+            ],
+        ) else {
+            return;
+        };
         let (good, t) = peer_to_udpros(&uri, peer, options.clone(), 3000).await;
         assert_eq!(good, 10, "{:?}", options.transports);
         assert_eq!(t, [expected]);
@@ -127,9 +199,19 @@ async fn roscpp_to_udpros_over_udp_and_tcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rospy_to_udpros_falls_back_to_tcp() {
-    let Some(python) = common::ros_python() else { return };
-    let Some((_master, uri)) = common::start_rosmaster() else { return };
-    let peer = rospy(&python, &uri, &["pub", "/data", "--type", "bytes", "--size", "3000", "--rate", "50"]);
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let peer = rospy(
+        &python,
+        &uri,
+        &[
+            "pub", "/data", "--type", "bytes", "--size", "3000", "--rate", "50",
+        ],
+    );
     let (good, t) = peer_to_udpros(&uri, peer, SubscribeOptions::default(), 3000).await;
     assert_eq!(good, 10);
     assert_eq!(t, ["TCPROS"]);

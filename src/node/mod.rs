@@ -74,6 +74,7 @@ pub(crate) struct NodeInner {
     pub(crate) topics: topics::Topics,
     shutdown: watch::Sender<Option<String>>,
     watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    rosout: Mutex<Option<RawPublisher>>,
 }
 
 impl Node {
@@ -112,6 +113,7 @@ impl Node {
             topics: topics::Topics::default(),
             shutdown: watch::channel(None).0,
             watchdog: Mutex::new(None),
+            rosout: Mutex::new(None),
         });
         let bind = inner.id.bind;
         let weak = Arc::downgrade(&inner);
@@ -142,6 +144,26 @@ impl Node {
         for (key, value) in node.inner.id.params.clone() {
             node.inner.master.set_param(&key, value).await?;
         }
+        // Like roscpp, every node publishes its log on /rosout.
+        use crate::msg::Message;
+        use crate::msgs::rosgraph_msgs::Log;
+        let rosout = node
+            .advertise_raw(
+                "/rosout",
+                Log::TYPE,
+                Log::MD5SUM,
+                Log::DEFINITION,
+                AdvertiseOptions::default(),
+            )
+            .await?;
+        if let Some(publication) = node.inner.publication("/rosout") {
+            crate::rosout::set_target(
+                node.name(),
+                Arc::downgrade(&publication),
+                vec!["/rosout".into()],
+            );
+        }
+        *lock(&node.inner.rosout) = Some(rosout);
         *lock(&node.inner.watchdog) = Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner))));
         Ok(node)
     }
@@ -362,6 +384,7 @@ impl SlaveBackend for Backend {
         if let Some(node) = self.0.upgrade() {
             tracing::info!("shutdown requested: {reason}");
             node.shutdown.send_replace(Some(reason.to_string()));
+            tokio::spawn(async move { Node { inner: node }.shutdown().await });
         }
     }
 }
@@ -426,5 +449,42 @@ impl NodeInner {
                 self.params.update(&key, value);
             }
         }
+    }
+}
+
+impl Drop for NodeInner {
+    /// The last handle went away without `shutdown`: close links (udpros peers get ERR) and
+    /// unregister in the background, if a runtime is still there to do it.
+    fn drop(&mut self) {
+        let uri = self.uri.get().cloned().unwrap_or_default();
+        let pubs: Vec<_> = lock(&self.topics.publications)
+            .drain()
+            .map(|(_, (p, _))| p)
+            .collect();
+        let subs: Vec<_> = lock(&self.topics.subscriptions)
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        pubs.iter().for_each(|p| p.close());
+        subs.iter().for_each(|s| s.close());
+        if let Some(w) = lock(&self.watchdog).take() {
+            w.abort();
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let master = self.master.clone();
+        let params = self.params.keys();
+        runtime.spawn(async move {
+            for p in pubs {
+                let _ = master.unregister_publisher(&p.info.topic, &uri).await;
+            }
+            for s in subs {
+                let _ = master.unregister_subscriber(&s.config.topic, &uri).await;
+            }
+            for key in params {
+                let _ = master.unsubscribe_param(&key, &uri).await;
+            }
+        });
     }
 }

@@ -2,6 +2,7 @@
 
 mod master_cmd;
 mod msg_cmd;
+mod topic_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +23,9 @@ enum Command {
     /// Message types: md5 sums, definitions, the list udpros ships (like `rosmsg`).
     #[command(subcommand)]
     Msg(msg_cmd::MsgCommand),
+    /// Topics: publish, echo, list, info, rate (like `rostopic`, UDPROS-aware).
+    #[command(subcommand)]
+    Topic(topic_cmd::TopicCommand),
     /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
     Master(master_cmd::MasterArgs),
 }
@@ -31,9 +35,11 @@ type CliResult = Result<(), String>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),
+        Command::Topic(cmd) => topic_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -42,4 +48,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Log to stderr (`RUST_LOG` filters; warnings by default) and to /rosout.
+fn init_logging() {
+    use tracing_subscriber::prelude::*;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(udpros::rosout::layer())
+        .try_init();
 }

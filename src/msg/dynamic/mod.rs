@@ -3,6 +3,7 @@
 //! it as `rostopic echo` does ([`Value::to_yaml`]) or as one line of JSON
 //! ([`Value::to_json`]).
 
+mod from_yaml;
 mod json;
 mod pyfmt;
 mod yaml;

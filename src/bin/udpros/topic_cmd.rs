@@ -1,0 +1,395 @@
+use super::CliResult;
+use clap::{Args, Subcommand};
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use udpros::msg::dynamic::DynamicType;
+use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+use udpros::transport::Protocol;
+use udpros::wire::header::ConnectionHeader;
+
+#[derive(Subcommand)]
+pub enum TopicCommand {
+    /// Publish messages given as YAML (like `rostopic pub`).
+    Pub(PubArgs),
+    /// Print messages as YAML like `rostopic echo`, or as JSON lines.
+    Echo(EchoArgs),
+    /// List the topics of the graph.
+    List,
+    /// Type, publishers, subscribers, and each connection's transport.
+    Info { topic: String },
+    /// Message rate (and, over UDP, the loss seen in message ids).
+    Hz(HzArgs),
+}
+
+#[derive(Args)]
+pub struct PubArgs {
+    /// Publish at this rate; without it, publish once and stay latched.
+    #[arg(short = 'r', long = "rate")]
+    rate: Option<f64>,
+    /// Stop after this many messages.
+    #[arg(short = 'n', long = "count")]
+    count: Option<u64>,
+    /// Latch the last message for late subscribers.
+    #[arg(long)]
+    latch: bool,
+    topic: String,
+    /// `package/Type`
+    msg_type: String,
+    /// The message as YAML (`data: hi`, `{x: 1, y: 2}`, `[1, 2]`); all defaults when omitted.
+    yaml: Option<String>,
+}
+
+/// Transport preferences: `udp`, `tcp`, `udp,tcp` or `tcp,udp`.
+#[derive(Clone, Debug)]
+pub struct Transports(Vec<Protocol>);
+
+fn parse_transports(text: &str) -> Result<Transports, String> {
+    let list: Result<Vec<Protocol>, String> = text
+        .split(',')
+        .map(|t| match t.trim() {
+            "udp" => Ok(Protocol::Udp),
+            "tcp" => Ok(Protocol::Tcp),
+            other => Err(format!(
+                "unknown transport '{other}' (use udp, tcp or udp,tcp)"
+            )),
+        })
+        .collect();
+    Ok(Transports(list?))
+}
+
+#[derive(Args)]
+pub struct EchoArgs {
+    #[arg(long, default_value = "udp,tcp", value_parser = parse_transports)]
+    transport: Transports,
+    /// Exit after this many messages.
+    #[arg(short = 'n', long = "count")]
+    count: Option<u64>,
+    /// One JSON object per line instead of YAML.
+    #[arg(long)]
+    json: bool,
+    topic: String,
+}
+
+#[derive(Args)]
+pub struct HzArgs {
+    #[arg(long, default_value = "udp,tcp", value_parser = parse_transports)]
+    transport: Transports,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    topic: String,
+}
+
+pub fn run(cmd: TopicCommand) -> CliResult {
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
+        let node = tool_node("udpros_topic").await?;
+        let result = match cmd {
+            TopicCommand::Pub(args) => publish(&node, args).await,
+            TopicCommand::Echo(args) => echo(&node, args).await,
+            TopicCommand::List => list(&node).await,
+            TopicCommand::Info { topic } => info(&node, &topic).await,
+            TopicCommand::Hz(args) => hz(&node, args).await,
+        };
+        node.shutdown().await;
+        result
+    })
+}
+
+/// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...).
+pub async fn tool_node(prefix: &str) -> Result<Node, String> {
+    let name = format!("{prefix}_{}", std::process::id());
+    let node = Node::new(&name, std::iter::empty::<String>())
+        .await
+        .map_err(|e| e.to_string())?;
+    node.master()
+        .get_pid()
+        .await
+        .map_err(|e| format!("cannot reach the master at {}: {e}", node.master().uri()))?;
+    Ok(node)
+}
+
+async fn publish(node: &Node, args: PubArgs) -> CliResult {
+    let ty = udpros::msg::find_type(&args.msg_type)
+        .map_err(|e| format!("unknown type {}: {e}", args.msg_type))?;
+    let yaml = match args.yaml.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) if text.starts_with('{') || text.starts_with('[') => {
+            Some(udpros::yaml::parse_flow(text))
+        }
+        // `data: hi` and `x: 1, y: 2`: a block mapping on one line.
+        Some(text) => Some(udpros::yaml::parse_flow(&format!("{{{text}}}"))),
+    };
+    let yaml = yaml.transpose().map_err(|e| format!("message YAML: {e}"))?;
+    let value = ty
+        .value_from_yaml(yaml.as_ref())
+        .map_err(|e| e.to_string())?;
+    let body = ty.encode(&value).map_err(|e| e.to_string())?;
+    let definition = ty.definition().map_err(|e| e.to_string())?;
+    let latch = args.latch || args.rate.is_none();
+    let publisher = node
+        .advertise_raw(
+            &args.topic,
+            ty.type_name(),
+            ty.md5sum(),
+            &definition,
+            AdvertiseOptions {
+                latch,
+                queue_size: 100,
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut sent = 0u64;
+    let period = args
+        .rate
+        .filter(|r| *r > 0.0)
+        .map(|r| Duration::from_secs_f64(1.0 / r));
+    let mut tick = tokio::time::interval(period.unwrap_or(Duration::from_secs(3600)));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = node.shutdown_requested() => return Ok(()),
+        }
+        if period.is_some() || sent == 0 {
+            publisher.publish_body(&body);
+            sent += 1;
+        }
+        if args.count.is_some_and(|n| sent >= n) {
+            // Give subscribers a moment to take the last messages.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return Ok(());
+        }
+    }
+}
+
+/// Decoders by the publisher's type and definition.
+#[derive(Default)]
+struct Decoders(HashMap<(String, String), Arc<DynamicType>>);
+
+impl Decoders {
+    fn get(&mut self, header: &ConnectionHeader) -> Result<Arc<DynamicType>, String> {
+        let ty = header.get("type").unwrap_or("").to_string();
+        let definition = header.get("message_definition").unwrap_or("").to_string();
+        if let Some(d) = self.0.get(&(ty.clone(), definition.clone())) {
+            return Ok(d.clone());
+        }
+        let decoder = if definition.is_empty() {
+            // roscpp's UDPROS answers carry the definition; a peer without one: ask ROS.
+            udpros::msg::find_type(&ty)
+        } else {
+            DynamicType::from_definition(&ty, &definition)
+        }
+        .map_err(|e| format!("cannot decode {ty}: {e}"))?;
+        let decoder = Arc::new(decoder);
+        self.0.insert((ty, definition), decoder.clone());
+        Ok(decoder)
+    }
+}
+
+async fn echo(node: &Node, args: EchoArgs) -> CliResult {
+    let options = SubscribeOptions {
+        transports: args.transport.0.clone(),
+        ..SubscribeOptions::default()
+    };
+    let mut sub = node
+        .subscribe_raw(&args.topic, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut decoders = Decoders::default();
+    let mut printed = 0u64;
+    let mut out = std::io::stdout();
+    loop {
+        let received = tokio::select! {
+            r = sub.recv() => r,
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        let Some(received) = received else {
+            return Ok(());
+        };
+        let decoder = decoders.get(&received.publisher)?;
+        let value = match decoder.decode(&received.body) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("udpros: skipping a message that does not decode: {e}");
+                continue;
+            }
+        };
+        let text = if args.json {
+            format!("{}\n", value.to_json())
+        } else {
+            format!("{}\n---\n", value.to_yaml())
+        };
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            return Ok(()); // the reader went away
+        }
+        printed += 1;
+        if args.count.is_some_and(|n| printed >= n) {
+            return Ok(());
+        }
+    }
+}
+
+async fn list(node: &Node) -> CliResult {
+    let state = node
+        .master()
+        .get_system_state()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut topics: Vec<&String> = state
+        .publishers
+        .iter()
+        .chain(&state.subscribers)
+        .map(|(t, _)| t)
+        .collect();
+    topics.sort();
+    topics.dedup();
+    for t in topics {
+        println!("{t}");
+    }
+    Ok(())
+}
+
+async fn info(node: &Node, topic: &str) -> CliResult {
+    let topic = node.resolve_name(topic);
+    let master = node.master();
+    let types = master.get_topic_types().await.map_err(|e| e.to_string())?;
+    let ty = types
+        .iter()
+        .find(|(t, _)| *t == topic)
+        .map_or("<unknown>", |(_, ty)| ty.as_str());
+    let state = master.get_system_state().await.map_err(|e| e.to_string())?;
+    println!("Type: {ty}\n");
+    let client = udpros::xmlrpc::XmlRpcClient::default();
+    for (title, table) in [
+        ("Publishers", &state.publishers),
+        ("Subscribers", &state.subscribers),
+    ] {
+        let nodes = table
+            .iter()
+            .find(|(t, _)| *t == topic)
+            .map(|(_, n)| n.clone())
+            .unwrap_or_default();
+        if nodes.is_empty() {
+            println!("{title}: None\n");
+            continue;
+        }
+        println!("{title}: ");
+        for n in nodes {
+            let uri = master.lookup_node(&n).await.unwrap_or_default();
+            println!(" * {n} ({uri})");
+            // Each connection of that node on this topic, with its transport.
+            if let Ok(reply) = client
+                .call(&uri, "getBusInfo", vec![node.name().into()])
+                .await
+            {
+                let rows = reply
+                    .as_array()
+                    .and_then(|r| r.get(2))
+                    .and_then(|v| v.as_array())
+                    .unwrap_or(&[])
+                    .to_vec();
+                for row in rows.iter().filter_map(|r| r.as_array()) {
+                    if row.get(4).and_then(|v| v.as_str()) == Some(topic.as_str()) {
+                        let peer = row.get(1).and_then(|v| v.as_str()).unwrap_or("");
+                        let transport = row.get(3).and_then(|v| v.as_str()).unwrap_or("");
+                        let dir = if row.get(2).and_then(|v| v.as_str()) == Some("o") {
+                            "to"
+                        } else {
+                            "from"
+                        };
+                        println!("     {transport} {dir} {peer}");
+                    }
+                }
+            }
+        }
+        println!();
+    }
+    Ok(())
+}
+
+async fn hz(node: &Node, args: HzArgs) -> CliResult {
+    let options = SubscribeOptions {
+        transports: args.transport.0.clone(),
+        ..SubscribeOptions::default()
+    };
+    let mut sub = node
+        .subscribe_raw(&args.topic, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("subscribed to [{}]", node.resolve_name(&args.topic));
+    let start = Instant::now();
+    let mut stamps: Vec<Instant> = Vec::new();
+    let mut report = tokio::time::interval(Duration::from_secs(1));
+    report.tick().await;
+    loop {
+        if args
+            .duration
+            .is_some_and(|d| start.elapsed().as_secs_f64() >= d)
+        {
+            return Ok(());
+        }
+        tokio::select! {
+            r = sub.recv() => match r {
+                Some(_) => {
+                    stamps.push(Instant::now());
+                    if stamps.len() > 10_000 {
+                        stamps.remove(0);
+                    }
+                }
+                None => return Ok(()),
+            },
+            _ = report.tick() => print_rate(&stamps, sub.subscription()),
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
+/// `rostopic hz`'s report, plus UDP loss from the reassemblers' counters.
+fn print_rate(stamps: &[Instant], subscription: &udpros::transport::subscription::Subscription) {
+    if stamps.len() < 2 {
+        println!("no new messages");
+        return;
+    }
+    let deltas: Vec<f64> = stamps
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    let mean = deltas.iter().sum::<f64>() / deltas.len() as f64;
+    let std = (deltas.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / deltas.len() as f64).sqrt();
+    let min = deltas.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = deltas.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "average rate: {:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {std:.5}s window: {}",
+        1.0 / mean,
+        stamps.len()
+    );
+    for link in subscription.publisher_links() {
+        let status = link.status();
+        if status.protocol == Some(Protocol::Udp) {
+            let udp = status.udp;
+            let total = udp.messages + udp.lost();
+            let pct = if total > 0 {
+                100.0 * udp.lost() as f64 / total as f64
+            } else {
+                0.0
+            };
+            println!(
+                "\tUDP from {}: {} delivered, {} lost ({pct:.2}%), {} incomplete, {} malformed",
+                link.uri,
+                udp.messages,
+                udp.lost(),
+                udp.incomplete,
+                udp.malformed
+            );
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! A tracing layer that publishes log events on `/rosout` as `rosgraph_msgs/Log`, so
+//! `rqt_console`, `rosout` and `/rosout_agg` see udpros nodes like any other.
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//! tracing_subscriber::registry().with(tracing_subscriber::fmt::layer()).with(udpros::rosout::layer()).init();
+//! ```
+
+use crate::msg::Time;
+use crate::msgs::rosgraph_msgs::Log;
+use crate::transport::publication::Publication;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, Weak};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::Layer;
+
+struct Target {
+    node: String,
+    publication: Weak<Publication>,
+    topics: Vec<String>,
+}
+
+static TARGET: Mutex<Option<Target>> = Mutex::new(None);
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// Set while publishing, so log events raised by publishing are not published again.
+    static PUBLISHING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes `publication` (a node's `/rosout`) where log events go; the node's topics are
+/// listed in each message.
+pub(crate) fn set_target(node: &str, publication: Weak<Publication>, topics: Vec<String>) {
+    if let Ok(mut target) = TARGET.lock() {
+        *target = Some(Target {
+            node: node.to_string(),
+            publication,
+            topics,
+        });
+    }
+}
+
+/// The layer; install it with `tracing_subscriber`.
+pub fn layer() -> RosoutLayer {
+    RosoutLayer
+}
+
+pub struct RosoutLayer;
+
+#[derive(Default)]
+struct Message(String);
+
+impl Visit for Message {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = value.to_string();
+        } else {
+            self.0.push_str(&format!(" {}={value}", field.name()));
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        } else {
+            self.0.push_str(&format!(" {}={value:?}", field.name()));
+        }
+    }
+}
+
+/// rosgraph_msgs/Log levels.
+fn ros_level(level: &Level) -> i8 {
+    match *level {
+        Level::TRACE | Level::DEBUG => Log::DEBUG,
+        Level::INFO => Log::INFO,
+        Level::WARN => Log::WARN,
+        Level::ERROR => Log::ERROR,
+    }
+}
+
+impl<S: Subscriber> Layer<S> for RosoutLayer {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        if PUBLISHING.with(Cell::get) || *event.metadata().level() > Level::INFO {
+            return;
+        }
+        let Ok(target) = TARGET.try_lock() else {
+            return;
+        };
+        let Some(t) = target.as_ref() else { return };
+        let Some(publication) = t.publication.upgrade() else {
+            return;
+        };
+        let mut message = Message::default();
+        event.record(&mut message);
+        let meta = event.metadata();
+        let mut log = Log {
+            level: ros_level(meta.level()),
+            name: t.node.clone(),
+            msg: message.0,
+            file: meta.file().unwrap_or("").to_string(),
+            function: meta.module_path().unwrap_or("").to_string(),
+            line: meta.line().unwrap_or(0),
+            topics: t.topics.clone(),
+            ..Default::default()
+        };
+        log.header.seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        log.header.stamp = Time::now();
+        drop(target);
+        PUBLISHING.with(|p| p.set(true));
+        if let Ok(frame) = crate::wire::to_frame(&log) {
+            publication.publish_frame(frame);
+        }
+        PUBLISHING.with(|p| p.set(false));
+    }
+}
