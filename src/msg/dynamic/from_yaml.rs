@@ -15,7 +15,7 @@ fn mismatch(what: String) -> DynamicError {
 impl DynamicType {
     /// Builds a message value from YAML (`None`: all defaults).
     pub fn value_from_yaml(&self, yaml: Option<&Yaml>) -> Result<Value, DynamicError> {
-        self.message_from_yaml(&self.type_name().to_string(), yaml, 0)
+        self.message_from_yaml(self.type_name(), yaml, 0)
     }
 
     fn message_from_yaml(
