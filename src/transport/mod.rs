@@ -17,7 +17,7 @@ pub const UDPROS_PEER_FIELD: &str = "udpros";
 /// How often a udpros publisher sends PING on an idle UDP link.
 pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long a udpros subscriber waits for data or PING before declaring the link dead.
-pub const LIVENESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(3000);
+pub const LIVENESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(2500);
 
 /// Which transport a link uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

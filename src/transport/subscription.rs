@@ -527,7 +527,7 @@ async fn read_udp(
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
         let wait = tokio::time::sleep_until(
             deadline
-                .min(Instant::now() + Duration::from_millis(500))
+                .min(Instant::now() + Duration::from_millis(250))
                 .into(),
         );
         tokio::select! {
