@@ -263,7 +263,7 @@ async fn hostile_datagrams_do_not_break_a_udp_link() {
     let garbage: Vec<Vec<u8>> = vec![
         vec![],                                 // empty
         vec![1, 2, 3],                          // short
-        vec![0; 70_000.min(65_000)],            // oversize block
+        vec![0; 65_000],                        // an oversize block
         vec![0, 0, 0, 0, 2, 1, 0, 0],           // PING (wrong id and source)
         vec![9, 9, 9, 9, 0, 5, 3, 0, 255, 255], // DATA0 for another connection id
         vec![0, 0, 0, 0, 1, 7, 2, 0, 1, 2, 3],  // a stray DATAN
