@@ -216,3 +216,46 @@ async fn rospy_to_udpros_falls_back_to_tcp() {
     assert_eq!(good, 10);
     assert_eq!(t, ["TCPROS"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roscpp_and_rospy_subscribers_with_the_wrong_type_get_nothing() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let talker = node(&uri, "typed_talker").await;
+    let publisher = talker
+        .advertise::<std_msgs::String>("/data", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let sending = tokio::spawn(async move {
+        loop {
+            publisher
+                .publish(&std_msgs::String {
+                    data: "text".into(),
+                })
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    // Each expects UInt8MultiArray on a std_msgs/String topic.
+    let mut peers = Vec::new();
+    for hints in ["udp", "tcp"] {
+        if let Some(p) = roscpp(&uri, &["sub", "/data", "--type", "bytes", "--hints", hints]) {
+            peers.push(p);
+        }
+    }
+    peers.push(rospy(&python, &uri, &["sub", "/data", "--type", "bytes"]));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (_, lines) in &mut peers {
+        let text = tokio::task::block_in_place(|| lines.rest(Duration::from_millis(200)));
+        assert!(
+            !text.contains("RECV"),
+            "a subscriber of the wrong type got data: {text}"
+        );
+    }
+    assert!(transports(&talker).await.is_empty(), "no link may be open");
+    sending.abort();
+}

@@ -31,6 +31,8 @@ pub enum NodeError {
     /// The slave API server could not bind.
     Bind(std::io::Error),
     Api(ApiError),
+    /// The master did not answer while the node started.
+    Master(String, ApiError),
 }
 
 impl fmt::Display for NodeError {
@@ -39,6 +41,7 @@ impl fmt::Display for NodeError {
             NodeError::Args(e) => write!(f, "bad node arguments: {e}"),
             NodeError::Bind(e) => write!(f, "cannot start the node's XML-RPC server: {e}"),
             NodeError::Api(e) => write!(f, "master call failed: {e}"),
+            NodeError::Master(uri, e) => write!(f, "cannot reach the master at {uri}: {e}"),
         }
     }
 }
@@ -141,8 +144,13 @@ impl Node {
         let _ = inner.uri.set(server.uri(&inner.id.host));
         *lock(&inner.slave) = Some(server);
         let node = Node { inner };
+        let unreachable = |e| NodeError::Master(node.inner.id.master_uri.clone(), e);
         for (key, value) in node.inner.id.params.clone() {
-            node.inner.master.set_param(&key, value).await?;
+            node.inner
+                .master
+                .set_param(&key, value)
+                .await
+                .map_err(unreachable)?;
         }
         // Like roscpp, every node publishes its log on /rosout.
         use crate::msg::Message;
@@ -155,7 +163,11 @@ impl Node {
                 Log::DEFINITION,
                 AdvertiseOptions::default(),
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                NodeError::Api(e) => unreachable(e),
+                other => other,
+            })?;
         if let Some(publication) = node.inner.publication("/rosout") {
             crate::rosout::set_target(
                 node.name(),
