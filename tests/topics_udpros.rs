@@ -156,3 +156,44 @@ async fn latched_message_reaches_a_late_udp_subscriber() {
     }
     let _ = Protocol::Udp;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_are_streams_and_take_callbacks() {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+    let (_m, talker, listener) = graph().await;
+    let publisher = talker
+        .advertise::<std_msgs::Int32>("/n", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let mut stream = listener
+        .subscribe::<std_msgs::Int32>("/n", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let callback = listener
+        .subscribe::<std_msgs::Int32>("/n", SubscribeOptions::tcp_only())
+        .await
+        .unwrap()
+        .for_each(move |m| {
+            let _ = tx.send(m.data);
+        });
+    let sending = tokio::spawn(async move {
+        for n in 0.. {
+            publisher.publish(&std_msgs::Int32 { data: n }).unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let next = poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx));
+    let first = tokio::time::timeout(Duration::from_secs(10), next)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.data >= 0);
+    assert!(tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .unwrap()
+        .is_some());
+    sending.abort();
+    callback.abort();
+}

@@ -13,10 +13,13 @@ use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use crate::xmlrpc::Value;
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 /// Options of `advertise`.
 #[derive(Debug, Clone)]
@@ -215,6 +218,7 @@ impl Node {
             node: Arc::downgrade(&self.inner),
             subscription,
             sink,
+            pending: None,
         })
     }
 
@@ -307,11 +311,30 @@ impl<M: Message> Publisher<M> {
     }
 }
 
-/// A handle on a subscription; the last one dropped unsubscribes.
+/// A handle on a subscription; the last one dropped unsubscribes. Also a `Stream` of
+/// [`Received`] messages.
 pub struct RawSubscriber {
     node: std::sync::Weak<NodeInner>,
     subscription: Arc<Subscription>,
     sink: Arc<DropOldest<Received>>,
+    /// The pending `pop` while polled as a stream.
+    pending: Option<Pin<Box<dyn Future<Output = Option<Received>> + Send>>>,
+}
+
+impl futures_core::Stream for RawSubscriber {
+    type Item = Received;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        let sink = self.sink.clone();
+        let pending = self
+            .pending
+            .get_or_insert_with(|| Box::pin(async move { sink.pop().await }));
+        let polled = pending.as_mut().poll(cx);
+        if polled.is_ready() {
+            self.pending = None;
+        }
+        polled
+    }
 }
 
 impl RawSubscriber {
@@ -357,10 +380,33 @@ impl Drop for RawSubscriber {
     }
 }
 
-/// A typed subscriber.
+/// A typed subscriber; also a `Stream` of messages (those that do not decode as `M` are
+/// skipped with a warning).
 pub struct Subscriber<M> {
     raw: RawSubscriber,
     _type: PhantomData<fn() -> M>,
+}
+
+impl<M: Message> futures_core::Stream for Subscriber<M> {
+    type Item = M;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<M>> {
+        loop {
+            let received = match Pin::new(&mut self.raw).poll_next(cx) {
+                Poll::Ready(Some(r)) => r,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            };
+            match crate::wire::from_bytes::<M>(&received.body) {
+                Ok(msg) => return Poll::Ready(Some(msg)),
+                Err(e) => tracing::warn!(
+                    "dropping a message on {} that is not a {}: {e}",
+                    self.raw.topic(),
+                    M::TYPE
+                ),
+            }
+        }
+    }
 }
 
 impl<M: Message> Subscriber<M> {
