@@ -197,7 +197,10 @@ impl MsgSpec {
                     Primitive::from_ros(other).ok_or_else(|| SpecError("unknown type".into()))?,
                 ),
             };
-            match f.case() {
+            let shape = match f.case() {
+                FieldCase::Unit => Shape::Scalar,
+                FieldCase::Vector => Shape::Vec,
+                FieldCase::Array(n) => Shape::Array(*n),
                 FieldCase::Const(value) => {
                     let FieldType::Primitive(p) = ty else {
                         return err(format!("{full_name}: constant {} is not builtin", f.name()));
@@ -214,21 +217,14 @@ impl MsgSpec {
                         ty: p,
                         text: value.trim().to_string(),
                     });
+                    continue;
                 }
-                case => {
-                    let shape = match case {
-                        FieldCase::Unit => Shape::Scalar,
-                        FieldCase::Vector => Shape::Vec,
-                        FieldCase::Array(n) => Shape::Array(*n),
-                        FieldCase::Const(_) => unreachable!("handled above"),
-                    };
-                    fields.push(Field {
-                        name: f.name().to_string(),
-                        ty,
-                        shape,
-                    });
-                }
-            }
+            };
+            fields.push(Field {
+                name: f.name().to_string(),
+                ty,
+                shape,
+            });
         }
         Ok(MsgSpec {
             name: full_name.to_string(),

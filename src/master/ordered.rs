@@ -38,6 +38,18 @@ impl<V> OrderedMap<V> {
         }
     }
 
+    /// The value at `key`, inserted by `make` when absent.
+    pub fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
+        let i = match self.entries.iter().position(|(k, _)| k == key) {
+            Some(i) => i,
+            None => {
+                self.entries.push((key.to_string(), make()));
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<V> {
         let i = self.entries.iter().position(|(k, _)| k == key)?;
         Some(self.entries.remove(i).1)

@@ -97,13 +97,14 @@ impl ParamTree {
         };
         let mut dict = &mut self.root;
         for ns in namespaces {
-            if !matches!(dict.get(ns), Some(Param::Dict(_))) {
-                dict.insert(ns, Param::Dict(OrderedMap::default()));
+            let slot = dict.get_or_insert_with(ns, || Param::Dict(OrderedMap::default()));
+            if let Param::Value(_) = slot {
+                *slot = Param::Dict(OrderedMap::default()); // a scalar becomes a namespace
             }
-            let Some(Param::Dict(next)) = dict.get_mut(ns) else {
-                unreachable!("inserted above")
-            };
-            dict = next;
+            match slot {
+                Param::Dict(next) => dict = next,
+                Param::Value(_) => return Ok(()),
+            }
         }
         dict.insert(last, param);
         Ok(())
