@@ -5,6 +5,7 @@
 //! code generator, also for users' own messages).
 
 pub mod api;
+pub mod bridge;
 pub mod codegen;
 pub mod master;
 pub mod msg;

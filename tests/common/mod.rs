@@ -264,3 +264,23 @@ pub fn spawn_lines(mut cmd: Command) -> (Child, Lines) {
     let out = child.stdout.take().expect("stdout");
     (Child(child), Lines::new(out))
 }
+
+/// The Python of the project's venv with PyPI test peers (`bluerobotics-ping==0.1.5`, ...):
+/// `UDPROS_VENV_PYTHON`, else `.venv/bin/python` in the repository (`.ci/run` creates it).
+pub fn venv_python(module: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("UDPROS_VENV_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    let works = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        Some(python)
+    } else {
+        skip_or_fail(&format!(
+            "the Python module {module} (in .venv, see .ci/run)"
+        ));
+        None
+    }
+}

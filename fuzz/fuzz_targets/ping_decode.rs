@@ -1,0 +1,21 @@
+//! The Ping decoder and message parsers on arbitrary bytes: no panic, bounded buffering,
+//! and every frame it yields decodes (or is refused) without panicking.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use udpros::bridge::ping::draft2017::DraftMessage;
+use udpros::bridge::ping::{Decoder, Message};
+
+fuzz_target!(|data: &[u8]| {
+    let mut decoder = Decoder::new(1024);
+    for chunk in data.chunks(7) {
+        decoder.extend(chunk);
+        while let Some(frame) = decoder.next_frame() {
+            if let Ok(m) = Message::decode(frame.id, &frame.payload) {
+                assert_eq!(Message::decode(frame.id, &m.encode()), Ok(m));
+            }
+            let _ = DraftMessage::decode(frame.id, &frame.payload);
+        }
+        assert!(decoder.buffered() <= 1024 + 10 + 7);
+    }
+});

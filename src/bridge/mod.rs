@@ -1,0 +1,4 @@
+//! Bridges from devices onto ROS topics.
+
+#[cfg(feature = "ping")]
+pub mod ping;
