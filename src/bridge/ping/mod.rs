@@ -5,6 +5,7 @@
 pub mod draft2017;
 pub mod frame;
 pub mod messages;
+pub mod sim;
 
 pub use frame::{encode_frame, Decoder, DecoderStats, Frame};
 pub use messages::{DecodeError, Message};
