@@ -7,6 +7,7 @@
 pub mod api;
 pub mod bridge;
 pub mod codegen;
+pub mod logging;
 pub mod master;
 pub mod msg;
 pub mod names;

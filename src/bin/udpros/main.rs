@@ -35,7 +35,7 @@ type CliResult = Result<(), String>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    udpros::logging::init();
     let result = match cli.command {
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),
@@ -48,18 +48,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Log to stderr (`RUST_LOG` filters; warnings by default) and to /rosout.
-fn init_logging() {
-    use tracing_subscriber::prelude::*;
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
-    let stderr = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(filter);
-    let _ = tracing_subscriber::registry()
-        .with(stderr)
-        .with(udpros::rosout::layer())
-        .try_init();
 }

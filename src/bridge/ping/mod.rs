@@ -4,7 +4,9 @@
 
 pub mod draft2017;
 pub mod frame;
+pub mod link;
 pub mod messages;
+pub mod node;
 pub mod sim;
 
 pub use frame::{encode_frame, Decoder, DecoderStats, Frame};

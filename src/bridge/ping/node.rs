@@ -1,0 +1,861 @@
+//! The `ping_sonar` node: one Ping1D or Ping360 onto ROS topics. Data is stamped on the
+//! arrival of the frame's last byte and published at once; the device is identified,
+//! configured and kept streaming by a session that survives link loss.
+
+use super::frame::Frame;
+use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
+use super::messages::{self as m, Message};
+use super::sim::SimKind;
+use super::{draft2017 as draft, Dialect};
+use crate::msg::Time;
+use crate::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
+use crate::node::{AdvertiseOptions, Node, NodeError, Publisher};
+use bytes::Bytes;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceType {
+    Auto,
+    Ping1d,
+    Ping360,
+}
+
+/// The node's private parameters.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub device: LinkSpec,
+    pub device_type: DeviceType,
+    pub dialect: Dialect,
+    pub frame_id: String,
+    pub speed_of_sound: f64,
+    /// Ping1D: scan length (manual mode); Ping360: the range to sample.
+    pub range: f64,
+    pub gain: u32,
+    pub ping_interval: u16,
+    pub mode_auto: bool,
+    pub min_confidence: f64,
+    pub field_of_view: f32,
+    pub transmit_frequency: u16,
+    pub start_angle: f64,
+    pub stop_angle: f64,
+    pub num_steps: u8,
+    pub scan_threshold: u8,
+    pub use_auto_transmit: bool,
+    pub image_size: u32,
+    pub image_rate: f64,
+}
+
+impl Config {
+    /// Reads `~` parameters, with defaults that work.
+    pub async fn from_node(node: &Node) -> Result<Config, String> {
+        let p = |e: crate::api::ApiError| e.to_string();
+        let device: String = node
+            .param("~device", "sim:ping1d".to_string())
+            .await
+            .map_err(p)?;
+        let device_type = match node
+            .param("~device_type", "auto".to_string())
+            .await
+            .map_err(p)?
+            .as_str()
+        {
+            "auto" => DeviceType::Auto,
+            "ping1d" => DeviceType::Ping1d,
+            "ping360" => DeviceType::Ping360,
+            other => {
+                return Err(format!(
+                    "~device_type '{other}' is not auto, ping1d or ping360"
+                ))
+            }
+        };
+        let dialect = match node
+            .param("~dialect", "current".to_string())
+            .await
+            .map_err(p)?
+            .as_str()
+        {
+            "current" => Dialect::Current,
+            "draft2017" => Dialect::Draft2017,
+            other => return Err(format!("~dialect '{other}' is not current or draft2017")),
+        };
+        Ok(Config {
+            device: device.parse()?,
+            device_type,
+            dialect,
+            frame_id: node
+                .param("~frame_id", "sonar".to_string())
+                .await
+                .map_err(p)?,
+            speed_of_sound: node.param("~speed_of_sound", 1500.0).await.map_err(p)?,
+            range: node.param("~range", 10.0).await.map_err(p)?,
+            gain: node.param("~gain", 1u32).await.map_err(p)?,
+            ping_interval: node
+                .param("~ping_interval", 100u32)
+                .await
+                .map_err(p)?
+                .clamp(20, 10_000) as u16,
+            mode_auto: node.param("~mode_auto", true).await.map_err(p)?,
+            min_confidence: node.param("~min_confidence", 0.0).await.map_err(p)?,
+            field_of_view: node.param("~field_of_view", 0.5236f32).await.map_err(p)?,
+            transmit_frequency: node
+                .param("~transmit_frequency", 750u32)
+                .await
+                .map_err(p)?
+                .clamp(500, 1000) as u16,
+            start_angle: node.param("~start_angle", 0.0).await.map_err(p)?,
+            stop_angle: node.param("~stop_angle", 360.0).await.map_err(p)?,
+            num_steps: node
+                .param("~num_steps", 1u32)
+                .await
+                .map_err(p)?
+                .clamp(1, 10) as u8,
+            scan_threshold: node
+                .param("~scan_threshold", 100u32)
+                .await
+                .map_err(p)?
+                .min(255) as u8,
+            use_auto_transmit: node.param("~use_auto_transmit", true).await.map_err(p)?,
+            image_size: node
+                .param("~image_size", 200u32)
+                .await
+                .map_err(p)?
+                .clamp(16, 2000),
+            image_rate: node.param("~image_rate", 2.0).await.map_err(p)?,
+        })
+    }
+}
+
+/// Ping360 acquisition settings for a range, as ping-viewer derives them (reference §1.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping360Settings {
+    pub number_of_samples: u16,
+    pub sample_period: u16,
+    pub transmit_duration: u16,
+}
+
+impl Ping360Settings {
+    pub fn for_range(range_m: f64, speed_of_sound: f64) -> Ping360Settings {
+        let tick = 25e-9;
+        let mut samples = 1200u16;
+        let period = |n: u16| 2.0 * range_m / (f64::from(n) * speed_of_sound * tick);
+        while period(samples) < 80.0 && samples > 200 {
+            samples -= 1;
+        }
+        let sample_period = period(samples).round().clamp(80.0, 40000.0) as u16;
+        let period_us = f64::from(sample_period) * tick * 1e6;
+        let tx = (8000.0 * range_m / speed_of_sound).max(2.5 * period_us);
+        let transmit_duration = tx.clamp(5.0, 500f64.min(64.0 * period_us)).round() as u16;
+        Ping360Settings {
+            number_of_samples: samples,
+            sample_period,
+            transmit_duration,
+        }
+    }
+
+    /// Metres between samples.
+    pub fn resolution(sample_period: u16, speed_of_sound: f64) -> f64 {
+        f64::from(sample_period) * 25e-9 * speed_of_sound / 2.0
+    }
+}
+
+struct Publishers {
+    range: Publisher<sensor_msgs::Range>,
+    profile: Publisher<umsg::PingProfile>,
+    echo: Publisher<umsg::Ping360Echo>,
+    scan: Publisher<sensor_msgs::LaserScan>,
+    image: Publisher<sensor_msgs::Image>,
+    diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
+}
+
+/// What the node knows of its device, for diagnostics.
+#[derive(Debug, Default, Clone)]
+struct DeviceState {
+    connected: bool,
+    kind: Option<SimKind>,
+    firmware: String,
+    protocol: String,
+    processor_temperature: Option<f64>,
+    pcb_temperature: Option<f64>,
+    voltage: Option<f64>,
+    messages: u64,
+    last_error: String,
+}
+
+/// A sweep being gathered into a LaserScan and an image.
+struct Sweep {
+    ranges: Vec<f32>,
+    intensities: Vec<f32>,
+    image: Vec<u8>,
+    started: Time,
+    last_angle: Option<u16>,
+    last_image: Instant,
+}
+
+pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
+    let opts = AdvertiseOptions::default();
+    let pubs = Publishers {
+        range: node.advertise("~range", opts.clone()).await?,
+        profile: node.advertise("~profile", opts.clone()).await?,
+        echo: node.advertise("~echo", opts.clone()).await?,
+        scan: node.advertise("~scan", opts.clone()).await?,
+        image: node.advertise("~image", opts.clone()).await?,
+        diagnostics: node.advertise("/diagnostics", opts).await?,
+    };
+    let mut link = Link::spawn(
+        cfg.device.clone(),
+        cfg.dialect,
+        super::frame::DEFAULT_MAX_PAYLOAD,
+    );
+    let mut state = DeviceState::default();
+    let mut sweep = Sweep {
+        ranges: vec![f32::INFINITY; 400],
+        intensities: vec![0.0; 400],
+        image: vec![0; (cfg.image_size * cfg.image_size) as usize],
+        started: Time::now(),
+        last_angle: None,
+        last_image: Instant::now() - Duration::from_secs(3600),
+    };
+    let mut identify_at = Instant::now();
+    let mut configured = false;
+    let mut last_data = Instant::now();
+    let mut next_poll = Instant::now();
+    let mut next_diag = Instant::now() + Duration::from_secs(1);
+    let mut awaiting_360_reply: Option<Instant> = None;
+    let mut angle: u16 = angle_grad(cfg.start_angle);
+    let mut direction: i32 = 1;
+    let settings = Ping360Settings::for_range(cfg.range, cfg.speed_of_sound);
+    let mut shutdown = std::pin::pin!(node.shutdown_requested());
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            event = link.events.recv() => {
+                let Some(event) = event else { break };
+                match event {
+                    LinkEvent::Connected => {
+                        state.connected = true;
+                        configured = false;
+                        identify_at = Instant::now();
+                        if state.kind == Some(SimKind::Ping360) || cfg.device_type == DeviceType::Ping360 {
+                            let _ = link.out.send(Outgoing::Break);
+                        }
+                    }
+                    LinkEvent::Disconnected(why) => {
+                        if state.connected {
+                            tracing::warn!("{}: {why}; reconnecting", cfg.device);
+                        }
+                        state.connected = false;
+                        state.last_error = why;
+                        awaiting_360_reply = None;
+                    }
+                    LinkEvent::Frame(frame, arrived) => {
+                        state.messages += 1;
+                        last_data = Instant::now();
+                        let stamp = stamp_at(arrived);
+                        handle_frame(&cfg, &pubs, &mut state, &mut sweep, frame, stamp, &mut awaiting_360_reply);
+                    }
+                }
+            }
+            _ = tick.tick() => {}
+            _ = &mut shutdown => break,
+        }
+        let now = Instant::now();
+        if !state.connected {
+            continue;
+        }
+        // Identify (and keep asking until the device answers).
+        if state.kind.is_none() {
+            if now >= identify_at {
+                identify(&link, &cfg);
+                identify_at = now + Duration::from_millis(300);
+            }
+            continue;
+        }
+        let kind = state.kind.unwrap_or(SimKind::Ping1d);
+        if !configured {
+            configure(&link, &cfg, kind, &settings);
+            configured = true;
+            next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval) * 3 + 300);
+            last_data = now;
+        }
+        match kind {
+            SimKind::Ping1d => {
+                // Streaming stalled (or a device without continuous mode): poll.
+                if now >= next_poll
+                    && last_data.elapsed()
+                        > Duration::from_millis(u64::from(cfg.ping_interval) * 3 + 200)
+                {
+                    poll_ping1d(&link, &cfg);
+                    next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval));
+                }
+            }
+            SimKind::Ping360 if !cfg.use_auto_transmit => {
+                let waiting = awaiting_360_reply
+                    .is_some_and(|sent| sent.elapsed() < Duration::from_millis(1500));
+                if !waiting {
+                    let t = m::Transducer {
+                        mode: 1,
+                        gain_setting: cfg.gain.min(2) as u8,
+                        angle,
+                        transmit_duration: settings.transmit_duration,
+                        sample_period: settings.sample_period,
+                        transmit_frequency: cfg.transmit_frequency,
+                        number_of_samples: settings.number_of_samples,
+                        transmit: 1,
+                        reserved: 0,
+                    };
+                    link.send(Message::Transducer(t).to_frame());
+                    awaiting_360_reply = Some(now);
+                    angle = step_angle(angle, &cfg, &mut direction);
+                }
+            }
+            SimKind::Ping360 => {
+                if last_data.elapsed() > Duration::from_secs(2) {
+                    configured = false; // restart auto-transmit
+                }
+            }
+        }
+        if now >= next_diag {
+            next_diag = now + Duration::from_secs(1);
+            if kind == SimKind::Ping1d && cfg.dialect == Dialect::Current {
+                for id in [
+                    m::ProcessorTemperature::ID,
+                    m::PcbTemperature::ID,
+                    m::Voltage5::ID,
+                ] {
+                    link.send(
+                        Message::GeneralRequest(m::GeneralRequest { requested_id: id }).to_frame(),
+                    );
+                }
+            }
+            let stats = *link.stats.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = pubs
+                .diagnostics
+                .publish(&diagnostics(&node, &cfg, &state, &stats));
+        }
+    }
+    if state.kind == Some(SimKind::Ping360) {
+        link.send(Message::MotorOff(m::MotorOff {}).to_frame());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+fn stamp_at(arrived: Instant) -> Time {
+    let now = Time::now().as_nanos();
+    Time::from_nanos(now.saturating_sub(arrived.elapsed().as_nanos() as u64))
+}
+
+fn angle_grad(degrees: f64) -> u16 {
+    ((degrees / 0.9).round() as i64).rem_euclid(400) as u16
+}
+
+fn step_angle(angle: u16, cfg: &Config, direction: &mut i32) -> u16 {
+    let (start, stop) = (angle_grad(cfg.start_angle), angle_grad(cfg.stop_angle));
+    let step = i32::from(cfg.num_steps);
+    if start == stop {
+        return ((i32::from(angle) + step).rem_euclid(400)) as u16;
+    }
+    let (lo, hi) = (i32::from(start.min(stop)), i32::from(start.max(stop)));
+    let mut next = i32::from(angle) + *direction * step;
+    if next > hi || next < lo {
+        *direction = -*direction;
+        next = (i32::from(angle) + *direction * step).clamp(lo, hi);
+    }
+    next as u16
+}
+
+/// Identification: protocol_version and device_information (harmless on every firmware);
+/// in draft mode, the draft's version request, but only while the device does not answer
+/// the current protocol.
+fn identify(link: &Link, cfg: &Config) {
+    let request = |id| Message::GeneralRequest(m::GeneralRequest { requested_id: id }).to_frame();
+    link.send(request(m::ProtocolVersion::ID));
+    link.send(request(m::DeviceInformation::ID));
+    match cfg.dialect {
+        // Very old current-set firmware answers only the legacy firmware_version request.
+        Dialect::Current => link.send(super::encode_frame(m::FirmwareVersion::ID, 0, 0, &[])),
+        Dialect::Draft2017 => link.send(
+            draft::DraftMessage::GenCmdRequest(draft::GenCmdRequest { request_id: 101 }).to_frame(),
+        ),
+    }
+}
+
+fn configure(link: &Link, cfg: &Config, kind: SimKind, settings: &Ping360Settings) {
+    let mm = |metres: f64| (metres * 1000.0).round().max(0.0) as u32;
+    match (kind, cfg.dialect) {
+        (SimKind::Ping1d, Dialect::Current) => {
+            let sets: Vec<Message> = vec![
+                m::SetSpeedOfSound {
+                    speed_of_sound: mm(cfg.speed_of_sound),
+                }
+                .into(),
+                m::SetModeAuto {
+                    mode_auto: u8::from(cfg.mode_auto),
+                }
+                .into(),
+                m::SetPingInterval {
+                    ping_interval: cfg.ping_interval,
+                }
+                .into(),
+                m::ContinuousStart { id: m::Profile::ID }.into(),
+            ];
+            let manual: Vec<Message> = if cfg.mode_auto {
+                Vec::new()
+            } else {
+                vec![
+                    m::SetRange {
+                        scan_start: 0,
+                        scan_length: mm(cfg.range).max(1000),
+                    }
+                    .into(),
+                    m::SetGainSetting {
+                        gain_setting: cfg.gain.min(6) as u8,
+                    }
+                    .into(),
+                ]
+            };
+            for message in manual.into_iter().chain(sets) {
+                link.send(message.to_frame());
+            }
+        }
+        (SimKind::Ping1d, Dialect::Draft2017) => {
+            let sets: Vec<draft::DraftMessage> = vec![
+                draft::SonarSetVelocity {
+                    c_water: mm(cfg.speed_of_sound),
+                }
+                .into(),
+                draft::EsMode {
+                    auto_manual: u8::from(cfg.mode_auto),
+                }
+                .into(),
+                draft::EsRate {
+                    msec_per_ping: cfg.ping_interval,
+                }
+                .into(),
+            ];
+            for message in sets {
+                link.send(message.to_frame());
+            }
+        }
+        (SimKind::Ping360, _) if cfg.use_auto_transmit => {
+            let _ = link.out.send(Outgoing::Break);
+            let a = m::AutoTransmit {
+                mode: 1,
+                gain_setting: cfg.gain.min(2) as u8,
+                transmit_duration: settings.transmit_duration,
+                sample_period: settings.sample_period,
+                transmit_frequency: cfg.transmit_frequency,
+                number_of_samples: settings.number_of_samples,
+                start_angle: angle_grad(cfg.start_angle),
+                stop_angle: angle_grad(cfg.stop_angle).max(1) - u16::from(cfg.stop_angle >= 360.0),
+                num_steps: cfg.num_steps,
+                delay: 0,
+            };
+            link.send(Message::AutoTransmit(a).to_frame());
+        }
+        (SimKind::Ping360, _) => {}
+    }
+}
+
+fn poll_ping1d(link: &Link, cfg: &Config) {
+    match cfg.dialect {
+        Dialect::Current => link.send(
+            Message::GeneralRequest(m::GeneralRequest {
+                requested_id: m::Profile::ID,
+            })
+            .to_frame(),
+        ),
+        Dialect::Draft2017 => link.send(
+            draft::DraftMessage::GenCmdRequest(draft::GenCmdRequest { request_id: 1102 })
+                .to_frame(),
+        ),
+    }
+}
+
+fn header(cfg: &Config, stamp: Time) -> crate::msgs::std_msgs::Header {
+    crate::msgs::std_msgs::Header {
+        seq: 0,
+        stamp,
+        frame_id: cfg.frame_id.clone(),
+    }
+}
+
+/// A profile in the units ROS users expect, from either dialect.
+#[allow(clippy::too_many_arguments)]
+fn publish_profile(
+    cfg: &Config,
+    pubs: &Publishers,
+    stamp: Time,
+    distance_mm: u32,
+    confidence: u16,
+    transmit_us: u16,
+    ping_number: u32,
+    scan: (u32, u32),
+    gain: u32,
+    data: Bytes,
+) {
+    let confidence_f = f32::from(confidence.min(100)) / 100.0;
+    let distance = distance_mm as f32 / 1000.0;
+    let (min, max) = (scan.0 as f32 / 1000.0, (scan.0 + scan.1) as f32 / 1000.0);
+    // REP 117: below min_confidence there is no trustworthy return.
+    let range = if f64::from(confidence_f) < cfg.min_confidence {
+        f32::INFINITY
+    } else {
+        distance
+    };
+    let r = sensor_msgs::Range {
+        header: header(cfg, stamp),
+        radiation_type: sensor_msgs::Range::ULTRASOUND,
+        field_of_view: cfg.field_of_view,
+        min_range: min,
+        max_range: max,
+        range,
+    };
+    let _ = pubs.range.publish(&r);
+    if pubs.profile.num_subscribers() > 0 {
+        let p = umsg::PingProfile {
+            header: header(cfg, stamp),
+            distance,
+            confidence: confidence_f,
+            transmit_duration: f32::from(transmit_us) * 1e-6,
+            scan_start: min,
+            scan_length: scan.1 as f32 / 1000.0,
+            speed_of_sound: cfg.speed_of_sound as f32,
+            ping_number,
+            gain_setting: gain,
+            distance_mm,
+            confidence_percent: confidence,
+            transmit_duration_us: transmit_us,
+            scan_start_mm: scan.0,
+            scan_length_mm: scan.1,
+            profile_data: data,
+        };
+        let _ = pubs.profile.publish(&p);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle_frame(
+    cfg: &Config,
+    pubs: &Publishers,
+    state: &mut DeviceState,
+    sweep: &mut Sweep,
+    frame: Frame,
+    stamp: Time,
+    awaiting: &mut Option<Instant>,
+) {
+    if cfg.dialect == Dialect::Draft2017 {
+        if let Ok(msg) = draft::DraftMessage::decode(frame.id, &frame.payload) {
+            match msg {
+                draft::DraftMessage::GenGetVersion(v) => {
+                    state.kind = Some(SimKind::Ping1d);
+                    state.firmware = format!(
+                        "{}.{} (2017 draft protocol)",
+                        v.fw_version_major, v.fw_version_minor
+                    );
+                }
+                draft::DraftMessage::EsProfile(p) => publish_profile(
+                    cfg,
+                    pubs,
+                    stamp,
+                    p.distance,
+                    u16::from(p.confidence),
+                    p.pulse_usec,
+                    p.ping_number,
+                    (p.start_mm, p.length_mm),
+                    p.gain_index,
+                    p.data,
+                ),
+                _ => {}
+            }
+            return;
+        }
+    }
+    let Ok(msg) = Message::decode(frame.id, &frame.payload) else {
+        return; // another family's message, or damaged: counted by the decoder
+    };
+    match msg {
+        Message::ProtocolVersion(v) => {
+            state.protocol = format!(
+                "{}.{}.{}",
+                v.version_major, v.version_minor, v.version_patch
+            );
+            if cfg.dialect == Dialect::Draft2017 {
+                tracing::error!(
+                    "the device answers the current Ping protocol ({}); ~dialect draft2017 refused",
+                    state.protocol
+                );
+            }
+        }
+        Message::DeviceInformation(i) => {
+            state.firmware = format!(
+                "{}.{}.{}",
+                i.firmware_version_major, i.firmware_version_minor, i.firmware_version_patch
+            );
+            state.kind = Some(match (cfg.device_type, i.device_type) {
+                (DeviceType::Ping360, _) | (DeviceType::Auto, 2) => SimKind::Ping360,
+                _ => SimKind::Ping1d,
+            });
+        }
+        Message::FirmwareVersion(v) if state.kind.is_none() => {
+            state.firmware = format!("{}.{}", v.firmware_version_major, v.firmware_version_minor);
+            state.kind = Some(if cfg.device_type == DeviceType::Ping360 {
+                SimKind::Ping360
+            } else {
+                SimKind::Ping1d
+            });
+        }
+        Message::Profile(p) => publish_profile(
+            cfg,
+            pubs,
+            stamp,
+            p.distance,
+            p.confidence,
+            p.transmit_duration,
+            p.ping_number,
+            (p.scan_start, p.scan_length),
+            p.gain_setting,
+            p.profile_data,
+        ),
+        Message::Distance(d) => publish_profile(
+            cfg,
+            pubs,
+            stamp,
+            d.distance,
+            d.confidence,
+            d.transmit_duration,
+            d.ping_number,
+            (d.scan_start, d.scan_length),
+            d.gain_setting,
+            Bytes::new(),
+        ),
+        Message::ProcessorTemperature(t) => {
+            state.processor_temperature = Some(f64::from(t.processor_temperature) / 100.0)
+        }
+        Message::PcbTemperature(t) => {
+            state.pcb_temperature = Some(f64::from(t.pcb_temperature) / 100.0)
+        }
+        Message::Voltage5(v) => state.voltage = Some(f64::from(v.voltage_5) / 1000.0),
+        Message::Nack(n) => {
+            tracing::warn!("device refused message {}: {}", n.nacked_id, n.nack_message)
+        }
+        Message::DeviceData(d) => {
+            *awaiting = None;
+            publish_echo(
+                cfg,
+                pubs,
+                sweep,
+                stamp,
+                d.angle,
+                d.gain_setting,
+                d.transmit_frequency,
+                d.transmit_duration,
+                d.sample_period,
+                d.data,
+            );
+        }
+        Message::AutoDeviceData(d) => {
+            publish_echo(
+                cfg,
+                pubs,
+                sweep,
+                stamp,
+                d.angle,
+                d.gain_setting,
+                d.transmit_frequency,
+                d.transmit_duration,
+                d.sample_period,
+                d.data,
+            );
+        }
+        _ => {}
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn publish_echo(
+    cfg: &Config,
+    pubs: &Publishers,
+    sweep: &mut Sweep,
+    stamp: Time,
+    angle: u16,
+    gain: u8,
+    frequency: u16,
+    transmit: u16,
+    period: u16,
+    data: Bytes,
+) {
+    if data.is_empty() {
+        return;
+    }
+    let resolution = Ping360Settings::resolution(period, cfg.speed_of_sound);
+    let range = resolution * data.len() as f64;
+    let radians = f64::from(angle) * std::f64::consts::PI / 200.0;
+    let echo = umsg::Ping360Echo {
+        header: header(cfg, stamp),
+        angle: radians as f32,
+        angle_gradians: angle,
+        gain_setting: gain,
+        transmit_frequency: frequency,
+        transmit_duration: transmit,
+        sample_period: period,
+        number_of_samples: data.len() as u16,
+        speed_of_sound: cfg.speed_of_sound as f32,
+        range: range as f32,
+        range_resolution: resolution as f32,
+        intensities: data.clone(),
+    };
+    let _ = pubs.echo.publish(&echo);
+    // The scan: first return above the threshold (skipping the transmit ringing).
+    let slot = usize::from(angle % 400);
+    let first = data
+        .iter()
+        .enumerate()
+        .skip(data.len() / 20)
+        .find(|(_, v)| **v >= cfg.scan_threshold);
+    sweep.ranges[slot] = first.map_or(f32::INFINITY, |(i, _)| ((i + 1) as f64 * resolution) as f32);
+    sweep.intensities[slot] = first.map_or(0.0, |(_, v)| f32::from(*v) / 255.0);
+    // The fan image, only while someone looks at it.
+    if pubs.image.num_subscribers() > 0 {
+        paint(&mut sweep.image, cfg.image_size, radians, &data);
+        let period = Duration::from_secs_f64(1.0 / cfg.image_rate.max(0.01));
+        if sweep.last_image.elapsed() >= period {
+            sweep.last_image = Instant::now();
+            let image = sensor_msgs::Image {
+                header: header(cfg, stamp),
+                height: cfg.image_size,
+                width: cfg.image_size,
+                encoding: "mono8".into(),
+                is_bigendian: 0,
+                step: cfg.image_size,
+                data: Bytes::copy_from_slice(&sweep.image),
+            };
+            let _ = pubs.image.publish(&image);
+        }
+    }
+    // A sweep ends when the angle wraps (or turns back at a sector's edge).
+    let wrapped = sweep
+        .last_angle
+        .is_some_and(|last| angle < last && last - angle > 200 || angle == last);
+    sweep.last_angle = Some(angle);
+    if wrapped {
+        let scan = sensor_msgs::LaserScan {
+            header: header(cfg, sweep.started),
+            angle_min: 0.0,
+            angle_max: (2.0 * std::f64::consts::PI * 399.0 / 400.0) as f32,
+            angle_increment: (2.0 * std::f64::consts::PI / 400.0) as f32,
+            time_increment: 0.0,
+            scan_time: 0.0,
+            range_min: (resolution * data.len() as f64 / 20.0) as f32,
+            range_max: range as f32,
+            ranges: sweep.ranges.clone(),
+            intensities: sweep.intensities.clone(),
+        };
+        let _ = pubs.scan.publish(&scan);
+        sweep.started = stamp;
+        sweep.ranges.iter_mut().for_each(|r| *r = f32::INFINITY);
+        sweep.intensities.iter_mut().for_each(|i| *i = 0.0);
+    }
+}
+
+/// Paints one bearing of the fan: the sonar at the centre, range to the edge.
+fn paint(image: &mut [u8], size: u32, radians: f64, data: &[u8]) {
+    let centre = f64::from(size) / 2.0;
+    let (s, c) = radians.sin_cos();
+    let steps = (centre as usize).max(1);
+    for k in 0..steps {
+        let r = k as f64;
+        let sample = data[(k * data.len() / steps).min(data.len() - 1)];
+        for w in [-0.6, 0.0, 0.6] {
+            let (ws, wc) = (radians + w * std::f64::consts::PI / 400.0).sin_cos();
+            let (x, y) = (
+                centre + r * if w == 0.0 { s } else { ws },
+                centre - r * if w == 0.0 { c } else { wc },
+            );
+            if x >= 0.0 && y >= 0.0 && (x as u32) < size && (y as u32) < size {
+                image[(y as u32 * size + x as u32) as usize] = sample;
+            }
+        }
+    }
+}
+
+fn diagnostics(
+    node: &Node,
+    cfg: &Config,
+    state: &DeviceState,
+    stats: &super::frame::DecoderStats,
+) -> diagnostic_msgs::DiagnosticArray {
+    let kv = |k: &str, v: String| diagnostic_msgs::KeyValue {
+        key: k.into(),
+        value: v,
+    };
+    let mut values = vec![
+        kv("device", cfg.device.to_string()),
+        kv("connected", state.connected.to_string()),
+        kv("device type", format!("{:?}", state.kind)),
+        kv("firmware", state.firmware.clone()),
+        kv("protocol", state.protocol.clone()),
+        kv("frames", stats.frames.to_string()),
+        kv("checksum errors", stats.checksum_errors.to_string()),
+        kv("resyncs", stats.resyncs.to_string()),
+        kv("skipped bytes", stats.skipped_bytes.to_string()),
+        kv("messages", state.messages.to_string()),
+    ];
+    let optional = [
+        ("processor temperature (C)", state.processor_temperature),
+        ("pcb temperature (C)", state.pcb_temperature),
+        ("voltage (V)", state.voltage),
+    ];
+    values.extend(
+        optional
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| kv(k, format!("{v:.2}")))),
+    );
+    let (level, message) = if !state.connected {
+        (
+            diagnostic_msgs::DiagnosticStatus::ERROR,
+            format!("link down: {}", state.last_error),
+        )
+    } else if state.kind.is_none() {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "device not identified yet".to_string(),
+        )
+    } else {
+        (
+            diagnostic_msgs::DiagnosticStatus::OK,
+            "streaming".to_string(),
+        )
+    };
+    diagnostic_msgs::DiagnosticArray {
+        header: crate::msgs::std_msgs::Header {
+            stamp: Time::now(),
+            ..Default::default()
+        },
+        status: vec![diagnostic_msgs::DiagnosticStatus {
+            level,
+            name: format!("{}: Ping sonar", node.name()),
+            message,
+            hardware_id: cfg.device.to_string(),
+            values,
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping360_settings_follow_ping_viewer() {
+        let s = Ping360Settings::for_range(2.0, 1500.0);
+        assert_eq!(s.number_of_samples, 1200);
+        assert!(s.sample_period >= 80);
+        let s = Ping360Settings::for_range(50.0, 1500.0);
+        assert_eq!(s.number_of_samples, 1200);
+        assert_eq!(s.sample_period, 2222);
+        assert!((5..=500).contains(&s.transmit_duration));
+        let short = Ping360Settings::for_range(0.75, 1500.0);
+        assert!(short.number_of_samples < 1200 && short.sample_period == 80);
+    }
+}
