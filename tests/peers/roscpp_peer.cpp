@@ -1,7 +1,7 @@
 // A roscpp node for udpros's interop tests (built by the tests with g++ and pkg-config).
 //
 //   roscpp_peer pub TOPIC [--type string|bytes] [--rate HZ] [--size N] [--count N] [--latch]
-//   roscpp_peer sub TOPIC [--type string|bytes] [--hints tcp|udp|udp,tcp|tcp,udp]
+//   roscpp_peer sub TOPIC [--type string|bytes|range] [--hints tcp|udp|udp,tcp|tcp,udp]
 //                         [--max-datagram N] [--count N]
 //
 // pub sends "hello N" strings, or UInt8MultiArray messages of N bytes whose first 4 bytes
@@ -10,6 +10,7 @@
 #include <ros/ros.h>
 #include <std_msgs/String.h>
 #include <std_msgs/UInt8MultiArray.h>
+#include <sensor_msgs/Range.h>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -40,6 +41,11 @@ static void done_if_counted() {
 
 static void on_string(const std_msgs::String::ConstPtr& m) {
   std::printf("RECV %s %zu ok\n", m->data.c_str(), m->data.size());
+  done_if_counted();
+}
+
+static void on_range(const sensor_msgs::Range::ConstPtr& m) {
+  std::printf("RECV range %.3f %s\n", m->range, m->header.frame_id.c_str());
   done_if_counted();
 }
 
@@ -100,8 +106,9 @@ int main(int argc, char** argv) {
     start = end + 1;
   }
   if (arg(argc, argv, "--max-datagram", &value)) hints = hints.maxDatagramSize(std::stoi(value));
-  ros::Subscriber sub = type == "bytes" ? nh.subscribe(topic, 1000, on_bytes, hints)
-                                        : nh.subscribe(topic, 1000, on_string, hints);
+  ros::Subscriber sub = type == "bytes"   ? nh.subscribe(topic, 1000, on_bytes, hints)
+                       : type == "range" ? nh.subscribe(topic, 1000, on_range, hints)
+                                         : nh.subscribe(topic, 1000, on_string, hints);
   std::printf("READY\n");
   std::fflush(stdout);
   // roscpp answers UDPROS requests only while its callback queue is spun.

@@ -46,6 +46,31 @@ pub struct Config {
 }
 
 impl Config {
+    /// The defaults, for a device.
+    pub fn new(device: LinkSpec) -> Config {
+        Config {
+            device,
+            device_type: DeviceType::Auto,
+            dialect: Dialect::Current,
+            frame_id: "sonar".into(),
+            speed_of_sound: 1500.0,
+            range: 10.0,
+            gain: 1,
+            ping_interval: 100,
+            mode_auto: true,
+            min_confidence: 0.0,
+            field_of_view: std::f32::consts::FRAC_PI_6, // Ping1: a 30° beam
+            transmit_frequency: 750,
+            start_angle: 0.0,
+            stop_angle: 360.0,
+            num_steps: 1,
+            scan_threshold: 100,
+            use_auto_transmit: true,
+            image_size: 200,
+            image_rate: 2.0,
+        }
+    }
+
     /// Reads `~` parameters, with defaults that work.
     pub async fn from_node(node: &Node) -> Result<Config, String> {
         let p = |e: crate::api::ApiError| e.to_string();
@@ -96,7 +121,10 @@ impl Config {
                 .clamp(20, 10_000) as u16,
             mode_auto: node.param("~mode_auto", true).await.map_err(p)?,
             min_confidence: node.param("~min_confidence", 0.0).await.map_err(p)?,
-            field_of_view: node.param("~field_of_view", 0.5236f32).await.map_err(p)?,
+            field_of_view: node
+                .param("~field_of_view", std::f32::consts::FRAC_PI_6)
+                .await
+                .map_err(p)?,
             transmit_frequency: node
                 .param("~transmit_frequency", 750u32)
                 .await

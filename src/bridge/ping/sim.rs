@@ -575,6 +575,77 @@ fn next_angle(angle: u16, a: &m::AutoTransmit, direction: &mut i32) -> u16 {
     next as u16
 }
 
+/// Serves a simulated device on a UDP socket (as BlueOS's bridges expose a real one),
+/// answering whoever sent the last datagram. `seen` records the ids the host sent. Runs
+/// until aborted.
+pub async fn serve_udp(
+    socket: tokio::net::UdpSocket,
+    kind: SimKind,
+    dialect: Dialect,
+    seen: Option<std::sync::Arc<std::sync::Mutex<Vec<u16>>>>,
+) {
+    let mut sim = Simulator::new(kind, dialect, Instant::now());
+    let mut ids = Decoder::default();
+    let mut peer = None;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        while let Some(bytes) = sim.poll_transmit(Instant::now()) {
+            if let Some(p) = peer {
+                let _ = socket.send_to(&bytes, p).await;
+            }
+        }
+        let wake = sim
+            .poll_timeout()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            received = socket.recv_from(&mut buf) => {
+                let Ok((n, from)) = received else { continue };
+                peer = Some(from);
+                if n == 0 {
+                    sim.break_signal();
+                    continue;
+                }
+                if let Some(seen) = &seen {
+                    ids.extend(&buf[..n]);
+                    while let Some(f) = ids.next_frame() {
+                        seen.lock().unwrap_or_else(|e| e.into_inner()).push(f.id);
+                    }
+                }
+                sim.receive(&buf[..n], Instant::now());
+            }
+        }
+    }
+}
+
+/// Serves a simulated device on a byte stream (a pseudo-terminal, say).
+pub async fn serve_stream<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut stream: S,
+    kind: SimKind,
+    dialect: Dialect,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sim = Simulator::new(kind, dialect, Instant::now());
+    let mut buf = vec![0u8; 4096];
+    loop {
+        while let Some(bytes) = sim.poll_transmit(Instant::now()) {
+            if stream.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+        let wake = sim
+            .poll_timeout()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            read = stream.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => sim.receive(&buf[..n], Instant::now()),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
