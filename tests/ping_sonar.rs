@@ -93,6 +93,37 @@ async fn publishes_distances_from_brpings_own_simulator() {
     let got = ranges(&listener, 5, Duration::from_secs(30)).await;
     assert_eq!(got.len(), 5, "ranges from brping's simulator: {got:?}");
     assert!(got.iter().all(|r| r.is_finite() && *r > 0.0), "{got:?}");
+    // brping's simulator sends no ACK: the settings are confirmed by reading them back.
+    assert_eq!(
+        diagnostic(&listener, "settings confirmed", |v| v == "3").await,
+        "3"
+    );
+}
+
+/// Waits for a /diagnostics value of the ping_sonar node to satisfy `ready`; returns it.
+async fn diagnostic(listener: &Node, key: &str, ready: impl Fn(&str) -> bool) -> String {
+    let mut sub = listener
+        .subscribe::<udpros::msgs::diagnostic_msgs::DiagnosticArray>(
+            "/diagnostics",
+            SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut last = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while let Ok(Some(d)) = tokio::time::timeout_at(deadline, sub.recv()).await {
+        let value = d
+            .status
+            .iter()
+            .flat_map(|s| &s.values)
+            .find(|kv| kv.key == key)
+            .map(|kv| kv.value.clone());
+        last = value.unwrap_or_default();
+        if ready(&last) {
+            break;
+        }
+    }
+    last
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,6 +155,27 @@ async fn built_in_simulator_over_udp_with_profiles_and_no_draft_ids() {
     assert!(
         sent.iter().all(|id| !draft_only.contains(id)),
         "sent {sent:?}"
+    );
+    // The built-in simulator ACKs each setting.
+    assert_eq!(
+        diagnostic(&listener, "settings confirmed", |v| v == "3").await,
+        "3"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_setting_is_reported() {
+    let mut cfg = Config::new(LinkSpec::Sim(SimKind::Ping1d));
+    cfg.mode_auto = false;
+    cfg.gain = 9; // the device takes 0 to 6
+    let (_m, listener, _task) = sonar(cfg).await;
+    assert_eq!(
+        diagnostic(&listener, "settings refused", |v| v == "1").await,
+        "1"
+    );
+    assert_eq!(
+        diagnostic(&listener, "settings confirmed", |v| v == "4").await,
+        "4"
     );
 }
 

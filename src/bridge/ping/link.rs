@@ -99,7 +99,14 @@ impl Drop for Link {
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
-const MAX_RETRY: Duration = Duration::from_secs(2);
+/// The longest wait between attempts: short for UDP, where an attempt costs one datagram
+/// (and a device's restart must be noticed fast), longer for serial ports.
+fn max_retry(spec: &LinkSpec) -> Duration {
+    match spec {
+        LinkSpec::Udp { .. } | LinkSpec::Sim(_) => Duration::from_millis(250),
+        LinkSpec::Serial { .. } => Duration::from_secs(1),
+    }
+}
 
 impl Link {
     /// Starts a link; the simulator (for `sim:` devices) speaks `dialect`.
@@ -157,11 +164,11 @@ async fn run(
         let _ = events.send(LinkEvent::Disconnected(ended)).await;
         // Commands queued while down are stale: the session repeats what it needs.
         while out.try_recv().is_ok() {}
-        if started.elapsed() > MAX_RETRY {
+        if started.elapsed() > max_retry(&spec) {
             delay = FIRST_RETRY;
         }
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(MAX_RETRY);
+        delay = (delay * 2).min(max_retry(&spec));
     }
 }
 

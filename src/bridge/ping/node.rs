@@ -207,6 +207,81 @@ struct DeviceState {
     voltage: Option<f64>,
     messages: u64,
     last_error: String,
+    /// (major, minor, patch) from device_information.
+    firmware_version: Option<(u8, u8, u8)>,
+    /// Settings sent and not yet confirmed by ACK or read-back.
+    pending: Vec<PendingSet>,
+    confirmed: u32,
+    refused: u32,
+}
+
+/// A setting sent to the device: confirmed by its ACK, refused by its NACK, else read back
+/// (as brping does) and compared.
+#[derive(Debug, Clone)]
+struct PendingSet {
+    set_id: u16,
+    /// What reading the setting back must return.
+    expected: Message,
+    deadline: Instant,
+    read_back: bool,
+}
+
+/// How long the device has to ACK a setting, or to answer its read-back.
+const SET_TIMEOUT: Duration = Duration::from_millis(250);
+
+impl DeviceState {
+    /// Whether the firmware streams `auto_transmit` (newer than 3.3.0).
+    fn has_auto_transmit(&self) -> bool {
+        self.firmware_version.is_some_and(|v| v > (3, 3, 0))
+    }
+
+    fn settle(&mut self, set_id: u16, ok: bool, why: &str) {
+        if let Some(i) = self.pending.iter().position(|p| p.set_id == set_id) {
+            self.pending.remove(i);
+            if ok {
+                self.confirmed += 1;
+            } else {
+                self.refused += 1;
+                tracing::warn!("the device did not take setting {set_id}: {why}");
+            }
+        }
+    }
+
+    /// A reply that may be the read-back of a pending setting.
+    fn read_back(&mut self, reply: &Message) {
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.read_back && p.expected.id() == reply.id())
+        else {
+            return;
+        };
+        let pending = self.pending[i].clone();
+        let same = &pending.expected == reply;
+        self.settle(pending.set_id, same, &format!("it reads back {reply:?}"));
+    }
+
+    /// Read-backs for settings past their ACK deadline; gives up on the silent.
+    fn expire(&mut self, link: &Link, now: Instant) {
+        let mut silent = Vec::new();
+        for p in self.pending.iter_mut().filter(|p| p.deadline <= now) {
+            if p.read_back {
+                silent.push(p.set_id);
+            } else {
+                p.read_back = true;
+                p.deadline = now + SET_TIMEOUT;
+                link.send(
+                    Message::GeneralRequest(m::GeneralRequest {
+                        requested_id: p.expected.id(),
+                    })
+                    .to_frame(),
+                );
+            }
+        }
+        for id in silent {
+            self.settle(id, false, "no ACK and no answer to reading it back");
+        }
+    }
 }
 
 /// A sweep being gathered into a LaserScan and an image.
@@ -300,11 +375,18 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         }
         let kind = state.kind.unwrap_or(SimKind::Ping1d);
         if !configured {
-            configure(&link, &cfg, kind, &settings);
+            state.pending = configure(
+                &link,
+                &cfg,
+                kind,
+                &settings,
+                use_auto_transmit(&cfg, &state),
+            );
             configured = true;
             next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval) * 3 + 300);
             last_data = now;
         }
+        state.expire(&link, now);
         match kind {
             SimKind::Ping1d => {
                 // Streaming stalled (or a device without continuous mode): poll.
@@ -316,7 +398,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                     next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval));
                 }
             }
-            SimKind::Ping360 if !cfg.use_auto_transmit => {
+            SimKind::Ping360 if !use_auto_transmit(&cfg, &state) => {
                 let waiting = awaiting_360_reply
                     .is_some_and(|sent| sent.elapsed() < Duration::from_millis(1500));
                 if !waiting {
@@ -408,43 +490,91 @@ fn identify(link: &Link, cfg: &Config) {
     }
 }
 
-fn configure(link: &Link, cfg: &Config, kind: SimKind, settings: &Ping360Settings) {
+/// Auto-transmit needs firmware newer than 3.3.0 and a link fast enough for its stream
+/// (UDP, or serial at 921600 baud or more).
+fn use_auto_transmit(cfg: &Config, state: &DeviceState) -> bool {
+    let fast_link = !matches!(cfg.device, LinkSpec::Serial { baud, .. } if baud < 921_600);
+    cfg.use_auto_transmit && fast_link && state.has_auto_transmit()
+}
+
+/// Sends the configuration; returns the settings to confirm.
+fn configure(
+    link: &Link,
+    cfg: &Config,
+    kind: SimKind,
+    settings: &Ping360Settings,
+    auto_transmit: bool,
+) -> Vec<PendingSet> {
     let mm = |metres: f64| (metres * 1000.0).round().max(0.0) as u32;
+    let mut pending = Vec::new();
+    let deadline = Instant::now() + SET_TIMEOUT;
     match (kind, cfg.dialect) {
         (SimKind::Ping1d, Dialect::Current) => {
-            let sets: Vec<Message> = vec![
-                m::SetSpeedOfSound {
-                    speed_of_sound: mm(cfg.speed_of_sound),
-                }
-                .into(),
-                m::SetModeAuto {
-                    mode_auto: u8::from(cfg.mode_auto),
-                }
-                .into(),
-                m::SetPingInterval {
-                    ping_interval: cfg.ping_interval,
-                }
-                .into(),
-                m::ContinuousStart { id: m::Profile::ID }.into(),
+            let speed = mm(cfg.speed_of_sound);
+            let auto = u8::from(cfg.mode_auto);
+            let interval = cfg.ping_interval;
+            let mut sets: Vec<(Message, Message)> = vec![
+                (
+                    m::SetSpeedOfSound {
+                        speed_of_sound: speed,
+                    }
+                    .into(),
+                    m::SpeedOfSound {
+                        speed_of_sound: speed,
+                    }
+                    .into(),
+                ),
+                (
+                    m::SetModeAuto { mode_auto: auto }.into(),
+                    m::ModeAuto { mode_auto: auto }.into(),
+                ),
+                (
+                    m::SetPingInterval {
+                        ping_interval: interval,
+                    }
+                    .into(),
+                    m::PingInterval {
+                        ping_interval: interval,
+                    }
+                    .into(),
+                ),
             ];
-            let manual: Vec<Message> = if cfg.mode_auto {
-                Vec::new()
-            } else {
-                vec![
+            if !cfg.mode_auto {
+                let length = mm(cfg.range).max(1000);
+                let gain = cfg.gain.min(255) as u8;
+                let range = (
                     m::SetRange {
                         scan_start: 0,
-                        scan_length: mm(cfg.range).max(1000),
+                        scan_length: length,
                     }
                     .into(),
-                    m::SetGainSetting {
-                        gain_setting: cfg.gain.min(6) as u8,
+                    m::Range {
+                        scan_start: 0,
+                        scan_length: length,
                     }
                     .into(),
-                ]
-            };
-            for message in manual.into_iter().chain(sets) {
-                link.send(message.to_frame());
+                );
+                sets.push(range);
+                sets.push((
+                    m::SetGainSetting { gain_setting: gain }.into(),
+                    m::GainSetting {
+                        gain_setting: u32::from(gain),
+                    }
+                    .into(),
+                ));
             }
+            for (set, expected) in sets {
+                link.send(set.to_frame());
+                pending.push(PendingSet {
+                    set_id: set.id(),
+                    expected,
+                    deadline,
+                    read_back: false,
+                });
+            }
+            link.send(
+                Message::ContinuousStart(m::ContinuousStart { id: m::Profile::ID }).to_frame(),
+            );
         }
         (SimKind::Ping1d, Dialect::Draft2017) => {
             let sets: Vec<draft::DraftMessage> = vec![
@@ -465,7 +595,7 @@ fn configure(link: &Link, cfg: &Config, kind: SimKind, settings: &Ping360Setting
                 link.send(message.to_frame());
             }
         }
-        (SimKind::Ping360, _) if cfg.use_auto_transmit => {
+        (SimKind::Ping360, _) if auto_transmit => {
             let _ = link.out.send(Outgoing::Break);
             let a = m::AutoTransmit {
                 mode: 1,
@@ -483,6 +613,7 @@ fn configure(link: &Link, cfg: &Config, kind: SimKind, settings: &Ping360Setting
         }
         (SimKind::Ping360, _) => {}
     }
+    pending
 }
 
 fn poll_ping1d(link: &Link, cfg: &Config) {
@@ -664,9 +795,16 @@ fn handle_frame(
             state.pcb_temperature = Some(f64::from(t.pcb_temperature) / 100.0)
         }
         Message::Voltage5(v) => state.voltage = Some(f64::from(v.voltage_5) / 1000.0),
+        Message::Ack(a) => state.settle(a.acked_id, true, ""),
         Message::Nack(n) => {
-            tracing::warn!("device refused message {}: {}", n.nacked_id, n.nack_message)
+            tracing::warn!("device refused message {}: {}", n.nacked_id, n.nack_message);
+            state.settle(n.nacked_id, false, &n.nack_message);
         }
+        ref reply @ (Message::SpeedOfSound(_)
+        | Message::ModeAuto(_)
+        | Message::PingInterval(_)
+        | Message::Range(_)
+        | Message::GainSetting(_)) => state.read_back(reply),
         Message::DeviceData(d) => {
             *awaiting = None;
             publish_echo(
@@ -828,6 +966,8 @@ fn diagnostics(
         kv("resyncs", stats.resyncs.to_string()),
         kv("skipped bytes", stats.skipped_bytes.to_string()),
         kv("messages", state.messages.to_string()),
+        kv("settings confirmed", state.confirmed.to_string()),
+        kv("settings refused", state.refused.to_string()),
     ];
     let optional = [
         ("processor temperature (C)", state.processor_temperature),
