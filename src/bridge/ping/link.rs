@@ -84,6 +84,14 @@ pub enum Outgoing {
     Break,
 }
 
+/// Called in the link's own task for every frame, as soon as it is decoded.
+pub type FrameHook = Arc<dyn Fn(&Frame, Instant) + Send + Sync>;
+
+struct Shared {
+    stats: Arc<Mutex<DecoderStats>>,
+    hook: Option<FrameHook>,
+}
+
 /// A running link; dropping it stops it.
 pub struct Link {
     pub events: mpsc::Receiver<LinkEvent>,
@@ -111,6 +119,16 @@ fn max_retry(spec: &LinkSpec) -> Duration {
 impl Link {
     /// Starts a link; the simulator (for `sim:` devices) speaks `dialect`.
     pub fn spawn(spec: LinkSpec, dialect: Dialect, max_payload: usize) -> Link {
+        Link::spawn_with_hook(spec, dialect, max_payload, None)
+    }
+
+    /// As `spawn`, with `hook` run on every frame in the link's task (before the event).
+    pub fn spawn_with_hook(
+        spec: LinkSpec,
+        dialect: Dialect,
+        max_payload: usize,
+        hook: Option<FrameHook>,
+    ) -> Link {
         let (event_tx, events) = mpsc::channel(1024);
         let (out, out_rx) = mpsc::unbounded_channel();
         let stats = Arc::new(Mutex::new(DecoderStats::default()));
@@ -120,7 +138,10 @@ impl Link {
             max_payload,
             event_tx,
             out_rx,
-            stats.clone(),
+            Shared {
+                stats: stats.clone(),
+                hook,
+            },
         ));
         Link {
             events,
@@ -141,7 +162,7 @@ async fn run(
     max_payload: usize,
     events: mpsc::Sender<LinkEvent>,
     mut out: mpsc::UnboundedReceiver<Outgoing>,
-    stats: Arc<Mutex<DecoderStats>>,
+    shared: Shared,
 ) {
     let mut delay = FIRST_RETRY;
     let mut decoder = Decoder::new(max_payload);
@@ -149,13 +170,13 @@ async fn run(
         let started = Instant::now();
         let ended = match &spec {
             LinkSpec::Udp { host, port } => {
-                udp(host, *port, &mut decoder, &events, &mut out, &stats).await
+                udp(host, *port, &mut decoder, &events, &mut out, &shared).await
             }
             LinkSpec::Serial { path, baud } => {
-                serial(path, *baud, &mut decoder, &events, &mut out, &stats).await
+                serial(path, *baud, &mut decoder, &events, &mut out, &shared).await
             }
             LinkSpec::Sim(kind) => {
-                simulated(*kind, dialect, &mut decoder, &events, &mut out, &stats).await
+                simulated(*kind, dialect, &mut decoder, &events, &mut out, &shared).await
             }
         };
         if events.is_closed() {
@@ -177,16 +198,20 @@ async fn deliver(
     bytes: &[u8],
     decoder: &mut Decoder,
     events: &mpsc::Sender<LinkEvent>,
-    stats: &Mutex<DecoderStats>,
+    shared: &Shared,
 ) -> bool {
     let arrived = Instant::now();
     decoder.extend(bytes);
     while let Some(frame) = decoder.next_frame() {
+        // The fast path publishes data right here, without a hop to another task.
+        if let Some(hook) = &shared.hook {
+            hook(&frame, arrived);
+        }
         if events.send(LinkEvent::Frame(frame, arrived)).await.is_err() {
             return false;
         }
     }
-    *stats.lock().unwrap_or_else(|e| e.into_inner()) = *decoder.stats();
+    *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = *decoder.stats();
     true
 }
 
@@ -196,7 +221,7 @@ async fn udp(
     decoder: &mut Decoder,
     events: &mpsc::Sender<LinkEvent>,
     out: &mut mpsc::UnboundedReceiver<Outgoing>,
-    stats: &Mutex<DecoderStats>,
+    shared: &Shared,
 ) -> String {
     let peer = match crate::transport::resolve_ipv4(host, port).await {
         Ok(peer) => peer,
@@ -219,7 +244,7 @@ async fn udp(
     loop {
         tokio::select! {
             received = socket.recv(&mut buf) => match received {
-                Ok(n) => if !deliver(&buf[..n], decoder, events, stats).await { return "closed".into() },
+                Ok(n) => if !deliver(&buf[..n], decoder, events, shared).await { return "closed".into() },
                 // Port unreachable: the device (or its bridge) is gone.
                 Err(e) => return format!("UDP receive from {peer}: {e}"),
             },
@@ -238,7 +263,7 @@ async fn serial(
     decoder: &mut Decoder,
     events: &mpsc::Sender<LinkEvent>,
     out: &mut mpsc::UnboundedReceiver<Outgoing>,
-    stats: &Mutex<DecoderStats>,
+    shared: &Shared,
 ) -> String {
     use tokio_serial::SerialPort;
     let mut port = match tokio_serial::SerialStream::open(&tokio_serial::new(path, baud)) {
@@ -253,7 +278,7 @@ async fn serial(
         tokio::select! {
             read = port.read(&mut buf) => match read {
                 Ok(0) => return format!("{path} closed"),
-                Ok(n) => if !deliver(&buf[..n], decoder, events, stats).await { return "closed".into() },
+                Ok(n) => if !deliver(&buf[..n], decoder, events, shared).await { return "closed".into() },
                 Err(e) => return format!("reading {path}: {e}"),
             },
             command = out.recv() => match command {
@@ -278,13 +303,13 @@ async fn simulated(
     decoder: &mut Decoder,
     events: &mpsc::Sender<LinkEvent>,
     out: &mut mpsc::UnboundedReceiver<Outgoing>,
-    stats: &Mutex<DecoderStats>,
+    shared: &Shared,
 ) -> String {
     let mut sim = Simulator::new(kind, dialect, Instant::now());
     let _ = events.send(LinkEvent::Connected).await;
     loop {
         while let Some(bytes) = sim.poll_transmit(Instant::now()) {
-            if !deliver(&bytes, decoder, events, stats).await {
+            if !deliver(&bytes, decoder, events, shared).await {
                 return "closed".into();
             }
         }

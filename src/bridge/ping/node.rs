@@ -215,6 +215,30 @@ struct DeviceState {
     refused: u32,
 }
 
+/// The latest data-path latencies, for percentiles in /diagnostics.
+#[derive(Debug, Default, Clone)]
+struct LatencyWindow {
+    samples: std::collections::VecDeque<Duration>,
+}
+
+impl LatencyWindow {
+    const SIZE: usize = 1000;
+
+    fn record(&mut self, d: Duration) {
+        if self.samples.len() == Self::SIZE {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(d);
+    }
+
+    fn percentile(&self, p: f64) -> Option<Duration> {
+        let mut v: Vec<Duration> = self.samples.iter().copied().collect();
+        v.sort();
+        v.get(((v.len().max(1) - 1) as f64 * p).round() as usize)
+            .copied()
+    }
+}
+
 /// A setting sent to the device: confirmed by its ACK, refused by its NACK, else read back
 /// (as brping does) and compared.
 #[derive(Debug, Clone)]
@@ -296,18 +320,21 @@ struct Sweep {
 
 pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
     let opts = AdvertiseOptions::default();
-    let pubs = Publishers {
+    let pubs = std::sync::Arc::new(Publishers {
         range: node.advertise("~range", opts.clone()).await?,
         profile: node.advertise("~profile", opts.clone()).await?,
         echo: node.advertise("~echo", opts.clone()).await?,
         scan: node.advertise("~scan", opts.clone()).await?,
         image: node.advertise("~image", opts.clone()).await?,
         diagnostics: node.advertise("/diagnostics", opts).await?,
-    };
-    let mut link = Link::spawn(
+    });
+    let latency = std::sync::Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
+    let hook = fast_path(cfg.clone(), pubs.clone(), latency.clone());
+    let mut link = Link::spawn_with_hook(
         cfg.device.clone(),
         cfg.dialect,
         super::frame::DEFAULT_MAX_PAYLOAD,
+        Some(hook),
     );
     let mut state = DeviceState::default();
     let mut sweep = Sweep {
@@ -354,7 +381,11 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                         state.messages += 1;
                         last_data = Instant::now();
                         let stamp = stamp_at(arrived);
+                        let data = matches!(frame.id, m::DeviceData::ID | m::AutoDeviceData::ID);
                         handle_frame(&cfg, &pubs, &mut state, &mut sweep, frame, stamp, &mut awaiting_360_reply);
+                        if data {
+                            latency.lock().unwrap_or_else(|e| e.into_inner()).record(arrived.elapsed());
+                        }
                     }
                 }
             }
@@ -438,9 +469,10 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                 }
             }
             let stats = *link.stats.lock().unwrap_or_else(|e| e.into_inner());
+            let window = latency.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let _ = pubs
                 .diagnostics
-                .publish(&diagnostics(&node, &cfg, &state, &stats));
+                .publish(&diagnostics(&node, &cfg, &state, &stats, &window));
         }
     }
     if state.kind == Some(SimKind::Ping360) {
@@ -448,6 +480,82 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
+}
+
+/// Publishes Ping1D data in the link's task, the moment a frame is decoded: the latency
+/// from a frame's last byte to its ROS messages is then decode-and-serialize, with no hop
+/// to another task.
+fn fast_path(
+    cfg: Config,
+    pubs: std::sync::Arc<Publishers>,
+    latency: std::sync::Arc<std::sync::Mutex<LatencyWindow>>,
+) -> super::link::FrameHook {
+    std::sync::Arc::new(move |frame: &Frame, arrived: Instant| {
+        let stamp = stamp_at(arrived);
+        let published = match cfg.dialect {
+            Dialect::Draft2017 => match draft::DraftMessage::decode(frame.id, &frame.payload) {
+                Ok(draft::DraftMessage::EsProfile(p)) => {
+                    let scan = (p.start_mm, p.length_mm);
+                    let confidence = u16::from(p.confidence);
+                    publish_profile(
+                        &cfg,
+                        &pubs,
+                        stamp,
+                        p.distance,
+                        confidence,
+                        p.pulse_usec,
+                        p.ping_number,
+                        scan,
+                        p.gain_index,
+                        p.data,
+                    );
+                    true
+                }
+                _ => false,
+            },
+            Dialect::Current => match Message::decode(frame.id, &frame.payload) {
+                Ok(Message::Profile(p)) => {
+                    let scan = (p.scan_start, p.scan_length);
+                    publish_profile(
+                        &cfg,
+                        &pubs,
+                        stamp,
+                        p.distance,
+                        p.confidence,
+                        p.transmit_duration,
+                        p.ping_number,
+                        scan,
+                        p.gain_setting,
+                        p.profile_data,
+                    );
+                    true
+                }
+                Ok(Message::Distance(d)) => {
+                    let scan = (d.scan_start, d.scan_length);
+                    publish_profile(
+                        &cfg,
+                        &pubs,
+                        stamp,
+                        d.distance,
+                        d.confidence,
+                        d.transmit_duration,
+                        d.ping_number,
+                        scan,
+                        d.gain_setting,
+                        Bytes::new(),
+                    );
+                    true
+                }
+                _ => false,
+            },
+        };
+        if published {
+            latency
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .record(arrived.elapsed());
+        }
+    })
 }
 
 fn stamp_at(arrived: Instant) -> Time {
@@ -713,18 +821,7 @@ fn handle_frame(
                         v.fw_version_major, v.fw_version_minor
                     );
                 }
-                draft::DraftMessage::EsProfile(p) => publish_profile(
-                    cfg,
-                    pubs,
-                    stamp,
-                    p.distance,
-                    u16::from(p.confidence),
-                    p.pulse_usec,
-                    p.ping_number,
-                    (p.start_mm, p.length_mm),
-                    p.gain_index,
-                    p.data,
-                ),
+                draft::DraftMessage::EsProfile(_) => {} // published by the fast path
                 _ => {}
             }
             return;
@@ -764,30 +861,8 @@ fn handle_frame(
                 SimKind::Ping1d
             });
         }
-        Message::Profile(p) => publish_profile(
-            cfg,
-            pubs,
-            stamp,
-            p.distance,
-            p.confidence,
-            p.transmit_duration,
-            p.ping_number,
-            (p.scan_start, p.scan_length),
-            p.gain_setting,
-            p.profile_data,
-        ),
-        Message::Distance(d) => publish_profile(
-            cfg,
-            pubs,
-            stamp,
-            d.distance,
-            d.confidence,
-            d.transmit_duration,
-            d.ping_number,
-            (d.scan_start, d.scan_length),
-            d.gain_setting,
-            Bytes::new(),
-        ),
+        // Published by the link's fast path.
+        Message::Profile(_) | Message::Distance(_) => {}
         Message::ProcessorTemperature(t) => {
             state.processor_temperature = Some(f64::from(t.processor_temperature) / 100.0)
         }
@@ -950,6 +1025,7 @@ fn diagnostics(
     cfg: &Config,
     state: &DeviceState,
     stats: &super::frame::DecoderStats,
+    latency: &LatencyWindow,
 ) -> diagnostic_msgs::DiagnosticArray {
     let kv = |k: &str, v: String| diagnostic_msgs::KeyValue {
         key: k.into(),
@@ -969,6 +1045,11 @@ fn diagnostics(
         kv("settings confirmed", state.confirmed.to_string()),
         kv("settings refused", state.refused.to_string()),
     ];
+    for (name, p) in [("latency p50 (us)", 0.5), ("latency p99 (us)", 0.99)] {
+        if let Some(d) = latency.percentile(p) {
+            values.push(kv(name, format!("{:.1}", d.as_secs_f64() * 1e6)));
+        }
+    }
     let optional = [
         ("processor temperature (C)", state.processor_temperature),
         ("pcb temperature (C)", state.pcb_temperature),
