@@ -2,3 +2,6 @@
 
 #[cfg(feature = "ping")]
 pub mod ping;
+
+#[cfg(feature = "mavlink")]
+pub mod mavlink;
