@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::node;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use udpros::bridge::ping::link::LinkSpec;
@@ -13,19 +15,6 @@ use udpros::bridge::ping::Dialect;
 use udpros::master::Master;
 use udpros::msgs::{sensor_msgs, udpros as umsg};
 use udpros::node::{Node, SubscribeOptions};
-
-async fn node(master: &str, name: &str) -> Node {
-    Node::new(
-        name,
-        [
-            format!("__master:={master}"),
-            "__ip:=127.0.0.1".into(),
-            format!("__name:={name}"),
-        ],
-    )
-    .await
-    .unwrap()
-}
 
 /// A master and a running ping_sonar on `device`; returns the master and a listener node.
 async fn sonar(cfg: Config) -> (Master, Node, tokio::task::JoinHandle<()>) {

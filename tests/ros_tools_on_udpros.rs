@@ -4,26 +4,15 @@
 
 mod common;
 
+use common::node;
+
 use common::{ros_tool, spawn_lines};
 use std::process::Command;
 use std::time::Duration;
 use udpros::msgs::std_msgs;
-use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+use udpros::node::{AdvertiseOptions, SubscribeOptions};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn node(master: &str, name: &str) -> Node {
-    Node::new(
-        name,
-        [
-            format!("__master:={master}"),
-            "__ip:=127.0.0.1".into(),
-            format!("__name:={name}"),
-        ],
-    )
-    .await
-    .expect("node")
-}
 
 fn output(mut cmd: Command) -> String {
     let out = cmd.output().expect("run tool");

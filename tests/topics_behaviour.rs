@@ -4,26 +4,15 @@
 
 mod common;
 
+use common::node;
+
 use common::spawn_lines;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use udpros::master::Master;
 use udpros::msgs::std_msgs;
-use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+use udpros::node::{AdvertiseOptions, SubscribeOptions};
 use udpros::transport::Protocol;
-
-async fn node(master: &str, name: &str) -> Node {
-    Node::new(
-        name,
-        [
-            format!("__master:={master}"),
-            "__ip:=127.0.0.1".into(),
-            format!("__name:={name}"),
-        ],
-    )
-    .await
-    .expect("node")
-}
 
 async fn embedded(port: u16) -> Master {
     Master::start(format!("127.0.0.1:{port}").parse().unwrap(), "127.0.0.1")

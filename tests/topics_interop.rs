@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::node;
+
 use bytes::Bytes;
 use common::{spawn_lines, Child, Lines};
 use std::process::Command;
@@ -20,15 +22,6 @@ fn bytes_msg(n: u32, size: usize) -> std_msgs::UInt8MultiArray {
         data: Bytes::from(data),
         ..Default::default()
     }
-}
-
-async fn node(master: &str, name: &str) -> Node {
-    Node::new(
-        name,
-        [format!("__master:={master}"), "__ip:=127.0.0.1".into()],
-    )
-    .await
-    .expect("node")
 }
 
 fn roscpp(master: &str, args: &[&str]) -> Option<(Child, Lines)> {

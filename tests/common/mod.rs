@@ -284,3 +284,15 @@ pub fn venv_python(module: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// A udpros node named `name` on `master`, on loopback.
+pub async fn node(master: &str, name: &str) -> udpros::node::Node {
+    let args = [
+        format!("__master:={master}"),
+        "__ip:=127.0.0.1".to_string(),
+        format!("__name:={name}"),
+    ];
+    udpros::node::Node::new(name, args)
+        .await
+        .expect("node starts")
+}
