@@ -3,4 +3,5 @@
 //! simulated autopilot build on these.
 
 pub mod estimator;
+pub mod protocol;
 pub mod scenario;

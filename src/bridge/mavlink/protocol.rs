@@ -1,0 +1,450 @@
+//! The PING and TIMESYNC exchanges as pure state machines: our requests, which replies are
+//! ours (addressed to us, from the autopilot, for something we still wait for), what to
+//! answer other requesters, and the counters. Times come in as arguments; the link layer
+//! converts these plain structs to and from the `mavlink` crate's messages.
+
+use super::estimator::Exchange;
+use std::collections::VecDeque;
+
+/// A MAVLink system and component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ids {
+    pub system: u8,
+    pub component: u8,
+}
+
+impl Ids {
+    pub const BROADCAST: Ids = Ids {
+        system: 0,
+        component: 0,
+    };
+}
+
+/// PING's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping {
+    pub time_usec: u64,
+    pub seq: u32,
+    pub target: Ids,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PingStats {
+    pub sent: u64,
+    pub replies: u64,
+    /// Requests unanswered within the timeout, counted once a first reply has come.
+    pub lost: u64,
+    pub last_rtt_us: Option<u64>,
+    pub min_rtt_us: Option<u64>,
+    pub mean_rtt_us: f64,
+}
+
+impl PingStats {
+    pub fn loss(&self) -> f64 {
+        let settled = self.replies + self.lost;
+        if settled == 0 {
+            0.0
+        } else {
+            self.lost as f64 / settled as f64
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PingOutcome {
+    /// One of our requests came back after this many microseconds.
+    Rtt(u64),
+    /// Another node's request: send this reply.
+    Answer(Ping),
+    /// Not for us (another requester's reply, a duplicate, a stranger).
+    Ignored,
+}
+
+/// Latency measurement with PING, as the MAVLink ping service describes it.
+#[derive(Debug, Clone)]
+pub struct Pinger {
+    ours: Ids,
+    next_seq: u32,
+    outstanding: VecDeque<(u32, u64)>,
+    timeout_us: u64,
+    first_reply_seen: bool,
+    pub stats: PingStats,
+}
+
+impl Pinger {
+    pub fn new(ours: Ids, timeout_us: u64) -> Pinger {
+        Pinger {
+            ours,
+            next_seq: 0,
+            outstanding: VecDeque::new(),
+            timeout_us,
+            first_reply_seen: false,
+            stats: PingStats::default(),
+        }
+    }
+
+    /// A request to broadcast (target 0/0), with the next sequence number.
+    pub fn request(&mut self, now_us: u64) -> Ping {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.outstanding.push_back((seq, now_us));
+        if self.outstanding.len() > 256 {
+            self.outstanding.pop_front();
+        }
+        self.stats.sent += 1;
+        Ping {
+            time_usec: now_us,
+            seq,
+            target: Ids::BROADCAST,
+        }
+    }
+
+    /// A PING from `from` (`autopilot`: whose replies count).
+    pub fn on_ping(
+        &mut self,
+        from: Ids,
+        autopilot: Option<Ids>,
+        ping: &Ping,
+        now_us: u64,
+    ) -> PingOutcome {
+        if ping.target == Ids::BROADCAST {
+            if from == self.ours {
+                return PingOutcome::Ignored; // our own request, looped back
+            }
+            return PingOutcome::Answer(Ping {
+                time_usec: ping.time_usec,
+                seq: ping.seq,
+                target: from,
+            });
+        }
+        if ping.target != self.ours || autopilot.is_some_and(|a| a != from) {
+            return PingOutcome::Ignored;
+        }
+        let Some(i) = self
+            .outstanding
+            .iter()
+            .position(|(seq, sent)| *seq == ping.seq && *sent == ping.time_usec)
+        else {
+            return PingOutcome::Ignored;
+        };
+        self.outstanding.remove(i);
+        let rtt = now_us.saturating_sub(ping.time_usec);
+        self.first_reply_seen = true;
+        let s = &mut self.stats;
+        s.replies += 1;
+        s.last_rtt_us = Some(rtt);
+        s.min_rtt_us = Some(s.min_rtt_us.map_or(rtt, |m| m.min(rtt)));
+        s.mean_rtt_us += (rtt as f64 - s.mean_rtt_us) / s.replies as f64;
+        PingOutcome::Rtt(rtt)
+    }
+
+    /// Counts requests past their timeout as lost (only after a first reply: before it, the
+    /// autopilot may simply not answer PING at all).
+    pub fn expire(&mut self, now_us: u64) {
+        while let Some(&(_, sent)) = self.outstanding.front() {
+            if now_us.saturating_sub(sent) < self.timeout_us {
+                break;
+            }
+            self.outstanding.pop_front();
+            if self.first_reply_seen {
+                self.stats.lost += 1;
+            }
+        }
+    }
+}
+
+/// TIMESYNC's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timesync {
+    pub tc1: i64,
+    pub ts1: i64,
+    pub target: Ids,
+}
+
+/// Which protocol version the responder speaks, from where it addressed its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Responder {
+    /// Addressed to us.
+    V2,
+    /// Broadcast (0/0): a v1 responder, whose replies cannot be told apart between requesters.
+    V1,
+    /// Some other address (older PX4 sent uninitialised bytes there).
+    GarbageTarget,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimesyncStats {
+    pub sent: u64,
+    pub replies: u64,
+    /// Replies from another system than the autopilot.
+    pub foreign: u64,
+    /// Replies for requests we are not waiting for (another requester's, duplicates).
+    pub unmatched: u64,
+    pub v1_replies: u64,
+    pub garbage_target: u64,
+    pub answered: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimesyncOutcome {
+    /// One of our exchanges completed.
+    Sample(Exchange, Responder),
+    /// The autopilot's own request: send this reply.
+    Answer(Timesync),
+    Ignored,
+}
+
+/// Our side of TIMESYNC v2 (v1 responders tolerated).
+#[derive(Debug, Clone)]
+pub struct TimesyncClient {
+    ours: Ids,
+    outstanding: VecDeque<i64>,
+    last_ts1: i64,
+    /// Answer the autopilot's requests (off by default: mavros may share the link).
+    pub respond: bool,
+    pub stats: TimesyncStats,
+}
+
+/// Requests remembered for matching replies.
+const OUTSTANDING: usize = 64;
+
+impl TimesyncClient {
+    pub fn new(ours: Ids, respond: bool) -> TimesyncClient {
+        TimesyncClient {
+            ours,
+            outstanding: VecDeque::new(),
+            last_ts1: 0,
+            respond,
+            stats: TimesyncStats::default(),
+        }
+    }
+
+    /// A request stamped with our monotonic clock (ns; kept strictly increasing, so every
+    /// ts1 is unique and a reply names its request).
+    pub fn request(&mut self, now_ns: i64, autopilot: Option<Ids>) -> Timesync {
+        let ts1 = now_ns.max(self.last_ts1 + 1).max(1);
+        self.last_ts1 = ts1;
+        self.outstanding.push_back(ts1);
+        if self.outstanding.len() > OUTSTANDING {
+            self.outstanding.pop_front();
+        }
+        self.stats.sent += 1;
+        Timesync {
+            tc1: 0,
+            ts1,
+            target: autopilot.unwrap_or(Ids::BROADCAST),
+        }
+    }
+
+    pub fn on_timesync(
+        &mut self,
+        from: Ids,
+        autopilot: Option<Ids>,
+        msg: &Timesync,
+        now_ns: i64,
+    ) -> TimesyncOutcome {
+        if msg.tc1 == 0 {
+            // A request. Answer only the autopilot, and only when asked to.
+            if self.respond && autopilot == Some(from) {
+                self.stats.answered += 1;
+                return TimesyncOutcome::Answer(Timesync {
+                    tc1: now_ns,
+                    ts1: msg.ts1,
+                    target: from,
+                });
+            }
+            return TimesyncOutcome::Ignored;
+        }
+        if autopilot.is_some_and(|a| a != from) {
+            self.stats.foreign += 1;
+            return TimesyncOutcome::Ignored;
+        }
+        let Some(i) = self.outstanding.iter().position(|ts1| *ts1 == msg.ts1) else {
+            self.stats.unmatched += 1;
+            return TimesyncOutcome::Ignored;
+        };
+        self.outstanding.remove(i);
+        let responder = match msg.target {
+            t if t == self.ours => Responder::V2,
+            Ids::BROADCAST => {
+                if self.stats.v1_replies == 0 {
+                    tracing::warn!("the autopilot answers TIMESYNC as v1 (broadcast replies): other requesters' replies cannot be told apart");
+                }
+                self.stats.v1_replies += 1;
+                Responder::V1
+            }
+            _ => {
+                self.stats.garbage_target += 1;
+                Responder::GarbageTarget
+            }
+        };
+        self.stats.replies += 1;
+        TimesyncOutcome::Sample(
+            Exchange {
+                t1: msg.ts1,
+                tc1: msg.tc1,
+                t3: now_ns,
+            },
+            responder,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Ids = Ids {
+        system: 1,
+        component: 191,
+    };
+    const FCU: Ids = Ids {
+        system: 1,
+        component: 1,
+    };
+    const GCS: Ids = Ids {
+        system: 255,
+        component: 190,
+    };
+
+    #[test]
+    fn ping_accepts_only_our_replies_and_answers_others() {
+        let mut p = Pinger::new(US, 2_000_000);
+        let req = p.request(1_000);
+        assert_eq!((req.seq, req.target), (0, Ids::BROADCAST));
+        let reply = Ping { target: US, ..req };
+        // A reply for another requester, or from a stranger, does not count.
+        assert_eq!(
+            p.on_ping(FCU, Some(FCU), &Ping { target: GCS, ..req }, 1_500),
+            PingOutcome::Ignored
+        );
+        assert_eq!(
+            p.on_ping(GCS, Some(FCU), &reply, 1_500),
+            PingOutcome::Ignored
+        );
+        assert_eq!(
+            p.on_ping(FCU, Some(FCU), &reply, 1_500),
+            PingOutcome::Rtt(500)
+        );
+        assert_eq!(
+            p.on_ping(FCU, Some(FCU), &reply, 1_600),
+            PingOutcome::Ignored,
+            "duplicate"
+        );
+        // A GCS's request is answered with its time and seq, addressed to it.
+        let theirs = Ping {
+            time_usec: 42,
+            seq: 7,
+            target: Ids::BROADCAST,
+        };
+        assert_eq!(
+            p.on_ping(GCS, Some(FCU), &theirs, 0),
+            PingOutcome::Answer(Ping {
+                target: GCS,
+                ..theirs
+            })
+        );
+    }
+
+    #[test]
+    fn ping_counts_loss_only_after_the_first_reply_and_wraps_seq() {
+        let mut p = Pinger::new(US, 1_000);
+        p.request(0);
+        p.expire(5_000);
+        assert_eq!(
+            p.stats.lost, 0,
+            "no reply yet: maybe the autopilot never answers PING"
+        );
+        let r = p.request(10_000);
+        p.on_ping(FCU, None, &Ping { target: US, ..r }, 10_100);
+        p.request(20_000);
+        p.expire(30_000);
+        assert_eq!((p.stats.replies, p.stats.lost), (1, 1));
+        assert!((p.stats.loss() - 0.5).abs() < 1e-9);
+        p.next_seq = u32::MAX;
+        assert_eq!(p.request(0).seq, u32::MAX);
+        assert_eq!(p.request(0).seq, 0);
+    }
+
+    #[test]
+    fn timesync_matches_on_ts1_and_sender_and_classifies_responders() {
+        let mut t = TimesyncClient::new(US, false);
+        let a = t.request(1_000, Some(FCU));
+        let b = t.request(1_000, Some(FCU)); // same clock reading: still a distinct ts1
+        assert!(b.ts1 > a.ts1 && a.tc1 == 0 && a.target == FCU);
+        let v2 = Timesync {
+            tc1: 5_000,
+            ts1: a.ts1,
+            target: US,
+        };
+        assert!(matches!(
+            t.on_timesync(FCU, Some(FCU), &v2, 3_000),
+            TimesyncOutcome::Sample(_, Responder::V2)
+        ));
+        assert_eq!(
+            t.on_timesync(FCU, Some(FCU), &v2, 3_100),
+            TimesyncOutcome::Ignored,
+            "duplicate"
+        );
+        let v1 = Timesync {
+            tc1: 5_000,
+            ts1: b.ts1,
+            target: Ids::BROADCAST,
+        };
+        assert_eq!(
+            t.on_timesync(GCS, Some(FCU), &v1, 3_000),
+            TimesyncOutcome::Ignored,
+            "foreign sender"
+        );
+        assert!(matches!(
+            t.on_timesync(FCU, Some(FCU), &v1, 3_000),
+            TimesyncOutcome::Sample(_, Responder::V1)
+        ));
+        let other = Timesync {
+            tc1: 9,
+            ts1: 123_456,
+            target: GCS,
+        };
+        assert_eq!(
+            t.on_timesync(FCU, Some(FCU), &other, 3_000),
+            TimesyncOutcome::Ignored,
+            "another requester's reply"
+        );
+        assert_eq!(
+            (
+                t.stats.replies,
+                t.stats.v1_replies,
+                t.stats.foreign,
+                t.stats.unmatched
+            ),
+            (2, 1, 1, 2)
+        );
+    }
+
+    #[test]
+    fn timesync_answers_the_autopilot_only_when_asked_to() {
+        let request = Timesync {
+            tc1: 0,
+            ts1: 77,
+            target: US,
+        };
+        let mut quiet = TimesyncClient::new(US, false);
+        assert_eq!(
+            quiet.on_timesync(FCU, Some(FCU), &request, 500),
+            TimesyncOutcome::Ignored
+        );
+        let mut answering = TimesyncClient::new(US, true);
+        assert_eq!(
+            answering.on_timesync(FCU, Some(FCU), &request, 500),
+            TimesyncOutcome::Answer(Timesync {
+                tc1: 500,
+                ts1: 77,
+                target: FCU
+            })
+        );
+        assert_eq!(
+            answering.on_timesync(GCS, Some(FCU), &request, 500),
+            TimesyncOutcome::Ignored
+        );
+    }
+}
