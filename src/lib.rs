@@ -12,6 +12,7 @@ pub mod master;
 pub mod msg;
 pub mod names;
 pub mod node;
+pub mod proxy;
 pub mod rosout;
 pub mod transport;
 pub mod wire;

@@ -1,0 +1,230 @@
+//! A user-space UDP fault proxy: loss, duplication, reordering, and per-direction delay
+//! with jitter, between a client and an upstream on loopback (this machine kind's kernel
+//! has no `tc netem`). The decisions are a seeded pure function; the relay is a thin tokio
+//! task.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Faults for one direction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Faults {
+    /// Probability of dropping a datagram.
+    pub loss: f64,
+    /// Probability of sending a datagram twice.
+    pub duplicate: f64,
+    /// Fixed delay.
+    pub delay: Duration,
+    /// Mean of an exponentially distributed extra delay (reorders datagrams when it exceeds
+    /// their spacing).
+    pub jitter: Duration,
+}
+
+impl Faults {
+    pub const NONE: Faults = Faults {
+        loss: 0.0,
+        duplicate: 0.0,
+        delay: Duration::ZERO,
+        jitter: Duration::ZERO,
+    };
+}
+
+/// What happens to one datagram: the delays of its copies (none: dropped).
+pub type Fate = Vec<Duration>;
+
+/// Seeded decisions, so a run can be repeated exactly.
+#[derive(Debug, Clone)]
+pub struct FaultModel {
+    state: u64,
+}
+
+impl FaultModel {
+    pub fn new(seed: u64) -> FaultModel {
+        FaultModel {
+            state: seed ^ 0x5851_f42d_4c95_7f2d,
+        }
+    }
+
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn delay(&mut self, f: &Faults) -> Duration {
+        let extra = -f.jitter.as_secs_f64() * (1.0 - self.uniform()).ln();
+        f.delay + Duration::from_secs_f64(extra.max(0.0))
+    }
+
+    pub fn fate(&mut self, f: &Faults) -> Fate {
+        if self.uniform() < f.loss {
+            return Vec::new();
+        }
+        let mut copies = vec![self.delay(f)];
+        if self.uniform() < f.duplicate {
+            copies.push(self.delay(f));
+        }
+        copies
+    }
+}
+
+/// A running proxy: clients send to `local_addr`, which relays to the upstream and back.
+pub struct Proxy {
+    local_addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// Listens on `listen` (port 0 picks one); `up` applies to client → upstream datagrams,
+    /// `down` to the replies.
+    pub async fn start(
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        up: Faults,
+        down: Faults,
+        seed: u64,
+    ) -> std::io::Result<Proxy> {
+        let client_side = std::sync::Arc::new(tokio::net::UdpSocket::bind(listen).await?);
+        let local_addr = client_side.local_addr()?;
+        let bind = if upstream.ip().is_loopback() {
+            "127.0.0.1:0"
+        } else {
+            "0.0.0.0:0"
+        };
+        let upstream_side = std::sync::Arc::new(tokio::net::UdpSocket::bind(bind).await?);
+        upstream_side.connect(upstream).await?;
+        let task = tokio::spawn(relay(client_side, upstream_side, up, down, seed));
+        Ok(Proxy { local_addr, task })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+/// Datagrams held back at once; beyond this the proxy drops, like a full router queue.
+const MAX_IN_FLIGHT: usize = 4096;
+
+async fn relay(
+    client_side: std::sync::Arc<tokio::net::UdpSocket>,
+    upstream_side: std::sync::Arc<tokio::net::UdpSocket>,
+    up: Faults,
+    down: Faults,
+    seed: u64,
+) {
+    let mut model = FaultModel::new(seed);
+    let mut client: Option<SocketAddr> = None;
+    // Delayed copies wait in their own tasks; a flood must not grow them without bound.
+    let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let (mut a, mut b) = (vec![0u8; 65536], vec![0u8; 65536]);
+    loop {
+        tokio::select! {
+            r = client_side.recv_from(&mut a) => {
+                let Ok((n, from)) = r else { continue };
+                client = Some(from);
+                for delay in model.fate(&up) {
+                    let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
+                    let (socket, bytes) = (upstream_side.clone(), a[..n].to_vec());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = socket.send(&bytes).await;
+                        drop(permit);
+                    });
+                }
+            }
+            r = upstream_side.recv(&mut b) => {
+                let Ok(n) = r else { continue };
+                let Some(to) = client else { continue };
+                for delay in model.fate(&down) {
+                    let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
+                    let (socket, bytes) = (client_side.clone(), b[..n].to_vec());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let _ = socket.send_to(&bytes, to).await;
+                        drop(permit);
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fates_follow_the_probabilities_and_repeat_with_the_seed() {
+        let f = Faults {
+            loss: 0.05,
+            duplicate: 0.02,
+            delay: Duration::from_millis(3),
+            jitter: Duration::from_millis(1),
+        };
+        let fates: Vec<Fate> = {
+            let mut m = FaultModel::new(7);
+            (0..100_000).map(|_| m.fate(&f)).collect()
+        };
+        let lost = fates.iter().filter(|c| c.is_empty()).count() as f64 / 1e5;
+        let doubled = fates.iter().filter(|c| c.len() == 2).count() as f64 / 1e5;
+        assert!((lost - 0.05).abs() < 0.005, "loss {lost}");
+        assert!((doubled - 0.019).abs() < 0.004, "duplicates {doubled}");
+        let delays: Vec<f64> = fates.iter().flatten().map(Duration::as_secs_f64).collect();
+        let mean = delays.iter().sum::<f64>() / delays.len() as f64;
+        assert!((mean - 0.004).abs() < 0.0002, "mean delay {mean}");
+        assert!(delays.iter().all(|d| *d >= 0.003));
+        let again: Vec<Fate> = {
+            let mut m = FaultModel::new(7);
+            (0..100).map(|_| m.fate(&f)).collect()
+        };
+        assert_eq!(again[..], fates[..100]);
+    }
+
+    #[tokio::test]
+    async fn relays_both_ways_with_the_configured_delay() {
+        let echo = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let upstream = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            while let Ok((n, from)) = echo.recv_from(&mut buf).await {
+                let _ = echo.send_to(&buf[..n], from).await;
+            }
+        });
+        let each_way = Faults {
+            delay: Duration::from_millis(20),
+            ..Faults::NONE
+        };
+        let proxy = Proxy::start(
+            "127.0.0.1:0".parse().unwrap(),
+            upstream,
+            each_way,
+            each_way,
+            1,
+        )
+        .await
+        .unwrap();
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let sent = std::time::Instant::now();
+        client.send_to(b"ping", proxy.local_addr()).await.unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from) = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&buf[..n], b"ping");
+        assert_eq!(from, proxy.local_addr());
+        assert!(
+            sent.elapsed() >= Duration::from_millis(40),
+            "round trip {:?}",
+            sent.elapsed()
+        );
+    }
+}
