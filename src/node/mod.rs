@@ -448,12 +448,13 @@ impl NodeInner {
                 .await;
         }
         for s in self.subscription_list() {
+            let updates_before = s.update_count();
             if let Ok(publishers) = self
                 .master
                 .register_subscriber(&s.config.topic, &s.config.msg_type, &uri)
                 .await
             {
-                s.update_publishers(&publishers);
+                s.registered(&publishers, updates_before);
             }
         }
         for key in self.params.keys() {

@@ -207,12 +207,13 @@ impl Node {
         };
         let sink = subscription.add_sink(options.queue_size);
         if fresh {
+            let updates_before = subscription.update_count();
             let publishers = self
                 .inner
                 .master
                 .register_subscriber(&topic, msg_type, self.uri())
                 .await?;
-            subscription.update_publishers(&publishers);
+            subscription.registered(&publishers, updates_before);
         }
         Ok(RawSubscriber {
             node: Arc::downgrade(&self.inner),
@@ -503,7 +504,7 @@ impl NodeInner {
     pub(crate) fn publisher_update(&self, topic: &str, publishers: Vec<String>) -> bool {
         match locked(&self.topics.subscriptions).get(topic) {
             Some(s) => {
-                s.update_publishers(&publishers);
+                s.publisher_update(&publishers);
                 true
             }
             None => false,

@@ -13,7 +13,7 @@ use crate::xmlrpc::{Value, XmlRpcClient};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -102,6 +102,8 @@ pub struct Subscription {
     links: Mutex<HashMap<String, Arc<PublisherLink>>>,
     /// One queue per subscriber handle on this topic.
     sinks: Mutex<Vec<Arc<DropOldest<Received>>>>,
+    /// publisherUpdate calls so far; changed and read only under the `links` lock.
+    updates: AtomicU64,
     closed: AtomicBool,
 }
 
@@ -124,6 +126,7 @@ impl Subscription {
             local,
             links: Mutex::new(HashMap::new()),
             sinks: Mutex::new(Vec::new()),
+            updates: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         })
     }
@@ -157,13 +160,40 @@ impl Subscription {
         links
     }
 
-    /// The master's current publisher list: links to new publishers start, links to
-    /// publishers no longer listed stop (as roscpp does).
-    pub fn update_publishers(self: &Arc<Self>, uris: &[String]) {
+    /// The master's publisherUpdate: the full, current list of publishers.
+    pub fn publisher_update(self: &Arc<Self>, uris: &[String]) {
+        let mut links = self.links();
+        self.updates.fetch_add(1, Ordering::Relaxed);
+        self.set_publishers(&mut links, uris);
+    }
+
+    /// How many publisherUpdate calls have arrived; take it before registerSubscriber.
+    pub fn update_count(&self) -> u64 {
+        let _links = self.links();
+        self.updates.load(Ordering::Relaxed)
+    }
+
+    /// The publisher list registerSubscriber answered. The master notifies a subscriber
+    /// only once it is registered, so an update that arrived since `updates_before` was
+    /// computed after this answer: the answer is stale then and must not undo it (a
+    /// publisher advertising during our registration would otherwise be dropped for good).
+    pub fn registered(self: &Arc<Self>, uris: &[String], updates_before: u64) {
+        let mut links = self.links();
+        if self.updates.load(Ordering::Relaxed) == updates_before {
+            self.set_publishers(&mut links, uris);
+        }
+    }
+
+    /// Links to new publishers start, links to publishers no longer listed stop (as
+    /// roscpp does).
+    fn set_publishers(
+        self: &Arc<Self>,
+        links: &mut HashMap<String, Arc<PublisherLink>>,
+        uris: &[String],
+    ) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        let mut links = self.links();
         links.retain(|uri, link| {
             let keep = uris.contains(uri);
             if !keep {
