@@ -3,6 +3,7 @@
 //! has no `tc netem`). The decisions are a seeded pure function; the relay is a thin tokio
 //! task.
 
+use crate::delay_line::DelayLine;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -92,16 +93,37 @@ impl Proxy {
         down: Faults,
         seed: u64,
     ) -> std::io::Result<Proxy> {
-        let client_side = std::sync::Arc::new(tokio::net::UdpSocket::bind(listen).await?);
+        let client_side = std::net::UdpSocket::bind(listen)?;
         let local_addr = client_side.local_addr()?;
         let bind = if upstream.ip().is_loopback() {
             "127.0.0.1:0"
         } else {
             "0.0.0.0:0"
         };
-        let upstream_side = std::sync::Arc::new(tokio::net::UdpSocket::bind(bind).await?);
-        upstream_side.connect(upstream).await?;
-        let task = tokio::spawn(relay(client_side, upstream_side, up, down, seed));
+        let upstream_side = std::net::UdpSocket::bind(bind)?;
+        upstream_side.connect(upstream)?;
+        // Delayed datagrams leave from delay lines (precise to tens of microseconds).
+        let to_upstream = upstream_side.try_clone()?;
+        let toward_upstream = DelayLine::spawn("proxy-up", MAX_IN_FLIGHT, move |d: Vec<u8>| {
+            let _ = to_upstream.send(&d);
+        })?;
+        let to_client = client_side.try_clone()?;
+        let toward_client = DelayLine::spawn(
+            "proxy-down",
+            MAX_IN_FLIGHT,
+            move |(d, to): (Vec<u8>, SocketAddr)| {
+                let _ = to_client.send_to(&d, to);
+            },
+        )?;
+        client_side.set_nonblocking(true)?;
+        upstream_side.set_nonblocking(true)?;
+        let task = tokio::spawn(relay(
+            tokio::net::UdpSocket::from_std(client_side)?,
+            tokio::net::UdpSocket::from_std(upstream_side)?,
+            (toward_upstream, toward_client),
+            (up, down),
+            seed,
+        ));
         Ok(Proxy { local_addr, task })
     }
 
@@ -110,20 +132,19 @@ impl Proxy {
     }
 }
 
-/// Datagrams held back at once; beyond this the proxy drops, like a full router queue.
+/// Datagrams held back at once per direction; beyond this the proxy drops, like a full
+/// router queue.
 const MAX_IN_FLIGHT: usize = 4096;
 
 async fn relay(
-    client_side: std::sync::Arc<tokio::net::UdpSocket>,
-    upstream_side: std::sync::Arc<tokio::net::UdpSocket>,
-    up: Faults,
-    down: Faults,
+    client_side: tokio::net::UdpSocket,
+    upstream_side: tokio::net::UdpSocket,
+    (toward_upstream, toward_client): (DelayLine<Vec<u8>>, DelayLine<(Vec<u8>, SocketAddr)>),
+    (up, down): (Faults, Faults),
     seed: u64,
 ) {
     let mut model = FaultModel::new(seed);
     let mut client: Option<SocketAddr> = None;
-    // Delayed copies wait in their own tasks; a flood must not grow them without bound.
-    let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let (mut a, mut b) = (vec![0u8; 65536], vec![0u8; 65536]);
     loop {
         tokio::select! {
@@ -131,26 +152,14 @@ async fn relay(
                 let Ok((n, from)) = r else { continue };
                 client = Some(from);
                 for delay in model.fate(&up) {
-                    let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
-                    let (socket, bytes) = (upstream_side.clone(), a[..n].to_vec());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        let _ = socket.send(&bytes).await;
-                        drop(permit);
-                    });
+                    toward_upstream.push(delay, a[..n].to_vec());
                 }
             }
             r = upstream_side.recv(&mut b) => {
                 let Ok(n) = r else { continue };
                 let Some(to) = client else { continue };
                 for delay in model.fate(&down) {
-                    let Ok(permit) = in_flight.clone().try_acquire_owned() else { break };
-                    let (socket, bytes) = (client_side.clone(), b[..n].to_vec());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        let _ = socket.send_to(&bytes, to).await;
-                        drop(permit);
-                    });
+                    toward_client.push(delay, (b[..n].to_vec(), to));
                 }
             }
         }
