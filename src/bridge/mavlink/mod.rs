@@ -1,7 +1,10 @@
-//! MAVLink link timing: clock-offset estimation from TIMESYNC (PX4's filter and ours, side
-//! by side), as pure code with a seeded scenario bench. The link, PING, the node and the
-//! simulated autopilot build on these.
+//! MAVLink link timing: PING round trips and TIMESYNC clock offsets with an autopilot, as
+//! pure state machines and estimators (PX4's filter and ours, side by side), a thin tokio
+//! link through the `mavlink` crate, a simulated autopilot, and the `mavlink_bridge` node.
 
+pub mod clock;
 pub mod estimator;
+pub mod messages;
 pub mod protocol;
 pub mod scenario;
+pub mod sim;

@@ -41,12 +41,7 @@ pub struct PingStats {
 
 impl PingStats {
     pub fn loss(&self) -> f64 {
-        let settled = self.replies + self.lost;
-        if settled == 0 {
-            0.0
-        } else {
-            self.lost as f64 / settled as f64
-        }
+        loss_fraction(self.lost, self.replies)
     }
 }
 
@@ -183,6 +178,24 @@ pub struct TimesyncStats {
     pub v1_replies: u64,
     pub garbage_target: u64,
     pub answered: u64,
+    /// Requests unanswered within the timeout, counted once a first reply has come.
+    pub lost: u64,
+}
+
+impl TimesyncStats {
+    pub fn loss(&self) -> f64 {
+        loss_fraction(self.lost, self.replies)
+    }
+}
+
+/// Lost over settled (answered or lost) requests; 0 before anything settled.
+fn loss_fraction(lost: u64, answered: u64) -> f64 {
+    let settled = lost + answered;
+    if settled == 0 {
+        0.0
+    } else {
+        lost as f64 / settled as f64
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,6 +213,7 @@ pub struct TimesyncClient {
     ours: Ids,
     outstanding: VecDeque<i64>,
     last_ts1: i64,
+    first_reply_seen: bool,
     /// Answer the autopilot's requests (off by default: mavros may share the link).
     pub respond: bool,
     pub stats: TimesyncStats,
@@ -214,6 +228,7 @@ impl TimesyncClient {
             ours,
             outstanding: VecDeque::new(),
             last_ts1: 0,
+            first_reply_seen: false,
             respond,
             stats: TimesyncStats::default(),
         }
@@ -227,6 +242,9 @@ impl TimesyncClient {
         self.outstanding.push_back(ts1);
         if self.outstanding.len() > OUTSTANDING {
             self.outstanding.pop_front();
+            if self.first_reply_seen {
+                self.stats.lost += 1;
+            }
         }
         self.stats.sent += 1;
         Timesync {
@@ -264,6 +282,7 @@ impl TimesyncClient {
             return TimesyncOutcome::Ignored;
         };
         self.outstanding.remove(i);
+        self.first_reply_seen = true;
         let responder = match msg.target {
             t if t == self.ours => Responder::V2,
             Ids::BROADCAST => {
@@ -287,6 +306,20 @@ impl TimesyncClient {
             },
             responder,
         )
+    }
+
+    /// Counts requests older than `timeout_ns` as lost (ts1 is our send time), once a first
+    /// reply has shown that the autopilot answers at all.
+    pub fn expire(&mut self, now_ns: i64, timeout_ns: i64) {
+        while let Some(&sent) = self.outstanding.front() {
+            if now_ns - sent < timeout_ns {
+                break;
+            }
+            self.outstanding.pop_front();
+            if self.first_reply_seen {
+                self.stats.lost += 1;
+            }
+        }
     }
 }
 
@@ -446,5 +479,32 @@ mod tests {
             answering.on_timesync(GCS, Some(FCU), &request, 500),
             TimesyncOutcome::Ignored
         );
+    }
+
+    #[test]
+    fn timesync_loss_counts_only_after_a_first_reply() {
+        let mut t = TimesyncClient::new(US, false);
+        t.request(1_000, Some(FCU));
+        t.expire(10_000_000, 2_000_000);
+        assert_eq!(
+            t.stats.lost, 0,
+            "an autopilot that never answered lost nothing"
+        );
+        let a = t.request(20_000_000, Some(FCU));
+        let lost = t.request(20_100_000, Some(FCU));
+        let reply = Timesync {
+            tc1: 1,
+            target: US,
+            ..a
+        };
+        assert!(matches!(
+            t.on_timesync(FCU, Some(FCU), &reply, 21_000_000),
+            TimesyncOutcome::Sample(..)
+        ));
+        t.expire(lost.ts1 + 1_999_999, 2_000_000);
+        assert_eq!(t.stats.lost, 0);
+        t.expire(lost.ts1 + 2_000_000, 2_000_000);
+        assert_eq!((t.stats.replies, t.stats.lost), (1, 1));
+        assert!((t.stats.loss() - 0.5).abs() < 1e-9);
     }
 }
