@@ -132,6 +132,9 @@ impl Proxy {
     }
 }
 
+/// A datagram and where it goes.
+type Addressed = (Vec<u8>, SocketAddr);
+
 /// Datagrams held back at once per direction; beyond this the proxy drops, like a full
 /// router queue.
 const MAX_IN_FLIGHT: usize = 4096;
@@ -139,7 +142,7 @@ const MAX_IN_FLIGHT: usize = 4096;
 async fn relay(
     client_side: tokio::net::UdpSocket,
     upstream_side: tokio::net::UdpSocket,
-    (toward_upstream, toward_client): (DelayLine<Vec<u8>>, DelayLine<(Vec<u8>, SocketAddr)>),
+    (toward_upstream, toward_client): (DelayLine<Vec<u8>>, DelayLine<Addressed>),
     (up, down): (Faults, Faults),
     seed: u64,
 ) {

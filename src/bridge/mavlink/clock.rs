@@ -3,6 +3,7 @@
 //! ROS clock only when an offset is published.
 
 /// CLOCK_MONOTONIC in nanoseconds.
+#[allow(clippy::useless_conversion)] // time_t and c_long are 32 bits on some targets
 pub fn monotonic_ns() -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -10,7 +11,7 @@ pub fn monotonic_ns() -> i64 {
     };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_nsec)
 }
 
 /// ROS time minus CLOCK_MONOTONIC (ns), sampled now: adds to a monotonic-based offset to
