@@ -221,7 +221,7 @@ async fn garbage_relay(device: u16) -> u16 {
             if from.port() == device {
                 n_from_device += 1;
                 if let Some(node) = node {
-                    if n_from_device % 3 == 0 {
+                    if n_from_device.is_multiple_of(3) {
                         let mut garbage = vec![0x42u8, 0x52, 0xff, 0x00, 0x13];
                         garbage.extend((0..200u32).map(|i| (i * 97 % 251) as u8));
                         let _ = socket.send_to(&garbage, node).await;
