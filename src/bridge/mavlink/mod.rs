@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod estimator;
+pub mod link;
 pub mod messages;
 pub mod protocol;
 pub mod scenario;
