@@ -5,6 +5,8 @@
 
 use crate::delay_line::DelayLine;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Faults for one direction.
@@ -74,7 +76,25 @@ impl FaultModel {
 /// A running proxy: clients send to `local_addr`, which relays to the upstream and back.
 pub struct Proxy {
     local_addr: SocketAddr,
+    counts: Arc<Counts>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What the proxy did, per direction: datagrams received and dropped.
+#[derive(Debug, Default)]
+struct Counts {
+    up: AtomicU64,
+    up_dropped: AtomicU64,
+    down: AtomicU64,
+    down_dropped: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProxyStats {
+    pub up: u64,
+    pub up_dropped: u64,
+    pub down: u64,
+    pub down_dropped: u64,
 }
 
 impl Drop for Proxy {
@@ -117,18 +137,34 @@ impl Proxy {
         )?;
         client_side.set_nonblocking(true)?;
         upstream_side.set_nonblocking(true)?;
+        let counts = Arc::new(Counts::default());
         let task = tokio::spawn(relay(
+            counts.clone(),
             tokio::net::UdpSocket::from_std(client_side)?,
             tokio::net::UdpSocket::from_std(upstream_side)?,
             (toward_upstream, toward_client),
             (up, down),
             seed,
         ));
-        Ok(Proxy { local_addr, task })
+        Ok(Proxy {
+            local_addr,
+            counts,
+            task,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    pub fn stats(&self) -> ProxyStats {
+        let c = &self.counts;
+        ProxyStats {
+            up: c.up.load(Ordering::Relaxed),
+            up_dropped: c.up_dropped.load(Ordering::Relaxed),
+            down: c.down.load(Ordering::Relaxed),
+            down_dropped: c.down_dropped.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -140,6 +176,7 @@ type Addressed = (Vec<u8>, SocketAddr);
 const MAX_IN_FLIGHT: usize = 4096;
 
 async fn relay(
+    counts: Arc<Counts>,
     client_side: tokio::net::UdpSocket,
     upstream_side: tokio::net::UdpSocket,
     (toward_upstream, toward_client): (DelayLine<Vec<u8>>, DelayLine<Addressed>),
@@ -154,14 +191,24 @@ async fn relay(
             r = client_side.recv_from(&mut a) => {
                 let Ok((n, from)) = r else { continue };
                 client = Some(from);
-                for delay in model.fate(&up) {
+                let fate = model.fate(&up);
+                counts.up.fetch_add(1, Ordering::Relaxed);
+                if fate.is_empty() {
+                    counts.up_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                for delay in fate {
                     toward_upstream.push(delay, a[..n].to_vec());
                 }
             }
             r = upstream_side.recv(&mut b) => {
                 let Ok(n) = r else { continue };
                 let Some(to) = client else { continue };
-                for delay in model.fate(&down) {
+                let fate = model.fate(&down);
+                counts.down.fetch_add(1, Ordering::Relaxed);
+                if fate.is_empty() {
+                    counts.down_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                for delay in fate {
                     toward_client.push(delay, (b[..n].to_vec(), to));
                 }
             }

@@ -63,6 +63,11 @@ impl std::fmt::Display for FcuUrl {
 pub enum LinkEvent {
     Connected,
     Disconnected(String),
+    /// The TIMESYNC request `ts1` was handed to the transport at `at_ns`.
+    TimesyncSent {
+        ts1: i64,
+        at_ns: i64,
+    },
     /// A message from `from`, received at `at_ns` (CLOCK_MONOTONIC).
     Message {
         from: Ids,
@@ -160,10 +165,20 @@ async fn run(
                         reader.abort();
                         return; // the node is gone
                     };
+                    let at_ns = monotonic_ns();
                     match conn.send(&header, &to_mavlink(&msg)).await {
-                        Ok(_) => stats.sent.fetch_add(1, Ordering::Relaxed),
-                        Err(_) => stats.send_errors.fetch_add(1, Ordering::Relaxed),
-                    };
+                        Ok(_) => {
+                            stats.sent.fetch_add(1, Ordering::Relaxed);
+                            if let Outgoing::Timesync(t) = &msg {
+                                if t.tc1 == 0 {
+                                    let _ = events.try_send(LinkEvent::TimesyncSent { ts1: t.ts1, at_ns });
+                                }
+                            }
+                        }
+                        Err(_) => {
+                            stats.send_errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                 }
                 ended = &mut reader => {
                     break match ended {

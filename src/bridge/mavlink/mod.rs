@@ -6,6 +6,8 @@ pub mod clock;
 pub mod estimator;
 pub mod link;
 pub mod messages;
+pub mod node;
 pub mod protocol;
 pub mod scenario;
+pub mod session;
 pub mod sim;

@@ -34,15 +34,11 @@ pub struct PingStats {
     pub replies: u64,
     /// Requests unanswered within the timeout, counted once a first reply has come.
     pub lost: u64,
+    /// Lost over settled requests (see [`InFlight`]), as of the last `expire`.
+    pub loss: f64,
     pub last_rtt_us: Option<u64>,
     pub min_rtt_us: Option<u64>,
     pub mean_rtt_us: f64,
-}
-
-impl PingStats {
-    pub fn loss(&self) -> f64 {
-        loss_fraction(self.lost, self.replies)
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,14 +51,111 @@ pub enum PingOutcome {
     Ignored,
 }
 
+/// Our requests in flight, matched by key. Each settles as answered or lost only once it
+/// is older than the timeout: an answer comes within milliseconds but a loss is known only
+/// after the timeout, so settling answers at once would under-count loss by the losses of
+/// the last timeout's worth of requests.
+#[derive(Debug, Clone)]
+struct InFlight<K> {
+    entries: VecDeque<InFlightEntry<K>>,
+    /// Before the first answer nothing settles: the autopilot may not answer at all, or
+    /// the link was not up yet.
+    first_answer_seen: bool,
+    answered: u64,
+    lost: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InFlightEntry<K> {
+    key: K,
+    sent: i64,
+    answered: bool,
+}
+
+/// Requests remembered at most (a flood of requests without answers must not grow memory).
+const IN_FLIGHT: usize = 4096;
+
+impl<K: PartialEq + Copy> InFlight<K> {
+    fn new() -> Self {
+        InFlight {
+            entries: VecDeque::new(),
+            first_answer_seen: false,
+            answered: 0,
+            lost: 0,
+        }
+    }
+
+    fn push(&mut self, key: K, sent: i64) {
+        self.entries.push_back(InFlightEntry {
+            key,
+            sent,
+            answered: false,
+        });
+        if self.entries.len() > IN_FLIGHT {
+            if let Some(oldest) = self.entries.pop_front() {
+                self.settle(oldest);
+            }
+        }
+    }
+
+    fn settle(&mut self, e: InFlightEntry<K>) {
+        if !self.first_answer_seen {
+            return;
+        }
+        if e.answered {
+            self.answered += 1;
+        } else {
+            self.lost += 1;
+        }
+    }
+
+    /// Marks `key` answered and returns when it was sent; `None` for a key we are not
+    /// waiting for (another requester's, or a duplicate).
+    fn answer(&mut self, key: K) -> Option<i64> {
+        let entry = self
+            .entries
+            .iter_mut()
+            .find(|e| e.key == key && !e.answered)?;
+        entry.answered = true;
+        let sent = entry.sent;
+        if !self.first_answer_seen {
+            self.first_answer_seen = true;
+            self.entries.retain(|e| e.sent >= sent);
+        }
+        Some(sent)
+    }
+
+    /// Corrects when `key` left.
+    fn departed(&mut self, key: K, at: i64) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.key == key) {
+            e.sent = at;
+        }
+    }
+
+    /// Settles every request older than `timeout`.
+    fn expire(&mut self, now: i64, timeout: i64) {
+        while let Some(&e) = self.entries.front() {
+            if now - e.sent < timeout {
+                break;
+            }
+            self.entries.pop_front();
+            self.settle(e);
+        }
+    }
+
+    fn loss(&self) -> f64 {
+        loss_fraction(self.lost, self.answered)
+    }
+}
+
 /// Latency measurement with PING, as the MAVLink ping service describes it.
 #[derive(Debug, Clone)]
 pub struct Pinger {
     ours: Ids,
     next_seq: u32,
-    outstanding: VecDeque<(u32, u64)>,
+    /// Keyed by (seq, time_usec); times in µs.
+    in_flight: InFlight<(u32, u64)>,
     timeout_us: u64,
-    first_reply_seen: bool,
     pub stats: PingStats,
 }
 
@@ -71,9 +164,8 @@ impl Pinger {
         Pinger {
             ours,
             next_seq: 0,
-            outstanding: VecDeque::new(),
+            in_flight: InFlight::new(),
             timeout_us,
-            first_reply_seen: false,
             stats: PingStats::default(),
         }
     }
@@ -82,10 +174,7 @@ impl Pinger {
     pub fn request(&mut self, now_us: u64) -> Ping {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        self.outstanding.push_back((seq, now_us));
-        if self.outstanding.len() > 256 {
-            self.outstanding.pop_front();
-        }
+        self.in_flight.push((seq, now_us), now_us as i64);
         self.stats.sent += 1;
         Ping {
             time_usec: now_us,
@@ -115,16 +204,10 @@ impl Pinger {
         if ping.target != self.ours || autopilot.is_some_and(|a| a != from) {
             return PingOutcome::Ignored;
         }
-        let Some(i) = self
-            .outstanding
-            .iter()
-            .position(|(seq, sent)| *seq == ping.seq && *sent == ping.time_usec)
-        else {
+        if self.in_flight.answer((ping.seq, ping.time_usec)).is_none() {
             return PingOutcome::Ignored;
-        };
-        self.outstanding.remove(i);
+        }
         let rtt = now_us.saturating_sub(ping.time_usec);
-        self.first_reply_seen = true;
         let s = &mut self.stats;
         s.replies += 1;
         s.last_rtt_us = Some(rtt);
@@ -133,18 +216,11 @@ impl Pinger {
         PingOutcome::Rtt(rtt)
     }
 
-    /// Counts requests past their timeout as lost (only after a first reply: before it, the
-    /// autopilot may simply not answer PING at all).
+    /// Settles requests past their timeout (see [`InFlight`]).
     pub fn expire(&mut self, now_us: u64) {
-        while let Some(&(_, sent)) = self.outstanding.front() {
-            if now_us.saturating_sub(sent) < self.timeout_us {
-                break;
-            }
-            self.outstanding.pop_front();
-            if self.first_reply_seen {
-                self.stats.lost += 1;
-            }
-        }
+        self.in_flight.expire(now_us as i64, self.timeout_us as i64);
+        self.stats.lost = self.in_flight.lost;
+        self.stats.loss = self.in_flight.loss();
     }
 }
 
@@ -167,7 +243,7 @@ pub enum Responder {
     GarbageTarget,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TimesyncStats {
     pub sent: u64,
     pub replies: u64,
@@ -180,12 +256,8 @@ pub struct TimesyncStats {
     pub answered: u64,
     /// Requests unanswered within the timeout, counted once a first reply has come.
     pub lost: u64,
-}
-
-impl TimesyncStats {
-    pub fn loss(&self) -> f64 {
-        loss_fraction(self.lost, self.replies)
-    }
+    /// Lost over settled requests, as of the last `expire`.
+    pub loss: f64,
 }
 
 /// Lost over settled (answered or lost) requests; 0 before anything settled.
@@ -211,24 +283,21 @@ pub enum TimesyncOutcome {
 #[derive(Debug, Clone)]
 pub struct TimesyncClient {
     ours: Ids,
-    outstanding: VecDeque<i64>,
+    /// Keyed by ts1, with when the request actually left: the link reports departures, so
+    /// queueing in this process does not count as uplink delay.
+    in_flight: InFlight<i64>,
     last_ts1: i64,
-    first_reply_seen: bool,
     /// Answer the autopilot's requests (off by default: mavros may share the link).
     pub respond: bool,
     pub stats: TimesyncStats,
 }
 
-/// Requests remembered for matching replies.
-const OUTSTANDING: usize = 64;
-
 impl TimesyncClient {
     pub fn new(ours: Ids, respond: bool) -> TimesyncClient {
         TimesyncClient {
             ours,
-            outstanding: VecDeque::new(),
+            in_flight: InFlight::new(),
             last_ts1: 0,
-            first_reply_seen: false,
             respond,
             stats: TimesyncStats::default(),
         }
@@ -239,13 +308,7 @@ impl TimesyncClient {
     pub fn request(&mut self, now_ns: i64, autopilot: Option<Ids>) -> Timesync {
         let ts1 = now_ns.max(self.last_ts1 + 1).max(1);
         self.last_ts1 = ts1;
-        self.outstanding.push_back(ts1);
-        if self.outstanding.len() > OUTSTANDING {
-            self.outstanding.pop_front();
-            if self.first_reply_seen {
-                self.stats.lost += 1;
-            }
-        }
+        self.in_flight.push(ts1, ts1);
         self.stats.sent += 1;
         Timesync {
             tc1: 0,
@@ -277,12 +340,10 @@ impl TimesyncClient {
             self.stats.foreign += 1;
             return TimesyncOutcome::Ignored;
         }
-        let Some(i) = self.outstanding.iter().position(|ts1| *ts1 == msg.ts1) else {
+        let Some(sent) = self.in_flight.answer(msg.ts1) else {
             self.stats.unmatched += 1;
             return TimesyncOutcome::Ignored;
         };
-        self.outstanding.remove(i);
-        self.first_reply_seen = true;
         let responder = match msg.target {
             t if t == self.ours => Responder::V2,
             Ids::BROADCAST => {
@@ -300,7 +361,7 @@ impl TimesyncClient {
         self.stats.replies += 1;
         TimesyncOutcome::Sample(
             Exchange {
-                t1: msg.ts1,
+                t1: sent,
                 tc1: msg.tc1,
                 t3: now_ns,
             },
@@ -308,18 +369,16 @@ impl TimesyncClient {
         )
     }
 
-    /// Counts requests older than `timeout_ns` as lost (ts1 is our send time), once a first
-    /// reply has shown that the autopilot answers at all.
+    /// The request `ts1` actually left at `at_ns` (ts1 was taken when it was queued).
+    pub fn departed(&mut self, ts1: i64, at_ns: i64) {
+        self.in_flight.departed(ts1, at_ns);
+    }
+
+    /// Settles requests older than `timeout_ns` (see [`InFlight`]).
     pub fn expire(&mut self, now_ns: i64, timeout_ns: i64) {
-        while let Some(&sent) = self.outstanding.front() {
-            if now_ns - sent < timeout_ns {
-                break;
-            }
-            self.outstanding.pop_front();
-            if self.first_reply_seen {
-                self.stats.lost += 1;
-            }
-        }
+        self.in_flight.expire(now_ns, timeout_ns);
+        self.stats.lost = self.in_flight.lost;
+        self.stats.loss = self.in_flight.loss();
     }
 }
 
@@ -393,7 +452,7 @@ mod tests {
         p.request(20_000);
         p.expire(30_000);
         assert_eq!((p.stats.replies, p.stats.lost), (1, 1));
-        assert!((p.stats.loss() - 0.5).abs() < 1e-9);
+        assert!((p.stats.loss - 0.5).abs() < 1e-9);
         p.next_seq = u32::MAX;
         assert_eq!(p.request(0).seq, u32::MAX);
         assert_eq!(p.request(0).seq, 0);
@@ -490,6 +549,7 @@ mod tests {
             t.stats.lost, 0,
             "an autopilot that never answered lost nothing"
         );
+        t.request(19_000_000, Some(FCU)); // unanswered, but sent before the first answer
         let a = t.request(20_000_000, Some(FCU));
         let lost = t.request(20_100_000, Some(FCU));
         let reply = Timesync {
@@ -505,6 +565,6 @@ mod tests {
         assert_eq!(t.stats.lost, 0);
         t.expire(lost.ts1 + 2_000_000, 2_000_000);
         assert_eq!((t.stats.replies, t.stats.lost), (1, 1));
-        assert!((t.stats.loss() - 0.5).abs() < 1e-9);
+        assert!((t.stats.loss - 0.5).abs() < 1e-9);
     }
 }

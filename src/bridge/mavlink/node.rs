@@ -1,0 +1,536 @@
+//! The `mavlink_bridge` node: PING and TIMESYNC with an autopilot onto ROS topics, the way
+//! mavros's `sys_time` plugin publishes them, plus a latency summary and diagnostics. A
+//! thin tokio loop around [`Session`]; offsets are estimated on CLOCK_MONOTONIC and turned
+//! into ROS time only when published.
+
+use super::clock::{monotonic_ns, ros_minus_monotonic_ns};
+use super::estimator::{FitParams, Px4Params};
+use super::link::{FcuUrl, Link, LinkEvent};
+use super::messages::Outgoing;
+use super::protocol::{Ids, Responder};
+use super::session::{Event, Report, Session, SessionConfig, TimesyncSample};
+use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
+use crate::msg::Time;
+use crate::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
+use crate::node::{AdvertiseOptions, Node, NodeError, Publisher};
+use crate::proxy::Faults;
+use std::time::Duration;
+
+/// The node's private parameters.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub fcu_url: FcuUrl,
+    pub session: SessionConfig,
+    /// Hz; 0 turns PING off.
+    pub ping_rate: f64,
+    /// Hz; 0 turns TIMESYNC off.
+    pub timesync_rate: f64,
+    /// Publish the PX4/mavros filter's offset on `~timesync_status` instead of ours.
+    pub use_px4_filter: bool,
+    pub time_ref_source: String,
+    pub sim: SimConfig,
+}
+
+impl Config {
+    pub fn new(fcu_url: FcuUrl) -> Config {
+        Config {
+            fcu_url,
+            session: SessionConfig {
+                ours: Ids {
+                    system: 1,
+                    component: 191, // MAV_COMP_ID_ONBOARD_COMPUTER
+                },
+                autopilot: None,
+                timeout_ns: 2_000_000_000,
+                respond_timesync: false,
+                px4: Px4Params::default(),
+                fit: FitParams::default(),
+            },
+            ping_rate: 1.0,
+            timesync_rate: 10.0,
+            use_px4_filter: false,
+            time_ref_source: "fcu".into(),
+            sim: SimConfig::default(),
+        }
+    }
+
+    /// Reads `~` parameters (mavros's names for the PX4 filter's).
+    pub async fn from_node(node: &Node) -> Result<Config, String> {
+        let e = |e: crate::api::ApiError| e.to_string();
+        let url: String = node
+            .param("~fcu_url", "sim:".to_string())
+            .await
+            .map_err(e)?;
+        let mut cfg = Config::new(url.parse()?);
+        let id = |v: i32, name: &str| -> Result<u8, String> {
+            u8::try_from(v).map_err(|_| format!("~{name} {v} is not 0-255"))
+        };
+        let s = &mut cfg.session;
+        s.ours = Ids {
+            system: id(node.param("~system_id", 1).await.map_err(e)?, "system_id")?,
+            component: id(
+                node.param("~component_id", 191).await.map_err(e)?,
+                "component_id",
+            )?,
+        };
+        let target = Ids {
+            system: id(
+                node.param("~target_system_id", 0).await.map_err(e)?,
+                "target_system_id",
+            )?,
+            component: id(
+                node.param("~target_component_id", 0).await.map_err(e)?,
+                "target_component_id",
+            )?,
+        };
+        s.autopilot = (target.system != 0).then_some(Ids {
+            component: target.component.max(1),
+            ..target
+        });
+        s.timeout_ns = (node
+            .param("~timeout", 2.0f64)
+            .await
+            .map_err(e)?
+            .clamp(0.01, 60.0)
+            * 1e9) as i64;
+        s.respond_timesync = node.param("~respond_timesync", false).await.map_err(e)?;
+        let d = Px4Params::default();
+        s.px4 = Px4Params {
+            timesync_alpha_initial: node
+                .param("~time/timesync_alpha_initial", d.timesync_alpha_initial)
+                .await
+                .map_err(e)?,
+            timesync_beta_initial: node
+                .param("~time/timesync_beta_initial", d.timesync_beta_initial)
+                .await
+                .map_err(e)?,
+            timesync_alpha_final: node
+                .param("~time/timesync_alpha_final", d.timesync_alpha_final)
+                .await
+                .map_err(e)?,
+            timesync_beta_final: node
+                .param("~time/timesync_beta_final", d.timesync_beta_final)
+                .await
+                .map_err(e)?,
+            convergence_window: node
+                .param("~time/convergence_window", d.convergence_window)
+                .await
+                .map_err(e)?,
+            max_rtt_sample: node
+                .param("~time/max_rtt_sample", d.max_rtt_sample)
+                .await
+                .map_err(e)?,
+            max_deviation_sample: node
+                .param("~time/max_deviation_sample", d.max_deviation_sample)
+                .await
+                .map_err(e)?,
+            max_consecutive_high_rtt: node
+                .param("~time/max_consecutive_high_rtt", d.max_consecutive_high_rtt)
+                .await
+                .map_err(e)?,
+            max_consecutive_high_deviation: node
+                .param(
+                    "~time/max_consecutive_high_deviation",
+                    d.max_consecutive_high_deviation,
+                )
+                .await
+                .map_err(e)?,
+        };
+        let f = FitParams::default();
+        s.fit = FitParams {
+            window: node
+                .param("~fit/window", f.window as u32)
+                .await
+                .map_err(e)?
+                .clamp(16, 100_000) as usize,
+            quantile: node
+                .param::<f64>("~fit/quantile", f.quantile)
+                .await
+                .map_err(e)?
+                .clamp(0.01, 1.0),
+            min_gate: (node
+                .param("~fit/min_rtt_gate", f.min_gate as f64 / 1e6)
+                .await
+                .map_err(e)?
+                * 1e6) as i64,
+            ..f
+        };
+        cfg.ping_rate = node.param("~ping_rate", 1.0).await.map_err(e)?;
+        cfg.timesync_rate = node.param("~timesync_rate", 10.0).await.map_err(e)?;
+        cfg.use_px4_filter = match node
+            .param("~timesync_estimator", "window".to_string())
+            .await
+            .map_err(e)?
+            .as_str()
+        {
+            "window" => false,
+            "px4" => true,
+            other => {
+                return Err(format!(
+                    "~timesync_estimator '{other}' is not window or px4"
+                ))
+            }
+        };
+        cfg.time_ref_source = node
+            .param("~time/time_ref_source", "fcu".to_string())
+            .await
+            .map_err(e)?;
+        if cfg.fcu_url == FcuUrl::Sim {
+            cfg.sim = sim_config(node).await?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// `~sim/...`: the simulated autopilot's clock and link.
+async fn sim_config(node: &Node) -> Result<SimConfig, String> {
+    let e = |e: crate::api::ApiError| e.to_string();
+    let ms = |v: f64| Duration::from_secs_f64(v.clamp(0.0, 10_000.0) / 1000.0);
+    let jitter = ms(node.param("~sim/jitter", 0.0).await.map_err(e)?);
+    let loss = node
+        .param("~sim/loss", 0.0f64)
+        .await
+        .map_err(e)?
+        .clamp(0.0, 1.0);
+    let way = |delay: f64| Faults {
+        loss,
+        duplicate: 0.0,
+        delay: ms(delay),
+        jitter,
+    };
+    let offset: f64 = node.param("~sim/clock_offset", f64::NAN).await.map_err(e)?;
+    Ok(SimConfig {
+        clock_offset_ns: offset.is_finite().then_some((offset * 1e9) as i64),
+        drift_ppm: node.param("~sim/drift_ppm", 0.0).await.map_err(e)?,
+        up: way(node.param("~sim/delay_up", 0.0).await.map_err(e)?),
+        down: way(node.param("~sim/delay_down", 0.0).await.map_err(e)?),
+        seed: node.param("~sim/seed", 1u32).await.map_err(e)?.into(),
+        timesync: match node
+            .param("~sim/timesync", "v2".to_string())
+            .await
+            .map_err(e)?
+            .as_str()
+        {
+            "v2" => TimesyncResponder::V2,
+            "v1" => TimesyncResponder::V1,
+            "silent" => TimesyncResponder::Silent,
+            other => return Err(format!("~sim/timesync '{other}' is not v2, v1 or silent")),
+        },
+        answer_ping: node.param("~sim/answer_ping", true).await.map_err(e)?,
+        mavlink1: node.param("~sim/mavlink1", false).await.map_err(e)?,
+        ..SimConfig::default()
+    })
+}
+
+struct Publishers {
+    timesync_status: Publisher<mavros_msgs::TimesyncStatus>,
+    latency: Publisher<umsg::MavlinkLatency>,
+    time_reference: Publisher<sensor_msgs::TimeReference>,
+    diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
+}
+
+async fn advertise(node: &Node) -> Result<Publishers, NodeError> {
+    let opts = AdvertiseOptions::default();
+    Ok(Publishers {
+        timesync_status: node.advertise("~timesync_status", opts.clone()).await?,
+        latency: node.advertise("~latency", opts.clone()).await?,
+        time_reference: node.advertise("~time_reference", opts.clone()).await?,
+        diagnostics: node.advertise("/diagnostics", opts).await?,
+    })
+}
+
+/// Runs the node until it is shut down; fails only when it cannot start.
+pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
+    let pubs = advertise(&node).await.map_err(|e| e.to_string())?;
+    // The simulator lives as long as the node.
+    let (_sim, address) = match &cfg.fcu_url {
+        FcuUrl::Mavlink(address) => (None, address.clone()),
+        FcuUrl::Sim => {
+            let sim = SimAutopilot::start(([127, 0, 0, 1], 0).into(), cfg.sim.clone())
+                .map_err(|e| format!("simulated autopilot: {e}"))?;
+            let address = format!("udpout:{}", sim.local_addr());
+            (Some(sim), address)
+        }
+    };
+    let mut link = Link::spawn(address, cfg.session.ours);
+    let mut session = Session::new(cfg.session.clone());
+    let mut link_state = LinkState::default();
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    let mut ping = every(cfg.ping_rate);
+    let mut timesync = every(cfg.timesync_rate);
+    let mut report = tokio::time::interval(Duration::from_secs(1));
+    report.reset(); // the first report after a second of data
+    let mut shutdown = std::pin::pin!(node.shutdown_requested());
+    loop {
+        tokio::select! {
+            event = link.events.recv() => {
+                let Some(event) = event else { break };
+                match event {
+                    LinkEvent::Connected => link_state.connected = true,
+                    LinkEvent::TimesyncSent { ts1, at_ns } => session.departed(ts1, at_ns),
+                    LinkEvent::Disconnected(why) => {
+                        if link_state.connected || link_state.last_error.is_empty() {
+                            tracing::warn!("{why}; reconnecting");
+                        }
+                        link_state.connected = false;
+                        link_state.last_error = why;
+                    }
+                    LinkEvent::Message { from, msg, at_ns } => {
+                        match session.on_message(from, msg, at_ns) {
+                            Some(Event::Send(out)) => { link.send(out); }
+                            Some(Event::Timesync(sample)) => {
+                                let _ = pubs.timesync_status.publish(&timesync_status(&cfg, &sample));
+                            }
+                            Some(Event::SystemTime { unix_usec, at_ns }) => {
+                                if let Some(msg) = time_reference(&cfg, unix_usec, at_ns) {
+                                    let _ = pubs.time_reference.publish(&msg);
+                                }
+                            }
+                            Some(Event::AutopilotFound(ids)) => {
+                                tracing::info!("autopilot {}/{} found", ids.system, ids.component);
+                            }
+                            None => {}
+                        }
+                    }
+                }
+            }
+            _ = heartbeat.tick() => { link.send(Outgoing::Heartbeat); }
+            _ = tick(&mut ping) => { link.send(session.ping_request(monotonic_ns())); }
+            _ = tick(&mut timesync) => { link.send(session.timesync_request(monotonic_ns())); }
+            _ = report.tick() => {
+                let now = monotonic_ns();
+                session.expire(now);
+                let r = session.report(now);
+                let _ = pubs.latency.publish(&latency(&r, now));
+                let _ = pubs.diagnostics.publish(&diagnostics(&node, &cfg, &link, &link_state, &r));
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct LinkState {
+    connected: bool,
+    last_error: String,
+}
+
+/// A timer at `rate` Hz, or none for 0.
+fn every(rate: f64) -> Option<tokio::time::Interval> {
+    (rate > 0.0 && rate.is_finite()).then(|| {
+        let mut i = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.min(1000.0)));
+        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        i
+    })
+}
+
+async fn tick(timer: &mut Option<tokio::time::Interval>) {
+    match timer {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A CLOCK_MONOTONIC instant as ROS time.
+fn ros_time(mono_ns: i64) -> Time {
+    Time::from_nanos((mono_ns + ros_minus_monotonic_ns()).max(0) as u64)
+}
+
+fn timesync_status(cfg: &Config, s: &TimesyncSample) -> mavros_msgs::TimesyncStatus {
+    // Offsets against ROS time, as mavros publishes them.
+    let base = ros_minus_monotonic_ns();
+    let estimate = if cfg.use_px4_filter {
+        s.px4_offset
+    } else {
+        s.fit_offset
+    };
+    mavros_msgs::TimesyncStatus {
+        header: std_msgs::Header {
+            stamp: ros_time(s.exchange.t3),
+            ..Default::default()
+        },
+        remote_timestamp_ns: s.exchange.tc1.max(0) as u64,
+        observed_offset_ns: s.observed_offset + base,
+        estimated_offset_ns: estimate.map_or(0, |o| o + base),
+        round_trip_time_ms: (s.exchange.rtt() as f64 / 1e6) as f32,
+    }
+}
+
+/// The autopilot's wall clock, as mavros publishes it (ignoring clocks not set yet).
+fn time_reference(cfg: &Config, unix_usec: u64, at_ns: i64) -> Option<sensor_msgs::TimeReference> {
+    const PLAUSIBLE_USEC: u64 = 1_234_567_890_000_000; // 2009-02-13
+    (unix_usec > PLAUSIBLE_USEC).then(|| sensor_msgs::TimeReference {
+        header: std_msgs::Header {
+            stamp: ros_time(at_ns),
+            ..Default::default()
+        },
+        time_ref: Time::from_nanos(unix_usec.saturating_mul(1000)),
+        source: cfg.time_ref_source.clone(),
+    })
+}
+
+fn seconds(ns: Option<i64>) -> f64 {
+    ns.map_or(f64::NAN, |v| v as f64 / 1e9)
+}
+
+fn latency(r: &Report, now: i64) -> umsg::MavlinkLatency {
+    let base = ros_minus_monotonic_ns();
+    let us = |v: Option<u64>| v.map_or(f64::NAN, |v| v as f64 / 1e6);
+    let rtt_min = r
+        .timesync_rtt
+        .min
+        .or(r.ping.min_rtt_us.map(|u| u as i64 * 1000));
+    umsg::MavlinkLatency {
+        header: std_msgs::Header {
+            stamp: ros_time(now),
+            ..Default::default()
+        },
+        ping_rtt: us(r.ping.last_rtt_us),
+        ping_rtt_min: us(r.ping.min_rtt_us),
+        ping_rtt_mean: if r.ping.replies > 0 {
+            r.ping.mean_rtt_us / 1e6
+        } else {
+            f64::NAN
+        },
+        ping_sent: r.ping.sent,
+        ping_received: r.ping.replies,
+        ping_lost: r.ping.lost,
+        ping_loss: r.ping.loss as f32,
+        timesync_rtt: seconds(r.timesync_rtt.last),
+        timesync_rtt_min: seconds(r.timesync_rtt.min),
+        timesync_rtt_mean: if r.timesync_rtt.count > 0 {
+            r.timesync_rtt.mean / 1e9
+        } else {
+            f64::NAN
+        },
+        timesync_sent: r.timesync.sent,
+        timesync_received: r.timesync.replies,
+        timesync_lost: r.timesync.lost,
+        timesync_loss: r.timesync.loss as f32,
+        responder: match r.responder {
+            None => umsg::MavlinkLatency::RESPONDER_UNKNOWN,
+            Some(Responder::V2) => umsg::MavlinkLatency::RESPONDER_V2,
+            Some(Responder::V1) => umsg::MavlinkLatency::RESPONDER_V1,
+            Some(Responder::GarbageTarget) => umsg::MavlinkLatency::RESPONDER_FOREIGN_TARGET,
+        },
+        one_way_delay: seconds(rtt_min.map(|m| m / 2)),
+        offset_ns: r.offset.map_or(0, |o| o + base),
+        px4_offset_ns: r.px4_offset.map_or(0, |o| o + base),
+        skew_ppm: r.skew_ppm.unwrap_or(f64::NAN),
+        converged: r.converged,
+        px4_converged: r.px4_converged,
+        uncertainty_ns: r.uncertainty.unwrap_or(-1),
+        resets: r.resets,
+        px4_resets: r.px4_resets,
+    }
+}
+
+fn diagnostics(
+    node: &Node,
+    cfg: &Config,
+    link: &Link,
+    state: &LinkState,
+    r: &Report,
+) -> diagnostic_msgs::DiagnosticArray {
+    use std::sync::atomic::Ordering::Relaxed;
+    let kv = |k: &str, v: String| diagnostic_msgs::KeyValue {
+        key: k.into(),
+        value: v,
+    };
+    let ms = |ns: Option<i64>| ns.map_or("-".into(), |v| format!("{:.3}", v as f64 / 1e6));
+    let connection = diagnostic_msgs::DiagnosticStatus {
+        level: if state.connected {
+            diagnostic_msgs::DiagnosticStatus::OK
+        } else {
+            diagnostic_msgs::DiagnosticStatus::ERROR
+        },
+        name: format!("{}: FCU connection", node.name()),
+        message: if !state.connected {
+            format!("link down: {}", state.last_error)
+        } else if r.autopilot.is_none() {
+            "connected, no autopilot heartbeat yet".into()
+        } else {
+            "connected".into()
+        },
+        hardware_id: cfg.fcu_url.to_string(),
+        values: vec![
+            kv(
+                "autopilot",
+                r.autopilot
+                    .map_or("-".into(), |a| format!("{}/{}", a.system, a.component)),
+            ),
+            kv("received", link.stats.received.load(Relaxed).to_string()),
+            kv("sent", link.stats.sent.load(Relaxed).to_string()),
+            kv(
+                "send errors",
+                link.stats.send_errors.load(Relaxed).to_string(),
+            ),
+            kv(
+                "overflowed",
+                link.stats.overflowed.load(Relaxed).to_string(),
+            ),
+            kv("connects", link.stats.connects.load(Relaxed).to_string()),
+        ],
+    };
+    let replies = r.timesync.replies;
+    let (level, message) = if replies == 0 {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "no TIMESYNC reply yet".to_string(),
+        )
+    } else if r.responder == Some(Responder::V1) {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "v1 responder: other requesters' replies look like ours".to_string(),
+        )
+    } else if !r.converged {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "converging".to_string(),
+        )
+    } else {
+        (
+            diagnostic_msgs::DiagnosticStatus::OK,
+            "synchronised".to_string(),
+        )
+    };
+    let time_sync = diagnostic_msgs::DiagnosticStatus {
+        level,
+        name: format!("{}: Time Sync", node.name()),
+        message,
+        hardware_id: cfg.fcu_url.to_string(),
+        values: vec![
+            kv("Timesyncs", replies.to_string()),
+            kv("Lost", r.timesync.lost.to_string()),
+            kv("Last RTT (ms)", ms(r.timesync_rtt.last)),
+            kv("Min RTT (ms)", ms(r.timesync_rtt.min)),
+            kv("Mean RTT (ms)", format!("{:.3}", r.timesync_rtt.mean / 1e6)),
+            kv("Estimated offset (s)", format!("{:.9}", seconds(r.offset))),
+            kv(
+                "PX4 filter offset (s)",
+                format!("{:.9}", seconds(r.px4_offset)),
+            ),
+            kv("Uncertainty (ms)", ms(r.uncertainty)),
+            kv("Resets", r.resets.to_string()),
+            kv("Foreign replies", r.timesync.foreign.to_string()),
+            kv("Unmatched replies", r.timesync.unmatched.to_string()),
+            kv(
+                "PING RTT (ms)",
+                r.ping
+                    .last_rtt_us
+                    .map_or("-".into(), |u| format!("{:.3}", u as f64 / 1e3)),
+            ),
+            kv("PING loss", format!("{:.3}", r.ping.loss)),
+        ],
+    };
+    diagnostic_msgs::DiagnosticArray {
+        header: std_msgs::Header {
+            stamp: Time::now(),
+            ..Default::default()
+        },
+        status: vec![connection, time_sync],
+    }
+}
