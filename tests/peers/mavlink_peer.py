@@ -23,6 +23,10 @@ from pymavlink import mavutil  # noqa: E402
 from pymavlink.dialects.v20 import common as mav  # noqa: E402
 
 
+if "target_system" in mav.MAVLink_timesync_message.fieldnames:
+    sys.exit("this pymavlink already has TIMESYNC's target fields: use them instead of the subclass")
+
+
 class TimesyncWithTarget(mav.MAVLink_timesync_message):
     """TIMESYNC with the extension fields pymavlink 2.4.50 lacks."""
 

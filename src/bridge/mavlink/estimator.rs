@@ -24,18 +24,23 @@ pub struct Exchange {
 
 impl Exchange {
     pub fn rtt(&self) -> i64 {
-        self.t3 - self.t1
+        self.t3.saturating_sub(self.t1)
     }
 
     /// local − remote, as mavros computes it: (t1 + t3) / 2 − tc1.
     pub fn observed_offset(&self) -> i64 {
-        ((i128::from(self.t1) + i128::from(self.t3)) / 2 - i128::from(self.tc1)) as i64
+        saturate((i128::from(self.t1) + i128::from(self.t3)) / 2 - i128::from(self.tc1))
     }
 
     /// Our clock at the exchange's middle.
     pub fn mid(&self) -> i64 {
-        ((i128::from(self.t1) + i128::from(self.t3)) / 2) as i64
+        saturate((i128::from(self.t1) + i128::from(self.t3)) / 2)
     }
+}
+
+/// Clocks from the network can be anything: arithmetic on them saturates, never wraps.
+fn saturate(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// What an estimator made of one sample.
@@ -158,7 +163,7 @@ impl Px4Filter {
             self.offset = alpha * observed + (1.0 - alpha) * (self.offset + self.skew);
             self.skew = beta * (self.offset - previous) + (1.0 - beta) * self.skew;
         }
-        self.sequence += 1;
+        self.sequence = self.sequence.saturating_add(1);
         self.high_deviation = 0;
         self.high_rtt = 0;
         Verdict::Accepted
@@ -243,13 +248,15 @@ impl WindowFit {
 
     /// The estimate at our clock `at` (local − remote, ns).
     pub fn offset_at(&self, at: i64) -> Option<i64> {
-        self.fit
-            .map(|(reference, offset, skew)| (offset + skew * (at - reference) as f64) as i64)
+        self.fit.map(|(reference, offset, skew)| {
+            (offset + skew * at.saturating_sub(reference) as f64) as i64
+        })
     }
 
     fn gate(&self) -> i64 {
-        self.rtt_min()
-            .map_or(i64::MAX, |m| (m * self.p.gate_factor).max(self.p.min_gate))
+        self.rtt_min().map_or(i64::MAX, |m| {
+            m.saturating_mul(self.p.gate_factor).max(self.p.min_gate)
+        })
     }
 
     /// How far a sample may sit from the fit before it is a suspect: several times the
@@ -272,7 +279,11 @@ impl WindowFit {
         }
         if let Some(predicted) = self.offset_at(s.mid) {
             // Residuals are judged after removing what the sample's own RTT can explain.
-            let residual = (s.offset - predicted).abs() - s.rtt / 2;
+            let residual = s
+                .offset
+                .saturating_sub(predicted)
+                .saturating_abs()
+                .saturating_sub(s.rtt / 2);
             if self.converged() && residual > self.step_threshold() {
                 self.suspects.push(s);
                 if self.suspects.len() < self.p.step_samples {
@@ -307,7 +318,10 @@ impl WindowFit {
         }
         let reference = best.iter().map(|s| s.mid).max().unwrap_or(0);
         let n = best.len() as f64;
-        let xs: Vec<f64> = best.iter().map(|s| (s.mid - reference) as f64).collect();
+        let xs: Vec<f64> = best
+            .iter()
+            .map(|s| s.mid.saturating_sub(reference) as f64)
+            .collect();
         let ys: Vec<f64> = best.iter().map(|s| s.offset as f64).collect();
         // Samples nearer the minimum RTT carry less queueing noise: weigh them more.
         let rtt_min = best.iter().map(|s| s.rtt).min().unwrap_or(0) as f64;

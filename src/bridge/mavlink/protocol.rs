@@ -135,7 +135,7 @@ impl<K: PartialEq + Copy> InFlight<K> {
     /// Settles every request older than `timeout`.
     fn expire(&mut self, now: i64, timeout: i64) {
         while let Some(&e) = self.entries.front() {
-            if now - e.sent < timeout {
+            if now.saturating_sub(e.sent) < timeout {
                 break;
             }
             self.entries.pop_front();
@@ -306,7 +306,7 @@ impl TimesyncClient {
     /// A request stamped with our monotonic clock (ns; kept strictly increasing, so every
     /// ts1 is unique and a reply names its request).
     pub fn request(&mut self, now_ns: i64, autopilot: Option<Ids>) -> Timesync {
-        let ts1 = now_ns.max(self.last_ts1 + 1).max(1);
+        let ts1 = now_ns.max(self.last_ts1.saturating_add(1)).max(1);
         self.last_ts1 = ts1;
         self.in_flight.push(ts1, ts1);
         self.stats.sent += 1;
