@@ -13,7 +13,7 @@ use udpros::bridge::mavlink::link::FcuUrl;
 use udpros::bridge::mavlink::node::{run, Config};
 use udpros::bridge::mavlink::sim::{SimAutopilot, SimConfig};
 use udpros::master::Master;
-use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, udpros as umsg};
+use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
 use udpros::node::{Node, SubscribeOptions};
 use udpros::proxy::{Faults, Proxy};
 use udpros::transport::Protocol;
@@ -243,6 +243,33 @@ async fn the_built_in_simulator_feeds_mavros_timesync_status_to_rospy_and_udpros
     assert!(got
         .iter()
         .all(|m| m.round_trip_time_ms > 0.0 && m.remote_timestamp_ns > 0));
+    // `~sim/command` steps the simulated clock: the observed offset follows at once.
+    let before = got.last().unwrap().observed_offset_ns;
+    let command = listener
+        .advertise::<std_msgs::String>("/mavlink_bridge/sim/command", Default::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let stepped = loop {
+        let _ = command.publish(&std_msgs::String {
+            data: "step 0.5".into(),
+        });
+        let m = tokio::time::timeout_at(deadline, udp.recv())
+            .await
+            .expect("the step shows")
+            .unwrap();
+        if (m.observed_offset_ns - before).abs() > 100_000_000 {
+            break m.observed_offset_ns - before;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The autopilot's clock moved ahead, so ROS − autopilot moved back, by one step per
+    // command that arrived.
+    let steps = (-stepped as f64 / 5e8).round();
+    assert!(
+        steps >= 1.0 && (stepped as f64 + steps * 5e8).abs() < 1e7,
+        "offset moved by {stepped} ns"
+    );
     let d = tokio::time::timeout(Duration::from_secs(5), diagnostics.recv())
         .await
         .expect("diagnostics")

@@ -285,4 +285,33 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    #[tokio::test]
+    async fn a_dropped_tcp_connection_is_made_again() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let ours = Ids {
+            system: 1,
+            component: 191,
+        };
+        let mut link = Link::spawn(format!("tcpout:{}", listener.local_addr().unwrap()), ours);
+        for round in 0..2 {
+            let (mut stream, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+                .await
+                .unwrap_or_else(|_| panic!("connection {round}"))
+                .unwrap();
+            assert_eq!(link.events.recv().await, Some(LinkEvent::Connected));
+            assert!(link.send(Outgoing::Heartbeat));
+            let mut buf = [0u8; 64];
+            let n = stream.read(&mut buf).await.unwrap();
+            assert_eq!(buf[0], 0xFD, "MAVLink 2 out");
+            assert!(n >= 12);
+            drop(stream); // the autopilot goes away
+            match link.events.recv().await {
+                Some(LinkEvent::Disconnected(_)) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(link.stats.connects.load(Ordering::Relaxed), 2);
+    }
 }

@@ -12,7 +12,7 @@ use super::session::{Event, Report, Session, SessionConfig, TimesyncSample};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
 use crate::msg::Time;
 use crate::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
-use crate::node::{AdvertiseOptions, Node, NodeError, Publisher};
+use crate::node::{AdvertiseOptions, Node, NodeError, Publisher, SubscribeOptions};
 use crate::proxy::Faults;
 use std::time::Duration;
 
@@ -243,7 +243,7 @@ async fn advertise(node: &Node) -> Result<Publishers, NodeError> {
 pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
     let pubs = advertise(&node).await.map_err(|e| e.to_string())?;
     // The simulator lives as long as the node.
-    let (_sim, address) = match &cfg.fcu_url {
+    let (sim, address) = match &cfg.fcu_url {
         FcuUrl::Mavlink(address) => (None, address.clone()),
         FcuUrl::Sim => {
             let sim = SimAutopilot::start(([127, 0, 0, 1], 0).into(), cfg.sim.clone())
@@ -251,6 +251,15 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
             let address = format!("udpout:{}", sim.local_addr());
             (Some(sim), address)
         }
+    };
+    // `~sim/command` ("reboot", "step SECONDS") disturbs the simulated autopilot's clock.
+    let mut sim_commands = match &sim {
+        Some(_) => Some(
+            node.subscribe::<std_msgs::String>("~sim/command", SubscribeOptions::default())
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        None => None,
     };
     let mut link = Link::spawn(address, cfg.session.ours);
     let mut session = Session::new(cfg.session.clone());
@@ -304,10 +313,42 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                 let _ = pubs.latency.publish(&latency(&r, now));
                 let _ = pubs.diagnostics.publish(&diagnostics(&node, &cfg, &link, &link_state, &r));
             }
+            Some(command) = next_command(&mut sim_commands) => {
+                if let Some(sim) = &sim {
+                    sim_command(sim, &command.data);
+                }
+            }
             _ = &mut shutdown => break,
         }
     }
     Ok(())
+}
+
+async fn next_command(
+    sub: &mut Option<crate::node::Subscriber<std_msgs::String>>,
+) -> Option<std_msgs::String> {
+    match sub {
+        Some(sub) => sub.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn sim_command(sim: &SimAutopilot, command: &str) {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    match words.as_slice() {
+        ["reboot"] => {
+            tracing::info!("simulated autopilot: reboot");
+            sim.reboot();
+        }
+        ["step", seconds] => match seconds.parse::<f64>() {
+            Ok(s) if s.is_finite() && s.abs() < 1e9 => {
+                tracing::info!("simulated autopilot: clock step of {s} s");
+                sim.step_clock((s * 1e9) as i64);
+            }
+            _ => tracing::warn!("~sim/command: '{seconds}' is not a number of seconds"),
+        },
+        _ => tracing::warn!("~sim/command '{command}': use 'reboot' or 'step SECONDS'"),
+    }
 }
 
 #[derive(Debug, Default)]
