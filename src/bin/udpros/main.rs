@@ -2,6 +2,7 @@
 
 mod master_cmd;
 mod msg_cmd;
+mod proxy_cmd;
 mod topic_cmd;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,8 @@ enum Command {
     Topic(topic_cmd::TopicCommand),
     /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
     Master(master_cmd::MasterArgs),
+    /// A UDP fault proxy: loss, duplication, delay and jitter per direction (user-space netem).
+    Proxy(proxy_cmd::ProxyArgs),
 }
 
 /// A failure the user should read: printed as one line, exit status 1.
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),
         Command::Topic(cmd) => topic_cmd::run(cmd),
+        Command::Proxy(args) => proxy_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
