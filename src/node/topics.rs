@@ -411,6 +411,11 @@ impl<M: Message> futures_core::Stream for Subscriber<M> {
 }
 
 impl<M: Message> Subscriber<M> {
+    /// The subscription behind it: its publisher links and their counters.
+    pub fn subscription(&self) -> &Arc<Subscription> {
+        self.raw.subscription()
+    }
+
     /// The next message that decodes as `M`, `None` once the node shuts down.
     pub async fn recv(&mut self) -> Option<M> {
         loop {

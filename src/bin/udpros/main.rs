@@ -1,5 +1,6 @@
 //! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
 
+mod demo_cmd;
 mod master_cmd;
 mod msg_cmd;
 mod proxy_cmd;
@@ -21,6 +22,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The whole system on embedded defaults: master, simulated sonars and autopilot, both
+    /// bridge nodes, and a live view of their data over UDPROS.
+    Demo(demo_cmd::DemoArgs),
     /// Message types: md5 sums, definitions, the list udpros ships (like `rosmsg`).
     #[command(subcommand)]
     Msg(msg_cmd::MsgCommand),
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     udpros::logging::init();
     let result = match cli.command {
+        Command::Demo(args) => demo_cmd::run(args),
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),
         Command::Topic(cmd) => topic_cmd::run(cmd),
