@@ -270,7 +270,7 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
         }
     }
     if live {
-        print!("\x1b[?25h\n");
+        println!("\x1b[?25h");
     }
     Ok(())
 }
