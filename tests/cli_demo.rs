@@ -34,8 +34,7 @@ fn on_embedded_defaults_it_shows_sonar_latency_and_offset_then_stops() {
     assert!(stdout.contains("embedded master"), "{stdout}");
     let last = stdout
         .lines()
-        .filter(|l| l.starts_with("t="))
-        .last()
+        .rfind(|l| l.starts_with("t="))
         .unwrap_or_else(|| panic!("no status line: {stdout}"));
     let depth: f64 = field(last, "depth")
         .unwrap()
