@@ -287,13 +287,30 @@ impl Node {
         self.inner.shutdown.borrow().is_some()
     }
 
-    /// Unsubscribes cached parameters and stops serving.
+    /// Leaves the graph: unregisters every publication and subscription (so nothing stays
+    /// registered, as roscpp's shutdown does), unsubscribes cached parameters and stops
+    /// serving.
     pub async fn shutdown(&self) {
         self.inner.shutdown.send_if_modified(|reason| {
             let first = reason.is_none();
             reason.get_or_insert_with(|| "shutdown".into());
             first
         });
+        let uri = self.uri().to_string();
+        let published: Vec<String> = lock(&self.inner.topics.publications)
+            .keys()
+            .cloned()
+            .collect();
+        let subscribed: Vec<String> = lock(&self.inner.topics.subscriptions)
+            .keys()
+            .cloned()
+            .collect();
+        for topic in published {
+            let _ = self.inner.master.unregister_publisher(&topic, &uri).await;
+        }
+        for topic in subscribed {
+            let _ = self.inner.master.unregister_subscriber(&topic, &uri).await;
+        }
         for key in self.inner.params.keys() {
             let _ = self.inner.master.unsubscribe_param(&key, self.uri()).await;
             self.inner.params.remove(&key);

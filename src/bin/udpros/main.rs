@@ -3,6 +3,7 @@
 mod demo_cmd;
 mod master_cmd;
 mod msg_cmd;
+mod node_cmd;
 mod proxy_cmd;
 mod topic_cmd;
 
@@ -31,6 +32,9 @@ enum Command {
     /// Topics: publish, echo, list, info, rate (like `rostopic`, UDPROS-aware).
     #[command(subcommand)]
     Topic(topic_cmd::TopicCommand),
+    /// Nodes: list, info, ping, kill, cleanup (like `rosnode`).
+    #[command(subcommand)]
+    Node(node_cmd::NodeCommand),
     /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
     Master(master_cmd::MasterArgs),
     /// A UDP fault proxy: loss, duplication, delay and jitter per direction (user-space netem).
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo_cmd::run(args),
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),
+        Command::Node(cmd) => node_cmd::run(cmd),
         Command::Topic(cmd) => topic_cmd::run(cmd),
         Command::Proxy(args) => proxy_cmd::run(args),
     };
