@@ -13,6 +13,7 @@ pub mod master;
 pub mod msg;
 pub mod names;
 pub mod node;
+pub mod param_yaml;
 pub mod proxy;
 pub mod rosout;
 pub mod transport;

@@ -363,7 +363,8 @@ impl Flow {
     }
 }
 
-fn scalar_text(y: &Yaml) -> String {
+/// A scalar as Python's `str()` writes it (how a non-string mapping key becomes a parameter name).
+pub(crate) fn scalar_text(y: &Yaml) -> String {
     match y {
         Yaml::Null => "null".into(),
         Yaml::Bool(b) => if *b { "True" } else { "False" }.into(),

@@ -4,6 +4,7 @@ mod demo_cmd;
 mod master_cmd;
 mod msg_cmd;
 mod node_cmd;
+mod param_cmd;
 mod proxy_cmd;
 mod topic_cmd;
 
@@ -35,6 +36,9 @@ enum Command {
     /// Nodes: list, info, ping, kill, cleanup (like `rosnode`).
     #[command(subcommand)]
     Node(node_cmd::NodeCommand),
+    /// Parameters: get, set, list, delete, dump, load (like `rosparam`).
+    #[command(subcommand)]
+    Param(param_cmd::ParamCommand),
     /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
     Master(master_cmd::MasterArgs),
     /// A UDP fault proxy: loss, duplication, delay and jitter per direction (user-space netem).
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),
         Command::Node(cmd) => node_cmd::run(cmd),
+        Command::Param(cmd) => param_cmd::run(cmd),
         Command::Topic(cmd) => topic_cmd::run(cmd),
         Command::Proxy(args) => proxy_cmd::run(args),
     };

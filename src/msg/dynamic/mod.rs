@@ -5,7 +5,7 @@
 
 mod from_yaml;
 mod json;
-mod pyfmt;
+pub(crate) mod pyfmt;
 mod yaml;
 
 pub use pyfmt::float_repr;

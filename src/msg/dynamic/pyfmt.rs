@@ -80,21 +80,24 @@ fn is_break(c: char) -> bool {
 }
 
 /// The state of PyYAML's emitter that its scalar writers consult, and their output.
-struct Emitter {
-    out: String,
-    column: usize,
-    whitespace: bool,
-    indention: bool,
+pub(crate) struct Emitter {
+    pub out: String,
+    pub column: usize,
+    pub whitespace: bool,
+    pub indention: bool,
+    /// Where folded continuation lines start.
+    pub indent: usize,
 }
 
 impl Emitter {
     /// At the start of a document: the root scalar needs no space before it.
-    fn new() -> Emitter {
+    pub fn new() -> Emitter {
         Emitter {
             out: String::new(),
             column: 0,
             whitespace: true,
             indention: true,
+            indent: SCALAR_INDENT,
         }
     }
 
@@ -103,7 +106,7 @@ impl Emitter {
         self.column += chars.len();
     }
 
-    fn write_str(&mut self, s: &str) {
+    pub fn write_str(&mut self, s: &str) {
         self.out.push_str(s);
         self.column += s.chars().count();
     }
@@ -126,14 +129,14 @@ impl Emitter {
 
     fn write_indent(&mut self) {
         if !self.indention
-            || self.column > SCALAR_INDENT
-            || (self.column == SCALAR_INDENT && !self.whitespace)
+            || self.column > self.indent
+            || (self.column == self.indent && !self.whitespace)
         {
             self.write_line_break();
         }
-        if self.column < SCALAR_INDENT {
+        if self.column < self.indent {
             self.whitespace = true;
-            let pad = " ".repeat(SCALAR_INDENT - self.column);
+            let pad = " ".repeat(self.indent - self.column);
             self.write_str(&pad);
         }
     }
@@ -192,7 +195,7 @@ impl Emitter {
         }
     }
 
-    fn write_plain(&mut self, text: &[char]) {
+    pub fn write_plain(&mut self, text: &[char]) {
         if !self.whitespace {
             self.write_str(" ");
         }
@@ -201,13 +204,13 @@ impl Emitter {
         self.write_folded(text, false);
     }
 
-    fn write_single_quoted(&mut self, text: &[char]) {
+    pub fn write_single_quoted(&mut self, text: &[char]) {
         self.write_indicator("'", true);
         self.write_folded(text, true);
         self.write_indicator("'", false);
     }
 
-    fn write_double_quoted(&mut self, text: &[char]) {
+    pub fn write_double_quoted(&mut self, text: &[char]) {
         self.write_indicator("\"", true);
         let (mut start, mut end) = (0usize, 0usize);
         while end <= text.len() {
@@ -287,12 +290,12 @@ fn yaml_escape(c: char) -> String {
 }
 
 /// The styles PyYAML's `analyze_scalar` allows for a non-empty string in block context.
-struct Analysis {
-    plain: bool,
-    single_quoted: bool,
+pub(crate) struct Analysis {
+    pub plain: bool,
+    pub single_quoted: bool,
 }
 
-fn analyze(s: &[char]) -> Analysis {
+pub(crate) fn analyze(s: &[char]) -> Analysis {
     let is_ws = |c: Option<&char>| {
         c.is_none_or(|c| {
             matches!(
