@@ -142,3 +142,58 @@ fn topic_errors_are_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("cannot reach the master"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_find_bw_and_delay_report_a_stamped_topic() {
+    let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let node = common::node(&uri, "stamped_talker").await;
+    let publisher = node
+        .advertise::<udpros::msgs::sensor_msgs::Range>("/stamped", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let talking = tokio::spawn(async move {
+        for _ in 0..200 {
+            let msg = udpros::msgs::sensor_msgs::Range {
+                header: udpros::msgs::std_msgs::Header {
+                    stamp: udpros::msg::Time::now(),
+                    ..Default::default()
+                },
+                range: 1.5,
+                ..Default::default()
+            };
+            let _ = publisher.publish(&msg);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let run = |args: &'static [&'static str]| {
+        let uri = uri.clone();
+        tokio::task::spawn_blocking(move || output(udpros_cmd(&uri, args)))
+    };
+    assert_eq!(
+        run(&["topic", "type", "/stamped"]).await.unwrap(),
+        "sensor_msgs/Range\n"
+    );
+    assert_eq!(
+        run(&["topic", "find", "sensor_msgs/Range"]).await.unwrap(),
+        "/stamped\n"
+    );
+    let bw = run(&["topic", "bw", "--duration", "2.5", "/stamped"])
+        .await
+        .unwrap();
+    // A Range with an empty frame id is 16 (header) + 1 + 4 × 4 = 33 bytes; at 50 Hz the
+    // rate is over 1000 B/s, so rostopic's unit for every figure is KB.
+    assert!(bw.contains("mean: 0.03KB min: 0.03KB max: 0.03KB"), "{bw}");
+    let delay = run(&["topic", "delay", "--duration", "2.5", "/stamped"])
+        .await
+        .unwrap();
+    let first = delay
+        .lines()
+        .find_map(|l| l.strip_prefix("average delay: "))
+        .unwrap_or_else(|| panic!("{delay}"));
+    let seconds: f64 = first.parse().unwrap();
+    assert!((0.0..0.5).contains(&seconds), "{delay}");
+    talking.abort();
+}

@@ -21,6 +21,14 @@ pub enum TopicCommand {
     Info { topic: String },
     /// Message rate (and, over UDP, the loss seen in message ids).
     Hz(HzArgs),
+    /// Bandwidth: bytes per second and message sizes (like `rostopic bw`).
+    Bw(HzArgs),
+    /// Age of messages on arrival, from their header stamps (like `rostopic delay`).
+    Delay(HzArgs),
+    /// A topic's message type.
+    Type { topic: String },
+    /// The topics of a message type.
+    Find { msg_type: String },
 }
 
 #[derive(Args)]
@@ -93,6 +101,10 @@ pub fn run(cmd: TopicCommand) -> CliResult {
             TopicCommand::List => list(&node).await,
             TopicCommand::Info { topic } => info(&node, &topic).await,
             TopicCommand::Hz(args) => hz(&node, args).await,
+            TopicCommand::Bw(args) => bw(&node, args).await,
+            TopicCommand::Delay(args) => delay(&node, args).await,
+            TopicCommand::Type { topic } => topic_type(&node, &topic).await,
+            TopicCommand::Find { msg_type } => find(&node, &msg_type).await,
         };
         node.shutdown().await;
         result
@@ -317,6 +329,63 @@ async fn info(node: &Node, topic: &str) -> CliResult {
 }
 
 async fn hz(node: &Node, args: HzArgs) -> CliResult {
+    sample(
+        node,
+        &args,
+        Vec::<Instant>::new(),
+        |stamps, _| {
+            stamps.push(Instant::now());
+            if stamps.len() > 10_000 {
+                stamps.remove(0);
+            }
+        },
+        |stamps, subscription| print_rate(stamps, subscription),
+    )
+    .await
+}
+
+async fn topic_type(node: &Node, topic: &str) -> CliResult {
+    let topic = node.resolve_name(topic);
+    let types = node
+        .master()
+        .get_topic_types()
+        .await
+        .map_err(|e| e.to_string())?;
+    let (_, ty) = types
+        .iter()
+        .find(|(t, _)| *t == topic)
+        .ok_or_else(|| format!("unknown topic {topic}"))?;
+    println!("{ty}");
+    Ok(())
+}
+
+async fn find(node: &Node, msg_type: &str) -> CliResult {
+    let types = node
+        .master()
+        .get_topic_types()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut topics: Vec<&String> = types
+        .iter()
+        .filter(|(_, ty)| ty == msg_type)
+        .map(|(t, _)| t)
+        .collect();
+    topics.sort();
+    for t in topics {
+        println!("{t}");
+    }
+    Ok(())
+}
+
+/// Runs `on_message` for each message and `report` each second, until `--duration`, the
+/// end of the topic, or Ctrl-C; the shared loop of `hz`, `bw` and `delay`.
+async fn sample<S>(
+    node: &Node,
+    args: &HzArgs,
+    mut state: S,
+    on_message: impl Fn(&mut S, &udpros::transport::subscription::Received),
+    report: impl Fn(&mut S, &udpros::transport::subscription::Subscription),
+) -> CliResult {
     let options = SubscribeOptions {
         transports: args.transport.0.clone(),
         ..SubscribeOptions::default()
@@ -327,9 +396,8 @@ async fn hz(node: &Node, args: HzArgs) -> CliResult {
         .map_err(|e| e.to_string())?;
     println!("subscribed to [{}]", node.resolve_name(&args.topic));
     let start = Instant::now();
-    let mut stamps: Vec<Instant> = Vec::new();
-    let mut report = tokio::time::interval(Duration::from_secs(1));
-    report.tick().await;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
     loop {
         if args
             .duration
@@ -339,18 +407,109 @@ async fn hz(node: &Node, args: HzArgs) -> CliResult {
         }
         tokio::select! {
             r = sub.recv() => match r {
-                Some(_) => {
-                    stamps.push(Instant::now());
-                    if stamps.len() > 10_000 {
-                        stamps.remove(0);
-                    }
-                }
+                Some(m) => on_message(&mut state, &m),
                 None => return Ok(()),
             },
-            _ = report.tick() => print_rate(&stamps, sub.subscription()),
+            _ = tick.tick() => report(&mut state, sub.subscription()),
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
+}
+
+/// The last `WINDOW` values, as rostopic keeps them.
+const WINDOW: usize = 100;
+
+fn push_window<T>(v: &mut std::collections::VecDeque<T>, x: T) {
+    v.push_back(x);
+    if v.len() > WINDOW {
+        v.pop_front();
+    }
+}
+
+async fn bw(node: &Node, args: HzArgs) -> CliResult {
+    sample(
+        node,
+        &args,
+        std::collections::VecDeque::<(Instant, usize)>::new(),
+        |sizes, m| push_window(sizes, (Instant::now(), m.body.len())),
+        |sizes, _| {
+            let (Some(first), Some(_)) = (sizes.front(), sizes.back()) else {
+                return;
+            };
+            let n = sizes.len();
+            let total: usize = sizes.iter().map(|s| s.1).sum();
+            let span = Instant::now().duration_since(first.0).as_secs_f64().max(1e-9);
+            let per_s = total as f64 / span;
+            let mean = total as f64 / n as f64;
+            let min = sizes.iter().map(|s| s.1).min().unwrap_or(0) as f64;
+            let max = sizes.iter().map(|s| s.1).max().unwrap_or(0) as f64;
+            let (unit, scale) = if per_s < 1000.0 {
+                ("B", 1.0)
+            } else if per_s < 1_000_000.0 {
+                ("KB", 1000.0)
+            } else {
+                ("MB", 1_000_000.0)
+            };
+            println!(
+                "average: {:.2}{unit}/s\n\tmean: {:.2}{unit} min: {:.2}{unit} max: {:.2}{unit} window: {n}",
+                per_s / scale,
+                mean / scale,
+                min / scale,
+                max / scale
+            );
+        },
+    )
+    .await
+}
+
+/// A message's `header.stamp`, when its definition starts with a Header.
+fn header_stamp(m: &udpros::transport::subscription::Received) -> Option<f64> {
+    let definition = m.publisher.get("message_definition")?;
+    let first = definition
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+    let ty = first.split_whitespace().next()?;
+    if ty != "Header" && ty != "std_msgs/Header" {
+        return None;
+    }
+    let word = |i: usize| Some(u32::from_le_bytes(m.body.get(i..i + 4)?.try_into().ok()?));
+    Some(f64::from(word(4)?) + f64::from(word(8)?) * 1e-9)
+}
+
+async fn delay(node: &Node, args: HzArgs) -> CliResult {
+    sample(
+        node,
+        &args,
+        (std::collections::VecDeque::<f64>::new(), false),
+        |(delays, headerless), m| match header_stamp(m) {
+            Some(stamp) => {
+                let now = udpros::msg::Time::now().as_nanos() as f64 * 1e-9;
+                push_window(delays, now - stamp);
+            }
+            None => *headerless = true,
+        },
+        |(delays, headerless), _| {
+            if *headerless && delays.is_empty() {
+                println!("msg does not have header");
+                return;
+            }
+            if delays.is_empty() {
+                println!("no new messages");
+                return;
+            }
+            let n = delays.len() as f64;
+            let mean = delays.iter().sum::<f64>() / n;
+            let std = (delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n).sqrt();
+            let min = delays.iter().cloned().fold(f64::INFINITY, f64::min);
+            let max = delays.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            println!(
+                "average delay: {mean:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {std:.5}s window: {}",
+                delays.len()
+            );
+        },
+    )
+    .await
 }
 
 /// `rostopic hz`'s report, plus UDP loss from the reassemblers' counters.
