@@ -215,12 +215,29 @@ async fn echo(node: &Node, args: EchoArgs) -> CliResult {
     let mut decoders = Decoders::default();
     let mut printed = 0u64;
     let mut out = std::io::stdout();
+    // UDP losses go to stderr (stdout stays what rostopic echo prints), when they change.
+    let mut failures = 0u64;
+    let mut report_losses = |sub: &udpros::node::RawSubscriber| {
+        let now = udp_failures(sub.subscription());
+        if now != failures {
+            failures = now;
+            for line in udp_report(sub.subscription()) {
+                eprintln!("udpros: {line}");
+            }
+        }
+    };
+    let mut check = tokio::time::interval(Duration::from_secs(1));
     loop {
         let received = tokio::select! {
             r = sub.recv() => r,
+            _ = check.tick() => {
+                report_losses(&sub);
+                continue;
+            }
             _ = tokio::signal::ctrl_c() => None,
         };
         let Some(received) = received else {
+            report_losses(&sub);
             return Ok(());
         };
         let decoder = decoders.get(&received.publisher)?;
@@ -245,6 +262,7 @@ async fn echo(node: &Node, args: EchoArgs) -> CliResult {
         }
         printed += 1;
         if args.count.is_some_and(|n| printed >= n) {
+            report_losses(&sub);
             return Ok(());
         }
     }
@@ -531,6 +549,15 @@ fn print_rate(stamps: &[Instant], subscription: &udpros::transport::subscription
         1.0 / mean,
         stamps.len()
     );
+    for line in udp_report(subscription) {
+        println!("\t{line}");
+    }
+}
+
+/// Per UDP publisher: messages delivered, lost (gaps in message ids), and datagrams that
+/// never completed a message or could not be read, from the reassemblers' counters.
+fn udp_report(subscription: &udpros::transport::subscription::Subscription) -> Vec<String> {
+    let mut lines = Vec::new();
     for link in subscription.publisher_links() {
         let status = link.status();
         if status.protocol == Some(Protocol::Udp) {
@@ -541,14 +568,25 @@ fn print_rate(stamps: &[Instant], subscription: &udpros::transport::subscription
             } else {
                 0.0
             };
-            println!(
-                "\tUDP from {}: {} delivered, {} lost ({pct:.2}%), {} incomplete, {} malformed",
+            lines.push(format!(
+                "UDP from {}: {} delivered, {} lost ({pct:.2}%), {} incomplete, {} malformed",
                 link.uri,
                 udp.messages,
                 udp.lost(),
                 udp.incomplete,
                 udp.malformed
-            );
+            ));
         }
     }
+    lines
+}
+
+/// Failures seen on a subscription's UDP links so far: lost, incomplete and malformed.
+fn udp_failures(subscription: &udpros::transport::subscription::Subscription) -> u64 {
+    subscription
+        .publisher_links()
+        .iter()
+        .map(|l| l.status().udp)
+        .map(|u| u.lost() + u.incomplete + u.malformed)
+        .sum()
 }
