@@ -1,5 +1,6 @@
 //! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
 
+mod bench_cmd;
 mod demo_cmd;
 mod master_cmd;
 mod msg_cmd;
@@ -24,6 +25,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Benchmarks beside roscpp: `run` prints the table; `peer` is one side of a scenario.
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
     /// The whole system on embedded defaults: master, simulated sonars and autopilot, both
     /// bridge nodes, and a live view of their data over UDPROS.
     Demo(demo_cmd::DemoArgs),
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     udpros::logging::init();
     let result = match cli.command {
+        Command::Bench(cmd) => bench_cmd::run(cmd),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),

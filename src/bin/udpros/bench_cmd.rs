@@ -1,0 +1,589 @@
+//! `udpros bench`: udpros and roscpp side by side, in one run on one machine.
+//!
+//! `udpros bench run` builds the roscpp peer (`benches/peers/roscpp_bench.cpp`, g++ and
+//! pkg-config), starts a master, and runs every scenario for each pair (udpros → udpros,
+//! roscpp → roscpp, udpros → roscpp, roscpp → udpros) over UDPROS and TCPROS, each side in
+//! its own process; it prints a markdown table and writes CSV. `udpros bench peer` is the
+//! udpros side, with the roscpp peer's arguments and output.
+
+use super::CliResult;
+use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use udpros::msgs::{sensor_msgs, std_msgs};
+use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+use udpros::transport::Protocol;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Run the scenarios and print the table.
+    Run(RunArgs),
+    /// One side of a scenario (what the harness starts).
+    Peer(PeerArgs),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Tiny counts: checks that everything runs (CI), measures nothing worth reading.
+    #[arg(long)]
+    quick: bool,
+    /// Scenarios to run, e.g. `S1,S3` (default: all).
+    #[arg(long)]
+    scenarios: Option<String>,
+    /// Where to write the CSV (default: target/bench/udpros_bench.csv).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct PeerArgs {
+    /// `pub` or `sub`.
+    role: String,
+    topic: String,
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Messages per second; 0: as fast as the publisher can.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    #[arg(long, default_value_t = 1000)]
+    count: u64,
+    /// Subscribers the publisher waits for.
+    #[arg(long, default_value_t = 1)]
+    subscribers: usize,
+    /// `udp` or `tcp` (subscriber).
+    #[arg(long, default_value = "udp")]
+    transport: String,
+    /// Seconds without a message after which the subscriber stops.
+    #[arg(long, default_value_t = 3.0)]
+    idle: f64,
+}
+
+pub fn run(cmd: BenchCommand) -> CliResult {
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    match cmd {
+        BenchCommand::Peer(args) => runtime.block_on(peer(args)),
+        BenchCommand::Run(args) => runtime.block_on(harness(args)),
+    }
+}
+
+/// `user=.. sys=.. rss_kb=..` of this process.
+fn usage() -> String {
+    let mut r: libc_rusage::Rusage = Default::default();
+    libc_rusage::get(&mut r);
+    format!(
+        "user={:.3} sys={:.3} rss_kb={}",
+        r.user, r.sys, r.max_rss_kb
+    )
+}
+
+/// CPU time and peak RSS from /proc (no libc binding needed).
+mod libc_rusage {
+    #[derive(Default)]
+    pub struct Rusage {
+        pub user: f64,
+        pub sys: f64,
+        pub max_rss_kb: u64,
+    }
+
+    pub fn get(r: &mut Rusage) {
+        // utime and stime are fields 14 and 15 of /proc/self/stat, in clock ticks (100 Hz on
+        // Linux); VmHWM in /proc/self/status is the peak resident set.
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            let tick = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+                    / 100.0
+            };
+            r.user = tick(11);
+            r.sys = tick(12);
+        }
+        if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+            r.max_rss_kb = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0);
+        }
+    }
+}
+
+async fn peer(args: PeerArgs) -> CliResult {
+    let name = format!("udpros_bench_{}", std::process::id());
+    let node = Node::new(&name, std::iter::empty::<String>())
+        .await
+        .map_err(|e| e.to_string())?;
+    let result = match args.role.as_str() {
+        "pub" => publish(&node, &args).await,
+        "sub" => subscribe(&node, &args).await,
+        other => Err(format!("bench peer role '{other}' is not pub or sub")),
+    };
+    node.shutdown().await;
+    result
+}
+
+async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
+    let publisher = node
+        .advertise::<sensor_msgs::CompressedImage>(&args.topic, AdvertiseOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while publisher.num_subscribers() < args.subscribers && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut msg = sensor_msgs::CompressedImage {
+        format: "bench".into(),
+        data: vec![0x5a; args.size].into(),
+        ..Default::default()
+    };
+    let start = Instant::now();
+    for i in 0..args.count {
+        if args.rate > 0.0 {
+            let due = start + Duration::from_secs_f64(i as f64 / args.rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(Instant::now() + wait))
+                    .await;
+            }
+        } else if i % 64 == 0 {
+            tokio::task::yield_now().await; // let the links drain a flood
+        }
+        msg.header = std_msgs::Header {
+            seq: i as u32,
+            stamp: udpros::msg::Time::now(),
+            frame_id: String::new(),
+        };
+        publisher.publish(&msg).map_err(|e| e.to_string())?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!("PUB sent={} seconds={seconds:.3} {}", args.count, usage());
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
+    let transports = match args.transport.as_str() {
+        "tcp" => vec![Protocol::Tcp],
+        _ => vec![Protocol::Udp],
+    };
+    let options = SubscribeOptions {
+        transports,
+        queue_size: 100_000,
+        ..SubscribeOptions::default()
+    };
+    let mut sub = node
+        .subscribe::<sensor_msgs::CompressedImage>(&args.topic, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("READY");
+    let mut latencies = Vec::with_capacity(args.count.min(1 << 20) as usize);
+    let (mut received, mut lost, mut last_seq) = (0u64, 0u64, None::<u64>);
+    let (mut first, mut last) = (None, Instant::now());
+    let idle = Duration::from_secs_f64(args.idle);
+    loop {
+        let wait = if first.is_some() {
+            idle
+        } else {
+            Duration::from_secs(60)
+        };
+        let Ok(Some(m)) = tokio::time::timeout(wait, sub.recv()).await else {
+            break;
+        };
+        let now = udpros::msg::Time::now();
+        last = Instant::now();
+        first.get_or_insert(last);
+        latencies.push((now.as_nanos() as f64 - m.header.stamp.as_nanos() as f64) / 1e3);
+        let seq = u64::from(m.header.seq);
+        if let Some(prev) = last_seq {
+            if seq > prev + 1 {
+                lost += seq - prev - 1;
+            }
+        }
+        last_seq = Some(last_seq.map_or(seq, |p| p.max(seq)));
+        received += 1;
+        if received >= args.count {
+            break;
+        }
+    }
+    if let Some(l) = last_seq {
+        lost += args.count.saturating_sub(l + 1);
+    }
+    latencies.sort_by(f64::total_cmp);
+    let seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+    println!(
+        "SUB received={received} lost={lost} seconds={seconds:.3} p50_us={:.1} p99_us={:.1} max_us={:.1} {}",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or(0.0),
+        usage()
+    );
+    Ok(())
+}
+
+/// A scenario of the issue: message size, rate, count, subscribers.
+#[derive(Debug, Clone)]
+struct Scenario {
+    id: &'static str,
+    what: &'static str,
+    size: usize,
+    rate: f64,
+    count: u64,
+    subscribers: usize,
+}
+
+fn scenarios(quick: bool) -> Vec<Scenario> {
+    let n = |full: u64, small: u64| if quick { small } else { full };
+    vec![
+        Scenario {
+            id: "S1",
+            what: "64 B at 1 kHz",
+            size: 64,
+            rate: 1000.0,
+            count: n(5000, 200),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S2",
+            what: "64 B flood",
+            size: 64,
+            rate: 0.0,
+            count: n(100_000, 2000),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S3",
+            what: "100 kB at 100 Hz",
+            size: 100_000,
+            rate: 100.0,
+            count: n(500, 20),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S4",
+            what: "1 MB at 20 Hz",
+            size: 1_000_000,
+            rate: 20.0,
+            count: n(100, 5),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S5",
+            what: "10 kB at 500 Hz to 5 subscribers",
+            size: 10_000,
+            rate: 500.0,
+            count: n(2500, 100),
+            subscribers: 5,
+        },
+    ]
+}
+
+/// The pairs of the table: (publisher, subscriber) implementations.
+const PAIRS: [(&str, &str); 4] = [
+    ("udpros", "udpros"),
+    ("roscpp", "roscpp"),
+    ("udpros", "roscpp"),
+    ("roscpp", "udpros"),
+];
+
+/// Builds the roscpp peer into the target folder.
+fn build_roscpp_peer() -> Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = root.join("benches/peers/roscpp_bench.cpp");
+    let out_dir = root.join("target/bench");
+    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+    let binary = out_dir.join("roscpp_bench");
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "roscpp", "sensor_msgs"])
+        .output()
+        .map_err(|e| format!("pkg-config: {e}"))?;
+    if !flags.status.success() {
+        return Err(
+            "pkg-config finds no roscpp (install libroscpp-dev and libsensor-msgs-dev)".into(),
+        );
+    }
+    let flags = String::from_utf8_lossy(&flags.stdout).to_string();
+    let status = Command::new("g++")
+        .args(["-O2", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .args(flags.split_whitespace())
+        .status()
+        .map_err(|e| format!("g++: {e}"))?;
+    if !status.success() {
+        return Err("g++ could not build the roscpp bench peer".into());
+    }
+    Ok(binary)
+}
+
+/// `key=value` pairs of a peer's summary line.
+fn fields(line: &str) -> BTreeMap<String, f64> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+struct Peer {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(mut cmd: Command) -> Result<Peer, String> {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Peer { child, lines })
+}
+
+impl Peer {
+    fn wait_line(&self, prefix: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return Some(l),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// One measured cell of the table.
+#[derive(Debug, Clone, Default)]
+struct Row {
+    scenario: String,
+    pair: String,
+    transport: String,
+    sent: f64,
+    received: Vec<BTreeMap<String, f64>>,
+    publisher: BTreeMap<String, f64>,
+}
+
+fn peer_command(kind: &str, roscpp: &Path, master: &str) -> Command {
+    let mut cmd = if kind == "roscpp" {
+        Command::new(roscpp)
+    } else {
+        let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "udpros".into()));
+        c.args(["bench", "peer"]);
+        c
+    };
+    cmd.env("ROS_MASTER_URI", master)
+        .env("ROS_IP", "127.0.0.1")
+        .env_remove("ROS_HOSTNAME")
+        .env_remove("ROS_NAMESPACE");
+    cmd
+}
+
+fn run_cell(
+    s: &Scenario,
+    (publisher, subscriber): (&str, &str),
+    transport: &str,
+    roscpp: &Path,
+    master: &str,
+    topic: &str,
+) -> Result<Row, String> {
+    let mut subs = Vec::new();
+    for _ in 0..s.subscribers {
+        let mut cmd = peer_command(subscriber, roscpp, master);
+        cmd.args([
+            "sub",
+            topic,
+            "--count",
+            &s.count.to_string(),
+            "--transport",
+            transport,
+        ]);
+        let p = spawn(cmd)?;
+        p.wait_line("READY", Duration::from_secs(30))
+            .ok_or_else(|| format!("{subscriber} subscriber did not start"))?;
+        subs.push(p);
+    }
+    let mut cmd = peer_command(publisher, roscpp, master);
+    cmd.args([
+        "pub",
+        topic,
+        "--size",
+        &s.size.to_string(),
+        "--rate",
+        &s.rate.to_string(),
+        "--count",
+        &s.count.to_string(),
+        "--subscribers",
+        &s.subscribers.to_string(),
+    ]);
+    let pub_peer = spawn(cmd)?;
+    let limit = Duration::from_secs_f64(60.0 + s.count as f64 / s.rate.max(1000.0));
+    let pub_line = pub_peer
+        .wait_line("PUB", limit)
+        .ok_or_else(|| format!("{publisher} publisher did not finish"))?;
+    let mut row = Row {
+        scenario: format!("{} ({})", s.id, s.what),
+        pair: format!("{publisher} → {subscriber}"),
+        transport: transport.to_uppercase(),
+        sent: s.count as f64,
+        publisher: fields(&pub_line),
+        ..Row::default()
+    };
+    for p in &subs {
+        let line = p
+            .wait_line("SUB", Duration::from_secs(30))
+            .unwrap_or_else(|| "SUB received=0".into());
+        row.received.push(fields(&line));
+    }
+    Ok(row)
+}
+
+async fn harness(args: RunArgs) -> CliResult {
+    let roscpp = build_roscpp_peer()?;
+    let master =
+        udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")
+            .await
+            .map_err(|e| format!("cannot start a master: {e}"))?;
+    let uri = master.uri().to_string();
+    let wanted: Option<Vec<String>> = args
+        .scenarios
+        .as_ref()
+        .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+    let mut rows = Vec::new();
+    for (i, s) in scenarios(args.quick).into_iter().enumerate() {
+        if wanted
+            .as_ref()
+            .is_some_and(|w| !w.iter().any(|x| x == s.id))
+        {
+            continue;
+        }
+        for (j, pair) in PAIRS.iter().enumerate() {
+            for transport in ["udp", "tcp"] {
+                let topic = format!("/bench_{i}_{j}_{transport}");
+                let (roscpp2, uri2, s2) = (roscpp.clone(), uri.clone(), s.clone());
+                let pair = *pair;
+                let row = tokio::task::spawn_blocking(move || {
+                    run_cell(&s2, pair, transport, &roscpp2, &uri2, &topic)
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                match row {
+                    Ok(row) => {
+                        eprintln!("{} {} {}: done", row.scenario, row.pair, row.transport);
+                        rows.push(row);
+                    }
+                    Err(e) => eprintln!("{} {}→{} {transport}: {e}", s.id, pair.0, pair.1),
+                }
+            }
+        }
+    }
+    print_table(&rows);
+    let csv = args.csv.unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/udpros_bench.csv")
+    });
+    write_csv(&csv, &rows)?;
+    println!("\nCSV: {}", csv.display());
+    Ok(())
+}
+
+fn sum(row: &Row, key: &str) -> f64 {
+    row.received
+        .iter()
+        .map(|r| r.get(key).copied().unwrap_or(0.0))
+        .sum()
+}
+
+fn max_of(row: &Row, key: &str) -> f64 {
+    row.received
+        .iter()
+        .map(|r| r.get(key).copied().unwrap_or(0.0))
+        .fold(0.0, f64::max)
+}
+
+fn print_table(rows: &[Row]) {
+    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let subs = r.received.len().max(1) as f64;
+        let delivered = sum(r, "received") / (r.sent * subs);
+        let seconds = max_of(r, "seconds").max(1e-9);
+        let rate = sum(r, "received") / subs / seconds;
+        let cpu = |m: &BTreeMap<String, f64>| {
+            m.get("user").copied().unwrap_or(0.0) + m.get("sys").copied().unwrap_or(0.0)
+        };
+        let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
+        let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
+        println!(
+            "| {} | {} | {} | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            r.scenario,
+            r.pair,
+            r.transport,
+            delivered * 100.0,
+            rate,
+            max_of(r, "p50_us"),
+            max_of(r, "p99_us"),
+            max_of(r, "max_us"),
+            per_100k(cpu(&r.publisher), r.sent),
+            per_100k(sub_cpu, sum(r, "received") / subs),
+            r.publisher.get("rss_kb").copied().unwrap_or(0.0) / 1024.0,
+            max_of(r, "rss_kb") / 1024.0,
+        );
+    }
+}
+
+fn write_csv(path: &Path, rows: &[Row]) -> CliResult {
+    let mut out = String::from("scenario,pair,transport,subscriber,sent,received,lost,seconds,p50_us,p99_us,max_us,pub_user,pub_sys,pub_rss_kb,sub_user,sub_sys,sub_rss_kb\n");
+    for r in rows {
+        for (i, s) in r.received.iter().enumerate() {
+            let g = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
+            out += &format!(
+                "{},{},{},{i},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.scenario,
+                r.pair,
+                r.transport,
+                r.sent,
+                g(s, "received"),
+                g(s, "lost"),
+                g(s, "seconds"),
+                g(s, "p50_us"),
+                g(s, "p99_us"),
+                g(s, "max_us"),
+                g(&r.publisher, "user"),
+                g(&r.publisher, "sys"),
+                g(&r.publisher, "rss_kb"),
+                g(s, "user"),
+                g(s, "sys"),
+                g(s, "rss_kb"),
+            );
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(path, out).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
