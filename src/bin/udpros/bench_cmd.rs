@@ -531,15 +531,21 @@ fn print_table(rows: &[Row]) {
     for r in rows {
         let subs = r.received.len().max(1) as f64;
         let delivered = sum(r, "received") / (r.sent * subs);
-        let seconds = max_of(r, "seconds").max(1e-9);
-        let rate = sum(r, "received") / subs / seconds;
+        // A rate needs two messages and some time between them.
+        let seconds = max_of(r, "seconds");
+        let per_sub = sum(r, "received") / subs;
+        let rate = if seconds > 0.0 && per_sub >= 2.0 {
+            format!("{:.0}", (per_sub - 1.0) / seconds)
+        } else {
+            "-".into()
+        };
         let cpu = |m: &BTreeMap<String, f64>| {
             m.get("user").copied().unwrap_or(0.0) + m.get("sys").copied().unwrap_or(0.0)
         };
         let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
         let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
         println!(
-            "| {} | {} | {} | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
             r.scenario,
             r.pair,
             r.transport,
