@@ -299,6 +299,15 @@ impl<M: Message> Publisher<M> {
         Ok(())
     }
 
+    /// Publishes once every subscriber's queue has room: nothing is dropped, and the caller
+    /// goes at the pace of the slowest subscriber (for floods that must arrive whole;
+    /// [`publish`](Self::publish) keeps the freshest data instead).
+    pub async fn publish_when_room(&self, msg: &M) -> Result<(), crate::wire::Error> {
+        let frame = crate::wire::to_frame(msg)?;
+        self.raw.publication.publish_frame_when_room(frame).await;
+        Ok(())
+    }
+
     pub fn topic(&self) -> &str {
         self.raw.topic()
     }

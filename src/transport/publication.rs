@@ -119,6 +119,16 @@ impl Publication {
         }
     }
 
+    /// Like [`publish_frame`](Self::publish_frame), but first waits until every
+    /// subscriber's queue has room, so nothing is dropped for a slow subscriber: the
+    /// publisher goes at the pace of the slowest link instead.
+    pub async fn publish_frame_when_room(&self, frame: Bytes) {
+        for link in &self.subscriber_links() {
+            link.queue.wait_for_room().await;
+        }
+        self.publish_frame(frame);
+    }
+
     pub fn num_subscribers(&self) -> usize {
         self.links().iter().filter(|l| !l.is_closed()).count()
     }

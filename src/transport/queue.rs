@@ -11,6 +11,8 @@ pub struct DropOldest<T> {
     items: Mutex<VecDeque<T>>,
     capacity: usize,
     ready: Notify,
+    /// Woken when the reader takes items, for writers that wait for room.
+    room: Notify,
     closed: AtomicBool,
     dropped: AtomicU64,
 }
@@ -21,6 +23,7 @@ impl<T> DropOldest<T> {
             items: Mutex::new(VecDeque::with_capacity(capacity.clamp(1, 1024))),
             capacity: capacity.max(1),
             ready: Notify::new(),
+            room: Notify::new(),
             closed: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
         }
@@ -54,6 +57,8 @@ impl<T> DropOldest<T> {
                 let mut items = self.lock();
                 if !items.is_empty() {
                     into.extend(items.drain(..));
+                    drop(items);
+                    self.room.notify_waiters();
                     return Some(());
                 }
             }
@@ -68,7 +73,9 @@ impl<T> DropOldest<T> {
     pub async fn pop(&self) -> Option<T> {
         loop {
             let notified = self.ready.notified();
-            if let Some(item) = self.lock().pop_front() {
+            let item = self.lock().pop_front();
+            if let Some(item) = item {
+                self.room.notify_waiters();
                 return Some(item);
             }
             if self.is_closed() {
@@ -78,10 +85,25 @@ impl<T> DropOldest<T> {
         }
     }
 
+    /// Waits until a push would not drop anything (or the queue is closed): for writers
+    /// that prefer waiting to losing data, such as a flood that must arrive whole.
+    pub async fn wait_for_room(&self) {
+        loop {
+            let notified = self.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_closed() || self.lock().len() < self.capacity {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.ready.notify_waiters();
         self.ready.notify_one();
+        self.room.notify_waiters();
     }
 
     pub fn is_closed(&self) -> bool {
@@ -104,6 +126,27 @@ impl<T> DropOldest<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_writer_can_wait_for_room_instead_of_dropping() {
+        let q = std::sync::Arc::new(DropOldest::new(2));
+        q.push(1);
+        q.push(2);
+        let writer = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                q.wait_for_room().await;
+                q.push(3);
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!writer.is_finished(), "full: the writer waits");
+        assert_eq!(q.pop().await, Some(1));
+        writer.await.unwrap();
+        let mut out = Vec::new();
+        q.pop_all(&mut out).await.unwrap();
+        assert_eq!((out, q.dropped()), (vec![2, 3], 0));
+    }
 
     #[tokio::test]
     async fn drops_the_oldest_and_closes() {

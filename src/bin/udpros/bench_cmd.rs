@@ -131,7 +131,13 @@ async fn peer(args: PeerArgs) -> CliResult {
 
 async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
     let publisher = node
-        .advertise::<sensor_msgs::CompressedImage>(&args.topic, AdvertiseOptions::default())
+        .advertise::<sensor_msgs::CompressedImage>(
+            &args.topic,
+            AdvertiseOptions {
+                queue_size: 1000, // as the roscpp peer
+                ..AdvertiseOptions::default()
+            },
+        )
         .await
         .map_err(|e| e.to_string())?;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -152,15 +158,21 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
                 tokio::time::sleep_until(tokio::time::Instant::from_std(Instant::now() + wait))
                     .await;
             }
-        } else if i % 64 == 0 {
-            tokio::task::yield_now().await; // let the links drain a flood
         }
         msg.header = std_msgs::Header {
             seq: i as u32,
             stamp: udpros::msg::Time::now(),
             frame_id: String::new(),
         };
-        publisher.publish(&msg).map_err(|e| e.to_string())?;
+        if args.rate > 0.0 {
+            publisher.publish(&msg).map_err(|e| e.to_string())?;
+        } else {
+            // A flood goes at the pace of the links instead of dropping in its own queue.
+            publisher
+                .publish_when_room(&msg)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
     }
     let seconds = start.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
