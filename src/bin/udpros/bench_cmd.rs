@@ -72,8 +72,8 @@ pub fn run(cmd: BenchCommand) -> CliResult {
 
 /// `user=.. sys=.. rss_kb=..` of this process.
 fn usage() -> String {
-    let mut r: libc_rusage::Rusage = Default::default();
-    libc_rusage::get(&mut r);
+    let mut r: proc_usage::Rusage = Default::default();
+    proc_usage::get(&mut r);
     format!(
         "user={:.3} sys={:.3} rss_kb={}",
         r.user, r.sys, r.max_rss_kb
@@ -81,7 +81,7 @@ fn usage() -> String {
 }
 
 /// CPU time and peak RSS from /proc (no libc binding needed).
-mod libc_rusage {
+mod proc_usage {
     #[derive(Default)]
     pub struct Rusage {
         pub user: f64,
