@@ -538,8 +538,8 @@ fn max_of(row: &Row, key: &str) -> f64 {
 }
 
 fn print_table(rows: &[Row]) {
-    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | last/first p50 | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let subs = r.received.len().max(1) as f64;
         let delivered = sum(r, "received") / (r.sent * subs);
@@ -556,8 +556,20 @@ fn print_table(rows: &[Row]) {
         };
         let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
         let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
+        // Fan-out: how much later the slowest subscriber is served than the fastest.
+        let p50s: Vec<f64> = r
+            .received
+            .iter()
+            .filter_map(|m| m.get("p50_us").copied())
+            .collect();
+        let first = p50s.iter().copied().fold(f64::INFINITY, f64::min);
+        let spread = if p50s.len() > 1 && first > 0.0 {
+            format!("{:.2}", max_of(r, "p50_us") / first)
+        } else {
+            "-".into()
+        };
         println!(
-            "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {spread} | {:.2} | {:.2} | {:.1} | {:.1} |",
             r.scenario,
             r.pair,
             r.transport,
