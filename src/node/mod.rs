@@ -176,7 +176,11 @@ impl Node {
             );
         }
         *lock(&node.inner.rosout) = Some(rosout);
-        *lock(&node.inner.watchdog) = Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner))));
+        // The master that just took our registrations: the watchdog's baseline, so it only
+        // registers again after a restart (a new pid), never racing a quick shutdown.
+        let pid = node.inner.master.get_pid().await.ok();
+        *lock(&node.inner.watchdog) =
+            Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner), pid)));
         Ok(node)
     }
 
@@ -296,6 +300,10 @@ impl Node {
             reason.get_or_insert_with(|| "shutdown".into());
             first
         });
+        // The watchdog re-registers what the master lost; it must not undo what follows.
+        if let Some(watchdog) = lock(&self.inner.watchdog).take() {
+            watchdog.abort();
+        }
         let uri = self.uri().to_string();
         let published: Vec<String> = lock(&self.inner.topics.publications)
             .keys()
@@ -425,12 +433,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Notices a master restart (its pid changes, or it answers again after failing) and
 /// registers everything again: publications, subscriptions, cached parameters, private
 /// parameters from the command line. No ROS1 client library does this.
-async fn watch_master(node: Weak<NodeInner>) {
-    let mut known_pid: Option<i32> = None;
+async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
+    let mut known_pid: Option<i32> = master_pid;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tick.tick().await;
         let Some(n) = node.upgrade() else { return };
+        if n.shutdown.borrow().is_some() {
+            return;
+        }
         let pid = n.master.get_pid().await.ok();
         let restarted = match (known_pid, pid) {
             (Some(old), Some(new)) => old != new,
@@ -442,7 +453,7 @@ async fn watch_master(node: Weak<NodeInner>) {
         }
         let first = known_pid.is_none();
         known_pid = pid;
-        if restarted || (first && n.registered_anything()) {
+        if (restarted || (first && n.registered_anything())) && n.shutdown.borrow().is_none() {
             n.register_again().await;
         }
     }
