@@ -302,7 +302,7 @@ async fn the_built_in_simulator_feeds_mavros_timesync_status_to_rospy_and_udpros
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(lines.len() >= 3, "{stdout}");
     for l in lines {
         assert_eq!(l["type"], "mavros_msgs/TimesyncStatus");
         assert_eq!(l["md5"], "021ec8044e747bea518b441f374ba64b");

@@ -16,6 +16,8 @@ def main():
     done = []
 
     def callback(raw):
+        if len(seen) >= count:
+            return  # rospy may deliver a few more before the main loop sees `done`
         header = raw._connection_header
         name = header["type"]
         cls = genpy.dynamic.generate_dynamic(name, header["message_definition"])[name]
