@@ -2,8 +2,10 @@
 //! out to TCPROS and UDPROS links, subscriptions negotiating with each publisher and
 //! reading from it, and the sockets both need.
 
+pub mod offload;
 pub mod publication;
 pub mod queue;
+mod sender;
 pub mod subscription;
 pub mod tcp_server;
 

@@ -1,16 +1,17 @@
-//! One advertised topic: the links to its subscribers, each fed the same serialized frame
-//! through its own drop-oldest queue, so `publish` never waits for a slow subscriber.
+//! One advertised topic: the links to its subscribers, each fed the same serialized frame,
+//! sent at once when the link is idle or else through its own drop-oldest queue, so
+//! `publish` never waits for a slow subscriber.
 
 use super::queue::DropOldest;
+use super::sender::{Attempt, Wire};
 use super::{LinkStats, Protocol, HEARTBEAT};
 use crate::wire::header::ConnectionHeader;
-use crate::wire::udpros::{Fragmenter, Pacer, HEADER_LEN};
+use crate::wire::udpros::Fragmenter;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpStream, UdpSocket};
 
 /// What a topic carries, as the handshake states it.
@@ -33,6 +34,7 @@ pub struct SubscriberLink {
     pub local_port: u16,
     pub stats: LinkStats,
     queue: DropOldest<Bytes>,
+    wire: tokio::sync::Mutex<Wire>,
     closed: AtomicBool,
 }
 
@@ -49,6 +51,30 @@ impl SubscriberLink {
     /// Frames dropped because this subscriber fell behind.
     pub fn drops(&self) -> u64 {
         self.queue.dropped()
+    }
+
+    /// Sends a frame from the publishing thread when the link is idle, else queues it for
+    /// the link's task.
+    fn offer(&self, frame: &Bytes) {
+        if let Ok(mut wire) = self.wire.try_lock() {
+            // Frames already queued go first: then this one queues behind them.
+            if self.queue.is_empty() {
+                match wire.try_send_now(frame) {
+                    Attempt::Sent => return self.stats.add_message(frame.len()),
+                    Attempt::Started => {
+                        drop(wire);
+                        self.queue.kick();
+                        return self.stats.add_message(frame.len());
+                    }
+                    Attempt::Failed(e) => {
+                        tracing::debug!("link to {} closed: {e}", self.caller_id);
+                        return self.close();
+                    }
+                    Attempt::NotNow => {}
+                }
+            }
+        }
+        self.queue.push(frame.clone());
     }
 }
 
@@ -68,17 +94,6 @@ impl std::fmt::Debug for Publication {
         f.debug_struct("Publication")
             .field("topic", &self.info.topic)
             .finish()
-    }
-}
-
-/// Datagram pacing toward a subscriber: roscpp's receive buffer is the kernel default
-/// (about 200 kB), so bursts stay well under it; udpros subscribers size theirs for whole
-/// messages.
-fn pacer_for(udpros_peer: bool) -> Pacer {
-    if udpros_peer {
-        Pacer::new(1_500_000_000, 4 << 20)
-    } else {
-        Pacer::new(250_000_000, 96 << 10)
     }
 }
 
@@ -115,7 +130,7 @@ impl Publication {
         let mut links = self.links();
         links.retain(|l| !l.is_closed());
         for link in links.iter() {
-            link.queue.push(frame.clone());
+            link.offer(&frame);
         }
     }
 
@@ -171,12 +186,14 @@ impl Publication {
             .with("type", self.info.msg_type.as_str()))
     }
 
-    fn new_link(
+    /// A link and its task.
+    fn add_link(
         &self,
         caller_id: &str,
         protocol: Protocol,
         peer: SocketAddr,
         local_port: u16,
+        wire: Wire,
     ) -> Arc<SubscriberLink> {
         let link = Arc::new(SubscriberLink {
             id: self.link_ids.fetch_add(1, Ordering::Relaxed),
@@ -186,6 +203,7 @@ impl Publication {
             local_port,
             stats: LinkStats::default(),
             queue: DropOldest::new(self.queue_size),
+            wire: tokio::sync::Mutex::new(wire),
             closed: AtomicBool::new(false),
         });
         if let Some(frame) = self
@@ -197,6 +215,7 @@ impl Publication {
             link.queue.push(frame);
         }
         self.links().push(link.clone());
+        tokio::spawn(serve(link.clone()));
         link
     }
 
@@ -208,8 +227,20 @@ impl Publication {
         let local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
         let _ = stream.set_nodelay(nodelay);
         super::set_keepalive(&stream);
-        let link = self.new_link(caller_id, Protocol::Tcp, peer, local_port);
-        tokio::spawn(tcp_link(link, stream));
+        let (mut reader, writer) = stream.into_split();
+        let link = self.add_link(
+            caller_id,
+            Protocol::Tcp,
+            peer,
+            local_port,
+            Wire::tcp(writer),
+        );
+        // The subscriber sends nothing after its header: any read completing means it left.
+        tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            while let Ok(1..) = reader.read(&mut buf).await {}
+            link.close();
+        });
     }
 
     /// Opens a UDP link to a subscriber (negotiated through requestTopic).
@@ -224,9 +255,8 @@ impl Publication {
         let fragmenter = Fragmenter::new(connection_id, max_datagram).map_err(|e| e.to_string())?;
         let peer = socket.peer_addr().map_err(|e| e.to_string())?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
-        let link = self.new_link(caller_id, Protocol::Udp, peer, local_port);
-        tokio::spawn(udp_link(link.clone(), socket, fragmenter, udpros_peer));
-        Ok(link)
+        let wire = Wire::udp(socket, fragmenter, udpros_peer);
+        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, wire))
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).
@@ -243,102 +273,39 @@ impl Drop for Publication {
     }
 }
 
-async fn tcp_link(link: Arc<SubscriberLink>, stream: TcpStream) {
-    let (mut reader, mut writer) = stream.into_split();
-    // The subscriber sends nothing after its header: any read completing means it left.
-    let watch = link.clone();
-    let watcher = tokio::spawn(async move {
-        let mut buf = [0u8; 64];
-        loop {
-            match reader.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => continue,
-            }
-        }
-        watch.close();
-    });
-    let mut frames = Vec::new();
-    let mut batch = Vec::new();
-    while link.queue.pop_all(&mut frames).await.is_some() {
-        // Several small frames go out in one write; large ones as they are.
-        let total: usize = frames.iter().map(Bytes::len).sum();
-        let result = if frames.len() > 1 && total <= 64 << 10 {
-            batch.clear();
-            frames.iter().for_each(|f| batch.extend_from_slice(f));
-            writer.write_all(&batch).await
-        } else {
-            let mut result = Ok(());
-            for frame in &frames {
-                result = writer.write_all(frame).await;
-                if result.is_err() {
-                    break;
-                }
-            }
-            result
-        };
-        frames
-            .drain(..)
-            .for_each(|f| link.stats.add_message(f.len()));
-        if result.is_err() {
-            break;
-        }
-    }
-    link.close();
-    watcher.abort();
-}
-
-async fn udp_link(
-    link: Arc<SubscriberLink>,
-    socket: UdpSocket,
-    mut fragmenter: Fragmenter,
-    udpros_peer: bool,
-) {
-    let mut pacer = pacer_for(udpros_peer);
-    let mut frames = Vec::new();
-    let mut datagram = Vec::with_capacity(fragmenter.max_datagram_size());
+/// Drives one link: sends what `publish` queued or left unfinished, heartbeats on idle
+/// udpros UDP links, and says goodbye when the link closes.
+async fn serve(link: Arc<SubscriberLink>) {
+    let heartbeats = link.wire.lock().await.wants_heartbeats();
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_sent = Instant::now();
-    'serve: loop {
-        tokio::select! {
-            more = link.queue.pop_all(&mut frames) => {
-                if more.is_none() {
-                    break;
-                }
-                for frame in frames.drain(..) {
-                    let Ok(fragments) = fragmenter.fragment(&frame) else {
-                        link.stats.drops.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    };
-                    for d in fragments {
-                        let at = pacer.reserve(Instant::now(), d.len());
-                        if at > Instant::now() {
-                            tokio::time::sleep_until(at.into()).await;
-                        }
-                        datagram.clear();
-                        datagram.extend_from_slice(&d.header);
-                        datagram.extend_from_slice(&d.payload);
-                        if let Err(e) = socket.send(&datagram).await {
-                            // A subscriber gone: the kernel's port-unreachable surfaces here.
-                            tracing::debug!("UDPROS link to {} closed: {e}", link.caller_id);
-                            link.close();
-                            break 'serve;
-                        }
-                    }
-                    link.stats.add_message(frame.len());
-                    last_sent = Instant::now();
+    let mut frames = Vec::new();
+    let served: std::io::Result<()> = async {
+        loop {
+            tokio::select! {
+                _ = link.queue.wait_ready() => {}
+                _ = heartbeat.tick(), if heartbeats => {
+                    link.wire.lock().await.heartbeat().await?;
+                    continue;
                 }
             }
-            _ = heartbeat.tick(), if udpros_peer => {
-                if last_sent.elapsed() >= HEARTBEAT && socket.send(&fragmenter.ping()).await.is_err() {
-                    link.close();
-                    break;
-                }
+            // Frames are taken only under the wire's lock, so a direct send from
+            // `publish` (which needs the lock and an empty queue) never overtakes them.
+            let mut wire = link.wire.lock().await;
+            wire.finish().await?;
+            while link.queue.take_all(&mut frames) {
+                wire.send_all(&mut frames, &link.stats).await?;
+            }
+            if link.queue.is_closed() {
+                return Ok(());
             }
         }
     }
-    if udpros_peer {
-        let _ = socket.send(&fragmenter.err()[..HEADER_LEN]).await;
+    .await;
+    if let Err(e) = served {
+        // A subscriber gone: the kernel's port-unreachable or a reset surfaces here.
+        tracing::debug!("link to {} closed: {e}", link.caller_id);
     }
     link.close();
+    link.wire.lock().await.goodbye().await;
 }

@@ -49,24 +49,32 @@ impl<T> DropOldest<T> {
         self.ready.notify_one();
     }
 
-    /// Waits for items and takes them all; `None` once closed and empty.
-    pub async fn pop_all(&self, into: &mut Vec<T>) -> Option<()> {
-        loop {
-            let notified = self.ready.notified();
-            {
-                let mut items = self.lock();
-                if !items.is_empty() {
-                    into.extend(items.drain(..));
-                    drop(items);
-                    self.room.notify_waiters();
-                    return Some(());
-                }
-            }
-            if self.is_closed() {
-                return None;
-            }
-            notified.await;
+    /// Takes every item there is, without waiting; false when there was none.
+    pub fn take_all(&self, into: &mut Vec<T>) -> bool {
+        let mut items = self.lock();
+        if items.is_empty() {
+            return false;
         }
+        into.extend(items.drain(..));
+        drop(items);
+        self.room.notify_waiters();
+        true
+    }
+
+    /// Waits until there are items, the queue is closed, or the reader is
+    /// [kicked](Self::kick). It may return early: readers check what they find.
+    pub async fn wait_ready(&self) {
+        let notified = self.ready.notified();
+        if !self.is_empty() || self.is_closed() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Wakes the reader waiting in [`wait_ready`](Self::wait_ready) though nothing was
+    /// pushed: the writer left it other work.
+    pub fn kick(&self) {
+        self.ready.notify_one();
     }
 
     /// Waits for one item; `None` once closed and empty.
@@ -128,6 +136,22 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn a_kick_wakes_the_reader_with_nothing_queued() {
+        let q = std::sync::Arc::new(DropOldest::<u8>::new(2));
+        let reader = {
+            let q = q.clone();
+            tokio::spawn(async move { q.wait_ready().await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!reader.is_finished(), "empty and open: the reader waits");
+        q.kick();
+        tokio::time::timeout(std::time::Duration::from_secs(5), reader)
+            .await
+            .expect("the kick wakes the reader")
+            .unwrap();
+    }
+
+    #[tokio::test]
     async fn a_writer_can_wait_for_room_instead_of_dropping() {
         let q = std::sync::Arc::new(DropOldest::new(2));
         q.push(1);
@@ -144,7 +168,7 @@ mod tests {
         assert_eq!(q.pop().await, Some(1));
         writer.await.unwrap();
         let mut out = Vec::new();
-        q.pop_all(&mut out).await.unwrap();
+        assert!(q.take_all(&mut out));
         assert_eq!((out, q.dropped()), (vec![2, 3], 0));
     }
 
@@ -156,9 +180,12 @@ mod tests {
         q.push(3);
         assert_eq!(q.dropped(), 1);
         let mut out = Vec::new();
-        q.pop_all(&mut out).await.unwrap();
+        q.wait_ready().await;
+        assert!(q.take_all(&mut out));
         assert_eq!(out, [2, 3]);
+        assert!(!q.take_all(&mut out), "nothing left");
         q.close();
+        q.wait_ready().await; // returns at once: closed
         assert_eq!(q.pop().await, None);
         q.push(4);
         assert!(q.is_empty(), "a closed queue takes nothing");

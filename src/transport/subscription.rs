@@ -4,11 +4,11 @@
 //! publisher.
 
 use super::queue::DropOldest;
-use super::{udp_socket, LinkStats, Protocol, LIVENESS_TIMEOUT, UDPROS_PEER_FIELD};
+use super::{offload, udp_socket, LinkStats, Protocol, LIVENESS_TIMEOUT, UDPROS_PEER_FIELD};
 use crate::api::ok_value;
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::tcpros::FrameDecoder;
-use crate::wire::udpros::{Event, Reassembler, ReassemblerConfig, UdpStats, ROSCPP_MAX_DATAGRAM};
+use crate::wire::udpros::{Event, Reassembler, ReassemblerConfig, UdpStats};
 use crate::xmlrpc::{Value, XmlRpcClient};
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
@@ -322,17 +322,25 @@ async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
     }
 }
 
-/// The UDP socket offered in negotiation, already being read (latched data can arrive
-/// before the XML-RPC reply does).
+/// The UDP socket offered in negotiation. Datagrams that arrive before the publisher's
+/// answer (a latched message) wait in its kernel buffer, sized for several messages.
 struct UdpOffer {
     port: u16,
-    datagrams: tokio::sync::mpsc::UnboundedReceiver<(Bytes, SocketAddr)>,
-    reader: tokio::task::JoinHandle<()>,
+    socket: UdpSocket,
+    /// Where datagrams are read into: split per read, so the steady state allocates only
+    /// when a block of reads has been handed on.
+    buf: BytesMut,
 }
 
-impl Drop for UdpOffer {
-    fn drop(&mut self) {
-        self.reader.abort();
+impl UdpOffer {
+    /// The next datagrams (several when the kernel coalesced them), their size and their
+    /// sender. Cancel-safe: nothing is lost if the wait is.
+    async fn recv(&mut self) -> std::io::Result<(Bytes, usize, SocketAddr)> {
+        if self.buf.capacity() - self.buf.len() < offload::MAX_READ {
+            self.buf.reserve(4 * offload::MAX_READ);
+        }
+        let read = offload::recv(&self.socket, &mut self.buf).await?;
+        Ok((self.buf.split().freeze(), read.segment, read.from))
     }
 }
 
@@ -347,40 +355,12 @@ fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
         );
     }
     let port = socket.local_addr().map_err(|e| e.to_string())?.port();
-    let (tx, datagrams) = tokio::sync::mpsc::unbounded_channel();
-    let reader = tokio::spawn(read_datagrams(
-        socket,
-        tx,
-        sub.config.max_datagram_size.max(ROSCPP_MAX_DATAGRAM),
-    ));
+    offload::enable_coalescing(&socket);
     Ok(UdpOffer {
         port,
-        datagrams,
-        reader,
+        socket,
+        buf: BytesMut::new(),
     })
-}
-
-async fn read_datagrams(
-    socket: UdpSocket,
-    tx: tokio::sync::mpsc::UnboundedSender<(Bytes, SocketAddr)>,
-    max: usize,
-) {
-    // One buffer, split per datagram: no allocation per datagram in the steady state.
-    let mut buf = BytesMut::with_capacity(64 * (max + 1));
-    loop {
-        if buf.capacity() - buf.len() < max + 1 {
-            buf.reserve(64 * (max + 1));
-        }
-        match socket.recv_buf_from(&mut buf).await {
-            Ok((_, from)) => {
-                if tx.send((buf.split().freeze(), from)).is_err() {
-                    return;
-                }
-            }
-            // A port-unreachable from an earlier send, or a transient error: keep reading.
-            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
-        }
-    }
 }
 
 async fn connect_and_read(sub: &Arc<Subscription>, link: &Arc<PublisherLink>) -> Ended {
@@ -561,24 +541,35 @@ async fn read_udp(
                 .into(),
         );
         tokio::select! {
-            received = offer.datagrams.recv() => {
-                let Some((datagram, from)) = received else { return Ended::Retry("UDP socket closed".into()) };
+            received = offer.recv() => {
+                let (datagrams, segment, from) = match received {
+                    Ok(received) => received,
+                    // A transient error (this socket sends nothing, so no port-unreachable):
+                    // a pause keeps a persistent one from spinning.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                };
                 if source.is_some_and(|s| s != from) {
                     continue;
                 }
                 let now = Instant::now();
-                match reassembler.handle(now, datagram) {
-                    Some(Event::Message(body)) => {
-                        last_heard = now;
-                        if source.is_none() {
-                            source = Some(from);
-                            link.set_status(|s| s.peer = Some(from));
+                for start in (0..datagrams.len()).step_by(segment.max(1)) {
+                    let datagram = datagrams.slice(start..(start + segment).min(datagrams.len()));
+                    match reassembler.handle(now, datagram) {
+                        Some(Event::Message(body)) => {
+                            last_heard = now;
+                            if source.is_none() {
+                                source = Some(from);
+                                link.set_status(|s| s.peer = Some(from));
+                            }
+                            sub.deliver(link, body, &header, Protocol::Udp);
                         }
-                        sub.deliver(link, body, &header, Protocol::Udp);
+                        Some(Event::Ping) => last_heard = now,
+                        Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
+                        None => {}
                     }
-                    Some(Event::Ping) => last_heard = now,
-                    Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
-                    None => {}
                 }
                 let stats = *reassembler.stats();
                 link.set_status(|s| s.udp = stats);

@@ -36,15 +36,31 @@ impl Pacer {
         }
     }
 
-    /// Reserves `len` bytes and returns when they may be sent: `now` while within the budget,
-    /// later once the budget is spent. Calls must come with non-decreasing `now`.
-    pub fn reserve(&mut self, now: Instant, len: usize) -> Instant {
-        let Some(rate) = self.rate else { return now };
+    /// Reserves `len` bytes only if they may be sent at `now`; false leaves the budget as
+    /// it was. For a sender that would rather hand the bytes to someone who can wait.
+    pub fn try_reserve(&mut self, now: Instant, len: usize) -> bool {
+        let Some(rate) = self.rate else { return true };
+        self.refill(now, rate);
+        if self.tokens < len as f64 {
+            return false;
+        }
+        self.tokens -= len as f64;
+        true
+    }
+
+    fn refill(&mut self, now: Instant, rate: f64) {
         if let Some(last) = self.last {
             let elapsed = now.saturating_duration_since(last).as_secs_f64();
             self.tokens = (self.tokens + elapsed * rate).min(self.burst);
         }
         self.last = Some(now);
+    }
+
+    /// Reserves `len` bytes and returns when they may be sent: `now` while within the budget,
+    /// later once the budget is spent. Calls must come with non-decreasing `now`.
+    pub fn reserve(&mut self, now: Instant, len: usize) -> Instant {
+        let Some(rate) = self.rate else { return now };
+        self.refill(now, rate);
         self.tokens -= len as f64;
         if self.tokens >= 0.0 {
             now
@@ -57,6 +73,23 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_reserve_takes_only_what_the_budget_has_now() {
+        let t0 = Instant::now();
+        let mut p = Pacer::new(1_000_000, 3000);
+        assert!(p.try_reserve(t0, 2000));
+        assert!(!p.try_reserve(t0, 1500), "1000 bytes left");
+        assert!(p.try_reserve(t0, 1000));
+        assert_eq!(
+            p.reserve(t0, 1000) - t0,
+            Duration::from_millis(1),
+            "in debt after"
+        );
+        assert!(!p.try_reserve(t0 + Duration::from_millis(1), 1));
+        assert!(p.try_reserve(t0 + Duration::from_millis(2), 1000));
+        assert!(Pacer::unlimited().try_reserve(t0, usize::MAX));
+    }
 
     #[test]
     fn sends_a_burst_then_spaces_the_rest_at_the_rate() {

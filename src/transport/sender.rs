@@ -1,0 +1,340 @@
+//! The sending end of one subscriber link: its socket and the protocol state that goes
+//! with it (UDPROS message ids and pacing, a TCP write cut short), behind the link's lock.
+//!
+//! The link's task drains its queue through it. `publish` also uses it directly when the
+//! link is idle, as roscpp writes from the publishing thread: a small message then leaves
+//! without waking another task, which on a multi-threaded runtime is a cross-thread wake
+//! per message, the largest part of the latency on a quiet link.
+
+use super::{offload, LinkStats, HEARTBEAT};
+use crate::wire::udpros::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
+use bytes::Bytes;
+use std::io;
+use std::time::Instant;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::UdpSocket;
+
+/// Without segmentation offload, messages of more datagrams than this always go through
+/// the link's task: sending them would hold up the publishing thread. With it, messages
+/// that take one send go directly.
+const DIRECT_MAX_DATAGRAMS: usize = 8;
+/// TCP frames larger than this go through the link's task, for the same reason.
+const DIRECT_MAX_TCP_BYTES: usize = 64 << 10;
+/// Queued small TCP frames are joined into writes of up to this size.
+const TCP_BATCH_BYTES: usize = 64 << 10;
+
+/// What an attempt to send a frame at once came to.
+#[derive(Debug)]
+pub enum Attempt {
+    /// Gone whole.
+    Sent,
+    /// Nothing was sent: the frame goes to the queue.
+    NotNow,
+    /// Partly sent; the rest waits in the wire for the link's task, which must be woken.
+    Started,
+    /// The link is broken.
+    Failed(io::Error),
+}
+
+pub enum Wire {
+    Udp(UdpWire),
+    Tcp(TcpWire),
+}
+
+impl std::fmt::Debug for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Wire::Udp(_) => "Wire::Udp",
+            Wire::Tcp(_) => "Wire::Tcp",
+        })
+    }
+}
+
+impl Wire {
+    pub fn udp(socket: UdpSocket, fragmenter: Fragmenter, udpros_peer: bool) -> Wire {
+        Wire::Udp(UdpWire::new(socket, fragmenter, udpros_peer))
+    }
+
+    pub fn tcp(writer: OwnedWriteHalf) -> Wire {
+        Wire::Tcp(TcpWire {
+            writer,
+            unfinished: None,
+            batch: Vec::new(),
+        })
+    }
+
+    /// Whether the link's task must send heartbeats (udpros UDP peers only: roscpp drops
+    /// a link on PING).
+    pub fn wants_heartbeats(&self) -> bool {
+        matches!(self, Wire::Udp(w) if w.udpros_peer)
+    }
+
+    /// Sends a frame without waiting, if it is small, the pacing budget allows it and the
+    /// kernel takes it; never blocks.
+    pub fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+        match self {
+            Wire::Udp(w) => w.try_send_now(frame),
+            Wire::Tcp(w) => w.try_send_now(frame),
+        }
+    }
+
+    /// Completes what [`try_send_now`](Self::try_send_now) started.
+    pub async fn finish(&mut self) -> io::Result<()> {
+        match self {
+            Wire::Udp(w) => w.finish().await,
+            Wire::Tcp(w) => w.finish().await,
+        }
+    }
+
+    /// Sends queued frames in order, counting each in `stats`; leaves `frames` empty.
+    pub async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+        match self {
+            Wire::Udp(w) => w.send_all(frames, stats).await,
+            Wire::Tcp(w) => w.send_all(frames, stats).await,
+        }
+    }
+
+    /// A PING if nothing left for a heartbeat period.
+    pub async fn heartbeat(&mut self) -> io::Result<()> {
+        match self {
+            Wire::Udp(w) if w.last_sent.elapsed() >= HEARTBEAT => {
+                w.socket.send(&w.fragmenter.ping()).await.map(drop)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Tells a udpros UDP peer the link is closing (TCP peers see the connection close).
+    pub async fn goodbye(&mut self) {
+        if let Wire::Udp(w) = self {
+            if w.udpros_peer {
+                let _ = w.socket.send(&w.fragmenter.err()[..HEADER_LEN]).await;
+            }
+        }
+    }
+}
+
+/// Datagram pacing toward a subscriber: roscpp's receive buffer is the kernel default
+/// (about 200 kB), so bursts stay well under it; udpros subscribers size theirs for whole
+/// messages.
+fn pacer_for(udpros_peer: bool) -> Pacer {
+    if udpros_peer {
+        Pacer::new(1_500_000_000, 4 << 20)
+    } else {
+        Pacer::new(250_000_000, 96 << 10)
+    }
+}
+
+pub struct UdpWire {
+    socket: UdpSocket,
+    fragmenter: Fragmenter,
+    pacer: Pacer,
+    /// The datagrams of the message being sent, back to back: each the fragmenter's
+    /// datagram size but the last, as a segmented send wants them.
+    out: Vec<u8>,
+    /// How much of `out` has left; the rest is a message the kernel interrupted.
+    sent: usize,
+    /// Whether the kernel cuts our sends into datagrams (see [`offload`]).
+    segmenting: bool,
+    last_sent: Instant,
+    udpros_peer: bool,
+}
+
+impl UdpWire {
+    fn new(socket: UdpSocket, fragmenter: Fragmenter, udpros_peer: bool) -> UdpWire {
+        let segmenting = offload::set_segment_size(&socket, fragmenter.max_datagram_size());
+        UdpWire {
+            socket,
+            fragmenter,
+            pacer: pacer_for(udpros_peer),
+            out: Vec::new(),
+            sent: 0,
+            segmenting,
+            last_sent: Instant::now(),
+            udpros_peer,
+        }
+    }
+
+    fn unfinished(&self) -> bool {
+        self.sent < self.out.len()
+    }
+
+    /// Lays out a message's datagrams in `out`; takes its message id.
+    fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
+        let fragments = self.fragmenter.fragment(frame)?;
+        self.out.clear();
+        self.sent = 0;
+        for d in fragments {
+            self.out.extend_from_slice(&d.header);
+            self.out.extend_from_slice(&d.payload);
+        }
+        Ok(())
+    }
+
+    /// How many bytes of `out` the next send carries: as many whole datagrams as one
+    /// segmented send takes, or one datagram.
+    fn next_send_len(&self) -> usize {
+        let datagram = self.fragmenter.max_datagram_size();
+        let most = if self.segmenting {
+            offload::max_send(datagram)
+        } else {
+            datagram
+        };
+        (self.out.len() - self.sent).min(most)
+    }
+
+    /// A kernel that refuses segmented sends on this route (an interface without checksum
+    /// offload, or datagrams larger than its MTU) gets one datagram per send from now on.
+    fn refused_segmenting(&mut self, e: &io::Error, len: usize) -> bool {
+        let refused = self.segmenting
+            && len > self.fragmenter.max_datagram_size()
+            && matches!(
+                e.raw_os_error(),
+                Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
+            );
+        if refused {
+            tracing::debug!("UDP segmentation refused ({e}); sending datagram by datagram");
+            offload::set_segment_size(&self.socket, 0);
+            self.segmenting = false;
+        }
+        refused
+    }
+
+    /// One send of the next datagrams of `out`, without waiting.
+    fn try_send_some(&mut self) -> io::Result<()> {
+        let len = self.next_send_len();
+        match self.socket.try_send(&self.out[self.sent..self.sent + len]) {
+            Ok(_) => {
+                self.sent += len;
+                Ok(())
+            }
+            Err(e) if self.refused_segmenting(&e, len) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One send of the next datagrams of `out`.
+    async fn send_some(&mut self) -> io::Result<()> {
+        let len = self.next_send_len();
+        match self
+            .socket
+            .send(&self.out[self.sent..self.sent + len])
+            .await
+        {
+            Ok(_) => {
+                self.sent += len;
+                Ok(())
+            }
+            Err(e) if self.refused_segmenting(&e, len) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+        let blocks = self.fragmenter.blocks_for(frame.len());
+        let bytes = frame.len() + blocks * HEADER_LEN;
+        let small = if self.segmenting {
+            bytes <= offload::max_send(self.fragmenter.max_datagram_size())
+        } else {
+            blocks <= DIRECT_MAX_DATAGRAMS
+        };
+        if self.unfinished() || !small || !self.pacer.try_reserve(Instant::now(), bytes) {
+            return Attempt::NotNow;
+        }
+        if self.load(frame).is_err() {
+            return Attempt::NotNow; // the link's task counts it as dropped
+        }
+        while self.unfinished() {
+            match self.try_send_some() {
+                Ok(()) => {}
+                // The message id is taken: the rest must follow under it.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Attempt::Started,
+                Err(e) => return Attempt::Failed(e),
+            }
+        }
+        self.last_sent = Instant::now();
+        Attempt::Sent
+    }
+
+    async fn finish(&mut self) -> io::Result<()> {
+        // Its bytes were reserved with the pacer when it started.
+        if self.unfinished() {
+            while self.unfinished() {
+                self.send_some().await?;
+            }
+            self.last_sent = Instant::now();
+        }
+        Ok(())
+    }
+
+    async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+        for frame in frames.drain(..) {
+            if self.load(&frame).is_err() {
+                stats
+                    .drops
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            while self.unfinished() {
+                let at = self.pacer.reserve(Instant::now(), self.next_send_len());
+                if at > Instant::now() {
+                    tokio::time::sleep_until(at.into()).await;
+                }
+                self.send_some().await?;
+            }
+            stats.add_message(frame.len());
+            self.last_sent = Instant::now();
+        }
+        Ok(())
+    }
+}
+
+pub struct TcpWire {
+    writer: OwnedWriteHalf,
+    /// The tail of a frame the kernel took only part of.
+    unfinished: Option<Bytes>,
+    batch: Vec<u8>,
+}
+
+impl TcpWire {
+    fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+        if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES {
+            return Attempt::NotNow;
+        }
+        match self.writer.try_write(frame) {
+            Ok(n) if n == frame.len() => Attempt::Sent,
+            Ok(0) => Attempt::NotNow,
+            Ok(n) => {
+                self.unfinished = Some(frame.slice(n..));
+                Attempt::Started
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Attempt::NotNow,
+            Err(e) => Attempt::Failed(e),
+        }
+    }
+
+    async fn finish(&mut self) -> io::Result<()> {
+        match self.unfinished.take() {
+            Some(rest) => self.writer.write_all(&rest).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+        // Several small frames go out in one write; large ones as they are.
+        let total: usize = frames.iter().map(Bytes::len).sum();
+        if frames.len() > 1 && total <= TCP_BATCH_BYTES {
+            self.batch.clear();
+            frames.iter().for_each(|f| self.batch.extend_from_slice(f));
+            self.writer.write_all(&self.batch).await?;
+            frames.drain(..).for_each(|f| stats.add_message(f.len()));
+            return Ok(());
+        }
+        for frame in frames.drain(..) {
+            self.writer.write_all(&frame).await?;
+            stats.add_message(frame.len());
+        }
+        Ok(())
+    }
+}
