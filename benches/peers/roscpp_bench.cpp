@@ -34,6 +34,7 @@ static void usage_line(char* out, size_t n) {
 }
 
 static std::vector<double> latencies_us;
+static std::vector<long> seqs;  // of each latency, for --dump
 static long expected = 0, received = 0, lost = 0;
 static long last_seq = -1;
 static ros::WallTime first, last;
@@ -45,6 +46,7 @@ static void on_image(const sensor_msgs::CompressedImage::ConstPtr& m) {
   last = wall;
   latencies_us.push_back((now - m->header.stamp).toSec() * 1e6);
   long seq = static_cast<long>(m->header.seq);
+  seqs.push_back(seq);
   if (last_seq >= 0 && seq > last_seq + 1) lost += seq - last_seq - 1;
   last_seq = std::max(last_seq, seq);
   if (++received >= expected) ros::shutdown();
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
   std::string transport = opt(argc, argv, "--transport", "udp");
   double idle = std::stod(opt(argc, argv, "--idle", "3"));
   latencies_us.reserve(expected);
+  seqs.reserve(expected);
   ros::TransportHints hints = transport == "tcp" ? ros::TransportHints().tcp().tcpNoDelay()
                                                  : ros::TransportHints().udp();
   ros::Subscriber sub = nh.subscribe(topic, 100000, on_image, hints);
@@ -116,6 +119,14 @@ int main(int argc, char** argv) {
     ros::WallTime now = ros::WallTime::now();
     bool quiet = received > 0 ? (now - last).toSec() > idle : (now - started).toSec() > 60;
     if (quiet) break;
+  }
+  std::string dump = opt(argc, argv, "--dump", "");
+  if (!dump.empty()) {
+    // One line per message, "seq latency_us", for the harness's fan-out figures and plot.
+    if (FILE* f = std::fopen(dump.c_str(), "w")) {
+      for (size_t i = 0; i < seqs.size(); ++i) std::fprintf(f, "%ld %.1f\n", seqs[i], latencies_us[i]);
+      std::fclose(f);
+    }
   }
   usage_line(usage, sizeof usage);
   if (last_seq >= 0) lost += std::max(0L, expected - 1 - last_seq);

@@ -6,7 +6,7 @@
 //! its own process; it prints a markdown table and writes CSV. `udpros bench peer` is the
 //! udpros side, with the roscpp peer's arguments and output.
 
-use super::CliResult;
+use super::{bench_raw, CliResult};
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -36,6 +36,9 @@ pub struct RunArgs {
     /// Where to write the CSV (default: target/bench/udpros_bench.csv).
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Run the udpros peers on tokio's multi-threaded runtime (see `bench peer`).
+    #[arg(long)]
+    multi_thread: bool,
 }
 
 #[derive(Args)]
@@ -59,11 +62,26 @@ pub struct PeerArgs {
     /// Seconds without a message after which the subscriber stops.
     #[arg(long, default_value_t = 3.0)]
     idle: f64,
+    /// Where a subscriber writes each message's `seq latency_us`, a line each.
+    #[arg(long)]
+    dump: Option<PathBuf>,
+    /// Use tokio's multi-threaded runtime. By default a peer runs on a current-thread
+    /// runtime, as a latency-critical node should: every step from socket to `recv`
+    /// then happens on one thread, with no wake of another.
+    #[arg(long)]
+    multi_thread: bool,
 }
 
 pub fn run(cmd: BenchCommand) -> CliResult {
-    let runtime =
-        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = match &cmd {
+        BenchCommand::Peer(args) if !args.multi_thread => {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+        _ => tokio::runtime::Runtime::new(),
+    }
+    .map_err(|e| format!("cannot start the runtime: {e}"))?;
     match cmd {
         BenchCommand::Peer(args) => runtime.block_on(peer(args)),
         BenchCommand::Run(args) => runtime.block_on(harness(args)),
@@ -203,6 +221,7 @@ async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
         .map_err(|e| e.to_string())?;
     println!("READY");
     let mut latencies = Vec::with_capacity(args.count.min(1 << 20) as usize);
+    let mut seqs = Vec::with_capacity(latencies.capacity());
     let (mut received, mut lost, mut last_seq) = (0u64, 0u64, None::<u64>);
     let (mut first, mut last) = (None, Instant::now());
     let idle = Duration::from_secs_f64(args.idle);
@@ -220,6 +239,7 @@ async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
         first.get_or_insert(last);
         latencies.push((now.as_nanos() as f64 - m.header.stamp.as_nanos() as f64) / 1e3);
         let seq = u64::from(m.header.seq);
+        seqs.push(seq);
         if let Some(prev) = last_seq {
             if seq > prev + 1 {
                 lost += seq - prev - 1;
@@ -233,6 +253,14 @@ async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
     }
     if let Some(l) = last_seq {
         lost += args.count.saturating_sub(l + 1);
+    }
+    if let Some(path) = &args.dump {
+        let lines: String = seqs
+            .iter()
+            .zip(&latencies)
+            .map(|(seq, us)| format!("{seq} {us:.1}\n"))
+            .collect();
+        std::fs::write(path, lines).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     latencies.sort_by(f64::total_cmp);
     let seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
@@ -399,14 +427,57 @@ struct Row {
     sent: f64,
     received: Vec<BTreeMap<String, f64>>,
     publisher: BTreeMap<String, f64>,
+    /// Each subscriber's latency (µs) of each message, by seq.
+    latencies: Vec<BTreeMap<u64, f64>>,
 }
 
-fn peer_command(kind: &str, roscpp: &Path, master: &str) -> Command {
+/// Reads a subscriber's `--dump` file.
+fn read_dump(path: &Path) -> BTreeMap<u64, f64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (seq, us) = l.split_once(' ')?;
+            Some((seq.parse().ok()?, us.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Fan-out: of each message every subscriber received, the latency of the subscriber it
+/// reached first and of the one it reached last; the medians of both.
+fn fan_out(r: &Row) -> Option<(f64, f64)> {
+    let (head, rest) = r.latencies.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let (mut firsts, mut lasts) = (Vec::new(), Vec::new());
+    for (seq, &us) in head {
+        let (mut lo, mut hi) = (us, us);
+        let everywhere = rest.iter().all(|m| {
+            m.get(seq).is_some_and(|&l| {
+                (lo, hi) = (lo.min(l), hi.max(l));
+                true
+            })
+        });
+        if everywhere {
+            firsts.push(lo);
+            lasts.push(hi);
+        }
+    }
+    firsts.sort_by(f64::total_cmp);
+    lasts.sort_by(f64::total_cmp);
+    (!firsts.is_empty()).then(|| (percentile(&firsts, 0.5), percentile(&lasts, 0.5)))
+}
+
+fn peer_command(kind: &str, roscpp: &Path, master: &str, multi_thread: bool) -> Command {
     let mut cmd = if kind == "roscpp" {
         Command::new(roscpp)
     } else {
         let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "udpros".into()));
         c.args(["bench", "peer"]);
+        if multi_thread {
+            c.arg("--multi-thread");
+        }
         c
     };
     cmd.env("ROS_MASTER_URI", master)
@@ -417,16 +488,19 @@ fn peer_command(kind: &str, roscpp: &Path, master: &str) -> Command {
 }
 
 fn run_cell(
-    s: &Scenario,
-    (publisher, subscriber): (&str, &str),
-    transport: &str,
+    (s, (publisher, subscriber), transport): (&Scenario, (&str, &str), &str),
     roscpp: &Path,
     master: &str,
     topic: &str,
+    multi_thread: bool,
+    dumps: &Path,
 ) -> Result<Row, String> {
     let mut subs = Vec::new();
-    for _ in 0..s.subscribers {
-        let mut cmd = peer_command(subscriber, roscpp, master);
+    let dump_files: Vec<PathBuf> = (0..s.subscribers)
+        .map(|k| dumps.join(format!("{}_{k}.txt", topic.trim_start_matches('/'))))
+        .collect();
+    for dump in &dump_files {
+        let mut cmd = peer_command(subscriber, roscpp, master, multi_thread);
         cmd.args([
             "sub",
             topic,
@@ -435,12 +509,13 @@ fn run_cell(
             "--transport",
             transport,
         ]);
+        cmd.arg("--dump").arg(dump);
         let p = spawn(cmd)?;
         p.wait_line("READY", Duration::from_secs(30))
             .ok_or_else(|| format!("{subscriber} subscriber did not start"))?;
         subs.push(p);
     }
-    let mut cmd = peer_command(publisher, roscpp, master);
+    let mut cmd = peer_command(publisher, roscpp, master, multi_thread);
     cmd.args([
         "pub",
         topic,
@@ -472,6 +547,7 @@ fn run_cell(
             .unwrap_or_else(|| "SUB received=0".into());
         row.received.push(fields(&line));
     }
+    row.latencies = dump_files.iter().map(|f| read_dump(f)).collect();
     Ok(row)
 }
 
@@ -486,6 +562,8 @@ async fn harness(args: RunArgs) -> CliResult {
         .scenarios
         .as_ref()
         .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+    let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
+    std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
     let mut rows = Vec::new();
     for (i, s) in scenarios(args.quick).into_iter().enumerate() {
         if wanted
@@ -498,9 +576,10 @@ async fn harness(args: RunArgs) -> CliResult {
             for transport in ["udp", "tcp"] {
                 let topic = format!("/bench_{i}_{j}_{transport}");
                 let (roscpp2, uri2, s2) = (roscpp.clone(), uri.clone(), s.clone());
-                let pair = *pair;
+                let (pair, multi_thread, dumps) = (*pair, args.multi_thread, dumps.clone());
                 let row = tokio::task::spawn_blocking(move || {
-                    run_cell(&s2, pair, transport, &roscpp2, &uri2, &topic)
+                    let cell = (&s2, pair, transport);
+                    run_cell(cell, &roscpp2, &uri2, &topic, multi_thread, &dumps)
                 })
                 .await
                 .map_err(|e| e.to_string())?;
@@ -514,7 +593,19 @@ async fn harness(args: RunArgs) -> CliResult {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&dumps);
     print_table(&rows);
+    let quick = args.quick;
+    let raw = tokio::task::spawn_blocking(move || {
+        bench_raw::SIZES
+            .iter()
+            .map(|&size| bench_raw::measure(size, quick))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("raw UDP reference: {e}"))?;
+    bench_raw::print_table(&raw);
     let csv = args.csv.unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/udpros_bench.csv")
     });
@@ -538,7 +629,7 @@ fn max_of(row: &Row, key: &str) -> f64 {
 }
 
 fn print_table(rows: &[Row]) {
-    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | last/first p50 | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
+    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | fan-out p50 µs first / last | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let subs = r.received.len().max(1) as f64;
@@ -556,17 +647,11 @@ fn print_table(rows: &[Row]) {
         };
         let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
         let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
-        // Fan-out: how much later the slowest subscriber is served than the fastest.
-        let p50s: Vec<f64> = r
-            .received
-            .iter()
-            .filter_map(|m| m.get("p50_us").copied())
-            .collect();
-        let first = p50s.iter().copied().fold(f64::INFINITY, f64::min);
-        let spread = if p50s.len() > 1 && first > 0.0 {
-            format!("{:.2}", max_of(r, "p50_us") / first)
-        } else {
-            "-".into()
+        let spread = match fan_out(r) {
+            Some((first, last)) if first > 0.0 => {
+                format!("{first:.0} / {last:.0} ({:.2}×)", last / first)
+            }
+            _ => "-".into(),
         };
         println!(
             "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {spread} | {:.2} | {:.2} | {:.1} | {:.1} |",

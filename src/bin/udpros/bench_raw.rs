@@ -1,0 +1,144 @@
+//! The physical reference for the scenarios: plain UDP on loopback between two threads
+//! with blocking sockets, no ROS and no runtime. What no ROS library can beat on this
+//! machine: datagrams per second one way, and the round trip of one datagram.
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+/// One datagram size's figures.
+#[derive(Debug, Clone)]
+pub struct RawUdp {
+    pub size: usize,
+    pub sent: u64,
+    pub received: u64,
+    pub per_second: f64,
+    pub rtt_p50_us: f64,
+    pub rtt_p99_us: f64,
+}
+
+/// The datagram sizes the scenarios put on the wire: a `CompressedImage` with 64 B of
+/// data (97 B serialized with its length, plus the 8-byte UDPROS header), and a fragment
+/// of a large one at the default 1500-byte datagram.
+pub const SIZES: [usize; 2] = [105, 1500];
+
+pub fn measure(size: usize, quick: bool) -> std::io::Result<RawUdp> {
+    let (count, round_trips) = if quick {
+        (2_000, 100)
+    } else {
+        (200_000, 5_000)
+    };
+    let (sent, received, per_second) = flood(size, count)?;
+    let mut rtts = round_trip(size, round_trips)?;
+    rtts.sort_by(f64::total_cmp);
+    let pick = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize];
+    Ok(RawUdp {
+        size,
+        sent,
+        received,
+        per_second,
+        rtt_p50_us: pick(0.5),
+        rtt_p99_us: pick(0.99),
+    })
+}
+
+fn pair() -> std::io::Result<(UdpSocket, UdpSocket)> {
+    let a = UdpSocket::bind("127.0.0.1:0")?;
+    let b = UdpSocket::bind("127.0.0.1:0")?;
+    a.connect(b.local_addr()?)?;
+    b.connect(a.local_addr()?)?;
+    // Both ends wait at most this long: a lost datagram ends a measurement, never hangs it.
+    a.set_read_timeout(Some(Duration::from_millis(500)))?;
+    b.set_read_timeout(Some(Duration::from_millis(500)))?;
+    Ok((a, b))
+}
+
+/// Sends `count` datagrams as fast as one thread can; the rate is what arrived, over the
+/// time between the first and the last arrival.
+fn flood(size: usize, count: u64) -> std::io::Result<(u64, u64, f64)> {
+    let (tx, rx) = pair()?;
+    let receiver = std::thread::spawn(move || {
+        let mut buf = vec![0u8; size.max(1) + 1];
+        let (mut received, mut first, mut last) = (0u64, None, Instant::now());
+        while received < count {
+            if rx.recv(&mut buf).is_err() {
+                break;
+            }
+            last = Instant::now();
+            first.get_or_insert(last);
+            received += 1;
+        }
+        (
+            received,
+            first.map_or(0.0, |f| last.duration_since(f).as_secs_f64()),
+        )
+    });
+    let datagram = vec![0x5au8; size];
+    let mut sent = 0;
+    for _ in 0..count {
+        if tx.send(&datagram).is_ok() {
+            sent += 1;
+        }
+    }
+    let (received, seconds) = receiver
+        .join()
+        .map_err(|_| std::io::Error::other("receiver thread panicked"))?;
+    let rate = if seconds > 0.0 && received > 1 {
+        (received - 1) as f64 / seconds
+    } else {
+        0.0
+    };
+    Ok((sent, received, rate))
+}
+
+/// One datagram there and back, `count` times, in µs.
+fn round_trip(size: usize, count: usize) -> std::io::Result<Vec<f64>> {
+    let (a, b) = pair()?;
+    let echo = std::thread::spawn(move || {
+        let mut buf = vec![0u8; size.max(1) + 1];
+        for _ in 0..count {
+            match b.recv(&mut buf) {
+                Ok(n) => {
+                    let _ = b.send(&buf[..n]);
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    let datagram = vec![0x5au8; size];
+    let mut buf = vec![0u8; size.max(1) + 1];
+    let mut rtts = Vec::with_capacity(count);
+    for _ in 0..count {
+        let start = Instant::now();
+        a.send(&datagram)?;
+        if a.recv(&mut buf).is_err() {
+            break; // lost: the echo thread ends on its own timeout
+        }
+        rtts.push(start.elapsed().as_secs_f64() * 1e6);
+        // As the scenarios do: a quiet moment between messages, so each one wakes the peer.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let _ = echo.join();
+    if rtts.is_empty() {
+        return Err(std::io::Error::other("no round trip completed"));
+    }
+    Ok(rtts)
+}
+
+pub fn print_table(rows: &[RawUdp]) {
+    println!("\nThe physical reference: raw UDP on loopback, two threads, blocking sockets.\n");
+    println!(
+        "| datagram | delivered | datagrams/s | MB/s | round trip p50 µs | round trip p99 µs |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} B | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} |",
+            r.size,
+            100.0 * r.received as f64 / r.sent.max(1) as f64,
+            r.per_second,
+            r.per_second * r.size as f64 / 1e6,
+            r.rtt_p50_us,
+            r.rtt_p99_us
+        );
+    }
+}
