@@ -197,3 +197,54 @@ async fn subscribers_are_streams_and_take_callbacks() {
     sending.abort();
     callback.abort();
 }
+
+/// `publish_when_room` queues, so the link's task sends what piles up together: runs of
+/// equal small messages in one segmented send, large ones fragmented. Every message must
+/// still arrive whole, once, and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_burst_of_mixed_sizes_arrives_whole_and_in_order_over_udp() {
+    let (_m, talker, listener) = graph().await;
+    let publisher = talker
+        .advertise::<std_msgs::UInt8MultiArray>("/burst", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let options = SubscribeOptions {
+        queue_size: 10_000,
+        ..SubscribeOptions::udp_only()
+    };
+    let mut subscriber = listener
+        .subscribe::<std_msgs::UInt8MultiArray>("/burst", options)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Runs of one size, a change of size, and a message of many datagrams between them.
+    let size_of = |n: u32| match n % 500 {
+        0..=199 => 64,
+        200..=399 => 300,
+        400 => 20_000,
+        _ => 1400,
+    };
+    const COUNT: u32 = 2000;
+    let sending = tokio::spawn(async move {
+        for n in 0..COUNT {
+            publisher
+                .publish_when_room(&bytes_msg(n, size_of(n)))
+                .await
+                .unwrap();
+        }
+        publisher // kept alive until every message is read
+    });
+    for expected in 0..COUNT {
+        let m = tokio::time::timeout(Duration::from_secs(10), subscriber.recv())
+            .await
+            .unwrap_or_else(|_| panic!("message {expected} never came"))
+            .unwrap();
+        let n = u32::from_le_bytes(m.data[..4].try_into().unwrap());
+        assert_eq!(n, expected, "out of order or lost");
+        assert_eq!(m.data, bytes_msg(n, size_of(n)).data, "message {n} corrupt");
+    }
+    drop(sending.await.unwrap());
+}

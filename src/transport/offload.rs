@@ -1,5 +1,5 @@
-//! Many datagrams per system call, on Linux. With UDP_SEGMENT set on a socket, one `send`
-//! of consecutive datagrams of one size (the last may be shorter) leaves as that many
+//! Many datagrams per system call, on Linux. One `sendmsg` with a UDP_SEGMENT control
+//! message sends consecutive datagrams of one size (the last may be shorter) as that many
 //! datagrams (GSO). With UDP_GRO set, one read may return several datagrams that arrived
 //! together, their size told in a control message. A 1 MB message of 1500-byte datagrams
 //! then takes 16 sends and, on loopback, 16 reads instead of 700 of each.
@@ -24,21 +24,89 @@ pub fn max_send(segment: usize) -> usize {
     (MAX_SEND / segment).clamp(1, MAX_SEGMENTS) * segment
 }
 
-/// Asks the kernel to cut every send on `socket` into datagrams of `segment` bytes
-/// (0: stop cutting). False where it can't.
-pub fn set_segment_size(socket: &UdpSocket, segment: usize) -> bool {
+/// Whether the kernel can cut a send into datagrams (Linux 4.18 and later). Asked by
+/// setting the option to its default: older kernels reject the option, and would send a
+/// segmented send as one large datagram, ignoring what they do not know.
+pub fn can_segment(socket: &UdpSocket) -> bool {
     #[cfg(target_os = "linux")]
     {
-        let Ok(segment) = libc::c_int::try_from(segment) else {
-            return false;
-        };
-        set_udp_option(socket, libc::UDP_SEGMENT, segment)
+        set_udp_option(socket, libc::UDP_SEGMENT, 0)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (socket, segment);
+        let _ = socket;
         false
     }
+}
+
+/// Sends `contents` as datagrams of `segment` bytes each (the last may be shorter) in one
+/// system call, without waiting. Only where [`can_segment`] said so.
+pub fn try_send_segments(socket: &UdpSocket, contents: &[u8], segment: usize) -> io::Result<()> {
+    if contents.len() <= segment {
+        return socket.try_send(contents).map(drop);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        socket.try_io(tokio::io::Interest::WRITABLE, || {
+            sendmsg_segmented(socket, contents, segment)
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
+/// [`try_send_segments`], waiting until the socket takes it.
+pub async fn send_segments(socket: &UdpSocket, contents: &[u8], segment: usize) -> io::Result<()> {
+    if contents.len() <= segment {
+        return socket.send(contents).await.map(drop);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        socket
+            .async_io(tokio::io::Interest::WRITABLE, || {
+                sendmsg_segmented(socket, contents, segment)
+            })
+            .await
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn sendmsg_segmented(socket: &UdpSocket, contents: &[u8], segment: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let segment = u16::try_from(segment)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment over 65535 bytes"))?;
+    let mut iov = libc::iovec {
+        iov_base: contents.as_ptr().cast_mut().cast(),
+        iov_len: contents.len(),
+    };
+    let mut control = [0u64; 4]; // room for one u16 option; u64s for the header's alignment
+                                 // SAFETY: all-zero is a valid msghdr.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) } as _;
+    // SAFETY: the control buffer holds one header and a u16 (checked by the size above);
+    // the kernel only reads `contents` through `iov`.
+    let sent = unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_UDP;
+        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment);
+        libc::sendmsg(socket.as_raw_fd(), &msg, 0)
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Asks the kernel to hand over datagrams that arrived together in one read.
@@ -199,11 +267,8 @@ mod tests {
     async fn segmented_sends_arrive_as_the_datagrams_they_stand_for() {
         let (tx, rx) = pair().await;
         let contents: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
-        assert!(
-            set_segment_size(&tx, 1000),
-            "Linux since 4.18 has UDP_SEGMENT"
-        );
-        tx.send(&contents).await.unwrap();
+        assert!(can_segment(&tx), "Linux since 4.18 has UDP_SEGMENT");
+        send_segments(&tx, &contents, 1000).await.unwrap();
         // Without UDP_GRO on the receiver the kernel delivers the three datagrams apart.
         let mut buf = BytesMut::with_capacity(MAX_READ);
         let mut sizes = Vec::new();
@@ -221,10 +286,9 @@ mod tests {
     #[tokio::test]
     async fn a_coalescing_receiver_learns_the_datagram_size() {
         let (tx, rx) = pair().await;
-        assert!(set_segment_size(&tx, 1000));
         assert!(enable_coalescing(&rx), "Linux since 5.0 has UDP_GRO");
         let contents = vec![7u8; 2500];
-        tx.send(&contents).await.unwrap();
+        send_segments(&tx, &contents, 1000).await.unwrap();
         let mut buf = BytesMut::with_capacity(MAX_READ);
         let read = recv(&rx, &mut buf).await.unwrap();
         // Loopback hands the segmented send over whole.

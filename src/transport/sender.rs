@@ -130,10 +130,11 @@ pub struct UdpWire {
     socket: UdpSocket,
     fragmenter: Fragmenter,
     pacer: Pacer,
-    /// The datagrams of the message being sent, back to back: each the fragmenter's
-    /// datagram size but the last, as a segmented send wants them.
+    /// Datagrams to send, back to back, each `segment` bytes but the last, as one
+    /// segmented send wants them: one message's fragments, or several small messages.
     out: Vec<u8>,
-    /// How much of `out` has left; the rest is a message the kernel interrupted.
+    segment: usize,
+    /// How much of `out` has left; the rest is what the kernel interrupted.
     sent: usize,
     /// Whether the kernel cuts our sends into datagrams (see [`offload`]).
     segmenting: bool,
@@ -143,14 +144,14 @@ pub struct UdpWire {
 
 impl UdpWire {
     fn new(socket: UdpSocket, fragmenter: Fragmenter, udpros_peer: bool) -> UdpWire {
-        let segmenting = offload::set_segment_size(&socket, fragmenter.max_datagram_size());
         UdpWire {
+            segmenting: offload::can_segment(&socket),
             socket,
+            segment: fragmenter.max_datagram_size(),
             fragmenter,
             pacer: pacer_for(udpros_peer),
             out: Vec::new(),
             sent: 0,
-            segmenting,
             last_sent: Instant::now(),
             udpros_peer,
         }
@@ -165,6 +166,7 @@ impl UdpWire {
         let fragments = self.fragmenter.fragment(frame)?;
         self.out.clear();
         self.sent = 0;
+        self.segment = self.fragmenter.max_datagram_size();
         for d in fragments {
             self.out.extend_from_slice(&d.header);
             self.out.extend_from_slice(&d.payload);
@@ -172,14 +174,40 @@ impl UdpWire {
         Ok(())
     }
 
+    /// Lays out, from the front of `frames`, messages of one datagram each and all of
+    /// `frames[0]`'s size, as many as one segmented send carries. Returns how many.
+    fn load_small(&mut self, frames: &[Bytes]) -> usize {
+        let size = frames[0].len();
+        let segment = HEADER_LEN + size;
+        let most = offload::max_send(segment) / segment;
+        self.out.clear();
+        self.sent = 0;
+        self.segment = segment;
+        let mut taken = 0;
+        for frame in frames.iter().take(most) {
+            let single = frame.len() == size && self.fragmenter.blocks_for(size) == 1;
+            let Some(d) = single
+                .then(|| self.fragmenter.fragment(frame).ok())
+                .flatten()
+            else {
+                break;
+            };
+            for d in d {
+                self.out.extend_from_slice(&d.header);
+                self.out.extend_from_slice(&d.payload);
+            }
+            taken += 1;
+        }
+        taken
+    }
+
     /// How many bytes of `out` the next send carries: as many whole datagrams as one
     /// segmented send takes, or one datagram.
     fn next_send_len(&self) -> usize {
-        let datagram = self.fragmenter.max_datagram_size();
         let most = if self.segmenting {
-            offload::max_send(datagram)
+            offload::max_send(self.segment)
         } else {
-            datagram
+            self.segment
         };
         (self.out.len() - self.sent).min(most)
     }
@@ -188,14 +216,13 @@ impl UdpWire {
     /// offload, or datagrams larger than its MTU) gets one datagram per send from now on.
     fn refused_segmenting(&mut self, e: &io::Error, len: usize) -> bool {
         let refused = self.segmenting
-            && len > self.fragmenter.max_datagram_size()
+            && len > self.segment
             && matches!(
                 e.raw_os_error(),
                 Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
             );
         if refused {
             tracing::debug!("UDP segmentation refused ({e}); sending datagram by datagram");
-            offload::set_segment_size(&self.socket, 0);
             self.segmenting = false;
         }
         refused
@@ -204,8 +231,9 @@ impl UdpWire {
     /// One send of the next datagrams of `out`, without waiting.
     fn try_send_some(&mut self) -> io::Result<()> {
         let len = self.next_send_len();
-        match self.socket.try_send(&self.out[self.sent..self.sent + len]) {
-            Ok(_) => {
+        let datagrams = &self.out[self.sent..self.sent + len];
+        match offload::try_send_segments(&self.socket, datagrams, self.segment) {
+            Ok(()) => {
                 self.sent += len;
                 Ok(())
             }
@@ -217,12 +245,9 @@ impl UdpWire {
     /// One send of the next datagrams of `out`.
     async fn send_some(&mut self) -> io::Result<()> {
         let len = self.next_send_len();
-        match self
-            .socket
-            .send(&self.out[self.sent..self.sent + len])
-            .await
-        {
-            Ok(_) => {
+        let datagrams = &self.out[self.sent..self.sent + len];
+        match offload::send_segments(&self.socket, datagrams, self.segment).await {
+            Ok(()) => {
                 self.sent += len;
                 Ok(())
             }
@@ -268,14 +293,26 @@ impl UdpWire {
         Ok(())
     }
 
+    /// Sends queued frames in order: runs of small frames of one size together, larger
+    /// ones a message at a time, all paced.
     async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
-        for frame in frames.drain(..) {
-            if self.load(&frame).is_err() {
+        let mut next = 0;
+        while next < frames.len() {
+            let taken = match self.segmenting {
+                true => self.load_small(&frames[next..]),
+                false => 0,
+            };
+            let batch = if taken > 0 {
+                &frames[next..next + taken]
+            } else if self.load(&frames[next]).is_ok() {
+                &frames[next..next + 1]
+            } else {
                 stats
                     .drops
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                next += 1;
                 continue;
-            }
+            };
             while self.unfinished() {
                 let at = self.pacer.reserve(Instant::now(), self.next_send_len());
                 if at > Instant::now() {
@@ -283,9 +320,11 @@ impl UdpWire {
                 }
                 self.send_some().await?;
             }
-            stats.add_message(frame.len());
+            batch.iter().for_each(|f| stats.add_message(f.len()));
+            next += batch.len();
             self.last_sent = Instant::now();
         }
+        frames.clear();
         Ok(())
     }
 }
