@@ -6,7 +6,7 @@
 //! its own process; it prints a markdown table and writes CSV. `udpros bench peer` is the
 //! udpros side, with the roscpp peer's arguments and output.
 
-use super::{bench_raw, CliResult};
+use super::{bench_plot, bench_raw, CliResult};
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -88,49 +88,21 @@ pub fn run(cmd: BenchCommand) -> CliResult {
     }
 }
 
-/// `user=.. sys=.. rss_kb=..` of this process.
+/// `user=.. sys=.. rss_kb=..` of this process, from getrusage as the roscpp peer reads them.
 fn usage() -> String {
-    let mut r: proc_usage::Rusage = Default::default();
-    proc_usage::get(&mut r);
+    // SAFETY: getrusage only writes the struct it is given, which is plain old data.
+    let r = unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut r);
+        r
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     format!(
-        "user={:.3} sys={:.3} rss_kb={}",
-        r.user, r.sys, r.max_rss_kb
+        "user={:.6} sys={:.6} rss_kb={}",
+        seconds(r.ru_utime),
+        seconds(r.ru_stime),
+        r.ru_maxrss
     )
-}
-
-/// CPU time and peak RSS from /proc (no libc binding needed).
-mod proc_usage {
-    #[derive(Default)]
-    pub struct Rusage {
-        pub user: f64,
-        pub sys: f64,
-        pub max_rss_kb: u64,
-    }
-
-    pub fn get(r: &mut Rusage) {
-        // utime and stime are fields 14 and 15 of /proc/self/stat, in clock ticks (100 Hz on
-        // Linux); VmHWM in /proc/self/status is the peak resident set.
-        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
-            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-            let fields: Vec<&str> = after.split_whitespace().collect();
-            let tick = |i: usize| {
-                fields
-                    .get(i)
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .unwrap_or(0.0)
-                    / 100.0
-            };
-            r.user = tick(11);
-            r.sys = tick(12);
-        }
-        if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
-            r.max_rss_kb = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                .unwrap_or(0);
-        }
-    }
 }
 
 async fn peer(args: PeerArgs) -> CliResult {
@@ -595,6 +567,7 @@ async fn harness(args: RunArgs) -> CliResult {
     }
     let _ = std::fs::remove_dir_all(&dumps);
     print_table(&rows);
+    print_fan_out(&rows);
     let quick = args.quick;
     let raw = tokio::task::spawn_blocking(move || {
         bench_raw::SIZES
@@ -611,7 +584,34 @@ async fn harness(args: RunArgs) -> CliResult {
     });
     write_csv(&csv, &rows)?;
     println!("\nCSV: {}", csv.display());
+    let svg = csv.with_extension("svg");
+    std::fs::write(&svg, plot(&rows)).map_err(|e| format!("{}: {e}", svg.display()))?;
+    println!("Latency distributions (SVG): {}", svg.display());
     Ok(())
+}
+
+/// The latency distributions of every cell, a panel per scenario.
+fn plot(rows: &[Row]) -> String {
+    let mut panels: Vec<bench_plot::Panel> = Vec::new();
+    for r in rows {
+        let curve = bench_plot::Curve {
+            pair: r.pair.clone(),
+            transport: r.transport.clone(),
+            latencies_us: r
+                .latencies
+                .iter()
+                .flat_map(|m| m.values().copied())
+                .collect(),
+        };
+        match panels.iter_mut().find(|p| p.title == r.scenario) {
+            Some(panel) => panel.curves.push(curve),
+            None => panels.push(bench_plot::Panel {
+                title: r.scenario.clone(),
+                curves: vec![curve],
+            }),
+        }
+    }
+    bench_plot::render("udpros bench: one-way latency, udpros and roscpp", &panels)
 }
 
 fn sum(row: &Row, key: &str) -> f64 {
@@ -667,6 +667,44 @@ fn print_table(rows: &[Row]) {
             per_100k(sub_cpu, sum(r, "received") / subs),
             r.publisher.get("rss_kb").copied().unwrap_or(0.0) / 1024.0,
             max_of(r, "rss_kb") / 1024.0,
+        );
+    }
+}
+
+/// The scenarios with several subscribers, seen two ways: per message (the subscriber it
+/// reached first against the one it reached last) and per subscriber (each one's median).
+fn print_fan_out(rows: &[Row]) {
+    let fanned: Vec<&Row> = rows.iter().filter(|r| r.received.len() > 1).collect();
+    if fanned.is_empty() {
+        return;
+    }
+    println!("\n| fan-out | pair | transport | per message p50 µs: first / last reached | last / first | per subscriber p50 µs, best to worst | worst / best |");
+    println!("|---|---|---|---:|---:|---:|---:|");
+    for r in fanned {
+        let (per_message, message_ratio) = match fan_out(r) {
+            Some((first, last)) if first > 0.0 => (
+                format!("{first:.0} / {last:.0}"),
+                format!("{:.2}×", last / first),
+            ),
+            _ => ("-".into(), "-".into()),
+        };
+        let mut medians: Vec<f64> = r
+            .received
+            .iter()
+            .filter_map(|m| m.get("p50_us").copied())
+            .collect();
+        medians.sort_by(f64::total_cmp);
+        let each: Vec<String> = medians.iter().map(|m| format!("{m:.0}")).collect();
+        let subscriber_ratio = match (medians.first(), medians.last()) {
+            (Some(&best), Some(&worst)) if best > 0.0 => format!("{:.2}×", worst / best),
+            _ => "-".into(),
+        };
+        println!(
+            "| {} | {} | {} | {per_message} | {message_ratio} | {} | {subscriber_ratio} |",
+            r.scenario.split(' ').next().unwrap_or(""),
+            r.pair,
+            r.transport,
+            each.join(", ")
         );
     }
 }

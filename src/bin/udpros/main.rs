@@ -1,6 +1,7 @@
 //! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
 
 mod bench_cmd;
+mod bench_plot;
 mod bench_raw;
 mod demo_cmd;
 mod master_cmd;
