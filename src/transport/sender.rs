@@ -163,14 +163,10 @@ impl UdpWire {
 
     /// Lays out a message's datagrams in `out`; takes its message id.
     fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
-        let fragments = self.fragmenter.fragment(frame)?;
         self.out.clear();
         self.sent = 0;
         self.segment = self.fragmenter.max_datagram_size();
-        for d in fragments {
-            self.out.extend_from_slice(&d.header);
-            self.out.extend_from_slice(&d.payload);
-        }
+        self.fragmenter.write_datagrams(frame, &mut self.out)?;
         Ok(())
     }
 
@@ -186,15 +182,13 @@ impl UdpWire {
         let mut taken = 0;
         for frame in frames.iter().take(most) {
             let single = frame.len() == size && self.fragmenter.blocks_for(size) == 1;
-            let Some(d) = single
-                .then(|| self.fragmenter.fragment(frame).ok())
-                .flatten()
-            else {
+            if !single
+                || self
+                    .fragmenter
+                    .write_datagrams(frame, &mut self.out)
+                    .is_err()
+            {
                 break;
-            };
-            for d in d {
-                self.out.extend_from_slice(&d.header);
-                self.out.extend_from_slice(&d.payload);
             }
             taken += 1;
         }

@@ -71,13 +71,7 @@ impl Fragmenter {
     /// The datagrams of one message. `frame` is the serialized message with its `u32`
     /// length prefix; the datagrams' payloads are slices of it (no copy).
     pub fn fragment(&mut self, frame: &Bytes) -> Result<Fragments, FragmentError> {
-        let blocks = u16::try_from(self.blocks_for(frame.len())).map_err(|_| {
-            FragmentError::TooManyBlocks {
-                frame_len: frame.len(),
-                max_datagram_size: self.max_datagram_size,
-            }
-        })?;
-        self.last_message_id = next_message_id(self.last_message_id);
+        let blocks = self.start_message(frame.len())?;
         Ok(Fragments {
             connection_id: self.connection_id,
             message_id: self.last_message_id,
@@ -86,6 +80,44 @@ impl Fragmenter {
             blocks,
             next: 0,
         })
+    }
+
+    /// Appends the datagrams of one message to `out`, each header followed by its slice of
+    /// `frame`, back to back as one segmented send takes them: the datagrams of
+    /// [`fragment`](Self::fragment), without a reference-counted slice per datagram. Returns
+    /// how many.
+    pub fn write_datagrams(
+        &mut self,
+        frame: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<u16, FragmentError> {
+        let blocks = self.start_message(frame.len())?;
+        let payload_size = self.payload_size();
+        out.reserve(frame.len() + usize::from(blocks) * HEADER_LEN);
+        for index in 0..blocks {
+            let start = usize::from(index) * payload_size;
+            let end = (start + payload_size).min(frame.len());
+            out.extend_from_slice(&data_header(
+                self.connection_id,
+                self.last_message_id,
+                blocks,
+                index,
+            ));
+            out.extend_from_slice(&frame[start..end]);
+        }
+        Ok(blocks)
+    }
+
+    /// Takes the next message id for a frame of `frame_len` bytes; its block count.
+    fn start_message(&mut self, frame_len: usize) -> Result<u16, FragmentError> {
+        let blocks = u16::try_from(self.blocks_for(frame_len)).map_err(|_| {
+            FragmentError::TooManyBlocks {
+                frame_len,
+                max_datagram_size: self.max_datagram_size,
+            }
+        })?;
+        self.last_message_id = next_message_id(self.last_message_id);
+        Ok(blocks)
     }
 
     /// A heartbeat. It reuses the last message id, so a receiver counting ids for loss is
@@ -165,22 +197,10 @@ impl Iterator for Fragments {
         }
         let index = self.next;
         self.next += 1;
-        let (opcode, block) = if index == 0 {
-            (Opcode::Data0, self.blocks)
-        } else {
-            (Opcode::DataN, index)
-        };
         let start = usize::from(index) * self.payload_size;
         let end = (start + self.payload_size).min(self.frame.len());
-        let header = DatagramHeader {
-            connection_id: self.connection_id,
-            opcode,
-            message_id: self.message_id,
-            block,
-        }
-        .encode();
         Some(Datagram {
-            header,
+            header: data_header(self.connection_id, self.message_id, self.blocks, index),
             payload: self.frame.slice(start..end),
         })
     }
@@ -192,6 +212,23 @@ impl Iterator for Fragments {
 }
 
 impl ExactSizeIterator for Fragments {}
+
+/// The header of block `index` of a `blocks`-block message: DATA0 carries the block count,
+/// DATAN its own index.
+fn data_header(connection_id: u32, message_id: u8, blocks: u16, index: u16) -> [u8; HEADER_LEN] {
+    let (opcode, block) = if index == 0 {
+        (Opcode::Data0, blocks)
+    } else {
+        (Opcode::DataN, index)
+    };
+    DatagramHeader {
+        connection_id,
+        opcode,
+        message_id,
+        block,
+    }
+    .encode()
+}
 
 #[cfg(test)]
 mod tests {
@@ -265,5 +302,34 @@ mod tests {
             f.fragment(&Bytes::from(vec![0; 65536])),
             Err(FragmentError::TooManyBlocks { .. })
         ));
+        let mut out = Vec::new();
+        assert!(f.write_datagrams(&vec![0; 65536], &mut out).is_err());
+        assert!(out.is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn written_datagrams_are_the_fragments_back_to_back(
+            len in 0usize..20_000,
+            size in 9usize..3000,
+            connection_id in proptest::prelude::any::<u32>(),
+            earlier in 0usize..300,
+        ) {
+            let frame = Bytes::from((0..len).map(|i| i as u8).collect::<Vec<u8>>());
+            let mut by_slices = Fragmenter::new(connection_id, size).unwrap();
+            for _ in 0..earlier {
+                by_slices.fragment(&frame).unwrap();
+            }
+            let mut written = by_slices.clone();
+            let expected: Vec<u8> =
+                by_slices.fragment(&frame).unwrap().flat_map(|d| d.to_vec()).collect();
+            let mut out = vec![0xee];
+            let blocks = written.write_datagrams(&frame, &mut out).unwrap();
+            proptest::prop_assert_eq!(out[0], 0xee);
+            proptest::prop_assert_eq!(&out[1..], &expected[..]);
+            proptest::prop_assert_eq!(usize::from(blocks), by_slices.blocks_for(len));
+            // Both took the same message id, so the next heartbeats agree.
+            proptest::prop_assert_eq!(written.ping(), by_slices.ping());
+        }
     }
 }
