@@ -25,12 +25,25 @@ static std::string opt(int argc, char** argv, const char* name, const char* fall
   return fallback;
 }
 
+// Peak RSS from /proc/self/status (VmHWM), not getrusage's ru_maxrss: Linux carries
+// ru_maxrss across fork and exec, so it would report the harness's own size.
+static long peak_rss_kb() {
+  long kb = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+    std::fclose(f);
+  }
+  return kb;
+}
+
 static void usage_line(char* out, size_t n) {
   rusage r{};
   getrusage(RUSAGE_SELF, &r);
-  std::snprintf(out, n, "user=%.3f sys=%.3f rss_kb=%ld",
+  std::snprintf(out, n, "user=%.6f sys=%.6f rss_kb=%ld",
                 r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6,
-                r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6, r.ru_maxrss);
+                r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6, peak_rss_kb());
 }
 
 static std::vector<double> latencies_us;

@@ -3,6 +3,10 @@
 
 pub mod random;
 
+// The bench builds its roscpp peer with the same code.
+#[path = "../../src/bin/udpros/cpp_peer.rs"]
+mod cpp_peer;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -143,25 +147,12 @@ pub fn roscpp_peer() -> Option<PathBuf> {
         got_lock,
         "timed out waiting for another test to build the roscpp peer"
     );
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "roscpp", "std_msgs"])
-        .output();
-    let result = match flags {
-        Ok(f) if f.status.success() => {
-            let flags = String::from_utf8_lossy(&f.stdout).to_string();
-            let tmp = out_dir.join(format!("roscpp_peer.{}", std::process::id()));
-            let status = Command::new("g++")
-                .args(["-O2", "-std=c++17", "-o"])
-                .arg(&tmp)
-                .arg(&source)
-                .args(flags.split_whitespace())
-                .status();
-            match status {
-                Ok(s) if s.success() => std::fs::rename(&tmp, &binary).ok().map(|_| binary.clone()),
-                _ => None,
-            }
+    let result = match cpp_peer::build(&source, &binary, &["roscpp", "std_msgs"]) {
+        Ok(()) => Some(binary),
+        Err(e) => {
+            eprintln!("roscpp peer: {e}");
+            None
         }
-        _ => None,
     };
     let _ = std::fs::remove_dir(&lock);
     if result.is_none() {

@@ -6,7 +6,7 @@
 //! its own process; it prints a markdown table and writes CSV. `udpros bench peer` is the
 //! udpros side, with the roscpp peer's arguments and output.
 
-use super::{bench_plot, bench_raw, CliResult};
+use super::{bench_plot, bench_raw, cpp_peer, CliResult};
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -88,7 +88,9 @@ pub fn run(cmd: BenchCommand) -> CliResult {
     }
 }
 
-/// `user=.. sys=.. rss_kb=..` of this process, from getrusage as the roscpp peer reads them.
+/// `user=.. sys=.. rss_kb=..` of this process, read as the roscpp peer reads them: CPU from
+/// getrusage, peak RSS from VmHWM (getrusage's ru_maxrss is carried across fork and exec on
+/// Linux, so it would report the harness's own size).
 fn usage() -> String {
     // SAFETY: getrusage only writes the struct it is given, which is plain old data.
     let r = unsafe {
@@ -97,11 +99,17 @@ fn usage() -> String {
         r
     };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let peak_rss_kb: u64 = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+            line.trim().trim_end_matches("kB").trim().parse().ok()
+        })
+        .unwrap_or(0);
     format!(
-        "user={:.6} sys={:.6} rss_kb={}",
+        "user={:.6} sys={:.6} rss_kb={peak_rss_kb}",
         seconds(r.ru_utime),
         seconds(r.ru_stime),
-        r.ru_maxrss
     )
 }
 
@@ -314,30 +322,11 @@ const PAIRS: [(&str, &str); 4] = [
 /// Builds the roscpp peer into the target folder.
 fn build_roscpp_peer() -> Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let source = root.join("benches/peers/roscpp_bench.cpp");
     let out_dir = root.join("target/bench");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
     let binary = out_dir.join("roscpp_bench");
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "roscpp", "sensor_msgs"])
-        .output()
-        .map_err(|e| format!("pkg-config: {e}"))?;
-    if !flags.status.success() {
-        return Err(
-            "pkg-config finds no roscpp (install libroscpp-dev and libsensor-msgs-dev)".into(),
-        );
-    }
-    let flags = String::from_utf8_lossy(&flags.stdout).to_string();
-    let status = Command::new("g++")
-        .args(["-O2", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .args(flags.split_whitespace())
-        .status()
-        .map_err(|e| format!("g++: {e}"))?;
-    if !status.success() {
-        return Err("g++ could not build the roscpp bench peer".into());
-    }
+    let source = root.join("benches/peers/roscpp_bench.cpp");
+    cpp_peer::build(&source, &binary, &["roscpp", "sensor_msgs"])?;
     Ok(binary)
 }
 

@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod bench_plot;
 mod bench_raw;
+mod cpp_peer;
 mod demo_cmd;
 mod master_cmd;
 mod msg_cmd;
