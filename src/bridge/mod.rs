@@ -1,5 +1,6 @@
 //! Bridges from devices onto ROS topics.
 
+use crate::node::params::FromParam;
 use crate::node::Node;
 
 #[cfg(feature = "ping")]
@@ -40,5 +41,58 @@ pub async fn node_main<C>(
             eprintln!("{name}: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A bridge's view of its node's `~` parameters: errors are one line of text naming the key,
+/// and string parameters can be a choice among names.
+pub struct Params<'a>(pub &'a Node);
+
+impl Params<'_> {
+    /// `key`'s value, or `default` when it is not set.
+    pub async fn get<T: FromParam>(&self, key: &str, default: T) -> Result<T, String> {
+        self.0.param(key, default).await.map_err(|e| e.to_string())
+    }
+
+    /// A string parameter naming one of `choices` (`default` when it is not set): the value
+    /// paired with that name.
+    pub async fn choice<T: Copy>(
+        &self,
+        key: &str,
+        default: &str,
+        choices: &[(&str, T)],
+    ) -> Result<T, String> {
+        let name: String = self.get(key, default.to_string()).await?;
+        match choices.iter().find(|(n, _)| *n == name) {
+            Some(&(_, value)) => Ok(value),
+            None => {
+                let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+                Err(format!("{key} '{name}' is not {}", either(&names)))
+            }
+        }
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn either(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::either;
+
+    #[test]
+    fn choices_are_listed_as_a_sentence() {
+        assert_eq!(either(&["v2"]), "v2");
+        assert_eq!(either(&["window", "px4"]), "window or px4");
+        assert_eq!(
+            either(&["auto", "ping1d", "ping360"]),
+            "auto, ping1d or ping360"
+        );
     }
 }

@@ -47,10 +47,9 @@ async fn master_answers(uri: &str) -> bool {
 
 /// The port of an `http://host:port/` URI.
 fn uri_port(uri: &str) -> Result<u16, String> {
-    uri.trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
+    uri.parse::<hyper::Uri>()
+        .ok()
+        .and_then(|u| u.port_u16())
         .ok_or_else(|| format!("ROS_MASTER_URI '{uri}' has no port"))
 }
 
@@ -386,4 +385,17 @@ fn status_line(b: &Board, elapsed: Duration) -> String {
         b.rate(2),
         b.rate(3),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uri_port;
+
+    #[test]
+    fn the_embedded_master_takes_the_port_of_ros_master_uri() {
+        assert_eq!(uri_port("http://localhost:11311/"), Ok(11311));
+        assert_eq!(uri_port("http://[::1]:11411"), Ok(11411));
+        assert!(uri_port("http://robot/").is_err());
+        assert!(uri_port("not a uri").is_err());
+    }
 }

@@ -10,6 +10,7 @@ use super::messages::Outgoing;
 use super::protocol::{Ids, Responder};
 use super::session::{Event, Report, Session, SessionConfig, TimesyncSample};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
+use crate::bridge::Params;
 use crate::msg::Time;
 use crate::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
 use crate::node::{AdvertiseOptions, Node, NodeError, Publisher, SubscribeOptions};
@@ -56,168 +57,120 @@ impl Config {
 
     /// Reads `~` parameters (mavros's names for the PX4 filter's).
     pub async fn from_node(node: &Node) -> Result<Config, String> {
-        let e = |e: crate::api::ApiError| e.to_string();
-        let url: String = node
-            .param("~fcu_url", "sim:".to_string())
-            .await
-            .map_err(e)?;
+        let p = Params(node);
+        let url: String = p.get("~fcu_url", "sim:".to_string()).await?;
         let mut cfg = Config::new(url.parse()?);
-        let id = |v: i32, name: &str| -> Result<u8, String> {
-            u8::try_from(v).map_err(|_| format!("~{name} {v} is not 0-255"))
+        let id = async |key: &str, default: i32| -> Result<u8, String> {
+            let v = p.get(key, default).await?;
+            u8::try_from(v).map_err(|_| format!("{key} {v} is not 0-255"))
         };
         let s = &mut cfg.session;
         s.ours = Ids {
-            system: id(node.param("~system_id", 1).await.map_err(e)?, "system_id")?,
-            component: id(
-                node.param("~component_id", 191).await.map_err(e)?,
-                "component_id",
-            )?,
+            system: id("~system_id", 1).await?,
+            component: id("~component_id", 191).await?,
         };
         let target = Ids {
-            system: id(
-                node.param("~target_system_id", 0).await.map_err(e)?,
-                "target_system_id",
-            )?,
-            component: id(
-                node.param("~target_component_id", 0).await.map_err(e)?,
-                "target_component_id",
-            )?,
+            system: id("~target_system_id", 0).await?,
+            component: id("~target_component_id", 0).await?,
         };
         s.autopilot = (target.system != 0).then_some(Ids {
             component: target.component.max(1),
             ..target
         });
-        s.timeout_ns = (node
-            .param("~timeout", 2.0f64)
-            .await
-            .map_err(e)?
-            .clamp(0.01, 60.0)
-            * 1e9) as i64;
-        s.respond_timesync = node.param("~respond_timesync", false).await.map_err(e)?;
+        s.timeout_ns = (p.get("~timeout", 2.0f64).await?.clamp(0.01, 60.0) * 1e9) as i64;
+        s.respond_timesync = p.get("~respond_timesync", false).await?;
         let d = Px4Params::default();
         s.px4 = Px4Params {
-            timesync_alpha_initial: node
-                .param("~time/timesync_alpha_initial", d.timesync_alpha_initial)
-                .await
-                .map_err(e)?,
-            timesync_beta_initial: node
-                .param("~time/timesync_beta_initial", d.timesync_beta_initial)
-                .await
-                .map_err(e)?,
-            timesync_alpha_final: node
-                .param("~time/timesync_alpha_final", d.timesync_alpha_final)
-                .await
-                .map_err(e)?,
-            timesync_beta_final: node
-                .param("~time/timesync_beta_final", d.timesync_beta_final)
-                .await
-                .map_err(e)?,
-            convergence_window: node
-                .param("~time/convergence_window", d.convergence_window)
-                .await
-                .map_err(e)?,
-            max_rtt_sample: node
-                .param("~time/max_rtt_sample", d.max_rtt_sample)
-                .await
-                .map_err(e)?,
-            max_deviation_sample: node
-                .param("~time/max_deviation_sample", d.max_deviation_sample)
-                .await
-                .map_err(e)?,
-            max_consecutive_high_rtt: node
-                .param("~time/max_consecutive_high_rtt", d.max_consecutive_high_rtt)
-                .await
-                .map_err(e)?,
-            max_consecutive_high_deviation: node
-                .param(
+            timesync_alpha_initial: p
+                .get("~time/timesync_alpha_initial", d.timesync_alpha_initial)
+                .await?,
+            timesync_beta_initial: p
+                .get("~time/timesync_beta_initial", d.timesync_beta_initial)
+                .await?,
+            timesync_alpha_final: p
+                .get("~time/timesync_alpha_final", d.timesync_alpha_final)
+                .await?,
+            timesync_beta_final: p
+                .get("~time/timesync_beta_final", d.timesync_beta_final)
+                .await?,
+            convergence_window: p
+                .get("~time/convergence_window", d.convergence_window)
+                .await?,
+            max_rtt_sample: p.get("~time/max_rtt_sample", d.max_rtt_sample).await?,
+            max_deviation_sample: p
+                .get("~time/max_deviation_sample", d.max_deviation_sample)
+                .await?,
+            max_consecutive_high_rtt: p
+                .get("~time/max_consecutive_high_rtt", d.max_consecutive_high_rtt)
+                .await?,
+            max_consecutive_high_deviation: p
+                .get(
                     "~time/max_consecutive_high_deviation",
                     d.max_consecutive_high_deviation,
                 )
-                .await
-                .map_err(e)?,
+                .await?,
         };
         let f = FitParams::default();
         s.fit = FitParams {
-            window: node
-                .param("~fit/window", f.window as u32)
-                .await
-                .map_err(e)?
+            window: p
+                .get("~fit/window", f.window as u32)
+                .await?
                 .clamp(16, 100_000) as usize,
-            quantile: node
-                .param::<f64>("~fit/quantile", f.quantile)
-                .await
-                .map_err(e)?
+            quantile: p
+                .get::<f64>("~fit/quantile", f.quantile)
+                .await?
                 .clamp(0.01, 1.0),
-            min_gate: (node
-                .param("~fit/min_rtt_gate", f.min_gate as f64 / 1e6)
-                .await
-                .map_err(e)?
-                * 1e6) as i64,
+            min_gate: (p.get("~fit/min_rtt_gate", f.min_gate as f64 / 1e6).await? * 1e6) as i64,
             ..f
         };
-        cfg.ping_rate = node.param("~ping_rate", 1.0).await.map_err(e)?;
-        cfg.timesync_rate = node.param("~timesync_rate", 10.0).await.map_err(e)?;
-        cfg.use_px4_filter = match node
-            .param("~timesync_estimator", "window".to_string())
-            .await
-            .map_err(e)?
-            .as_str()
-        {
-            "window" => false,
-            "px4" => true,
-            other => {
-                return Err(format!(
-                    "~timesync_estimator '{other}' is not window or px4"
-                ))
-            }
-        };
-        cfg.time_ref_source = node
-            .param("~time/time_ref_source", "fcu".to_string())
-            .await
-            .map_err(e)?;
+        cfg.ping_rate = p.get("~ping_rate", 1.0).await?;
+        cfg.timesync_rate = p.get("~timesync_rate", 10.0).await?;
+        cfg.use_px4_filter = p
+            .choice(
+                "~timesync_estimator",
+                "window",
+                &[("window", false), ("px4", true)],
+            )
+            .await?;
+        cfg.time_ref_source = p.get("~time/time_ref_source", "fcu".to_string()).await?;
         if cfg.fcu_url == FcuUrl::Sim {
-            cfg.sim = sim_config(node).await?;
+            cfg.sim = sim_config(&p).await?;
         }
         Ok(cfg)
     }
 }
 
 /// `~sim/...`: the simulated autopilot's clock and link.
-async fn sim_config(node: &Node) -> Result<SimConfig, String> {
-    let e = |e: crate::api::ApiError| e.to_string();
+async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
     let ms = |v: f64| Duration::from_secs_f64(v.clamp(0.0, 10_000.0) / 1000.0);
-    let jitter = ms(node.param("~sim/jitter", 0.0).await.map_err(e)?);
-    let loss = node
-        .param("~sim/loss", 0.0f64)
-        .await
-        .map_err(e)?
-        .clamp(0.0, 1.0);
+    let jitter = ms(p.get("~sim/jitter", 0.0).await?);
+    let loss = p.get("~sim/loss", 0.0f64).await?.clamp(0.0, 1.0);
     let way = |delay: f64| Faults {
         loss,
         duplicate: 0.0,
         delay: ms(delay),
         jitter,
     };
-    let offset: f64 = node.param("~sim/clock_offset", f64::NAN).await.map_err(e)?;
+    let offset: f64 = p.get("~sim/clock_offset", f64::NAN).await?;
     Ok(SimConfig {
         clock_offset_ns: offset.is_finite().then_some((offset * 1e9) as i64),
-        drift_ppm: node.param("~sim/drift_ppm", 0.0).await.map_err(e)?,
-        up: way(node.param("~sim/delay_up", 0.0).await.map_err(e)?),
-        down: way(node.param("~sim/delay_down", 0.0).await.map_err(e)?),
-        seed: node.param("~sim/seed", 1u32).await.map_err(e)?.into(),
-        timesync: match node
-            .param("~sim/timesync", "v2".to_string())
-            .await
-            .map_err(e)?
-            .as_str()
-        {
-            "v2" => TimesyncResponder::V2,
-            "v1" => TimesyncResponder::V1,
-            "silent" => TimesyncResponder::Silent,
-            other => return Err(format!("~sim/timesync '{other}' is not v2, v1 or silent")),
-        },
-        answer_ping: node.param("~sim/answer_ping", true).await.map_err(e)?,
-        mavlink1: node.param("~sim/mavlink1", false).await.map_err(e)?,
+        drift_ppm: p.get("~sim/drift_ppm", 0.0).await?,
+        up: way(p.get("~sim/delay_up", 0.0).await?),
+        down: way(p.get("~sim/delay_down", 0.0).await?),
+        seed: p.get("~sim/seed", 1u32).await?.into(),
+        timesync: p
+            .choice(
+                "~sim/timesync",
+                "v2",
+                &[
+                    ("v2", TimesyncResponder::V2),
+                    ("v1", TimesyncResponder::V1),
+                    ("silent", TimesyncResponder::Silent),
+                ],
+            )
+            .await?,
+        answer_ping: p.get("~sim/answer_ping", true).await?,
+        mavlink1: p.get("~sim/mavlink1", false).await?,
         ..SimConfig::default()
     })
 }
@@ -375,9 +328,10 @@ async fn tick(timer: &mut Option<tokio::time::Interval>) {
     }
 }
 
-/// A CLOCK_MONOTONIC instant as ROS time.
-fn ros_time(mono_ns: i64) -> Time {
-    Time::from_nanos((mono_ns + ros_minus_monotonic_ns()).max(0) as u64)
+/// A CLOCK_MONOTONIC instant as ROS time, `base` being ROS time minus CLOCK_MONOTONIC,
+/// sampled once per message so that its stamp and offsets agree to the nanosecond.
+fn ros_time(mono_ns: i64, base: i64) -> Time {
+    Time::from_nanos((mono_ns + base).max(0) as u64)
 }
 
 fn timesync_status(cfg: &Config, s: &TimesyncSample) -> mavros_msgs::TimesyncStatus {
@@ -390,7 +344,7 @@ fn timesync_status(cfg: &Config, s: &TimesyncSample) -> mavros_msgs::TimesyncSta
     };
     mavros_msgs::TimesyncStatus {
         header: std_msgs::Header {
-            stamp: ros_time(s.exchange.t3),
+            stamp: ros_time(s.exchange.t3, base),
             ..Default::default()
         },
         remote_timestamp_ns: s.exchange.tc1.max(0) as u64,
@@ -405,7 +359,7 @@ fn time_reference(cfg: &Config, unix_usec: u64, at_ns: i64) -> Option<sensor_msg
     const PLAUSIBLE_USEC: u64 = 1_234_567_890_000_000; // 2009-02-13
     (unix_usec > PLAUSIBLE_USEC).then(|| sensor_msgs::TimeReference {
         header: std_msgs::Header {
-            stamp: ros_time(at_ns),
+            stamp: ros_time(at_ns, ros_minus_monotonic_ns()),
             ..Default::default()
         },
         time_ref: Time::from_nanos(unix_usec.saturating_mul(1000)),
@@ -426,7 +380,7 @@ fn latency(r: &Report, now: i64) -> umsg::MavlinkLatency {
         .or(r.ping.min_rtt_us.map(|u| u as i64 * 1000));
     umsg::MavlinkLatency {
         header: std_msgs::Header {
-            stamp: ros_time(now),
+            stamp: ros_time(now, base),
             ..Default::default()
         },
         ping_rtt: us(r.ping.last_rtt_us),

@@ -7,6 +7,7 @@ use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
 use super::messages::{self as m, Message};
 use super::sim::SimKind;
 use super::{draft2017 as draft, Dialect};
+use crate::bridge::Params;
 use crate::msg::Time;
 use crate::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
 use crate::node::{AdvertiseOptions, Node, NodeError, Publisher};
@@ -73,82 +74,49 @@ impl Config {
 
     /// Reads `~` parameters, with defaults that work.
     pub async fn from_node(node: &Node) -> Result<Config, String> {
-        let p = |e: crate::api::ApiError| e.to_string();
-        let device: String = node
-            .param("~device", "sim:ping1d".to_string())
-            .await
-            .map_err(p)?;
-        let device_type = match node
-            .param("~device_type", "auto".to_string())
-            .await
-            .map_err(p)?
-            .as_str()
-        {
-            "auto" => DeviceType::Auto,
-            "ping1d" => DeviceType::Ping1d,
-            "ping360" => DeviceType::Ping360,
-            other => {
-                return Err(format!(
-                    "~device_type '{other}' is not auto, ping1d or ping360"
-                ))
-            }
-        };
-        let dialect = match node
-            .param("~dialect", "current".to_string())
-            .await
-            .map_err(p)?
-            .as_str()
-        {
-            "current" => Dialect::Current,
-            "draft2017" => Dialect::Draft2017,
-            other => return Err(format!("~dialect '{other}' is not current or draft2017")),
-        };
+        let p = Params(node);
+        let device: String = p.get("~device", "sim:ping1d".to_string()).await?;
+        let device_type = p
+            .choice(
+                "~device_type",
+                "auto",
+                &[
+                    ("auto", DeviceType::Auto),
+                    ("ping1d", DeviceType::Ping1d),
+                    ("ping360", DeviceType::Ping360),
+                ],
+            )
+            .await?;
+        let dialect = p
+            .choice(
+                "~dialect",
+                "current",
+                &[
+                    ("current", Dialect::Current),
+                    ("draft2017", Dialect::Draft2017),
+                ],
+            )
+            .await?;
         Ok(Config {
             device: device.parse()?,
             device_type,
             dialect,
-            frame_id: node
-                .param("~frame_id", "sonar".to_string())
-                .await
-                .map_err(p)?,
-            speed_of_sound: node.param("~speed_of_sound", 1500.0).await.map_err(p)?,
-            range: node.param("~range", 10.0).await.map_err(p)?,
-            gain: node.param("~gain", 1u32).await.map_err(p)?,
-            ping_interval: node
-                .param("~ping_interval", 100u32)
-                .await
-                .map_err(p)?
-                .clamp(20, 10_000) as u16,
-            mode_auto: node.param("~mode_auto", true).await.map_err(p)?,
-            min_confidence: node.param("~min_confidence", 0.0).await.map_err(p)?,
-            field_of_view: node
-                .param("~field_of_view", std::f32::consts::FRAC_PI_6)
-                .await
-                .map_err(p)?,
-            transmit_frequency: node
-                .param("~transmit_frequency", 750u32)
-                .await
-                .map_err(p)?
-                .clamp(500, 1000) as u16,
-            start_angle: node.param("~start_angle", 0.0).await.map_err(p)?,
-            stop_angle: node.param("~stop_angle", 360.0).await.map_err(p)?,
-            num_steps: node
-                .param("~num_steps", 1u32)
-                .await
-                .map_err(p)?
-                .clamp(1, 10) as u8,
-            scan_threshold: node
-                .param("~scan_threshold", 100u32)
-                .await
-                .map_err(p)?
-                .min(255) as u8,
-            use_auto_transmit: node.param("~use_auto_transmit", true).await.map_err(p)?,
-            image_size: node
-                .param("~image_size", 200u32)
-                .await
-                .map_err(p)?
-                .clamp(16, 2000),
-            image_rate: node.param("~image_rate", 2.0).await.map_err(p)?,
+            frame_id: p.get("~frame_id", "sonar".to_string()).await?,
+            speed_of_sound: p.get("~speed_of_sound", 1500.0).await?,
+            range: p.get("~range", 10.0).await?,
+            gain: p.get("~gain", 1u32).await?,
+            ping_interval: p.get("~ping_interval", 100u32).await?.clamp(20, 10_000) as u16,
+            mode_auto: p.get("~mode_auto", true).await?,
+            min_confidence: p.get("~min_confidence", 0.0).await?,
+            field_of_view: p.get("~field_of_view", std::f32::consts::FRAC_PI_6).await?,
+            transmit_frequency: p.get("~transmit_frequency", 750u32).await?.clamp(500, 1000) as u16,
+            start_angle: p.get("~start_angle", 0.0).await?,
+            stop_angle: p.get("~stop_angle", 360.0).await?,
+            num_steps: p.get("~num_steps", 1u32).await?.clamp(1, 10) as u8,
+            scan_threshold: p.get("~scan_threshold", 100u32).await?.min(255) as u8,
+            use_auto_transmit: p.get("~use_auto_transmit", true).await?,
+            image_size: p.get("~image_size", 200u32).await?.clamp(16, 2000),
+            image_rate: p.get("~image_rate", 2.0).await?,
         })
     }
 }
