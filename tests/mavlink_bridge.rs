@@ -86,15 +86,20 @@ async fn tracks_a_simulated_autopilots_offset_and_drift() {
         )
         .await
         .unwrap();
-    let last = latency_until(&listener, Duration::from_secs(15), |m| {
-        m.converged && m.timesync_received >= 40 && m.ping_received >= 3
+    // 8 s of TIMESYNC at 10 Hz: 30 ppm is 240 µs of drift by then, well clear of the
+    // scheduling noise of a loaded test machine (4 s gave skews off by 15-20 ppm).
+    let last = latency_until(&listener, Duration::from_secs(20), |m| {
+        m.converged && m.timesync_received >= 80 && m.ping_received >= 3
     })
     .await
     .expect("latency published");
     assert!(last.converged, "{last:?}");
     let error = last.offset_ns - truth_at(last.header.stamp, |t| fcu.remote_at(t));
     eprintln!("sim: error {error} ns, skew {:.1} ppm", last.skew_ppm);
-    assert!(error.abs() < 100_000, "error {error} ns: {last:?}");
+    // The simulator hands each request and reply between threads, one wake more on the way
+    // up than down; the estimate is off by half that asymmetry: 20 µs on one test machine,
+    // 60-90 µs on another.
+    assert!(error.abs() < 200_000, "error {error} ns: {last:?}");
     assert!(
         (last.skew_ppm.abs() - 30.0).abs() < 10.0,
         "skew {}",
@@ -109,8 +114,13 @@ async fn tracks_a_simulated_autopilots_offset_and_drift() {
         .await
         .expect("a time reference")
         .unwrap();
-    let now = udpros::msg::Time::now().as_nanos() as i64;
-    assert!((r.time_ref.as_nanos() as i64 - now).abs() < 5_000_000_000);
+    // The autopilot's wall clock against when its SYSTEM_TIME arrived (the message may
+    // have waited in the queue since the start).
+    let arrived = r.header.stamp.as_nanos() as i64;
+    assert!(
+        (r.time_ref.as_nanos() as i64 - arrived).abs() < 5_000_000_000,
+        "{r:?}"
+    );
     assert_eq!(r.source, "fcu");
 }
 
