@@ -591,6 +591,7 @@ fn plot(rows: &[Row]) -> String {
                 .iter()
                 .flat_map(|m| m.values().copied())
                 .collect(),
+            expected: r.sent as usize * r.received.len().max(1),
         };
         match panels.iter_mut().find(|p| p.title == r.scenario) {
             Some(panel) => panel.curves.push(curve),

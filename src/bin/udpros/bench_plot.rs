@@ -4,11 +4,13 @@
 
 use std::fmt::Write;
 
-/// One curve: its label parts and every latency it measured, in µs.
+/// One curve: its label parts, every latency it measured (µs) and how many messages were
+/// meant to arrive, so a lossy cell levels off at the fraction it delivered.
 pub struct Curve {
     pub pair: String,
     pub transport: String,
     pub latencies_us: Vec<f64>,
+    pub expected: usize,
 }
 
 /// One panel: a scenario and its curves.
@@ -54,7 +56,7 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
     );
     let _ = writeln!(
         svg,
-        r##"<text x="{LEFT}" y="48" fill="#555">fraction of messages delivered within the time on the x axis (one-way latency, log scale); solid UDPROS, dashed TCPROS</text>"##
+        r##"<text x="{LEFT}" y="48" fill="#555">fraction of the messages sent that arrived within the time on the x axis (one-way latency, log scale); solid UDPROS, dashed TCPROS</text>"##
     );
     for (i, panel) in panels.iter().enumerate() {
         draw_panel(&mut svg, panel, TOP + PANEL_HEIGHT * i as f64, &colour);
@@ -126,37 +128,38 @@ fn draw_panel(svg: &mut String, panel: &Panel, y0: f64, colour: &dyn Fn(&str) ->
             .copied()
             .filter(|v| v.is_finite())
             .collect();
-        if sorted.is_empty() {
-            continue;
-        }
         sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let points: String = (0..=POINTS.min(n))
-            .map(|k| {
-                let i = (k * (n - 1)) / POINTS.min(n).max(1);
-                format!("{:.1},{:.1} ", x(sorted[i]), y((i + 1) as f64 / n as f64))
-            })
-            .collect();
         let dash = if curve.transport.eq_ignore_ascii_case("tcp") {
             r#" stroke-dasharray="6,4""#
         } else {
             ""
         };
         let c = colour(&curve.pair);
-        let _ = writeln!(
-            svg,
-            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.6"{dash}/>"#,
-            points.trim_end()
-        );
+        let n = sorted.len();
+        if n > 0 {
+            let whole = curve.expected.max(n) as f64;
+            let points: String = (0..=POINTS.min(n))
+                .map(|k| {
+                    let i = (k * (n - 1)) / POINTS.min(n).max(1);
+                    format!("{:.1},{:.1} ", x(sorted[i]), y((i + 1) as f64 / whole))
+                })
+                .collect();
+            let _ = writeln!(
+                svg,
+                r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="1.6"{dash}/>"#,
+                points.trim_end()
+            );
+        }
         let lx = LEFT + plot_width + 14.0;
         let _ = writeln!(
             svg,
-            r#"<line x1="{lx}" y1="{legend_y}" x2="{}" y2="{legend_y}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{} {}</text>"#,
+            r#"<line x1="{lx}" y1="{legend_y}" x2="{}" y2="{legend_y}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{} {}{}</text>"#,
             lx + 26.0,
             lx + 32.0,
             legend_y + 4.0,
             escape(&curve.pair),
-            escape(&curve.transport)
+            escape(&curve.transport),
+            if n == 0 { ": none arrived" } else { "" }
         );
         legend_y += 20.0;
     }
@@ -184,8 +187,41 @@ mod tests {
         Curve {
             pair: pair.into(),
             transport: transport.into(),
+            expected: latencies_us.len(),
             latencies_us,
         }
+    }
+
+    /// The y of a curve's last point.
+    fn top_of_last_curve(svg: &str) -> f64 {
+        let points = svg.rsplit("points=\"").next().unwrap();
+        let last = points
+            .split('"')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .last()
+            .unwrap();
+        last.split_once(',').unwrap().1.parse().unwrap()
+    }
+
+    #[test]
+    fn a_lossy_cell_levels_off_at_the_fraction_it_delivered() {
+        let mut lossy = curve("roscpp → roscpp", "UDP", vec![100.0; 25]);
+        lossy.expected = 100;
+        let panels = [Panel {
+            title: "S4".into(),
+            curves: vec![lossy],
+        }];
+        let bottom = TOP + 24.0 + PLOT_HEIGHT;
+        let top = top_of_last_curve(&render("bench", &panels));
+        assert!((top - (bottom - 0.25 * PLOT_HEIGHT)).abs() < 0.1, "{top}");
+        let whole = [Panel {
+            title: "S4".into(),
+            curves: vec![curve("udpros → udpros", "UDP", vec![100.0; 25])],
+        }];
+        let top = top_of_last_curve(&render("bench", &whole));
+        assert!((top - (bottom - PLOT_HEIGHT)).abs() < 0.1, "{top}");
     }
 
     #[test]
@@ -227,5 +263,16 @@ mod tests {
         let svg = render("bench", &panels);
         assert!(svg.contains("no latencies measured"));
         assert!(!svg.contains("<polyline"));
+        // Beside a curve that has points, one without is named in the legend only.
+        let panels = [Panel {
+            title: "S4".into(),
+            curves: vec![
+                curve("roscpp → roscpp", "UDP", vec![]),
+                curve("udpros → udpros", "UDP", vec![900.0, 1000.0]),
+            ],
+        }];
+        let svg = render("bench", &panels);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert!(svg.contains("roscpp → roscpp UDP: none arrived"));
     }
 }
