@@ -174,19 +174,20 @@ impl UdpWire {
     /// `frames[0]`'s size, as many as one segmented send carries. Returns how many.
     fn load_small(&mut self, frames: &[Bytes]) -> usize {
         let size = frames[0].len();
+        if self.fragmenter.blocks_for(size) != 1 {
+            return 0;
+        }
         let segment = HEADER_LEN + size;
         let most = offload::max_send(segment) / segment;
         self.out.clear();
         self.sent = 0;
         self.segment = segment;
         let mut taken = 0;
-        for frame in frames.iter().take(most) {
-            let single = frame.len() == size && self.fragmenter.blocks_for(size) == 1;
-            if !single
-                || self
-                    .fragmenter
-                    .write_datagrams(frame, &mut self.out)
-                    .is_err()
+        for frame in frames.iter().take(most).take_while(|f| f.len() == size) {
+            if self
+                .fragmenter
+                .write_datagrams(frame, &mut self.out)
+                .is_err()
             {
                 break;
             }
