@@ -404,30 +404,36 @@ fn read_dump(path: &Path) -> BTreeMap<u64, f64> {
         .collect()
 }
 
-/// Fan-out: of each message every subscriber received, the latency of the subscriber it
-/// reached first and of the one it reached last; the medians of both.
-fn fan_out(r: &Row) -> Option<(f64, f64)> {
-    let (head, rest) = r.latencies.split_first()?;
+/// Fan-out: of each message every subscriber received, its latencies sorted (when it
+/// reached its first subscriber, its second, ... its last); the median of each rank.
+fn arrival_ranks(per_subscriber: &[BTreeMap<u64, f64>]) -> Option<Vec<f64>> {
+    let (head, rest) = per_subscriber.split_first()?;
     if rest.is_empty() {
         return None;
     }
-    let (mut firsts, mut lasts) = (Vec::new(), Vec::new());
+    let mut ranks = vec![Vec::new(); per_subscriber.len()];
     for (seq, &us) in head {
-        let (mut lo, mut hi) = (us, us);
-        let everywhere = rest.iter().all(|m| {
-            m.get(seq).is_some_and(|&l| {
-                (lo, hi) = (lo.min(l), hi.max(l));
-                true
-            })
-        });
-        if everywhere {
-            firsts.push(lo);
-            lasts.push(hi);
+        let mut arrivals: Vec<f64> = std::iter::once(Some(us))
+            .chain(rest.iter().map(|m| m.get(seq).copied()))
+            .collect::<Option<_>>()
+            .unwrap_or_default();
+        if arrivals.len() != ranks.len() {
+            continue; // not everywhere
+        }
+        arrivals.sort_by(f64::total_cmp);
+        for (rank, us) in ranks.iter_mut().zip(arrivals) {
+            rank.push(us);
         }
     }
-    firsts.sort_by(f64::total_cmp);
-    lasts.sort_by(f64::total_cmp);
-    (!firsts.is_empty()).then(|| (percentile(&firsts, 0.5), percentile(&lasts, 0.5)))
+    if ranks[0].is_empty() {
+        return None;
+    }
+    Some(ranks.iter_mut().map(|r| median(r)).collect())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    percentile(values, 0.5)
 }
 
 fn peer_command(kind: &str, roscpp: &Path, master: &str, multi_thread: bool) -> Command {
@@ -526,13 +532,11 @@ async fn harness(args: RunArgs) -> CliResult {
     let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
     std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
     let mut rows = Vec::new();
-    for (i, s) in scenarios(args.quick).into_iter().enumerate() {
-        if wanted
-            .as_ref()
-            .is_some_and(|w| !w.iter().any(|x| x == s.id))
-        {
-            continue;
-        }
+    let chosen: Vec<Scenario> = scenarios(args.quick)
+        .into_iter()
+        .filter(|s| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == s.id)))
+        .collect();
+    for (i, s) in chosen.iter().enumerate() {
         for (j, pair) in PAIRS.iter().enumerate() {
             for transport in ["udp", "tcp"] {
                 let topic = format!("/bench_{i}_{j}_{transport}");
@@ -556,7 +560,19 @@ async fn harness(args: RunArgs) -> CliResult {
     }
     let _ = std::fs::remove_dir_all(&dumps);
     print_table(&rows);
-    print_fan_out(&rows);
+    // The fan-out scenario's physical reference: its message as one datagram, same pace.
+    let raw_fan_out = match chosen.iter().find(|s| s.subscribers > 1).cloned() {
+        Some(s) => tokio::task::spawn_blocking(move || {
+            let interval = Duration::from_secs_f64(1.0 / s.rate.max(1.0));
+            bench_raw::fan_out(s.subscribers, s.size, s.count, interval)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map(Some)
+        .map_err(|e| format!("raw UDP fan-out: {e}"))?,
+        None => None,
+    };
+    print_fan_out(&rows, raw_fan_out.as_deref());
     let quick = args.quick;
     let raw = tokio::task::spawn_blocking(move || {
         bench_raw::SIZES
@@ -619,8 +635,8 @@ fn max_of(row: &Row, key: &str) -> f64 {
 }
 
 fn print_table(rows: &[Row]) {
-    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | fan-out p50 µs first / last | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let subs = r.received.len().max(1) as f64;
         let delivered = sum(r, "received") / (r.sent * subs);
@@ -637,14 +653,8 @@ fn print_table(rows: &[Row]) {
         };
         let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
         let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
-        let spread = match fan_out(r) {
-            Some((first, last)) if first > 0.0 => {
-                format!("{first:.0} / {last:.0} ({:.2}×)", last / first)
-            }
-            _ => "-".into(),
-        };
         println!(
-            "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {spread} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
             r.scenario,
             r.pair,
             r.transport,
@@ -661,42 +671,65 @@ fn print_table(rows: &[Row]) {
     }
 }
 
-/// The scenarios with several subscribers, seen two ways: per message (the subscriber it
-/// reached first against the one it reached last) and per subscriber (each one's median).
-fn print_fan_out(rows: &[Row]) {
-    let fanned: Vec<&Row> = rows.iter().filter(|r| r.received.len() > 1).collect();
+/// The scenarios with several subscribers, seen two ways: per message (when it reached
+/// its first subscriber, its second, ... its last) and per subscriber (each one's median);
+/// then the same for raw UDP, the physical reference.
+fn print_fan_out(rows: &[Row], raw: Option<&[BTreeMap<u64, f64>]>) {
+    let fanned: Vec<&Row> = rows.iter().filter(|r| r.latencies.len() > 1).collect();
     if fanned.is_empty() {
         return;
     }
-    println!("\n| fan-out | pair | transport | per message p50 µs: first / last reached | last / first | per subscriber p50 µs, best to worst | worst / best |");
-    println!("|---|---|---|---:|---:|---:|---:|");
+    println!("\n| fan-out | pair | transport | per message p50 µs, by arrival | last − first µs | last / first | per subscriber p50 µs, best to worst | worst / best |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
     for r in fanned {
-        let (per_message, message_ratio) = match fan_out(r) {
-            Some((first, last)) if first > 0.0 => (
-                format!("{first:.0} / {last:.0}"),
-                format!("{:.2}×", last / first),
-            ),
-            _ => ("-".into(), "-".into()),
-        };
-        let mut medians: Vec<f64> = r
-            .received
-            .iter()
-            .filter_map(|m| m.get("p50_us").copied())
-            .collect();
-        medians.sort_by(f64::total_cmp);
-        let each: Vec<String> = medians.iter().map(|m| format!("{m:.0}")).collect();
-        let subscriber_ratio = match (medians.first(), medians.last()) {
-            (Some(&best), Some(&worst)) if best > 0.0 => format!("{:.2}×", worst / best),
-            _ => "-".into(),
-        };
-        println!(
-            "| {} | {} | {} | {per_message} | {message_ratio} | {} | {subscriber_ratio} |",
-            r.scenario.split(' ').next().unwrap_or(""),
-            r.pair,
-            r.transport,
-            each.join(", ")
-        );
+        let scenario = r.scenario.split(' ').next().unwrap_or("");
+        print_fan_out_row(scenario, &r.pair, &r.transport, &r.latencies);
     }
+    if let Some(raw) = raw {
+        print_fan_out_row("raw UDP", "threads, blocking", "UDP", raw);
+    }
+}
+
+fn print_fan_out_row(
+    scenario: &str,
+    pair: &str,
+    transport: &str,
+    latencies: &[BTreeMap<u64, f64>],
+) {
+    let figures = |v: &[f64]| {
+        v.iter()
+            .map(|m| format!("{m:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ratio = |lo: f64, hi: f64| match lo > 0.0 {
+        true => format!("{:.2}×", hi / lo),
+        false => "-".into(),
+    };
+    let (by_arrival, spread, message_ratio) = match arrival_ranks(latencies) {
+        Some(ranks) => {
+            let (first, last) = (ranks[0], ranks[ranks.len() - 1]);
+            (
+                figures(&ranks),
+                format!("{:.0}", last - first),
+                ratio(first, last),
+            )
+        }
+        None => ("-".into(), "-".into(), "-".into()),
+    };
+    let mut medians: Vec<f64> = latencies
+        .iter()
+        .map(|m| median(&mut m.values().copied().collect::<Vec<_>>()))
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let subscriber_ratio = match (medians.first(), medians.last()) {
+        (Some(&best), Some(&worst)) => ratio(best, worst),
+        _ => "-".into(),
+    };
+    println!(
+        "| {scenario} | {pair} | {transport} | {by_arrival} | {spread} | {message_ratio} | {} | {subscriber_ratio} |",
+        figures(&medians)
+    );
 }
 
 fn write_csv(path: &Path, rows: &[Row]) -> CliResult {
@@ -729,4 +762,33 @@ fn write_csv(path: &Path, rows: &[Row]) -> CliResult {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
     std::fs::write(path, out).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscriber(latencies: &[(u64, f64)]) -> BTreeMap<u64, f64> {
+        latencies.iter().copied().collect()
+    }
+
+    #[test]
+    fn arrival_ranks_sort_each_message_and_skip_the_ones_not_everywhere() {
+        let subscribers = [
+            subscriber(&[(0, 10.0), (1, 50.0), (2, 30.0), (3, 1.0)]),
+            subscriber(&[(0, 20.0), (1, 40.0), (2, 10.0)]),
+            subscriber(&[(0, 30.0), (1, 60.0), (2, 20.0), (3, 2.0)]),
+        ];
+        // Message 3 missed the second subscriber; the others sort to
+        // [10, 20, 30], [40, 50, 60], [10, 20, 30].
+        let ranks = arrival_ranks(&subscribers).expect("three messages everywhere");
+        assert_eq!(ranks, vec![10.0, 20.0, 30.0]);
+    }
+
+    #[test]
+    fn arrival_ranks_need_two_subscribers_and_a_shared_message() {
+        assert_eq!(arrival_ranks(&[subscriber(&[(0, 1.0)])]), None);
+        let apart = [subscriber(&[(0, 1.0)]), subscriber(&[(1, 1.0)])];
+        assert_eq!(arrival_ranks(&apart), None);
+    }
 }

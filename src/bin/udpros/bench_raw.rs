@@ -1,8 +1,11 @@
-//! The physical reference for the scenarios: plain UDP on loopback between two threads
-//! with blocking sockets, no ROS and no runtime. What no ROS library can beat on this
-//! machine: datagrams per second one way, and the round trip of one datagram.
+//! The physical reference for the scenarios: plain UDP on loopback between threads with
+//! blocking sockets, no ROS and no runtime. What no ROS library can beat on this machine:
+//! datagrams per second one way, the round trip of one datagram, and how far apart one
+//! sender's datagrams reach several receivers (the fan-out of S5).
 
+use std::collections::BTreeMap;
 use std::net::UdpSocket;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One datagram size's figures.
@@ -124,6 +127,69 @@ fn round_trip(size: usize, count: usize) -> std::io::Result<Vec<f64>> {
     Ok(rtts)
 }
 
+/// One sender, `receivers` threads each on its own socket: every `interval` the sender
+/// sends one `size`-byte datagram to each receiver in turn, over connected sockets as a
+/// publisher's links do. Returns each receiver's one-way latency (µs) by message number.
+pub fn fan_out(
+    receivers: usize,
+    size: usize,
+    count: u64,
+    interval: Duration,
+) -> std::io::Result<Vec<BTreeMap<u64, f64>>> {
+    // A datagram carries its number and when it left, as nanoseconds since `origin`.
+    const STAMP: usize = 16;
+    let size = size.clamp(STAMP, 65_000);
+    let origin = Arc::new(Instant::now());
+    let mut links = Vec::new();
+    let mut threads = Vec::new();
+    for _ in 0..receivers {
+        let (tx, rx) = pair()?;
+        links.push(tx);
+        let origin = origin.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut buf = vec![0u8; size + 1];
+            let mut latencies = BTreeMap::new();
+            // Ends on the last message or on a read timeout (a lost last datagram).
+            while let Ok(n) = rx.recv(&mut buf) {
+                let arrived = origin.elapsed().as_nanos() as f64;
+                let Some((seq, sent)) = buf.get(..n).and_then(read_stamp) else {
+                    continue;
+                };
+                latencies.insert(seq, (arrived - sent as f64) / 1e3);
+                if seq + 1 >= count {
+                    break;
+                }
+            }
+            latencies
+        }));
+    }
+    let mut datagram = vec![0x5au8; size];
+    let mut next = Instant::now();
+    for seq in 0..count {
+        next += interval;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        datagram[..8].copy_from_slice(&seq.to_le_bytes());
+        let sent = origin.elapsed().as_nanos() as u64;
+        datagram[8..STAMP].copy_from_slice(&sent.to_le_bytes());
+        for link in &links {
+            let _ = link.send(&datagram);
+        }
+    }
+    threads
+        .into_iter()
+        .map(|t| {
+            t.join()
+                .map_err(|_| std::io::Error::other("receiver thread panicked"))
+        })
+        .collect()
+}
+
+fn read_stamp(datagram: &[u8]) -> Option<(u64, u64)> {
+    let seq = u64::from_le_bytes(datagram.get(..8)?.try_into().ok()?);
+    let sent = u64::from_le_bytes(datagram.get(8..16)?.try_into().ok()?);
+    Some((seq, sent))
+}
+
 pub fn print_table(rows: &[RawUdp]) {
     println!("\nThe physical reference: raw UDP on loopback, two threads, blocking sockets.\n");
     println!(
@@ -140,5 +206,26 @@ pub fn print_table(rows: &[RawUdp]) {
             r.rtt_p50_us,
             r.rtt_p99_us
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fan_out_reaches_every_receiver_with_every_message_stamped() {
+        let receivers = fan_out(3, 1000, 20, Duration::from_millis(1)).expect("loopback");
+        assert_eq!(receivers.len(), 3);
+        for latencies in &receivers {
+            assert_eq!(
+                latencies.keys().copied().collect::<Vec<_>>(),
+                (0..20).collect::<Vec<_>>()
+            );
+            assert!(
+                latencies.values().all(|&us| us > 0.0 && us < 1e6),
+                "{latencies:?}"
+            );
+        }
     }
 }
