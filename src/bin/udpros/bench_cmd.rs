@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Run the udpros peers on tokio's multi-threaded runtime (see `bench peer`).
     #[arg(long)]
     multi_thread: bool,
+    /// Runs of the whole sweep. Each figure of the tables is then the median of the
+    /// runs' (latencies: over the messages of all runs); the CSV keeps every run.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 #[derive(Args)]
@@ -382,6 +386,8 @@ impl Peer {
 /// One measured cell of the table.
 #[derive(Debug, Clone, Default)]
 struct Row {
+    /// Which sweep of `--repeat` it came from.
+    run: u32,
     scenario: String,
     pair: String,
     transport: String,
@@ -536,24 +542,28 @@ async fn harness(args: RunArgs) -> CliResult {
         .into_iter()
         .filter(|s| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == s.id)))
         .collect();
-    for (i, s) in chosen.iter().enumerate() {
-        for (j, pair) in PAIRS.iter().enumerate() {
-            for transport in ["udp", "tcp"] {
-                let topic = format!("/bench_{i}_{j}_{transport}");
-                let (roscpp2, uri2, s2) = (roscpp.clone(), uri.clone(), s.clone());
-                let (pair, multi_thread, dumps) = (*pair, args.multi_thread, dumps.clone());
-                let row = tokio::task::spawn_blocking(move || {
-                    let cell = (&s2, pair, transport);
-                    run_cell(cell, &roscpp2, &uri2, &topic, multi_thread, &dumps)
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-                match row {
-                    Ok(row) => {
-                        eprintln!("{} {} {}: done", row.scenario, row.pair, row.transport);
-                        rows.push(row);
+    // Sweep after sweep, so a drift of the machine touches every cell alike.
+    for run in 0..args.repeat.max(1) {
+        for (i, s) in chosen.iter().enumerate() {
+            for (j, pair) in PAIRS.iter().enumerate() {
+                for transport in ["udp", "tcp"] {
+                    let topic = format!("/bench_{run}_{i}_{j}_{transport}");
+                    let (roscpp2, uri2, s2) = (roscpp.clone(), uri.clone(), s.clone());
+                    let (pair, multi_thread, dumps) = (*pair, args.multi_thread, dumps.clone());
+                    let row = tokio::task::spawn_blocking(move || {
+                        let cell = (&s2, pair, transport);
+                        run_cell(cell, &roscpp2, &uri2, &topic, multi_thread, &dumps)
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    match row {
+                        Ok(mut row) => {
+                            row.run = run;
+                            eprintln!("{} {} {}: done", row.scenario, row.pair, row.transport);
+                            rows.push(row);
+                        }
+                        Err(e) => eprintln!("{} {}→{} {transport}: {e}", s.id, pair.0, pair.1),
                     }
-                    Err(e) => eprintln!("{} {}→{} {transport}: {e}", s.id, pair.0, pair.1),
                 }
             }
         }
@@ -598,16 +608,19 @@ async fn harness(args: RunArgs) -> CliResult {
 /// The latency distributions of every cell, a panel per scenario.
 fn plot(rows: &[Row]) -> String {
     let mut panels: Vec<bench_plot::Panel> = Vec::new();
-    for r in rows {
+    for runs in cells(rows) {
+        let r = runs[0];
         let curve = bench_plot::Curve {
             pair: r.pair.clone(),
             transport: r.transport.clone(),
-            latencies_us: r
-                .latencies
+            latencies_us: runs
                 .iter()
-                .flat_map(|m| m.values().copied())
+                .flat_map(|r| r.latencies.iter().flat_map(|m| m.values().copied()))
                 .collect(),
-            expected: r.sent as usize * r.received.len().max(1),
+            expected: runs
+                .iter()
+                .map(|r| r.sent as usize * r.received.len().max(1))
+                .sum(),
         };
         match panels.iter_mut().find(|p| p.title == r.scenario) {
             Some(panel) => panel.curves.push(curve),
@@ -634,56 +647,124 @@ fn max_of(row: &Row, key: &str) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn print_table(rows: &[Row]) {
-    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+/// The runs of each cell (scenario, pair, transport), in the order they first ran.
+fn cells(rows: &[Row]) -> Vec<Vec<&Row>> {
+    let mut cells: Vec<Vec<&Row>> = Vec::new();
     for r in rows {
-        let subs = r.received.len().max(1) as f64;
-        let delivered = sum(r, "received") / (r.sent * subs);
-        // A rate needs two messages and some time between them.
-        let seconds = max_of(r, "seconds");
-        let per_sub = sum(r, "received") / subs;
-        let rate = if seconds > 0.0 && per_sub >= 2.0 {
-            format!("{:.0}", (per_sub - 1.0) / seconds)
-        } else {
-            "-".into()
+        let same = |c: &&mut Vec<&Row>| {
+            (&c[0].scenario, &c[0].pair, &c[0].transport) == (&r.scenario, &r.pair, &r.transport)
         };
+        match cells.iter_mut().find(same) {
+            Some(cell) => cell.push(r),
+            None => cells.push(vec![r]),
+        }
+    }
+    cells
+}
+
+/// A run's figures, as the main table shows them.
+struct Figures {
+    delivered_percent: f64,
+    /// A rate needs two messages and some time between them.
+    per_second: Option<f64>,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    pub_cpu_per_100k: f64,
+    sub_cpu_per_100k: f64,
+    pub_rss_mb: f64,
+    sub_rss_mb: f64,
+}
+
+impl Figures {
+    fn of(r: &Row) -> Figures {
+        let subs = r.received.len().max(1) as f64;
+        let per_sub = sum(r, "received") / subs;
+        let seconds = max_of(r, "seconds");
         let cpu = |m: &BTreeMap<String, f64>| {
             m.get("user").copied().unwrap_or(0.0) + m.get("sys").copied().unwrap_or(0.0)
         };
         let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
         let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
+        Figures {
+            delivered_percent: 100.0 * per_sub / r.sent,
+            per_second: (seconds > 0.0 && per_sub >= 2.0).then(|| (per_sub - 1.0) / seconds),
+            // Several subscribers: the worst one's.
+            p50_us: max_of(r, "p50_us"),
+            p99_us: max_of(r, "p99_us"),
+            max_us: max_of(r, "max_us"),
+            pub_cpu_per_100k: per_100k(cpu(&r.publisher), r.sent),
+            sub_cpu_per_100k: per_100k(sub_cpu, per_sub),
+            pub_rss_mb: r.publisher.get("rss_kb").copied().unwrap_or(0.0) / 1024.0,
+            sub_rss_mb: max_of(r, "rss_kb") / 1024.0,
+        }
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for runs in cells(rows) {
+        let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
+        // Each column's median over the runs.
+        let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
+        let rates: Vec<f64> = figures.iter().filter_map(|f| f.per_second).collect();
+        let rate = match rates.is_empty() {
+            true => "-".into(),
+            false => format!("{:.0}", median(&mut rates.clone())),
+        };
+        let r = runs[0];
         println!(
-            "| {} | {} | {} | {:.1} % | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            "| {} | {} | {} | {:.1} % | {rate} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
             r.scenario,
             r.pair,
             r.transport,
-            delivered * 100.0,
-            rate,
-            max_of(r, "p50_us"),
-            max_of(r, "p99_us"),
-            max_of(r, "max_us"),
-            per_100k(cpu(&r.publisher), r.sent),
-            per_100k(sub_cpu, sum(r, "received") / subs),
-            r.publisher.get("rss_kb").copied().unwrap_or(0.0) / 1024.0,
-            max_of(r, "rss_kb") / 1024.0,
+            m(|f| f.delivered_percent),
+            m(|f| f.p50_us),
+            m(|f| f.p99_us),
+            m(|f| f.max_us),
+            m(|f| f.pub_cpu_per_100k),
+            m(|f| f.sub_cpu_per_100k),
+            m(|f| f.pub_rss_mb),
+            m(|f| f.sub_rss_mb),
         );
     }
+}
+
+/// Each subscriber's latencies of a cell's runs, as if one long run: message numbers of
+/// run k are put past those of the runs before it.
+fn pooled_latencies(runs: &[&Row]) -> Vec<BTreeMap<u64, f64>> {
+    let subscribers = runs.iter().map(|r| r.latencies.len()).max().unwrap_or(0);
+    (0..subscribers)
+        .map(|k| {
+            runs.iter()
+                .filter_map(|r| Some((r.run, r.latencies.get(k)?)))
+                .flat_map(|(run, m)| {
+                    m.iter()
+                        .map(move |(&seq, &us)| ((u64::from(run) << 32) | seq, us))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// The scenarios with several subscribers, seen two ways: per message (when it reached
 /// its first subscriber, its second, ... its last) and per subscriber (each one's median);
 /// then the same for raw UDP, the physical reference.
 fn print_fan_out(rows: &[Row], raw: Option<&[BTreeMap<u64, f64>]>) {
-    let fanned: Vec<&Row> = rows.iter().filter(|r| r.latencies.len() > 1).collect();
+    let fanned: Vec<Vec<&Row>> = cells(rows)
+        .into_iter()
+        .filter(|runs| runs[0].latencies.len() > 1)
+        .collect();
     if fanned.is_empty() {
         return;
     }
     println!("\n| fan-out | pair | transport | per message p50 µs, by arrival | last − first µs | last / first | per subscriber p50 µs, best to worst | worst / best |");
     println!("|---|---|---|---:|---:|---:|---:|---:|");
-    for r in fanned {
+    for runs in fanned {
+        let r = runs[0];
         let scenario = r.scenario.split(' ').next().unwrap_or("");
-        print_fan_out_row(scenario, &r.pair, &r.transport, &r.latencies);
+        print_fan_out_row(scenario, &r.pair, &r.transport, &pooled_latencies(&runs));
     }
     if let Some(raw) = raw {
         print_fan_out_row("raw UDP", "threads, blocking", "UDP", raw);
@@ -733,12 +814,13 @@ fn print_fan_out_row(
 }
 
 fn write_csv(path: &Path, rows: &[Row]) -> CliResult {
-    let mut out = String::from("scenario,pair,transport,subscriber,sent,received,lost,seconds,p50_us,p99_us,max_us,pub_user,pub_sys,pub_rss_kb,sub_user,sub_sys,sub_rss_kb\n");
+    let mut out = String::from("run,scenario,pair,transport,subscriber,sent,received,lost,seconds,p50_us,p99_us,max_us,pub_user,pub_sys,pub_rss_kb,sub_user,sub_sys,sub_rss_kb\n");
     for r in rows {
         for (i, s) in r.received.iter().enumerate() {
             let g = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
             out += &format!(
-                "{},{},{},{i},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{i},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.run,
                 r.scenario,
                 r.pair,
                 r.transport,
