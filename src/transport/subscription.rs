@@ -118,6 +118,8 @@ impl std::fmt::Debug for Subscription {
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const MAX_RETRY: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a UDP link checks that its publisher still sends (or heartbeats).
+const LIVENESS_CHECK: Duration = Duration::from_millis(250);
 
 impl Subscription {
     pub fn new(config: SubscriptionConfig, local: Local) -> Arc<Subscription> {
@@ -531,15 +533,16 @@ async fn read_udp(
     // Datagrams from one source only, once it has delivered a message.
     let mut source: Option<SocketAddr> = None;
     let mut last_heard = Instant::now();
+    // One timer for the link's life, moved earlier only when a message in reassembly
+    // expires sooner: a timer armed per datagram costs a clock read and a timer-wheel
+    // insert and removal each time.
+    let mut wait = std::pin::pin!(tokio::time::sleep(LIVENESS_CHECK));
     loop {
-        let deadline = reassembler
-            .poll_timeout()
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
-        let wait = tokio::time::sleep_until(
-            deadline
-                .min(Instant::now() + Duration::from_millis(250))
-                .into(),
-        );
+        if let Some(due) = reassembler.poll_timeout() {
+            if due < wait.deadline().into_std() {
+                wait.as_mut().reset(due.into());
+            }
+        }
         tokio::select! {
             received = offer.recv() => {
                 let (datagrams, segment, from) = match received {
@@ -574,11 +577,13 @@ async fn read_udp(
                 let stats = *reassembler.stats();
                 link.set_status(|s| s.udp = stats);
             }
-            _ = wait => {
-                reassembler.handle_timeout(Instant::now());
-                if udpros_peer && last_heard.elapsed() > LIVENESS_TIMEOUT {
+            _ = &mut wait => {
+                let now = Instant::now();
+                reassembler.handle_timeout(now);
+                if udpros_peer && now.duration_since(last_heard) > LIVENESS_TIMEOUT {
                     return Ended::Retry("publisher silent for 3 heartbeats".into());
                 }
+                wait.as_mut().reset((now + LIVENESS_CHECK).into());
             }
         }
     }
