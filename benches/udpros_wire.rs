@@ -1,4 +1,5 @@
-//! Fragmenting and reassembling UDPROS messages, beside a plain copy of the same bytes.
+//! Fragmenting and reassembling UDPROS messages, beside a plain copy of the same bytes; and
+//! serializing a message into its frame, beside allocating and copying the same bytes.
 //!
 //! `cargo bench --bench udpros_wire` prints a table; `-- --quick` runs a few iterations only
 //! (CI uses it so the benchmark cannot rot). Timings are printed, never asserted.
@@ -6,6 +7,7 @@
 use bytes::Bytes;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+use udpros::msgs::sensor_msgs::CompressedImage;
 use udpros::wire::tcpros::frame;
 use udpros::wire::udpros::{Event, Fragmenter, Reassembler, ReassemblerConfig};
 
@@ -77,5 +79,41 @@ fn main() {
             "| {size} B | {} | {copy:.2?} | {alloc_copy:.2?} | {fragment:.2?} | {reassemble:.2?} | {ratio:.1}x | {throughput:.2} GB/s |",
             datagrams.len()
         );
+    }
+    serialization(quick);
+}
+
+/// `to_frame` sizes the frame first (a walk that copies nothing), then writes it once.
+fn serialization(quick: bool) {
+    println!();
+    println!("Serializing a sensor_msgs/CompressedImage into its frame (`wire::to_frame`)");
+    println!();
+    println!("| image data | size walk | to_frame | alloc + memcpy of the frame | to_frame / alloc + memcpy |");
+    println!("|---:|---:|---:|---:|---:|");
+    for size in [64usize, 10_000, 100_000, 1_000_000] {
+        let iterations = if quick {
+            3
+        } else {
+            (200_000_000 / (size as u32 + 1000)).clamp(20, 200_000)
+        };
+        let image = CompressedImage {
+            format: "jpeg".into(),
+            data: Bytes::from(vec![0x5a; size]),
+            ..CompressedImage::default()
+        };
+        let walk = per_iteration(iterations, || {
+            black_box(udpros::wire::serialized_len(black_box(&image)).expect("fits"));
+        });
+        let to_frame = per_iteration(iterations, || {
+            black_box(udpros::wire::to_frame(black_box(&image)).expect("fits"));
+        });
+        let frame = udpros::wire::to_frame(&image).expect("fits");
+        let alloc_copy = per_iteration(iterations, || {
+            let mut v = Vec::with_capacity(frame.len());
+            v.extend_from_slice(black_box(&frame));
+            black_box(v);
+        });
+        let ratio = to_frame.as_secs_f64() / alloc_copy.as_secs_f64();
+        println!("| {size} B | {walk:.2?} | {to_frame:.2?} | {alloc_copy:.2?} | {ratio:.2}x |");
     }
 }

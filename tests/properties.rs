@@ -24,6 +24,13 @@ fn check_round_trip<M: Message + PartialEq>(seed: u64) {
     let typed: M = wire::from_bytes(&bytes).expect("typed decode");
     let again = wire::to_vec(&typed).expect("typed encode");
     assert_eq!(again, bytes.to_vec(), "{}", M::TYPE);
+    // The size found without writing is the size written.
+    assert_eq!(
+        wire::serialized_len(&typed).expect("count"),
+        bytes.len(),
+        "{}",
+        M::TYPE
+    );
     let frame = wire::to_frame(&typed).expect("frame");
     assert_eq!(&frame[..4], &(bytes.len() as u32).to_le_bytes());
     assert_eq!(&frame[4..], &bytes[..]);

@@ -8,4 +8,4 @@ pub mod tcpros;
 pub mod udpros;
 pub mod zero_copy;
 
-pub use ros1::{from_bytes, from_slice, to_frame, to_vec, to_writer, Error};
+pub use ros1::{from_bytes, from_slice, serialized_len, to_frame, to_vec, to_writer, Error};

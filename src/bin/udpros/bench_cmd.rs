@@ -209,18 +209,29 @@ async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
     let (mut received, mut lost, mut last_seq) = (0u64, 0u64, None::<u64>);
     let (mut first, mut last) = (None, Instant::now());
     let idle = Duration::from_secs_f64(args.idle);
+    // One timer, moved on only when it fires early: a timeout armed per message would
+    // add a timer-wheel insert and removal to every message this peer measures.
+    let mut quiet = std::pin::pin!(tokio::time::sleep(Duration::from_secs(60)));
     loop {
-        let wait = if first.is_some() {
-            idle
-        } else {
-            Duration::from_secs(60)
+        let m = tokio::select! {
+            m = sub.recv() => m,
+            _ = &mut quiet => {
+                if first.is_none() || last.elapsed() >= idle {
+                    break;
+                }
+                quiet.as_mut().reset((last + idle).into());
+                continue;
+            }
         };
-        let Ok(Some(m)) = tokio::time::timeout(wait, sub.recv()).await else {
+        let Some(m) = m else {
             break;
         };
         let now = udpros::msg::Time::now();
         last = Instant::now();
-        first.get_or_insert(last);
+        if first.is_none() {
+            first = Some(last);
+            quiet.as_mut().reset((last + idle).into());
+        }
         latencies.push((now.as_nanos() as f64 - m.header.stamp.as_nanos() as f64) / 1e3);
         let seq = u64::from(m.header.seq);
         seqs.push(seq);

@@ -1,19 +1,41 @@
 use super::Error;
 use serde::ser::{self, Serialize};
 
-/// Writes ROS1 binary form into a `Vec<u8>`.
-pub struct Serializer<'a> {
-    out: &'a mut Vec<u8>,
+/// Where the serializer puts what it writes.
+pub trait Output {
+    fn put(&mut self, bytes: &[u8]);
 }
 
-impl<'a> Serializer<'a> {
-    pub fn new(out: &'a mut Vec<u8>) -> Self {
+impl Output for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Counts the bytes instead of keeping them: a message's serialized size, found by the
+/// same code that writes it, so the buffer can be allocated once at its final size.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ByteCount(pub usize);
+
+impl Output for ByteCount {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len();
+    }
+}
+
+/// Writes ROS1 binary form into an [`Output`], a `Vec<u8>` unless told otherwise.
+pub struct Serializer<'a, W: Output = Vec<u8>> {
+    out: &'a mut W,
+}
+
+impl<'a, W: Output> Serializer<'a, W> {
+    pub fn new(out: &'a mut W) -> Self {
         Serializer { out }
     }
 
     fn write_len(&mut self, len: usize) -> Result<(), Error> {
         let len = u32::try_from(len).map_err(|_| Error::TooLong(len))?;
-        self.out.extend_from_slice(&len.to_le_bytes());
+        self.out.put(&len.to_le_bytes());
         Ok(())
     }
 }
@@ -21,13 +43,13 @@ impl<'a> Serializer<'a> {
 macro_rules! le_bytes {
     ($($method:ident: $ty:ty),*) => {
         $(fn $method(self, v: $ty) -> Result<(), Error> {
-            self.out.extend_from_slice(&v.to_le_bytes());
+            self.out.put(&v.to_le_bytes());
             Ok(())
         })*
     };
 }
 
-impl ser::Serializer for &mut Serializer<'_> {
+impl<W: Output> ser::Serializer for &mut Serializer<'_, W> {
     type Ok = ();
     type Error = Error;
     type SerializeSeq = Self;
@@ -39,7 +61,7 @@ impl ser::Serializer for &mut Serializer<'_> {
     type SerializeStructVariant = ser::Impossible<(), Error>;
 
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        self.out.push(u8::from(v));
+        self.out.put(&[u8::from(v)]);
         Ok(())
     }
 
@@ -57,7 +79,7 @@ impl ser::Serializer for &mut Serializer<'_> {
 
     fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
         self.write_len(v.len())?;
-        self.out.extend_from_slice(v);
+        self.out.put(v);
         Ok(())
     }
 
@@ -146,7 +168,7 @@ impl ser::Serializer for &mut Serializer<'_> {
     }
 }
 
-impl ser::SerializeSeq for &mut Serializer<'_> {
+impl<W: Output> ser::SerializeSeq for &mut Serializer<'_, W> {
     type Ok = ();
     type Error = Error;
     fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
@@ -157,7 +179,7 @@ impl ser::SerializeSeq for &mut Serializer<'_> {
     }
 }
 
-impl ser::SerializeTuple for &mut Serializer<'_> {
+impl<W: Output> ser::SerializeTuple for &mut Serializer<'_, W> {
     type Ok = ();
     type Error = Error;
     fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
@@ -168,7 +190,7 @@ impl ser::SerializeTuple for &mut Serializer<'_> {
     }
 }
 
-impl ser::SerializeTupleStruct for &mut Serializer<'_> {
+impl<W: Output> ser::SerializeTupleStruct for &mut Serializer<'_, W> {
     type Ok = ();
     type Error = Error;
     fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), Error> {
@@ -179,7 +201,7 @@ impl ser::SerializeTupleStruct for &mut Serializer<'_> {
     }
 }
 
-impl ser::SerializeStruct for &mut Serializer<'_> {
+impl<W: Output> ser::SerializeStruct for &mut Serializer<'_, W> {
     type Ok = ();
     type Error = Error;
     fn serialize_field<T: ?Sized + Serialize>(
