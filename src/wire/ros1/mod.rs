@@ -29,9 +29,9 @@ pub fn to_writer<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<
     value.serialize(&mut Serializer::new(out))
 }
 
-/// The size of `value`'s body. A walk over the message that copies nothing: a `uint8[]`
-/// counts its length only, so it costs little beside the copy it saves, which is every
-/// regrowth of a buffer that started small (a 1 MB image was copied about twice more).
+/// The size of `value`'s body. A walk over the message that copies nothing (a `uint8[]`
+/// adds its length only), so that a buffer can be allocated once at its final size rather
+/// than grown, each growth a reallocation and, past the first, a copy of what was written.
 pub fn serialized_len<T: Serialize + ?Sized>(value: &T) -> Result<usize, Error> {
     let mut count = ByteCount::default();
     value.serialize(&mut Serializer::new(&mut count))?;
@@ -41,7 +41,11 @@ pub fn serialized_len<T: Serialize + ?Sized>(value: &T) -> Result<usize, Error> 
 /// Serializes `value` as a TCPROS/UDPROS frame: `u32 LE` body length, then the body. The
 /// result is what every subscriber link sends, shared without copying.
 pub fn to_frame<T: Serialize + ?Sized>(value: &T) -> Result<Bytes, Error> {
-    let mut out = Vec::with_capacity(4 + serialized_len(value)?);
+    let len = serialized_len(value)?;
+    if u32::try_from(len).is_err() {
+        return Err(Error::TooLong(len)); // before allocating it
+    }
+    let mut out = Vec::with_capacity(4 + len);
     out.extend_from_slice(&[0; 4]);
     to_writer(value, &mut out)?;
     // The length written is the one found, whatever the count said.
@@ -62,4 +66,41 @@ pub fn from_slice<T: DeserializeOwned>(input: &[u8]) -> Result<T, Error> {
     let value = T::deserialize(&mut de)?;
     de.finish()?;
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serializes as 5000 copies of one 1 MB array: 5 GB on the wire, 1 MB in memory.
+    struct Huge(Vec<u8>);
+
+    impl Serialize for Huge {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeTuple;
+            let mut t = s.serialize_tuple(5000)?;
+            for _ in 0..5000 {
+                t.serialize_element(&AsBytes(&self.0))?;
+            }
+            t.end()
+        }
+    }
+
+    struct AsBytes<'a>(&'a [u8]);
+
+    impl Serialize for AsBytes<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    #[test]
+    fn a_frame_over_4_gb_is_refused_from_its_counted_size() {
+        let huge = Huge(vec![0; 1 << 20]);
+        assert_eq!(
+            serialized_len(&huge).expect("counts"),
+            5000 * ((1 << 20) + 4)
+        );
+        assert!(matches!(to_frame(&huge), Err(Error::TooLong(_))));
+    }
 }

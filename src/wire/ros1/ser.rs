@@ -19,7 +19,7 @@ pub struct ByteCount(pub usize);
 
 impl Output for ByteCount {
     fn put(&mut self, bytes: &[u8]) {
-        self.0 += bytes.len();
+        self.0 = self.0.saturating_add(bytes.len());
     }
 }
 
