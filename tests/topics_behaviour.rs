@@ -171,11 +171,21 @@ async fn everything_registers_again_after_a_master_restart() {
         "data flowed to a new subscriber {:?} after the master came back",
         back.elapsed()
     );
-    let state = newcomer.master().get_system_state().await.unwrap();
-    assert!(state
-        .subscribers
-        .iter()
-        .any(|(t, n)| t == "/survive" && n.contains(&"/listener".to_string())));
+    // Each node's watchdog looks every 500 ms on its own: the listener may register again
+    // after the talker did and data flowed.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listener_back = loop {
+        let state = newcomer.master().get_system_state().await.unwrap();
+        let listed = state
+            .subscribers
+            .iter()
+            .any(|(t, n)| t == "/survive" && n.contains(&"/listener".to_string()));
+        if listed || Instant::now() > deadline {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(listener_back, "the listener never registered again");
     drop(restarted);
     sending.abort();
 }
