@@ -56,6 +56,12 @@ fn components(key: &str) -> Vec<&str> {
     key.split('/').filter(|p| !p.is_empty()).collect()
 }
 
+/// Where a key leads in the tree.
+enum Lookup<'a> {
+    Root,
+    Param(&'a Param),
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ParamTree {
     root: OrderedMap<Param>,
@@ -64,19 +70,27 @@ pub struct ParamTree {
 impl ParamTree {
     /// The value at a global key; `/` and namespaces read as structs.
     pub fn get(&self, key: &str) -> Option<Value> {
+        match self.lookup(key)? {
+            Lookup::Root => Some(dict_to_value(&self.root)),
+            Lookup::Param(p) => Some(p.to_value()),
+        }
+    }
+
+    /// Whether a key is set, without building its value (a namespace can be large).
+    pub fn has(&self, key: &str) -> bool {
+        self.lookup(key).is_some()
+    }
+
+    fn lookup(&self, key: &str) -> Option<Lookup<'_>> {
         let parts = components(key);
         let Some((last, namespaces)) = parts.split_last() else {
-            return Some(dict_to_value(&self.root));
+            return Some(Lookup::Root);
         };
         let mut dict = &self.root;
         for ns in namespaces {
             dict = dict.get(ns)?.as_dict()?;
         }
-        dict.get(last).map(Param::to_value)
-    }
-
-    pub fn has(&self, key: &str) -> bool {
-        self.get(key).is_some()
+        dict.get(last).map(Lookup::Param)
     }
 
     /// Sets a global key. `/` takes only a struct (which replaces the whole tree).
