@@ -7,6 +7,7 @@
 pub mod api;
 pub mod bridge;
 pub mod codegen;
+pub mod connections;
 pub mod delay_line;
 pub mod logging;
 pub mod master;

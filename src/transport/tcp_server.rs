@@ -2,6 +2,7 @@
 //! publication of its topic, or answers with an `error` header and closes.
 
 use super::publication::Publication;
+use crate::connections::{accept_with_backoff, ConnectionSet};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::tcpros::FrameDecoder;
 use std::net::SocketAddr;
@@ -14,7 +15,18 @@ use tokio::net::{TcpListener, TcpStream};
 pub type Lookup = Arc<dyn Fn(&str) -> Option<Arc<Publication>> + Send + Sync>;
 
 /// How long a connecting subscriber has to send its header.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Handshakes in progress at once; the oldest is dropped to make room for a new one, so
+/// connections that never send a header cannot lock out subscribers that do.
+pub const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// The largest connection header a subscriber may send. roscpp allows a field up to 1 MB;
+/// a header is a few hundred bytes plus the message definition, which even for large
+/// message trees stays far below this. With [`MAX_PENDING_HANDSHAKES`] it bounds what
+/// pending handshakes can hold to 64 MiB, and a header's buffer grows only with bytes
+/// that actually arrived.
+pub const MAX_HANDSHAKE_HEADER: usize = 1 << 20;
 
 pub struct TcpRosServer {
     local_addr: SocketAddr,
@@ -26,11 +38,16 @@ impl TcpRosServer {
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let accept = tokio::spawn(async move {
+            // Owned here, so stopping the server drops the handshakes in progress with it.
+            let pending = ConnectionSet::new(MAX_PENDING_HANDSHAKES);
             loop {
-                let Ok((stream, peer)) = listener.accept().await else {
-                    continue;
-                };
-                tokio::spawn(handshake(stream, peer, lookup.clone()));
+                let (stream, peer) = accept_with_backoff(&listener, "TCPROS server", || {
+                    pending.close_one_idle();
+                })
+                .await;
+                pending.make_room();
+                let lookup = lookup.clone();
+                pending.spawn(move |_| handshake(stream, peer, lookup));
             }
         });
         Ok(TcpRosServer { local_addr, accept })
@@ -48,7 +65,10 @@ impl Drop for TcpRosServer {
 }
 
 async fn read_header(stream: &mut TcpStream) -> Result<ConnectionHeader, String> {
-    let limits = HeaderLimits::default();
+    let limits = HeaderLimits {
+        max_total: MAX_HANDSHAKE_HEADER,
+        ..HeaderLimits::default()
+    };
     let mut decoder = FrameDecoder::new(limits.max_total);
     loop {
         match decoder.next_frame() {

@@ -99,7 +99,7 @@ impl XmlRpcClient {
             .header(hyper::header::USER_AGENT, "udpros")
             .body(Full::new(Bytes::from(write_call(method, &params))))
             .map_err(|e| CallError::InvalidUri(e.to_string()))?;
-        let limits = ParseLimits::default();
+        let limits = ParseLimits::CLIENT;
         let exchange = async {
             let response = self
                 .client

@@ -2,28 +2,56 @@
 //!
 //! Not a strict XML 1.0 parser, on purpose: roscpp can put a NUL inside `<base64>`,
 //! strings may be untyped (`<value>text</value>`), numeric character references and
-//! self-closing tags may appear. Nesting and size are bounded; nothing panics.
+//! self-closing tags may appear. Nothing panics.
+//!
+//! The parser pulls XML events one at a time and builds the value as it goes: element
+//! names become a small enum (never an owned string per tag) and text is borrowed from the
+//! body unless references must be resolved, so memory follows the decoded value, not the
+//! token count. A document stops being read at the first element that is not XML-RPC, and
+//! the number of values and the nesting depth are budgeted: a body of a million tiny
+//! elements costs what its first wrong element costs, or one bounded value tree.
 
 use super::base64::decode_base64;
 use super::{Fault, MethodCall, Value};
 use quick_xml::events::Event;
 use quick_xml::Reader;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Bounds on one document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParseLimits {
+    /// Largest body, in bytes.
     pub max_body: usize,
     /// Deepest nesting of arrays and structs.
     pub max_depth: usize,
+    /// Most values (every `<value>`, at any depth) in one document. A decoded value costs
+    /// 32 bytes and more, so this bounds the memory a document can make the reader commit.
+    pub max_values: usize,
+}
+
+impl ParseLimits {
+    /// What a server accepts from anyone who connects: 16 MiB, 500,000 values (a
+    /// 50,000-entry parameter dict is a 3.6 MB body of 50,000 values).
+    pub const SERVER: ParseLimits = ParseLimits {
+        max_body: 16 << 20,
+        max_depth: 64,
+        max_values: 500_000,
+    };
+
+    /// What a client accepts in an answer from the server it chose to call: a parameter
+    /// tree dumped by another master may be larger than what we accept from strangers.
+    pub const CLIENT: ParseLimits = ParseLimits {
+        max_body: 64 << 20,
+        max_depth: 64,
+        max_values: 4_000_000,
+    };
 }
 
 impl Default for ParseLimits {
     fn default() -> Self {
-        ParseLimits {
-            max_body: 32 << 20,
-            max_depth: 64,
-        }
+        ParseLimits::SERVER
     }
 }
 
@@ -31,6 +59,8 @@ impl Default for ParseLimits {
 pub enum ParseError {
     TooLarge(usize),
     TooDeep,
+    /// More values than [`ParseLimits::max_values`].
+    TooManyValues(usize),
     /// The XML is not well formed enough to read.
     Xml(String),
     /// Well-formed XML that is not XML-RPC.
@@ -42,6 +72,9 @@ impl fmt::Display for ParseError {
         match self {
             ParseError::TooLarge(n) => write!(f, "XML-RPC body of {n} bytes is too large"),
             ParseError::TooDeep => f.write_str("XML-RPC value nests too deeply"),
+            ParseError::TooManyValues(n) => {
+                write!(f, "XML-RPC document holds more than {n} values")
+            }
             ParseError::Xml(e) => write!(f, "malformed XML: {e}"),
             ParseError::Structure(e) => write!(f, "not XML-RPC: {e}"),
         }
@@ -50,47 +83,181 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-#[derive(Debug, Clone, PartialEq)]
-enum Token {
-    Open(String),
-    Close(String),
-    Text(Vec<u8>),
+/// The element names XML-RPC uses; anything else is `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    MethodCall,
+    MethodName,
+    MethodResponse,
+    Params,
+    Param,
+    Fault,
+    Value,
+    Array,
+    Data,
+    Struct,
+    Member,
+    Name,
+    I4,
+    Int,
+    I8,
+    Boolean,
+    String,
+    Double,
+    DateTime,
+    Base64,
+    Other,
 }
 
-fn tokenize(body: &[u8]) -> Result<Vec<Token>, ParseError> {
-    let mut reader = Reader::from_reader(body);
-    let config = reader.config_mut();
-    config.expand_empty_elements = true;
-    config.check_end_names = false;
-    config.trim_text(false);
-    let mut tokens = Vec::new();
-    let mut text: Option<Vec<u8>> = None;
-    let name_of = |raw: &[u8]| String::from_utf8_lossy(raw).into_owned();
-    loop {
-        let event = reader
-            .read_event()
-            .map_err(|e| ParseError::Xml(e.to_string()))?;
-        let piece: Option<Vec<u8>> = match &event {
-            Event::Text(t) => Some(t.clone().into_inner().into_owned()),
-            Event::CData(c) => Some(c.clone().into_inner().into_owned()),
-            Event::GeneralRef(r) => Some(resolve_reference(&r.clone().into_inner())),
-            _ => None,
-        };
-        if let Some(piece) = piece {
-            text.get_or_insert_with(Vec::new).extend_from_slice(&piece);
-            continue;
-        }
-        if let Some(t) = text.take() {
-            tokens.push(Token::Text(t));
-        }
-        match event {
-            Event::Start(e) => tokens.push(Token::Open(name_of(e.local_name().as_ref()))),
-            Event::End(e) => tokens.push(Token::Close(name_of(e.local_name().as_ref()))),
-            Event::Eof => break,
-            _ => {} // declarations, comments, processing instructions
+impl Tag {
+    /// The element's name as written, for error messages.
+    fn name(self) -> &'static str {
+        match self {
+            Tag::MethodCall => "methodCall",
+            Tag::MethodName => "methodName",
+            Tag::MethodResponse => "methodResponse",
+            Tag::Params => "params",
+            Tag::Param => "param",
+            Tag::Fault => "fault",
+            Tag::Value => "value",
+            Tag::Array => "array",
+            Tag::Data => "data",
+            Tag::Struct => "struct",
+            Tag::Member => "member",
+            Tag::Name => "name",
+            Tag::I4 => "i4",
+            Tag::Int => "int",
+            Tag::I8 => "i8",
+            Tag::Boolean => "boolean",
+            Tag::String => "string",
+            Tag::Double => "double",
+            Tag::DateTime => "dateTime.iso8601",
+            Tag::Base64 => "base64",
+            Tag::Other => "an unknown element",
         }
     }
-    Ok(tokens)
+
+    fn of(name: &[u8]) -> Tag {
+        match name {
+            b"methodCall" => Tag::MethodCall,
+            b"methodName" => Tag::MethodName,
+            b"methodResponse" => Tag::MethodResponse,
+            b"params" => Tag::Params,
+            b"param" => Tag::Param,
+            b"fault" => Tag::Fault,
+            b"value" => Tag::Value,
+            b"array" => Tag::Array,
+            b"data" => Tag::Data,
+            b"struct" => Tag::Struct,
+            b"member" => Tag::Member,
+            b"name" => Tag::Name,
+            b"i4" => Tag::I4,
+            b"int" => Tag::Int,
+            b"i8" => Tag::I8,
+            b"boolean" => Tag::Boolean,
+            b"string" => Tag::String,
+            b"double" => Tag::Double,
+            b"dateTime.iso8601" => Tag::DateTime,
+            b"base64" => Tag::Base64,
+            _ => Tag::Other,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token<'a> {
+    Open(Tag),
+    Close(Tag),
+    Text(Cow<'a, [u8]>),
+    Eof,
+}
+
+/// XML events as tokens, pulled on demand with one token of look-ahead. Adjacent text,
+/// CDATA and references merge into one text token.
+struct Tokens<'a> {
+    reader: Reader<&'a [u8]>,
+    peeked: Option<Token<'a>>,
+    /// A structural token read while collecting text, returned after it.
+    pending: Option<Token<'a>>,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(body: &'a [u8]) -> Tokens<'a> {
+        let mut reader = Reader::from_reader(body);
+        let config = reader.config_mut();
+        config.expand_empty_elements = true;
+        config.check_end_names = false;
+        config.trim_text(false);
+        Tokens {
+            reader,
+            peeked: None,
+            pending: None,
+        }
+    }
+
+    fn position(&self) -> u64 {
+        self.reader.buffer_position()
+    }
+
+    fn read(&mut self) -> Result<Token<'a>, ParseError> {
+        if let Some(token) = self.pending.take() {
+            return Ok(token);
+        }
+        let mut text: Option<Cow<'a, [u8]>> = None;
+        loop {
+            let event = self
+                .reader
+                .read_event()
+                .map_err(|e| ParseError::Xml(e.to_string()))?;
+            let piece: Cow<'a, [u8]> = match event {
+                Event::Text(t) => t.into_inner(),
+                Event::CData(c) => c.into_inner(),
+                Event::GeneralRef(r) => Cow::Owned(resolve_reference(&r.into_inner())),
+                Event::Start(e) => {
+                    let token = Token::Open(Tag::of(e.local_name().as_ref()));
+                    return Ok(self.after_text(text, token));
+                }
+                Event::End(e) => {
+                    let token = Token::Close(Tag::of(e.local_name().as_ref()));
+                    return Ok(self.after_text(text, token));
+                }
+                Event::Eof => return Ok(self.after_text(text, Token::Eof)),
+                _ => continue, // declarations, comments, processing instructions
+            };
+            text = Some(match text {
+                None => piece,
+                Some(mut so_far) => {
+                    so_far.to_mut().extend_from_slice(&piece);
+                    so_far
+                }
+            });
+        }
+    }
+
+    /// Returns collected text first, keeping `token` for the next read.
+    fn after_text(&mut self, text: Option<Cow<'a, [u8]>>, token: Token<'a>) -> Token<'a> {
+        match text {
+            Some(text) => {
+                self.pending = Some(token);
+                Token::Text(text)
+            }
+            None => token,
+        }
+    }
+
+    fn peek(&mut self) -> Result<&Token<'a>, ParseError> {
+        if self.peeked.is_none() {
+            self.peeked = Some(self.read()?);
+        }
+        Ok(self.peeked.get_or_insert(Token::Eof))
+    }
+
+    fn next(&mut self) -> Result<Token<'a>, ParseError> {
+        match self.peeked.take() {
+            Some(token) => Ok(token),
+            None => self.read(),
+        }
+    }
 }
 
 /// `&name;` or `&#N;` / `&#xN;` as bytes; unknown entities stay as written.
@@ -116,165 +283,209 @@ fn resolve_reference(name: &[u8]) -> Vec<u8> {
     }
 }
 
-struct Cursor<'a> {
-    tokens: &'a [Token],
-    pos: usize,
-    max_depth: usize,
+fn is_blank(text: &[u8]) -> bool {
+    text.iter().all(u8::is_ascii_whitespace)
 }
 
-impl Cursor<'_> {
+fn lossy(bytes: Cow<'_, [u8]>) -> String {
+    match bytes {
+        Cow::Borrowed(b) => String::from_utf8_lossy(b).into_owned(),
+        Cow::Owned(b) => String::from_utf8(b)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    }
+}
+
+struct Cursor<'a> {
+    tokens: Tokens<'a>,
+    limits: ParseLimits,
+    values: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(body: &'a [u8], limits: &ParseLimits) -> Result<Cursor<'a>, ParseError> {
+        if body.len() > limits.max_body {
+            return Err(ParseError::TooLarge(body.len()));
+        }
+        Ok(Cursor {
+            tokens: Tokens::new(body),
+            limits: *limits,
+            values: 0,
+        })
+    }
+
     fn structure<T>(&self, what: &str) -> Result<T, ParseError> {
         Err(ParseError::Structure(format!(
-            "{what} (at token {})",
-            self.pos
+            "{what} (at byte {})",
+            self.tokens.position()
         )))
     }
 
-    fn skip_whitespace(&mut self) {
-        while let Some(Token::Text(t)) = self.tokens.get(self.pos) {
-            if t.iter().all(u8::is_ascii_whitespace) {
-                self.pos += 1;
-            } else {
-                break;
-            }
+    fn skip_whitespace(&mut self) -> Result<(), ParseError> {
+        while matches!(self.tokens.peek()?, Token::Text(t) if is_blank(t)) {
+            self.tokens.next()?;
         }
+        Ok(())
     }
 
-    fn peek_open(&mut self) -> Option<&str> {
-        self.skip_whitespace();
-        match self.tokens.get(self.pos) {
-            Some(Token::Open(name)) => Some(name),
+    fn peek_open(&mut self) -> Result<Option<Tag>, ParseError> {
+        self.skip_whitespace()?;
+        Ok(match self.tokens.peek()? {
+            Token::Open(tag) => Some(*tag),
             _ => None,
-        }
+        })
     }
 
-    fn open(&mut self, name: &str) -> Result<(), ParseError> {
-        if self.peek_open() == Some(name) {
-            self.pos += 1;
+    fn open(&mut self, tag: Tag) -> Result<(), ParseError> {
+        if self.peek_open()? == Some(tag) {
+            self.tokens.next()?;
             Ok(())
         } else {
-            self.structure(&format!("expected <{name}>"))
+            self.structure(&format!("expected <{}>", tag.name()))
         }
     }
 
-    fn close(&mut self, name: &str) -> Result<(), ParseError> {
-        self.skip_whitespace();
-        match self.tokens.get(self.pos) {
-            Some(Token::Close(n)) if n == name => {
-                self.pos += 1;
-                Ok(())
-            }
-            _ => self.structure(&format!("expected </{name}>")),
-        }
+    fn at_close(&mut self, tag: Tag) -> Result<bool, ParseError> {
+        self.skip_whitespace()?;
+        Ok(*self.tokens.peek()? == Token::Close(tag))
     }
 
-    fn at_close(&mut self, name: &str) -> bool {
-        self.skip_whitespace();
-        matches!(self.tokens.get(self.pos), Some(Token::Close(n)) if n == name)
+    fn close(&mut self, tag: Tag) -> Result<(), ParseError> {
+        if self.at_close(tag)? {
+            self.tokens.next()?;
+            Ok(())
+        } else {
+            self.structure(&format!("expected </{}>", tag.name()))
+        }
     }
 
     /// The text of an element whose open tag was consumed, up to its close tag.
-    fn text_until_close(&mut self, name: &str) -> Result<Vec<u8>, ParseError> {
-        let text = match self.tokens.get(self.pos) {
-            Some(Token::Text(t)) => {
-                self.pos += 1;
-                t.clone()
-            }
-            _ => Vec::new(),
+    fn text_until_close(&mut self, tag: Tag) -> Result<Cow<'a, [u8]>, ParseError> {
+        let text = match self.tokens.peek()? {
+            Token::Text(_) => match self.tokens.next()? {
+                Token::Text(t) => t,
+                _ => Cow::Borrowed(&[][..]),
+            },
+            _ => Cow::Borrowed(&[][..]),
         };
-        match self.tokens.get(self.pos) {
-            Some(Token::Close(n)) if n == name => {
-                self.pos += 1;
-                Ok(text)
-            }
-            _ => self.structure(&format!("expected text then </{name}>")),
+        if *self.tokens.peek()? == Token::Close(tag) {
+            self.tokens.next()?;
+            Ok(text)
+        } else {
+            self.structure(&format!("expected text then </{}>", tag.name()))
         }
+    }
+
+    fn count_value(&mut self) -> Result<(), ParseError> {
+        self.values += 1;
+        if self.values > self.limits.max_values {
+            return Err(ParseError::TooManyValues(self.limits.max_values));
+        }
+        Ok(())
     }
 
     /// A `<value>` element, open tag included.
     fn value(&mut self, depth: usize) -> Result<Value, ParseError> {
-        if depth > self.max_depth {
+        if depth > self.limits.max_depth {
             return Err(ParseError::TooDeep);
         }
-        self.open("value")?;
+        self.open(Tag::Value)?;
+        self.count_value()?;
         // Untyped: text (possibly empty) straight up to </value> is a string.
-        let start = self.pos;
-        if let Some(Token::Text(t)) = self.tokens.get(self.pos) {
-            if matches!(self.tokens.get(self.pos + 1), Some(Token::Close(n)) if n == "value") {
-                self.pos += 2;
-                return Ok(Value::String(String::from_utf8_lossy(t).into_owned()));
+        if let Token::Text(_) = self.tokens.peek()? {
+            let Token::Text(text) = self.tokens.next()? else {
+                return self.structure("lost text");
+            };
+            if *self.tokens.peek()? == Token::Close(Tag::Value) {
+                self.tokens.next()?;
+                return Ok(Value::String(lossy(text)));
+            }
+            if !is_blank(&text) {
+                return self.structure("expected a typed value or text in <value>");
             }
         }
-        if matches!(self.tokens.get(self.pos), Some(Token::Close(n)) if n == "value") {
-            self.pos += 1;
+        if *self.tokens.peek()? == Token::Close(Tag::Value) {
+            self.tokens.next()?;
             return Ok(Value::String(String::new()));
         }
-        let Some(kind) = self.peek_open().map(str::to_string) else {
-            self.pos = start;
+        let Some(kind) = self.peek_open()? else {
             return self.structure("expected a typed value or text in <value>");
         };
-        self.pos += 1;
-        let value = match kind.as_str() {
-            "array" => self.array(depth)?,
-            "struct" => self.structure_value(depth)?,
-            scalar => {
-                let raw = self.text_until_close(scalar)?;
-                let text = String::from_utf8_lossy(&raw);
-                let bad = || ParseError::Structure(format!("invalid <{scalar}> '{}'", text.trim()));
-                match scalar {
-                    "i4" | "int" | "i8" => {
-                        let n: i64 = text.trim().parse().map_err(|_| bad())?;
-                        // Python sends <int> beyond 32 bits; XmlRpc++ cannot hold them.
-                        i32::try_from(n).map_or(Value::Double(n as f64), Value::Int)
-                    }
-                    "boolean" => match text.trim() {
-                        "1" | "true" => Value::Bool(true),
-                        "0" | "false" => Value::Bool(false),
-                        _ => return Err(bad()),
-                    },
-                    "string" => Value::String(text.into_owned()),
-                    "double" => Value::Double(text.trim().parse().map_err(|_| bad())?),
-                    "dateTime.iso8601" => Value::DateTime(text.trim().to_string()),
-                    "base64" => Value::Base64(decode_base64(&raw)),
-                    other => return self.structure(&format!("unsupported value type <{other}>")),
-                }
+        self.tokens.next()?;
+        let value = match kind {
+            Tag::Array => self.array(depth)?,
+            Tag::Struct => self.structure_value(depth)?,
+            Tag::I4 | Tag::Int | Tag::I8 => {
+                let n: i64 = self
+                    .scalar_text(kind)?
+                    .trim()
+                    .parse()
+                    .or_else(|_| self.bad(kind))?;
+                // Python sends <int> beyond 32 bits; XmlRpc++ cannot hold them.
+                i32::try_from(n).map_or(Value::Double(n as f64), Value::Int)
             }
+            Tag::Boolean => match self.scalar_text(kind)?.trim() {
+                "1" | "true" => Value::Bool(true),
+                "0" | "false" => Value::Bool(false),
+                _ => return self.bad(kind),
+            },
+            Tag::String => Value::String(lossy(self.text_until_close(kind)?)),
+            Tag::Double => Value::Double(
+                self.scalar_text(kind)?
+                    .trim()
+                    .parse()
+                    .or_else(|_| self.bad(kind))?,
+            ),
+            Tag::DateTime => Value::DateTime(self.scalar_text(kind)?.trim().to_string()),
+            Tag::Base64 => Value::Base64(decode_base64(&self.text_until_close(kind)?)),
+            other => return self.structure(&format!("unsupported value type <{}>", other.name())),
         };
-        self.close("value")?;
+        self.close(Tag::Value)?;
         Ok(value)
+    }
+
+    /// A number's or flag's text: short by nature, so a long one is refused before it is
+    /// copied.
+    fn scalar_text(&mut self, tag: Tag) -> Result<String, ParseError> {
+        let text = self.text_until_close(tag)?;
+        if text.len() > 1024 {
+            return self.bad(tag);
+        }
+        Ok(lossy(text))
+    }
+
+    fn bad<T>(&self, tag: Tag) -> Result<T, ParseError> {
+        self.structure(&format!("invalid <{}>", tag.name()))
     }
 
     fn array(&mut self, depth: usize) -> Result<Value, ParseError> {
         let mut items = Vec::new();
-        if !self.at_close("array") {
-            self.open("data")?;
-            while !self.at_close("data") {
+        if !self.at_close(Tag::Array)? {
+            self.open(Tag::Data)?;
+            while !self.at_close(Tag::Data)? {
                 items.push(self.value(depth + 1)?);
             }
-            self.close("data")?;
+            self.close(Tag::Data)?;
         }
-        self.close("array")?;
+        self.close(Tag::Array)?;
         Ok(Value::Array(items))
     }
 
     fn structure_value(&mut self, depth: usize) -> Result<Value, ParseError> {
         let mut members = BTreeMap::new();
-        while !self.at_close("struct") {
-            self.open("member")?;
+        while !self.at_close(Tag::Struct)? {
+            self.open(Tag::Member)?;
             let (mut name, mut value) = (None, None);
-            while !self.at_close("member") {
-                match self.peek_open() {
-                    Some("name") => {
-                        self.pos += 1;
-                        name = Some(
-                            String::from_utf8_lossy(&self.text_until_close("name")?).into_owned(),
-                        );
+            while !self.at_close(Tag::Member)? {
+                match self.peek_open()? {
+                    Some(Tag::Name) => {
+                        self.tokens.next()?;
+                        name = Some(lossy(self.text_until_close(Tag::Name)?));
                     }
-                    Some("value") => value = Some(self.value(depth + 1)?),
+                    Some(Tag::Value) => value = Some(self.value(depth + 1)?),
                     _ => return self.structure("expected <name> or <value> in <member>"),
                 }
             }
-            self.close("member")?;
+            self.close(Tag::Member)?;
             match (name, value) {
                 (Some(n), Some(v)) => {
                     members.insert(n, v);
@@ -282,52 +493,36 @@ impl Cursor<'_> {
                 _ => return self.structure("<member> without <name> and <value>"),
             }
         }
-        self.close("struct")?;
+        self.close(Tag::Struct)?;
         Ok(Value::Struct(members))
     }
 
     fn params(&mut self) -> Result<Vec<Value>, ParseError> {
         let mut params = Vec::new();
-        if self.peek_open() != Some("params") {
+        if self.peek_open()? != Some(Tag::Params) {
             return Ok(params);
         }
-        self.open("params")?;
-        while !self.at_close("params") {
-            self.open("param")?;
+        self.open(Tag::Params)?;
+        while !self.at_close(Tag::Params)? {
+            self.open(Tag::Param)?;
             params.push(self.value(1)?);
-            self.close("param")?;
+            self.close(Tag::Param)?;
         }
-        self.close("params")?;
+        self.close(Tag::Params)?;
         Ok(params)
     }
 }
 
-fn cursor_over<'a>(tokens: &'a [Token], limits: &ParseLimits) -> Cursor<'a> {
-    Cursor {
-        tokens,
-        pos: 0,
-        max_depth: limits.max_depth,
-    }
-}
-
-fn tokens_of(body: &[u8], limits: &ParseLimits) -> Result<Vec<Token>, ParseError> {
-    if body.len() > limits.max_body {
-        return Err(ParseError::TooLarge(body.len()));
-    }
-    tokenize(body)
-}
-
 /// Reads a `<methodCall>`.
 pub fn parse_call(body: &[u8], limits: &ParseLimits) -> Result<MethodCall, ParseError> {
-    let tokens = tokens_of(body, limits)?;
-    let mut c = cursor_over(&tokens, limits);
-    c.open("methodCall")?;
-    c.open("methodName")?;
-    let method = String::from_utf8_lossy(&c.text_until_close("methodName")?)
+    let mut c = Cursor::new(body, limits)?;
+    c.open(Tag::MethodCall)?;
+    c.open(Tag::MethodName)?;
+    let method = lossy(c.text_until_close(Tag::MethodName)?)
         .trim()
         .to_string();
     let params = c.params()?;
-    c.close("methodCall")?;
+    c.close(Tag::MethodCall)?;
     Ok(MethodCall { method, params })
 }
 
@@ -336,13 +531,12 @@ pub fn parse_response(
     body: &[u8],
     limits: &ParseLimits,
 ) -> Result<Result<Value, Fault>, ParseError> {
-    let tokens = tokens_of(body, limits)?;
-    let mut c = cursor_over(&tokens, limits);
-    c.open("methodResponse")?;
-    let result = if c.peek_open() == Some("fault") {
-        c.open("fault")?;
+    let mut c = Cursor::new(body, limits)?;
+    c.open(Tag::MethodResponse)?;
+    let result = if c.peek_open()? == Some(Tag::Fault) {
+        c.open(Tag::Fault)?;
         let fault = c.value(1)?;
-        c.close("fault")?;
+        c.close(Tag::Fault)?;
         let members = fault.as_struct();
         let code = members
             .and_then(|m| m.get("faultCode"))
@@ -361,7 +555,7 @@ pub fn parse_response(
         }
         Ok(params.remove(0))
     };
-    c.close("methodResponse")?;
+    c.close(Tag::MethodResponse)?;
     Ok(result)
 }
 

@@ -2,22 +2,39 @@
 //! per worker thread, and deadlocks against a server that serves one at a time), bounded
 //! request bodies, `system.multicall`, and a fault reply (never a hang or a panic) for
 //! anything malformed.
+//!
+//! What a peer can make it spend is bounded (the README lists the figures):
+//! - connections: at most [`ServerLimits::max_connections`], the longest-idle closed to make
+//!   room, idle ones closed after [`ServerLimits::idle_timeout`];
+//! - time: a request's header must arrive within [`ServerLimits::header_timeout`] and its
+//!   body within [`ServerLimits::body_timeout`];
+//! - memory: a body over [`ParseLimits::max_body`] is refused from its `Content-Length`
+//!   before it is read (a chunked one as soon as it passes the limit); bodies over
+//!   [`LARGE_BODY`] share one budget of [`ServerLimits::large_body_budget`] bytes, held from
+//!   reading until the answer is written, so a few huge requests cannot together exhaust
+//!   memory while small calls keep being answered; the decoded value is budgeted by
+//!   [`ParseLimits`].
+//!
+//! Large bodies are decoded on the blocking pool, so a runtime thread never spends
+//! milliseconds in the parser while other calls wait.
 
 use super::parse::{parse_call, ParseLimits};
 use super::write::{write_fault, write_response};
-use super::{Fault, Value};
+use super::{Fault, MethodCall, Value};
+use crate::connections::{accept_with_backoff, ConnectionSet};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
+use tokio::sync::Semaphore;
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, Fault>> + Send>>;
 
@@ -26,9 +43,45 @@ pub trait Handler: Send + Sync + 'static {
     fn call(&self, method: &str, params: Vec<Value>) -> HandlerFuture;
 }
 
+/// Bodies up to this size are read without taking from the large-body budget: ROS calls
+/// are a few kilobytes, and they must never queue behind a peer's huge request.
+pub const LARGE_BODY: usize = 64 << 10;
+
+/// What one server lets its peers spend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Bounds on one request's document.
+    pub parse: ParseLimits,
+    /// Connections held at once; the longest-idle one is closed to make room.
+    pub max_connections: usize,
+    /// A keep-alive connection with no request for this long is closed (ROS clients
+    /// reconnect: XmlRpc++ once when a kept-alive socket turns out dead, Python always).
+    pub idle_timeout: Duration,
+    /// Time to send a request's header.
+    pub header_timeout: Duration,
+    /// Time to send a request's body once its header is in.
+    pub body_timeout: Duration,
+    /// Bytes of bodies over [`LARGE_BODY`] read and decoded at once, across connections.
+    pub large_body_budget: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            parse: ParseLimits::SERVER,
+            max_connections: 512,
+            idle_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            large_body_budget: ParseLimits::SERVER.max_body,
+        }
+    }
+}
+
 /// A running server; dropping it stops it and closes its connections.
 pub struct XmlRpcServer {
     local_addr: SocketAddr,
+    connections: Arc<ConnectionSet>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -46,9 +99,28 @@ impl XmlRpcServer {
         listener: TcpListener,
         handler: Arc<dyn Handler>,
     ) -> std::io::Result<XmlRpcServer> {
+        XmlRpcServer::serve_with_limits(listener, handler, ServerLimits::default())
+    }
+
+    /// Serves with other limits than the defaults.
+    pub fn serve_with_limits(
+        listener: TcpListener,
+        handler: Arc<dyn Handler>,
+        limits: ServerLimits,
+    ) -> std::io::Result<XmlRpcServer> {
         let local_addr = listener.local_addr()?;
-        let accept = tokio::spawn(accept_loop(listener, handler));
-        Ok(XmlRpcServer { local_addr, accept })
+        let connections = ConnectionSet::new(limits.max_connections);
+        let shared = Arc::new(Shared {
+            handler,
+            limits,
+            large_bodies: Semaphore::new(limits.large_body_budget),
+        });
+        let accept = tokio::spawn(accept_loop(listener, shared, connections.clone()));
+        Ok(XmlRpcServer {
+            local_addr,
+            connections,
+            accept,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -59,67 +131,119 @@ impl XmlRpcServer {
     pub fn uri(&self, host: &str) -> String {
         format!("http://{}:{}/", host, self.local_addr.port())
     }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.connections.len()
+    }
 }
 
 impl Drop for XmlRpcServer {
     fn drop(&mut self) {
         self.accept.abort();
+        self.connections.close_all();
     }
 }
 
-async fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>) {
-    // Owned here, so aborting this task drops every connection with it.
-    let mut connections = JoinSet::new();
+struct Shared {
+    handler: Arc<dyn Handler>,
+    limits: ServerLimits,
+    /// Permits are bytes of large bodies.
+    large_bodies: Semaphore,
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, connections: Arc<ConnectionSet>) {
+    let limits = shared.limits;
+    let mut sweep = tokio::time::interval(limits.idle_timeout.min(Duration::from_secs(5)));
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                let handler = handler.clone();
-                connections.spawn(async move {
-                    let service = hyper::service::service_fn(move |req| serve(handler.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .keep_alive(true)
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+        let (stream, _) = tokio::select! {
+            accepted = accept_with_backoff(&listener, "XML-RPC server", || {
+                connections.close_one_idle();
+            }) => accepted,
+            _ = sweep.tick() => {
+                connections.expire_idle(Instant::now(), limits.idle_timeout);
+                continue;
             }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        };
+        if !connections.make_room() {
+            // Every connection is serving a request: this one waits for none of them.
+            continue;
         }
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        connections.spawn(move |activity| async move {
+            let activity = Arc::new(activity);
+            let service = hyper::service::service_fn(move |req| {
+                let busy = activity.busy();
+                let shared = shared.clone();
+                async move {
+                    let response = serve(&shared, req).await;
+                    drop(busy);
+                    response
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
+}
+
+fn fault_reply(message: impl Into<String>) -> Response<Full<Bytes>> {
+    reply(StatusCode::OK, write_fault(&Fault::new(-1, message)))
 }
 
 async fn serve(
-    handler: Arc<dyn Handler>,
+    shared: &Shared,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, hyper::Error> {
-    let limits = ParseLimits::default();
+    let limits = &shared.limits;
     if req.method() != Method::POST {
         return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, String::new()));
     }
-    let body = match Limited::new(req.into_body(), limits.max_body)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return Ok(reply(
-                StatusCode::OK,
-                write_fault(&Fault::new(-1, "request body too large or broken")),
-            ))
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let max_body = limits.parse.max_body;
+    if let Some(len) = declared.filter(|&len| len > max_body as u64) {
+        return Ok(fault_reply(format!(
+            "request body of {len} bytes is over the limit of {max_body} bytes"
+        )));
+    }
+    // A body of unknown length counts as a large one of the largest size.
+    let size = declared.map_or(max_body, |len| len as usize);
+    let _permit = if size > LARGE_BODY {
+        let permits = u32::try_from(size.min(limits.large_body_budget)).unwrap_or(u32::MAX);
+        match shared.large_bodies.acquire_many(permits).await {
+            Ok(permit) => Some(permit),
+            Err(_) => return Ok(fault_reply("server is shutting down")),
         }
+    } else {
+        None
     };
-    let call = match parse_call(&body, &limits) {
+    let read = Limited::new(req.into_body(), max_body).collect();
+    let body = match tokio::time::timeout(limits.body_timeout, read).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(_)) => {
+            return Ok(fault_reply(format!(
+                "request body over the limit of {max_body} bytes, or broken"
+            )))
+        }
+        Err(_) => return Ok(fault_reply("request body not received in time")),
+    };
+    let call = match decode(body, limits.parse).await {
         Ok(call) => call,
-        Err(e) => {
-            return Ok(reply(
-                StatusCode::OK,
-                write_fault(&Fault::new(-1, e.to_string())),
-            ))
-        }
+        Err(message) => return Ok(fault_reply(message)),
     };
+    let handler = &*shared.handler;
     let result = if call.method == "system.multicall" {
-        multicall(&*handler, call.params).await
+        multicall(handler, call.params).await
     } else {
         handler.call(&call.method, call.params).await
     };
@@ -128,6 +252,17 @@ async fn serve(
         Err(fault) => write_fault(&fault),
     };
     Ok(reply(StatusCode::OK, text))
+}
+
+/// Parses a request; a large one on the blocking pool, so runtime threads stay free.
+async fn decode(body: Bytes, limits: ParseLimits) -> Result<MethodCall, String> {
+    if body.len() <= LARGE_BODY {
+        return parse_call(&body, &limits).map_err(|e| e.to_string());
+    }
+    match tokio::task::spawn_blocking(move || parse_call(&body, &limits)).await {
+        Ok(parsed) => parsed.map_err(|e| e.to_string()),
+        Err(_) => Err("request could not be decoded".into()),
+    }
 }
 
 fn reply(status: StatusCode, body: String) -> Response<Full<Bytes>> {

@@ -1,0 +1,284 @@
+//! Accepting TCP connections without letting the peers decide what the server spends.
+//!
+//! Two things went wrong without this: when descriptors ran out, `accept` failed with
+//! EMFILE at once, every time, and the accept loop spun at 100 % CPU; and nothing bounded
+//! how many connections a server held or for how long an idle one stayed open. Each server
+//! now accepts through [`accept_with_backoff`] and keeps its connections in a
+//! [`ConnectionSet`]: a cap on their number, the longest-idle one closed to make room
+//! (never one serving a request), and idle ones expired.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+/// The pause after the first failed `accept` in a row; doubled per failure up to
+/// [`MAX_ACCEPT_BACKOFF`].
+const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Errors that say the process or system is out of a resource: retrying at once cannot
+/// succeed and only burns CPU.
+fn is_resource_exhaustion(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// The next connection. On resource exhaustion it first asks `on_exhausted` to free
+/// something (close an idle connection), then waits with exponential back-off; it logs
+/// once per streak of failures, not once per failure.
+pub async fn accept_with_backoff(
+    listener: &TcpListener,
+    server: &str,
+    mut on_exhausted: impl FnMut(),
+) -> (TcpStream, SocketAddr) {
+    let mut backoff = FIRST_ACCEPT_BACKOFF;
+    let mut failures = 0u64;
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => {
+                if failures > 0 {
+                    tracing::info!("{server}: accepting again after {failures} failed accepts");
+                }
+                return accepted;
+            }
+            // The peer gave up before we took it: nothing to wait for.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            Err(e) => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!("{server}: accept failed ({e}); backing off");
+                }
+                if is_resource_exhaustion(&e) {
+                    on_exhausted();
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+            }
+        }
+    }
+}
+
+struct Entry {
+    /// When it last started or finished a request (or was accepted).
+    last_active: Instant,
+    busy: bool,
+    task: AbortHandle,
+}
+
+/// The connections one server holds, bounded in number. Each is a task; closing one
+/// aborts its task, which drops (and so closes) its socket.
+pub struct ConnectionSet {
+    cap: usize,
+    next_id: AtomicU64,
+    entries: Mutex<HashMap<u64, Entry>>,
+    evicted: AtomicU64,
+}
+
+impl ConnectionSet {
+    pub fn new(cap: usize) -> Arc<ConnectionSet> {
+        Arc::new(ConnectionSet {
+            cap: cap.max(1),
+            next_id: AtomicU64::new(0),
+            entries: Mutex::new(HashMap::new()),
+            evicted: AtomicU64::new(0),
+        })
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Connections closed to make room or because they idled too long.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Whether one more connection may be taken: there is room, or the longest-idle
+    /// connection was closed to make some. False when every held connection is busy.
+    pub fn make_room(&self) -> bool {
+        let mut entries = self.entries();
+        if entries.len() < self.cap {
+            return true;
+        }
+        Self::close_longest_idle(&mut entries, &self.evicted)
+    }
+
+    /// Closes the longest-idle connection, if any is idle.
+    pub fn close_one_idle(&self) -> bool {
+        Self::close_longest_idle(&mut self.entries(), &self.evicted)
+    }
+
+    fn close_longest_idle(entries: &mut HashMap<u64, Entry>, evicted: &AtomicU64) -> bool {
+        let oldest = entries
+            .iter()
+            .filter(|(_, e)| !e.busy)
+            .min_by_key(|(_, e)| e.last_active)
+            .map(|(&id, _)| id);
+        match oldest.and_then(|id| entries.remove(&id)) {
+            Some(entry) => {
+                entry.task.abort();
+                evicted.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs `serve` as a task held in the set until it ends or is closed. The future gets
+    /// a [`Activity`] to mark when it serves a request (busy connections are never closed).
+    pub fn spawn<F, Fut>(self: &Arc<Self>, serve: F)
+    where
+        F: FnOnce(Activity) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let activity = Activity {
+            set: Arc::downgrade(self),
+            id,
+        };
+        let guard = Activity {
+            set: Arc::downgrade(self),
+            id,
+        };
+        let future = serve(activity);
+        // The entry goes in before the task can finish, under the same lock its removal
+        // takes, so a task that ends at once does not leave an entry behind.
+        let mut entries = self.entries();
+        let task = tokio::spawn(async move {
+            let _remove_on_end = RemoveOnDrop(guard);
+            future.await;
+        });
+        entries.insert(
+            id,
+            Entry {
+                last_active: Instant::now(),
+                busy: false,
+                task: task.abort_handle(),
+            },
+        );
+    }
+
+    /// Closes every connection idle for longer than `max_idle`.
+    pub fn expire_idle(&self, now: Instant, max_idle: Duration) {
+        let mut entries = self.entries();
+        entries.retain(|_, e| {
+            let keep = e.busy || now.saturating_duration_since(e.last_active) < max_idle;
+            if !keep {
+                e.task.abort();
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+            }
+            keep
+        });
+    }
+
+    /// Closes every connection (the server is going away).
+    pub fn close_all(&self) {
+        for (_, entry) in self.entries().drain() {
+            entry.task.abort();
+        }
+    }
+}
+
+impl Drop for ConnectionSet {
+    fn drop(&mut self) {
+        self.close_all();
+    }
+}
+
+/// A connection's handle on its entry: marks requests begun and ended.
+pub struct Activity {
+    set: std::sync::Weak<ConnectionSet>,
+    id: u64,
+}
+
+impl Activity {
+    /// Marks the connection busy until the returned guard drops.
+    pub fn busy(&self) -> BusyGuard {
+        self.mark(true);
+        BusyGuard(Activity {
+            set: self.set.clone(),
+            id: self.id,
+        })
+    }
+
+    fn mark(&self, busy: bool) {
+        if let Some(set) = self.set.upgrade() {
+            if let Some(entry) = set.entries().get_mut(&self.id) {
+                entry.busy = busy;
+                entry.last_active = Instant::now();
+            }
+        }
+    }
+}
+
+/// Marks its connection idle again when dropped.
+pub struct BusyGuard(Activity);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.mark(false);
+    }
+}
+
+struct RemoveOnDrop(Activity);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(set) = self.0.set.upgrade() {
+            set.entries().remove(&self.0.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_longest_idle_connection_makes_room_and_busy_ones_stay() {
+        let set = ConnectionSet::new(2);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let busy_started = Arc::new(tokio::sync::Notify::new());
+        let started = busy_started.clone();
+        set.spawn(move |activity| async move {
+            let _busy = activity.busy();
+            started.notify_one();
+            let _ = rx.await;
+        });
+        busy_started.notified().await;
+        set.spawn(|_| std::future::pending());
+        assert_eq!(set.len(), 2);
+        assert!(set.make_room(), "the idle one is closed");
+        assert_eq!(set.len(), 1);
+        assert!(!set.close_one_idle(), "the busy one is not");
+        set.expire_idle(
+            Instant::now() + Duration::from_secs(3600),
+            Duration::from_secs(1),
+        );
+        assert_eq!(set.len(), 1, "busy connections never expire");
+        drop(tx);
+        for _ in 0..100 {
+            if set.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(set.is_empty(), "a finished connection leaves the set");
+        assert_eq!(set.evicted(), 1);
+    }
+}
