@@ -3,11 +3,19 @@
 //! Better than roscpp's, which needs every block in order: blocks of the current message
 //! are taken in any order; a block that arrives before its DATA0 waits (bounded) for it;
 //! duplicates are ignored; a message is abandoned when a newer one starts or its deadline
-//! passes; bytes of two messages never mix; memory is bounded by twice the message size
-//! limit. Garbage is counted and dropped without disturbing the message in progress.
+//! passes; bytes of two messages never mix. Garbage is counted and dropped without
+//! disturbing the message in progress.
+//!
+//! Nothing a datagram declares is trusted with memory or time: a DATA0 may claim 65,535
+//! blocks, but the reassembler commits memory only for blocks that arrived (blocks past a
+//! gap wait in a map keyed by index, never in a zeroed full-size buffer), every block but
+//! the last must be exactly the negotiated payload size, and the work per datagram is its
+//! copy plus a map operation. A message waiting for its DATA0 is bounded by
+//! [`MAX_STASH_BYTES`].
 
 use super::{message_id_distance, DatagramHeader, Opcode, HEADER_LEN};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +27,10 @@ pub struct ReassemblerConfig {
     /// When set, datagrams for other connection ids are dropped. roscpp never checks the
     /// id; udpros checks it once the publisher is known to be a udpros peer.
     pub connection_id: Option<u32>,
+    /// The negotiated payload per datagram (`max_datagram_size` − 8): every block of a
+    /// multi-block message but the last has exactly this size, and none is larger. `None`
+    /// accepts any size consistent within a message.
+    pub block_payload: Option<usize>,
 }
 
 impl Default for ReassemblerConfig {
@@ -27,6 +39,7 @@ impl Default for ReassemblerConfig {
             max_message_size: 64 << 20,
             timeout: Duration::from_millis(500),
             connection_id: None,
+            block_payload: None,
         }
     }
 }
@@ -76,6 +89,15 @@ impl UdpStats {
 /// How many finished message ids are remembered to recognise late and duplicate datagrams.
 const FINISHED_MEMORY: usize = 32;
 
+/// Most bytes held for blocks whose DATA0 has not arrived (with the message size limit,
+/// whichever is smaller): reordering that deep is rare, and a flood of orphan blocks must
+/// not hold more.
+pub const MAX_STASH_BYTES: usize = 4 << 20;
+
+/// The first reservation for a message's frame; larger frames grow by doubling as their
+/// blocks arrive, so a declared size that never comes costs nothing.
+const INITIAL_FRAME_RESERVE: usize = 1 << 20;
+
 /// The message being assembled.
 #[derive(Debug)]
 struct Partial {
@@ -84,18 +106,19 @@ struct Partial {
     /// Payload bytes in every block but the last.
     block_payload: usize,
     frame_len: usize,
-    /// The frame so far: blocks appended while they come in order, then (after the first
-    /// out-of-order block) the full length with blocks placed at their offsets.
+    /// Blocks `0..contiguous`, in order.
     frame: Vec<u8>,
-    have: Vec<u64>,
-    received: u16,
+    contiguous: u16,
+    /// Blocks past a gap, waiting for it to fill.
+    ahead: BTreeMap<u16, Vec<u8>>,
+    ahead_bytes: usize,
     highest: u16,
     deadline: Instant,
 }
 
 impl Partial {
     fn has(&self, index: u16) -> bool {
-        self.have[usize::from(index) / 64] & (1 << (index % 64)) != 0
+        index < self.contiguous || self.ahead.contains_key(&index)
     }
 
     fn expected_len(&self, index: u16) -> usize {
@@ -108,26 +131,40 @@ impl Partial {
 
     /// Copies a block in; false when it does not fit this message's geometry.
     fn place(&mut self, index: u16, payload: &[u8]) -> bool {
-        if index >= self.blocks || payload.len() != self.expected_len(index) {
+        if index >= self.blocks || payload.len() != self.expected_len(index) || self.has(index) {
             return false;
         }
-        let start = usize::from(index) * self.block_payload;
-        if start == self.frame.len() {
-            // The next block in order (the usual case): append, so the buffer is never zeroed.
-            self.frame.extend_from_slice(payload);
-        } else {
-            // Out of order: from here on the buffer is full length and blocks land in place.
-            self.frame.resize(self.frame_len, 0);
-            self.frame[start..start + payload.len()].copy_from_slice(payload);
-        }
-        self.have[usize::from(index) / 64] |= 1 << (index % 64);
-        self.received += 1;
         self.highest = self.highest.max(index);
+        if index != self.contiguous {
+            self.ahead_bytes += payload.len();
+            self.ahead.insert(index, payload.to_vec());
+            return true;
+        }
+        self.append(payload);
+        while let Some(block) = self.ahead.remove(&self.contiguous) {
+            self.ahead_bytes -= block.len();
+            self.append(&block);
+        }
         true
     }
 
+    /// Appends the next block in order, growing the frame by doubling up to its length.
+    fn append(&mut self, block: &[u8]) {
+        let needed = self.frame.len() + block.len();
+        if needed > self.frame.capacity() {
+            let target = (self.frame.capacity() * 2).max(needed).min(self.frame_len);
+            self.frame.reserve_exact(target - self.frame.len());
+        }
+        self.frame.extend_from_slice(block);
+        self.contiguous += 1;
+    }
+
     fn is_complete(&self) -> bool {
-        self.received == self.blocks
+        self.contiguous == self.blocks
+    }
+
+    fn memory(&self) -> usize {
+        self.frame.capacity() + self.ahead_bytes
     }
 }
 
@@ -135,7 +172,7 @@ impl Partial {
 #[derive(Debug)]
 struct Stash {
     id: u8,
-    blocks: Vec<(u16, Vec<u8>)>,
+    blocks: BTreeMap<u16, Vec<u8>>,
     bytes: usize,
     deadline: Instant,
 }
@@ -145,8 +182,11 @@ pub struct Reassembler {
     config: ReassemblerConfig,
     partial: Option<Partial>,
     stash: Option<Stash>,
-    finished: [Option<u8>; FINISHED_MEMORY],
-    finished_next: usize,
+    /// Ids of messages delivered (a DATA0 with one of these is a duplicate) ...
+    delivered: IdRing,
+    /// ... and of messages given up (their blocks are late; a DATA0 starts them anew,
+    /// so a stranger's abandoned DATA0 cannot make a real message look like a duplicate).
+    abandoned: IdRing,
     last_started: Option<u8>,
     stats: UdpStats,
 }
@@ -157,8 +197,8 @@ impl Reassembler {
             config,
             partial: None,
             stash: None,
-            finished: [None; FINISHED_MEMORY],
-            finished_next: 0,
+            delivered: IdRing::default(),
+            abandoned: IdRing::default(),
             last_started: None,
             stats: UdpStats::default(),
         }
@@ -179,9 +219,7 @@ impl Reassembler {
 
     /// Bytes held for incomplete messages.
     pub fn memory(&self) -> usize {
-        self.partial
-            .as_ref()
-            .map_or(0, |p| p.frame.capacity() + p.have.len() * 8)
+        self.partial.as_ref().map_or(0, Partial::memory)
             + self.stash.as_ref().map_or(0, |s| s.bytes)
     }
 
@@ -238,12 +276,19 @@ impl Reassembler {
             return None;
         };
         let frame_len = 4 + u32::from_le_bytes(*prefix) as usize;
-        // The block count must be what the length prefix and this block's size imply.
-        let consistent = match blocks {
-            0 => false,
-            1 => payload.len() == frame_len,
-            n => frame_len.div_ceil(payload.len()) == usize::from(n),
+        // The block count must be what the length prefix and this block's size imply, and
+        // the block the negotiated size.
+        let sized = match self.config.block_payload {
+            Some(negotiated) if blocks > 1 => payload.len() == negotiated,
+            Some(negotiated) => payload.len() <= negotiated,
+            None => true,
         };
+        let consistent = sized
+            && match blocks {
+                0 => false,
+                1 => payload.len() == frame_len,
+                n => frame_len.div_ceil(payload.len()) == usize::from(n),
+            };
         if !consistent {
             self.stats.malformed += 1;
             return None;
@@ -251,10 +296,10 @@ impl Reassembler {
         let id = header.message_id;
         if frame_len > self.config.max_message_size {
             self.stats.oversize += 1;
-            self.finish(id); // its other blocks are then late, not stashed
+            self.abandoned.push(id); // its other blocks are then late, not stashed
             return None;
         }
-        if self.is_finished(id) {
+        if self.delivered.contains(id) {
             self.stats.duplicates += 1;
             return None;
         }
@@ -273,7 +318,7 @@ impl Reassembler {
         }
         self.last_started = Some(id);
         if blocks == 1 {
-            self.finish(id);
+            self.delivered.push(id);
             return self.deliver(payload.slice(4..));
         }
         let mut partial = Partial {
@@ -281,9 +326,10 @@ impl Reassembler {
             blocks,
             block_payload: payload.len(),
             frame_len,
-            frame: Vec::with_capacity(frame_len),
-            have: vec![0; usize::from(blocks).div_ceil(64)],
-            received: 0,
+            frame: Vec::with_capacity(frame_len.min(INITIAL_FRAME_RESERVE)),
+            contiguous: 0,
+            ahead: BTreeMap::new(),
+            ahead_bytes: 0,
             highest: 0,
             deadline: now + self.config.timeout,
         };
@@ -304,12 +350,16 @@ impl Reassembler {
 
     fn on_datan(&mut self, now: Instant, header: DatagramHeader, payload: &[u8]) {
         let (id, index) = (header.message_id, header.block);
-        if index == 0 || payload.is_empty() {
+        let oversized = self
+            .config
+            .block_payload
+            .is_some_and(|negotiated| payload.len() > negotiated);
+        if index == 0 || payload.is_empty() || oversized {
             self.stats.malformed += 1;
             return;
         }
         if let Some(p) = self.partial.as_mut().filter(|p| p.id == id) {
-            if index < p.blocks && p.has(index) {
+            if p.has(index) {
                 self.stats.duplicates += 1;
             } else {
                 let later_seen = index < p.highest;
@@ -321,7 +371,10 @@ impl Reassembler {
             }
             return;
         }
-        if self.is_finished(id) || self.partial.as_ref().is_some_and(|p| !is_newer(p.id, id)) {
+        if self.delivered.contains(id)
+            || self.abandoned.contains(id)
+            || self.partial.as_ref().is_some_and(|p| !is_newer(p.id, id))
+        {
             self.stats.late += 1;
             return;
         }
@@ -335,26 +388,26 @@ impl Reassembler {
             self.abandon_stash();
         }
         let deadline = now + self.config.timeout;
-        let limit = self.config.max_message_size;
+        let limit = self.config.max_message_size.min(MAX_STASH_BYTES);
         let stash = self.stash.get_or_insert_with(|| Stash {
             id,
-            blocks: Vec::new(),
+            blocks: BTreeMap::new(),
             bytes: 0,
             deadline,
         });
-        if stash.blocks.iter().any(|(i, _)| *i == index) {
+        if stash.blocks.contains_key(&index) {
             self.stats.duplicates += 1;
         } else if stash.bytes + payload.len() > limit {
             self.stats.oversize += 1;
         } else {
             stash.bytes += payload.len();
-            stash.blocks.push((index, payload.to_vec()));
+            stash.blocks.insert(index, payload.to_vec());
         }
     }
 
     fn take_complete(&mut self) -> Option<Event> {
         let partial = self.partial.take_if(|p| p.is_complete())?;
-        self.finish(partial.id);
+        self.delivered.push(partial.id);
         self.deliver(Bytes::from(partial.frame).slice(4..))
     }
 
@@ -367,24 +420,33 @@ impl Reassembler {
     fn abandon_partial(&mut self) {
         if let Some(p) = self.partial.take() {
             self.stats.incomplete += 1;
-            self.finish(p.id);
+            self.abandoned.push(p.id);
         }
     }
 
     fn abandon_stash(&mut self) {
         if let Some(s) = self.stash.take() {
             self.stats.incomplete += 1;
-            self.finish(s.id);
+            self.abandoned.push(s.id);
         }
     }
+}
 
-    fn finish(&mut self, id: u8) {
-        self.finished[self.finished_next] = Some(id);
-        self.finished_next = (self.finished_next + 1) % FINISHED_MEMORY;
+/// The last [`FINISHED_MEMORY`] message ids of one kind.
+#[derive(Debug, Default)]
+struct IdRing {
+    ids: [Option<u8>; FINISHED_MEMORY],
+    next: usize,
+}
+
+impl IdRing {
+    fn push(&mut self, id: u8) {
+        self.ids[self.next] = Some(id);
+        self.next = (self.next + 1) % FINISHED_MEMORY;
     }
 
-    fn is_finished(&self, id: u8) -> bool {
-        self.finished.contains(&Some(id))
+    fn contains(&self, id: u8) -> bool {
+        self.ids.contains(&Some(id))
     }
 }
 
@@ -573,5 +635,81 @@ mod tests {
         assert!(feed(&mut r, now, datagrams(&mut f, &body(5000, 1))).is_empty());
         assert_eq!(r.stats().oversize, 1);
         assert!(r.memory() <= 1000);
+    }
+
+    /// The amplification attack: a DATA0 declaring 65,535 blocks, then its last block and
+    /// blocks far apart. Memory follows the bytes that arrived, not the declaration.
+    #[test]
+    fn declared_sizes_commit_no_memory_before_their_bytes_arrive() {
+        let now = Instant::now();
+        let payload = 1492;
+        let mut r = Reassembler::new(ReassemblerConfig {
+            max_message_size: 200 << 20,
+            block_payload: Some(payload),
+            ..Default::default()
+        });
+        let blocks: u16 = 65535;
+        let frame_len = usize::from(blocks) * payload; // the last block full too
+        let datagram = |opcode: u8, id: u8, block: u16, len: usize| {
+            let mut d = vec![0, 0, 0, 0, opcode, id, 0, 0];
+            d[6..8].copy_from_slice(&block.to_le_bytes());
+            d.resize(8 + len, 0xAB);
+            if opcode == 0 {
+                d[8..12].copy_from_slice(&((frame_len - 4) as u32).to_le_bytes());
+            }
+            Bytes::from(d)
+        };
+        for id in 1..=50u8 {
+            assert!(r.handle(now, datagram(0, id, blocks, payload)).is_none());
+            for index in [blocks - 1, blocks / 2, 7, 3] {
+                assert!(r.handle(now, datagram(1, id, index, payload)).is_none());
+            }
+            assert!(
+                r.memory() < 64 * payload + INITIAL_FRAME_RESERVE,
+                "{} bytes held after 5 datagrams",
+                r.memory()
+            );
+        }
+        assert_eq!(r.stats().incomplete, 49);
+        // Blocks of another size than the negotiated one are refused.
+        let malformed = r.stats().malformed;
+        assert!(r.handle(now, datagram(0, 60, 3, payload - 1)).is_none());
+        assert!(r.handle(now, datagram(1, 60, 1, payload + 1)).is_none());
+        assert_eq!(r.stats().malformed, malformed + 2);
+    }
+
+    /// Orphan blocks (no DATA0) are held up to a bound, and each costs a map insert.
+    #[test]
+    fn orphan_blocks_are_bounded() {
+        let now = Instant::now();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        for index in 1..=60_000u16 {
+            let mut d = vec![0, 0, 0, 0, 1, 9, 0, 0];
+            d[6..8].copy_from_slice(&index.to_le_bytes());
+            d.resize(8 + 1000, 1);
+            r.handle(now, Bytes::from(d));
+        }
+        assert!(r.memory() <= MAX_STASH_BYTES, "{}", r.memory());
+        assert!(r.stats().oversize > 0);
+    }
+
+    /// A stranger's abandoned DATA0 does not make the real message with that id a
+    /// duplicate.
+    #[test]
+    fn an_abandoned_id_can_start_again() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 100).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let real = datagrams(&mut f, b"real message");
+        let id = real[0][5];
+        let mut fake = vec![0, 0, 0, 0, 0, id, 3, 0];
+        fake.extend_from_slice(&200u32.to_le_bytes());
+        fake.resize(8 + 92, 0);
+        assert!(r.handle(now, Bytes::from(fake)).is_none());
+        let mut other = vec![0, 0, 0, 0, 0, id.wrapping_add(100), 3, 0];
+        other.extend_from_slice(&200u32.to_le_bytes());
+        other.resize(8 + 92, 0);
+        assert!(r.handle(now, Bytes::from(other)).is_none());
+        assert_eq!(feed(&mut r, now, real).len(), 1);
     }
 }
