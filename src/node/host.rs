@@ -93,3 +93,15 @@ mod tests {
         }));
     }
 }
+
+/// The host of an `http://host:port/` URI (brackets of an IPv6 literal removed), or `None`
+/// when it has none.
+pub fn uri_host(uri: &str) -> Option<String> {
+    let parsed: hyper::Uri = uri.parse().ok()?;
+    let host = parsed.host()?;
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
+}

@@ -68,10 +68,7 @@ pub(crate) struct NodeInner {
     params: ParamCache,
     slave: Mutex<Option<XmlRpcServer>>,
     tcp_server: Mutex<Option<TcpRosServer>>,
-    /// roscpp advertises a process-wide UDP port in UDPROS answers; nothing is sent to it.
-    udp_server: Mutex<Option<tokio::net::UdpSocket>>,
     pub(crate) tcp_port: OnceLock<u16>,
-    pub(crate) udp_port: OnceLock<u16>,
     /// Connection ids, shared by every link of this node (as roscpp shares one counter).
     pub(crate) link_ids: Arc<AtomicU32>,
     pub(crate) topics: topics::Topics,
@@ -109,9 +106,7 @@ impl Node {
             params: ParamCache::default(),
             slave: Mutex::new(None),
             tcp_server: Mutex::new(None),
-            udp_server: Mutex::new(None),
             tcp_port: OnceLock::new(),
-            udp_port: OnceLock::new(),
             link_ids: Arc::new(AtomicU32::new(0)),
             topics: topics::Topics::default(),
             shutdown: watch::channel(None).0,
@@ -127,13 +122,6 @@ impl Node {
             .map_err(NodeError::Bind)?;
         let _ = inner.tcp_port.set(tcp.port());
         *lock(&inner.tcp_server) = Some(tcp);
-        let udp = tokio::net::UdpSocket::bind(SocketAddr::new(bind, 0))
-            .await
-            .map_err(NodeError::Bind)?;
-        let _ = inner
-            .udp_port
-            .set(udp.local_addr().map(|a| a.port()).unwrap_or(0));
-        *lock(&inner.udp_server) = Some(udp);
         let backend: Arc<dyn SlaveBackend> = Arc::new(Backend(Arc::downgrade(&inner)));
         let server = XmlRpcServer::bind(
             SocketAddr::new(bind, 0),

@@ -699,13 +699,16 @@ impl NodeInner {
             .connect(peer)
             .await
             .map_err(|e| format!("connect UDP to {peer}: {e}"))?;
+        // Declared in the answer: roscpp treats this port as informational, udpros
+        // subscribers accept datagrams only from it.
+        let source_port = socket.local_addr().map_err(|e| e.to_string())?.port();
         let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
         publication.add_udp_link(socket, caller_id, connection_id, max_datagram, udpros_peer)?;
         reply.insert(UDPROS_PEER_FIELD, "1");
         Ok(Value::Array(vec![
             Value::from("UDPROS"),
             Value::from(self.id.host.as_str()),
-            Value::Int(i32::from(self.udp_port.get().copied().unwrap_or(0))),
+            Value::Int(i32::from(source_port)),
             Value::Int(connection_id as i32),
             Value::Int(max_datagram as i32),
             Value::Base64(reply.encode_fields()),

@@ -67,7 +67,7 @@ impl SubscriberLink {
                         return self.stats.add_message(frame.len());
                     }
                     Attempt::Failed(e) => {
-                        tracing::debug!("link to {} closed: {e}", self.caller_id);
+                        log_link_end(&self.caller_id, &e);
                         return self.close();
                     }
                     Attempt::NotNow => {}
@@ -313,9 +313,21 @@ async fn serve(link: Arc<SubscriberLink>) {
     }
     .await;
     if let Err(e) = served {
-        // A subscriber gone: the kernel's port-unreachable or a reset surfaces here.
-        tracing::debug!("link to {} closed: {e}", link.caller_id);
+        log_link_end(&link.caller_id, &e);
     }
     link.close();
     link.wire.lock().await.goodbye().await;
+}
+
+/// Says why a link to a subscriber ended, once. A subscriber that left shows as the
+/// kernel's port-unreachable (UDP) or a reset (TCP): that is news, not a fault; anything
+/// else is a failure someone should see.
+fn log_link_end(caller_id: &str, e: &std::io::Error) {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ConnectionRefused | ConnectionReset | BrokenPipe => {
+            tracing::info!("link to {caller_id} closed: {e}")
+        }
+        _ => tracing::warn!("link to {caller_id} failed and was closed: {e}"),
+    }
 }

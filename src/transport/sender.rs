@@ -99,7 +99,11 @@ impl Wire {
     pub async fn heartbeat(&mut self) -> io::Result<()> {
         match self {
             Wire::Udp(w) if w.last_sent.elapsed() >= HEARTBEAT => {
-                w.socket.send(&w.fragmenter.ping()).await.map(drop)
+                match w.socket.send(&w.fragmenter.ping()).await {
+                    // An earlier datagram's "fragmentation needed", reported here.
+                    Err(e) if w.dropped_oversize(&e) => Ok(()),
+                    other => other.map(drop),
+                }
             }
             _ => Ok(()),
         }
@@ -140,6 +144,8 @@ pub struct UdpWire {
     segmenting: bool,
     last_sent: Instant,
     udpros_peer: bool,
+    /// Messages dropped because a send was refused with EMSGSIZE.
+    oversize_drops: u64,
 }
 
 impl UdpWire {
@@ -154,6 +160,7 @@ impl UdpWire {
             sent: 0,
             last_sent: Instant::now(),
             udpros_peer,
+            oversize_drops: 0,
         }
     }
 
@@ -208,19 +215,42 @@ impl UdpWire {
     }
 
     /// A kernel that refuses segmented sends on this route (an interface without checksum
-    /// offload, or datagrams larger than its MTU) gets one datagram per send from now on.
+    /// offload, or segments larger than the path MTU: a VPN, a tether) gets one datagram
+    /// per send from now on, which IP fragments as it does roscpp's.
     fn refused_segmenting(&mut self, e: &io::Error, len: usize) -> bool {
         let refused = self.segmenting
             && len > self.segment
             && matches!(
                 e.raw_os_error(),
-                Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
+                Some(
+                    libc::EIO
+                        | libc::EINVAL
+                        | libc::EOPNOTSUPP
+                        | libc::ENOPROTOOPT
+                        | libc::EMSGSIZE
+                )
             );
         if refused {
-            tracing::debug!("UDP segmentation refused ({e}); sending datagram by datagram");
+            tracing::info!("UDP segmentation refused ({e}); sending datagram by datagram");
             self.segmenting = false;
         }
         refused
+    }
+
+    /// EMSGSIZE for one datagram: the path MTU shrank under a datagram that may not be
+    /// fragmented, or an earlier datagram's ICMP "fragmentation needed" surfaced on this
+    /// send. Either way the message is lost, not the link: the rest of what is loaded is
+    /// dropped and sending goes on.
+    fn dropped_oversize(&mut self, e: &io::Error) -> bool {
+        if e.raw_os_error() != Some(libc::EMSGSIZE) {
+            return false;
+        }
+        self.oversize_drops += 1;
+        if self.oversize_drops == 1 {
+            tracing::warn!("UDP send refused ({e}); dropping the message, keeping the link");
+        }
+        self.sent = self.out.len();
+        true
     }
 
     /// One send of the next datagrams of `out`, without waiting.
@@ -232,7 +262,7 @@ impl UdpWire {
                 self.sent += len;
                 Ok(())
             }
-            Err(e) if self.refused_segmenting(&e, len) => Ok(()),
+            Err(e) if self.refused_segmenting(&e, len) || self.dropped_oversize(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -246,7 +276,7 @@ impl UdpWire {
                 self.sent += len;
                 Ok(())
             }
-            Err(e) if self.refused_segmenting(&e, len) => Ok(()),
+            Err(e) if self.refused_segmenting(&e, len) || self.dropped_oversize(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }

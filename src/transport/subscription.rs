@@ -120,6 +120,9 @@ const MAX_RETRY: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a UDP link checks that its publisher still sends (or heartbeats).
 const LIVENESS_CHECK: Duration = Duration::from_millis(250);
+/// A new UDP link on which this many messages began and none completed is failing: the
+/// path drops what the publisher sends, whatever its heartbeats say.
+const INCOMPLETE_BEFORE_FAILURE: u64 = 10;
 
 impl Subscription {
     pub fn new(config: SubscriptionConfig, local: Local) -> Arc<Subscription> {
@@ -292,14 +295,39 @@ enum Ended {
     GiveUp(String),
 }
 
+/// UDP links in a row that ended before delivering a message, after which a subscription
+/// that also offers TCP offers only TCP to that publisher.
+const UDP_FAILURES_BEFORE_TCP: u32 = 3;
+
 async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
     let mut delay = FIRST_RETRY;
+    let mut udp_failures = 0;
+    let can_fall_back = sub.config.transports.contains(&Protocol::Tcp);
     loop {
         let started = Instant::now();
-        let ended = connect_and_read(&sub, &link).await;
+        let messages_before = link.stats.get().1;
+        let offer_udp = !(can_fall_back && udp_failures >= UDP_FAILURES_BEFORE_TCP);
+        let ended = connect_and_read(&sub, &link, offer_udp).await;
         link.set_status(|s| s.connected = false);
         if !sub.is_listed(&link) {
             return;
+        }
+        if link.status().protocol == Some(Protocol::Udp) {
+            if link.stats.get().1 == messages_before {
+                udp_failures += 1;
+                if can_fall_back && udp_failures == UDP_FAILURES_BEFORE_TCP {
+                    tracing::warn!(
+                        "subscription to {} from {}: {udp_failures} UDPROS links in a row delivered nothing; falling back to TCPROS",
+                        sub.config.topic,
+                        link.uri
+                    );
+                }
+            } else {
+                udp_failures = 0;
+            }
+        }
+        if started.elapsed() > MAX_RETRY {
+            delay = FIRST_RETRY; // it worked for a while: start again quickly
         }
         match ended {
             Ended::GiveUp(why) => {
@@ -310,14 +338,17 @@ async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
                 );
                 return;
             }
+            // Once per run of failures at warn; the retries after it at debug.
+            Ended::Retry(why) if delay == FIRST_RETRY => tracing::warn!(
+                "subscription to {} from {}: {why}; retrying",
+                sub.config.topic,
+                link.uri
+            ),
             Ended::Retry(why) => tracing::debug!(
                 "subscription to {} from {}: {why}; retrying",
                 sub.config.topic,
                 link.uri
             ),
-        }
-        if started.elapsed() > MAX_RETRY {
-            delay = FIRST_RETRY; // it worked for a while: start again quickly
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(MAX_RETRY);
@@ -365,11 +396,16 @@ fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
     })
 }
 
-async fn connect_and_read(sub: &Arc<Subscription>, link: &Arc<PublisherLink>) -> Ended {
+async fn connect_and_read(
+    sub: &Arc<Subscription>,
+    link: &Arc<PublisherLink>,
+    offer_udp: bool,
+) -> Ended {
     let mut udp = None;
     let mut offers = Vec::new();
     for protocol in &sub.config.transports {
         match protocol {
+            Protocol::Udp if !offer_udp => {}
             Protocol::Udp => match open_udp(sub) {
                 Ok(offer) => {
                     offers.push(sub.udp_offer(offer.port));
@@ -512,11 +548,23 @@ async fn read_udp(
         return Ended::GiveUp(format!("publisher refused the connection: {error}"));
     }
     let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
+    let sources = match AllowedSources::from_answer(&link.uri, chosen, udpros_peer).await {
+        Ok(sources) => sources,
+        Err(e) => return Ended::Retry(e),
+    };
     let header = Arc::new(header);
+    // The publisher cuts the stream at the size it answered (an echo of ours).
+    let max_datagram = chosen
+        .get(4)
+        .and_then(Value::as_i32)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| n > crate::wire::udpros::HEADER_LEN)
+        .unwrap_or(sub.config.max_datagram_size);
     let config = ReassemblerConfig {
         max_message_size: sub.config.max_message_size,
         // roscpp's ids are opaque; a udpros publisher sends the id it returned.
         connection_id: udpros_peer.then_some(conn_id as u32),
+        block_payload: Some(max_datagram - crate::wire::udpros::HEADER_LEN),
         ..ReassemblerConfig::default()
     };
     let mut reassembler = Reassembler::new(config);
@@ -530,9 +578,9 @@ async fn read_udp(
             udp: UdpStats::default(),
         }
     });
-    // Datagrams from one source only, once it has delivered a message.
-    let mut source: Option<SocketAddr> = None;
     let mut last_heard = Instant::now();
+    // Datagrams from addresses that are not the publisher's, counted with the foreign ones.
+    let mut foreign = 0u64;
     // One timer for the link's life, moved earlier only when a message in reassembly
     // expires sooner: a timer armed per datagram costs a clock read and a timer-wheel
     // insert and removal each time.
@@ -554,8 +602,18 @@ async fn read_udp(
                         continue;
                     }
                 };
-                if source.is_some_and(|s| s != from) {
+                if !sources.allows(from) {
+                    foreign += 1;
+                    if foreign == 1 {
+                        tracing::warn!(
+                            "{}: dropping UDPROS datagrams from {from}, which is not the publisher at {}",
+                            sub.config.topic, link.uri
+                        );
+                    }
                     continue;
+                }
+                if link.status().peer != Some(from) {
+                    link.set_status(|s| s.peer = Some(from));
                 }
                 let now = Instant::now();
                 for start in (0..datagrams.len()).step_by(segment.max(1)) {
@@ -563,10 +621,6 @@ async fn read_udp(
                     match reassembler.handle(now, datagram) {
                         Some(Event::Message(body)) => {
                             last_heard = now;
-                            if source.is_none() {
-                                source = Some(from);
-                                link.set_status(|s| s.peer = Some(from));
-                            }
                             sub.deliver(link, body, &header, Protocol::Udp);
                         }
                         Some(Event::Ping) => last_heard = now,
@@ -574,17 +628,131 @@ async fn read_udp(
                         None => {}
                     }
                 }
-                let stats = *reassembler.stats();
+                let mut stats = *reassembler.stats();
+                stats.foreign += foreign;
                 link.set_status(|s| s.udp = stats);
             }
             _ = &mut wait => {
                 let now = Instant::now();
                 reassembler.handle_timeout(now);
+                let stats = reassembler.stats();
+                if stats.messages == 0 && stats.incomplete >= INCOMPLETE_BEFORE_FAILURE {
+                    return Ended::Retry(format!(
+                        "{} UDPROS messages begun and none completed (a path MTU that drops fragments, or heavy loss)",
+                        stats.incomplete
+                    ));
+                }
                 if udpros_peer && now.duration_since(last_heard) > LIVENESS_TIMEOUT {
-                    return Ended::Retry("publisher silent for 3 heartbeats".into());
+                    return Ended::Retry(format!(
+                        "publisher silent for {} ms (it heartbeats every {} ms)",
+                        LIVENESS_TIMEOUT.as_millis(),
+                        super::HEARTBEAT.as_millis()
+                    ));
                 }
                 wait.as_mut().reset((now + LIVENESS_CHECK).into());
             }
         }
+    }
+}
+
+/// Where a UDPROS link's datagrams may come from: the publisher's host as its answer
+/// names it or as its XML-RPC URI does (each resolved), any loopback address when that
+/// host is local, and, between udpros peers, only the port the publisher declared, which
+/// is the port it sends from. ROS1 has no authentication; this keeps a stranger who reads
+/// our port from `getBusInfo` from taking the link over by sending first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AllowedSources {
+    hosts: Vec<IpAddr>,
+    port: Option<u16>,
+}
+
+impl AllowedSources {
+    async fn from_answer(
+        publisher_uri: &str,
+        chosen: &[Value],
+        udpros_peer: bool,
+    ) -> Result<AllowedSources, String> {
+        let mut names: Vec<String> = Vec::new();
+        if let Some(host) = chosen.get(1).and_then(Value::as_str) {
+            names.push(host.to_string());
+        }
+        if let Some(host) = crate::node::host::uri_host(publisher_uri) {
+            names.push(host);
+        }
+        let mut hosts = Vec::new();
+        for name in &names {
+            let lookup = tokio::net::lookup_host((name.as_str(), 0));
+            if let Ok(Ok(addrs)) = tokio::time::timeout(REQUEST_TIMEOUT, lookup).await {
+                hosts.extend(addrs.map(|a| a.ip()));
+            }
+        }
+        if hosts.is_empty() {
+            return Err(format!("cannot resolve the publisher's host {names:?}"));
+        }
+        let port = chosen
+            .get(2)
+            .and_then(Value::as_i32)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|&p| udpros_peer && p != 0);
+        Ok(AllowedSources { hosts, port })
+    }
+
+    fn allows(&self, from: SocketAddr) -> bool {
+        let ip = canonical_ip(from.ip());
+        let host_ok = self.hosts.iter().any(|&h| {
+            let h = canonical_ip(h);
+            h == ip || (h.is_loopback() && ip.is_loopback())
+        });
+        host_ok && self.port.is_none_or(|p| p == from.port())
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it maps.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_the_publishers_host_and_declared_port_may_send() {
+        let chosen = [
+            Value::from("UDPROS"),
+            Value::from("127.0.0.1"),
+            Value::Int(4000),
+        ];
+        let peer = AllowedSources::from_answer("http://10.1.2.3:1234/", &chosen, true)
+            .await
+            .unwrap();
+        assert!(peer.allows("127.0.0.1:4000".parse().unwrap()));
+        assert!(
+            peer.allows("10.1.2.3:4000".parse().unwrap()),
+            "the URI's host"
+        );
+        assert!(
+            peer.allows("127.0.1.1:4000".parse().unwrap()),
+            "loopback is one host"
+        );
+        assert!(
+            !peer.allows("127.0.0.1:4001".parse().unwrap()),
+            "another port"
+        );
+        assert!(
+            !peer.allows("10.9.9.9:4000".parse().unwrap()),
+            "another host"
+        );
+        let roscpp = AllowedSources::from_answer("http://10.1.2.3:1234/", &chosen, false)
+            .await
+            .unwrap();
+        assert!(
+            roscpp.allows("127.0.0.1:5555".parse().unwrap()),
+            "roscpp's port is not its source"
+        );
+        assert!(!roscpp.allows("10.9.9.9:5555".parse().unwrap()));
     }
 }
