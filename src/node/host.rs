@@ -63,6 +63,18 @@ fn machine_hostname() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The host of an `http://host:port/` URI (brackets of an IPv6 literal removed), or `None`
+/// when it has none.
+pub fn uri_host(uri: &str) -> Option<String> {
+    let parsed: hyper::Uri = uri.parse().ok()?;
+    let host = parsed.host()?;
+    Some(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,16 +104,4 @@ mod tests {
             ..Default::default()
         }));
     }
-}
-
-/// The host of an `http://host:port/` URI (brackets of an IPv6 literal removed), or `None`
-/// when it has none.
-pub fn uri_host(uri: &str) -> Option<String> {
-    let parsed: hyper::Uri = uri.parse().ok()?;
-    let host = parsed.host()?;
-    Some(
-        host.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
-    )
 }
