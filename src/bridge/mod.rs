@@ -54,6 +54,23 @@ impl Params<'_> {
         self.0.param(key, default).await.map_err(|e| e.to_string())
     }
 
+    /// `key`'s value (`default` when it is not set), which must lie in `min..=max`: a value
+    /// outside (or NaN) is refused with one line naming the key and the range, never
+    /// clamped silently.
+    pub async fn within<T>(&self, key: &str, default: T, min: T, max: T) -> Result<T, String>
+    where
+        T: FromParam + PartialOrd + std::fmt::Display + Copy,
+    {
+        let value = self.get(key, default).await?;
+        if value >= min && value <= max {
+            Ok(value)
+        } else {
+            Err(format!(
+                "{key} {value} is out of range: expected {min} to {max}"
+            ))
+        }
+    }
+
     /// A string parameter naming one of `choices` (`default` when it is not set): the value
     /// paired with that name.
     pub async fn choice<T: Copy>(
@@ -69,6 +86,63 @@ impl Params<'_> {
                 let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
                 Err(format!("{key} '{name}' is not {}", either(&names)))
             }
+        }
+    }
+}
+
+/// Says what is wrong with a device link once when it starts or changes, again with
+/// growing pauses while it lasts (10 s, 20 s, ... up to 5 min), and once when it ends: a
+/// device that never answers must be visible without flooding the console and /rosout.
+#[derive(Debug)]
+pub struct Trouble {
+    device: String,
+    current: Option<String>,
+    repeats: u64,
+    next_report: std::time::Instant,
+    pause: std::time::Duration,
+}
+
+impl Trouble {
+    const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_secs(10);
+    const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
+
+    pub fn new(device: impl Into<String>) -> Trouble {
+        Trouble {
+            device: device.into(),
+            current: None,
+            repeats: 0,
+            next_report: std::time::Instant::now(),
+            pause: Self::FIRST_PAUSE,
+        }
+    }
+
+    /// The link failed with `why` (again, perhaps).
+    pub fn failed(&mut self, why: &str, now: std::time::Instant) {
+        if self.current.as_deref() != Some(why) {
+            tracing::warn!("{}: {why}; retrying", self.device);
+            self.current = Some(why.to_string());
+            self.repeats = 0;
+            self.pause = Self::FIRST_PAUSE;
+            self.next_report = now + self.pause;
+            return;
+        }
+        self.repeats += 1;
+        if now >= self.next_report {
+            tracing::warn!(
+                "{}: still {why} ({} more failures); retrying",
+                self.device,
+                self.repeats
+            );
+            self.repeats = 0;
+            self.pause = (self.pause * 2).min(Self::MAX_PAUSE);
+            self.next_report = now + self.pause;
+        }
+    }
+
+    /// The device answered: the trouble, if any, is over.
+    pub fn recovered(&mut self) {
+        if self.current.take().is_some() {
+            tracing::info!("{}: answering again", self.device);
         }
     }
 }

@@ -1,14 +1,18 @@
 //! Calls the master makes to nodes (publisherUpdate, paramUpdate, shutdown): one FIFO queue
 //! per node API, so a node sees its updates in order, while nodes are served concurrently
 //! and a slow node delays nobody else.
+//!
+//! A queue holds what the node has yet to learn, not every message ever meant for it: a
+//! publisherUpdate carries the topic's full publisher list, so a newer one replaces a
+//! pending one for the same topic, and likewise a paramUpdate for the same key. A node that
+//! never answers thus costs one pending update per topic and key, and at most
+//! [`MAX_PENDING_PER_NODE`] of those (the oldest dropped beyond it).
 
 use crate::xmlrpc::{Value, XmlRpcClient};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::mpsc;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Task {
     PublisherUpdate {
         topic: String,
@@ -24,16 +28,56 @@ pub enum Task {
     },
 }
 
+impl Task {
+    /// Takes `newer`'s content when it supersedes this task; false when it does not.
+    fn absorb(&mut self, newer: &mut Option<Task>) -> bool {
+        let supersedes = match (&*self, newer.as_ref()) {
+            (
+                Task::PublisherUpdate { topic: a, .. },
+                Some(Task::PublisherUpdate { topic: b, .. }),
+            ) => a == b,
+            (
+                Task::ParamUpdate {
+                    caller_id: a,
+                    key: k,
+                    ..
+                },
+                Some(Task::ParamUpdate {
+                    caller_id: b,
+                    key: l,
+                    ..
+                }),
+            ) => a == b && k == l,
+            (Task::Shutdown { .. }, Some(Task::Shutdown { .. })) => true,
+            _ => false,
+        };
+        if supersedes {
+            if let Some(task) = newer.take() {
+                *self = task;
+            }
+        }
+        supersedes
+    }
+}
+
 /// Called when a node answers paramUpdate with -1 (not subscribed): (caller_id, api, key).
 pub type Rejected = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
 
-/// How long an idle queue's worker waits before it exits.
-const IDLE: Duration = Duration::from_secs(30);
+/// Distinct updates waiting for one node.
+pub const MAX_PENDING_PER_NODE: usize = 1000;
+
+#[derive(Default)]
+struct Pending {
+    tasks: VecDeque<Task>,
+    dropped: u64,
+}
 
 #[derive(Clone)]
 pub struct Notifier {
     client: XmlRpcClient,
-    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Task>>>>,
+    /// A node's entry exists while its worker runs; the worker removes it when it finds
+    /// the queue empty, under the same lock, so a task is never left without a worker.
+    queues: Arc<Mutex<HashMap<String, Pending>>>,
     on_rejected: Rejected,
 }
 
@@ -46,42 +90,52 @@ impl Notifier {
         }
     }
 
-    /// Queues `task` for the node at `api`.
-    pub fn queue(&self, api: &str, task: Task) {
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let task = match queues.get(api) {
-            Some(tx) => match tx.send(task) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(task)) => task, // the worker has just exited
-            },
-            None => task,
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(task);
-        queues.insert(api.to_string(), tx.clone());
-        tokio::spawn(self.clone().work(api.to_string(), tx, rx));
+    fn queues(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn work(
-        self,
-        api: String,
-        me: mpsc::UnboundedSender<Task>,
-        mut rx: mpsc::UnboundedReceiver<Task>,
-    ) {
+    /// Queues `task` for the node at `api`, merged with a pending one it supersedes.
+    pub fn queue(&self, api: &str, task: Task) {
+        let mut queues = self.queues();
+        let start_worker = !queues.contains_key(api);
+        let pending = queues.entry(api.to_string()).or_default();
+        let mut task = Some(task);
+        if !pending.tasks.iter_mut().any(|t| t.absorb(&mut task)) {
+            if pending.tasks.len() >= MAX_PENDING_PER_NODE {
+                pending.tasks.pop_front();
+                pending.dropped += 1;
+                if pending.dropped == 1 {
+                    tracing::warn!(
+                        "{api} is not taking the master's updates; dropping the oldest of {MAX_PENDING_PER_NODE}"
+                    );
+                }
+            }
+            pending.tasks.extend(task);
+        }
+        if start_worker {
+            tokio::spawn(self.clone().work(api.to_string()));
+        }
+    }
+
+    #[cfg(test)]
+    /// Updates waiting for the node at `api`.
+    pub fn pending(&self, api: &str) -> usize {
+        self.queues().get(api).map_or(0, |p| p.tasks.len())
+    }
+
+    async fn work(self, api: String) {
         loop {
-            match tokio::time::timeout(IDLE, rx.recv()).await {
-                Ok(Some(task)) => self.run(&api, task).await,
-                Ok(None) => return,
-                Err(_) => {
-                    let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-                    if rx.is_empty() {
-                        if queues.get(&api).is_some_and(|tx| tx.same_channel(&me)) {
-                            queues.remove(&api);
-                        }
+            let task = {
+                let mut queues = self.queues();
+                match queues.get_mut(&api).and_then(|p| p.tasks.pop_front()) {
+                    Some(task) => task,
+                    None => {
+                        queues.remove(&api);
                         return;
                     }
                 }
-            }
+            };
+            self.run(&api, task).await;
         }
     }
 
@@ -115,5 +169,44 @@ impl Notifier {
                     .await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A node that never answers: its updates merge per topic and stay bounded.
+    #[tokio::test]
+    async fn updates_for_a_silent_node_merge_and_stay_bounded() {
+        // Connections wait in the backlog: calls neither fail nor finish.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = format!("http://{}/", silent.local_addr().unwrap());
+        let client = XmlRpcClient::new(Duration::from_secs(30), Duration::from_secs(30));
+        let notifier = Notifier::new(client, Arc::new(|_: &str, _: &str, _: &str| {}));
+        let mut publishers = Vec::new();
+        for i in 0..1500 {
+            publishers.push(format!("http://host:{i}/"));
+            notifier.queue(
+                &api,
+                Task::PublisherUpdate {
+                    topic: "/crowded".into(),
+                    publishers: publishers.clone(),
+                },
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(notifier.pending(&api) <= 1, "{}", notifier.pending(&api));
+        for i in 0..1500 {
+            notifier.queue(
+                &api,
+                Task::PublisherUpdate {
+                    topic: format!("/t{i}"),
+                    publishers: vec![],
+                },
+            );
+        }
+        assert_eq!(notifier.pending(&api), MAX_PENDING_PER_NODE);
     }
 }

@@ -218,11 +218,12 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
     };
     let mut redraw = tokio::time::interval(Duration::from_millis(if live { 200 } else { 1000 }));
     let end = async {
-        match args.duration {
-            Some(s) if s.is_finite() && s >= 0.0 => {
-                tokio::time::sleep(Duration::from_secs_f64(s)).await
-            }
-            _ => std::future::pending().await,
+        match args
+            .duration
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
         }
     };
     let mut end = std::pin::pin!(end);

@@ -14,6 +14,16 @@ mod topic_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use std::sync::OnceLock;
+
+/// ROS arguments given on the command line (`__name:=`, `__ns:=`, remaps, `_param:=`),
+/// taken out before the tool's own arguments are parsed, as rospy's `myargv` does.
+static ROS_ARGS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// The ROS arguments of this invocation, for the tool's node.
+fn ros_args() -> Vec<String> {
+    ROS_ARGS.get().cloned().unwrap_or_default()
+}
 
 #[derive(Parser)]
 #[command(
@@ -56,7 +66,16 @@ enum Command {
 type CliResult = Result<(), String>;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut argv: Vec<String> = std::env::args().collect();
+    let program = if argv.is_empty() {
+        Vec::new()
+    } else {
+        vec![argv.remove(0)]
+    };
+    let (ros, rest): (Vec<String>, Vec<String>) = argv.into_iter().partition(|a| a.contains(":="));
+    let _ = ROS_ARGS.set(ros);
+    let argv: Vec<String> = program.into_iter().chain(rest).collect();
+    let cli = Cli::parse_from(argv);
     udpros::logging::init();
     let result = match cli.command {
         Command::Bench(cmd) => bench_cmd::run(cmd),

@@ -91,11 +91,12 @@ pub fn run(args: ProxyArgs) -> CliResult {
             args.upstream
         );
         let until = async {
-            match args.duration {
-                Some(s) if s.is_finite() && s >= 0.0 => {
-                    tokio::time::sleep(Duration::from_secs_f64(s)).await
-                }
-                _ => std::future::pending().await,
+            match args
+                .duration
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
             }
         };
         tokio::select! {

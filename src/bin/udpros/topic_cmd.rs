@@ -91,6 +91,10 @@ pub struct HzArgs {
 }
 
 pub fn run(cmd: TopicCommand) -> CliResult {
+    // Bad values are refused before anything connects.
+    if let TopicCommand::Pub(PubArgs { rate: Some(r), .. }) = &cmd {
+        check_rate(*r)?;
+    }
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
@@ -114,7 +118,7 @@ pub fn run(cmd: TopicCommand) -> CliResult {
 /// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...).
 pub async fn tool_node(prefix: &str) -> Result<Node, String> {
     let name = format!("{prefix}_{}", std::process::id());
-    let node = Node::new(&name, std::iter::empty::<String>())
+    let node = Node::new(&name, super::ros_args())
         .await
         .map_err(|e| e.to_string())?;
     node.master()
@@ -122,6 +126,21 @@ pub async fn tool_node(prefix: &str) -> Result<Node, String> {
         .await
         .map_err(|e| format!("cannot reach the master at {}: {e}", node.master().uri()))?;
     Ok(node)
+}
+
+/// The fastest `topic pub -r` publishes: a period under a microsecond is no rate a timer
+/// can keep.
+const MAX_PUB_RATE: f64 = 1e6;
+
+/// A rate in Hz that `topic pub -r` can keep: positive, finite, at most [`MAX_PUB_RATE`].
+fn check_rate(rate: f64) -> Result<f64, String> {
+    if rate.is_finite() && rate > 0.0 && rate <= MAX_PUB_RATE {
+        Ok(rate)
+    } else {
+        Err(format!(
+            "-r/--rate must be a number of Hz above 0 and at most {MAX_PUB_RATE}, not {rate}"
+        ))
+    }
 }
 
 async fn publish(node: &Node, args: PubArgs) -> CliResult {
@@ -156,10 +175,7 @@ async fn publish(node: &Node, args: PubArgs) -> CliResult {
         .await
         .map_err(|e| e.to_string())?;
     let mut sent = 0u64;
-    let period = args
-        .rate
-        .filter(|r| *r > 0.0)
-        .map(|r| Duration::from_secs_f64(1.0 / r));
+    let period = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     let mut tick = tokio::time::interval(period.unwrap_or(Duration::from_secs(3600)));
     loop {
         tokio::select! {

@@ -212,6 +212,9 @@ pub struct WindowFit {
     /// Samples that disagree with the fit, waiting to prove a jump.
     suspects: Vec<Sample>,
     fit: Option<(i64, f64, f64)>, // (reference mid, offset at it, skew ns/ns)
+    /// How far the fitted samples sit from the fit, beyond what their RTT explains (ns):
+    /// large when the samples contradict each other.
+    fit_error: i64,
     pub resets: u32,
 }
 
@@ -222,6 +225,7 @@ impl WindowFit {
             samples: Default::default(),
             suspects: Vec::new(),
             fit: None,
+            fit_error: 0,
             resets: 0,
         }
     }
@@ -236,9 +240,10 @@ impl WindowFit {
         self.rtt_min().map(|r| r / 2)
     }
 
-    /// Enough samples for a fit that deserves trust.
+    /// Enough samples for a fit that deserves trust, and samples that agree with it: an
+    /// estimate the samples contradict is never called converged.
     pub fn converged(&self) -> bool {
-        self.samples.len() >= 16
+        self.samples.len() >= 16 && self.fit_error <= self.step_threshold()
     }
 
     /// Clock skew in parts per million (local relative to remote).
@@ -284,7 +289,13 @@ impl WindowFit {
                 .saturating_sub(predicted)
                 .saturating_abs()
                 .saturating_sub(s.rtt / 2);
-            if self.converged() && residual > self.step_threshold() {
+            if self.samples.len() >= 4 && residual > self.step_threshold() {
+                // A jump is adopted only when consecutive suspects agree with one another:
+                // a stream of mutually inconsistent (absurd) replies never moves the fit.
+                let threshold = self.step_threshold();
+                if !self.suspects.iter().all(|t| agree(t, &s, threshold)) {
+                    self.suspects.clear();
+                }
                 self.suspects.push(s);
                 if self.suspects.len() < self.p.step_samples {
                     return Verdict::RejectedDeviation;
@@ -353,7 +364,21 @@ impl WindowFit {
         };
         let offset = my - skew * mx;
         self.fit = Some((reference, offset, skew));
+        self.fit_error = best
+            .iter()
+            .map(|s| {
+                let predicted = offset + skew * s.mid.saturating_sub(reference) as f64;
+                ((s.offset as f64 - predicted).abs() - (s.rtt / 2) as f64).max(0.0) as i64
+            })
+            .max()
+            .unwrap_or(0);
     }
+}
+
+/// Whether two samples tell the same offset, within what their RTTs and `threshold` allow.
+fn agree(a: &Sample, b: &Sample, threshold: i64) -> bool {
+    let apart = a.offset.saturating_sub(b.offset).saturating_abs();
+    apart.saturating_sub(a.rtt / 2 + b.rtt / 2) <= threshold
 }
 
 #[cfg(test)]
@@ -447,5 +472,55 @@ mod tests {
         );
         let at = 303 * 100_000_000;
         assert!((f.offset_at(at).unwrap() - (at - jumped(at))).abs() < 50_000);
+    }
+
+    /// Absurd replies that contradict one another (±1e18 ns, i64 extremes) are never
+    /// adopted as a jump, and the estimate stays where the honest samples put it.
+    #[test]
+    fn contradicting_absurd_samples_never_move_or_converge_the_fit() {
+        let mut f = WindowFit::new(FitParams::default());
+        let offset = 3_000_000; // local − remote
+        let honest = |i: i64| {
+            let t1 = i * 100_000_000;
+            Exchange {
+                t1,
+                tc1: t1 + 500_000 - offset,
+                t3: t1 + 1_000_000,
+            }
+        };
+        for i in 0..40 {
+            f.update(&honest(i));
+        }
+        assert!(f.converged());
+        let absurd = [
+            1_000_000_000_000_000_000,
+            -1_000_000_000_000_000_000,
+            i64::MAX,
+            i64::MIN,
+        ];
+        for i in 40..400 {
+            let t1 = i * 100_000_000;
+            let tc1 = absurd[i as usize % absurd.len()];
+            let verdict = f.update(&Exchange {
+                t1,
+                tc1,
+                t3: t1 + 1_000_000,
+            });
+            assert_ne!(verdict, Verdict::Reset, "sample {i}");
+        }
+        let at = 400 * 100_000_000;
+        assert!((f.offset_at(at).unwrap() - offset).abs() < 100_000);
+        assert_eq!(f.resets, 0);
+        // Absurd samples from the start never make a converged estimate.
+        let mut g = WindowFit::new(FitParams::default());
+        for i in 0..200 {
+            let t1 = i * 100_000_000;
+            g.update(&Exchange {
+                t1,
+                tc1: absurd[i as usize % absurd.len()],
+                t3: t1 + 1_000_000,
+            });
+            assert!(!g.converged(), "sample {i}");
+        }
     }
 }

@@ -77,7 +77,7 @@ impl Config {
             component: target.component.max(1),
             ..target
         });
-        s.timeout_ns = (p.get("~timeout", 2.0f64).await?.clamp(0.01, 60.0) * 1e9) as i64;
+        s.timeout_ns = (p.within("~timeout", 2.0f64, 0.01, 60.0).await? * 1e9) as i64;
         s.respond_timesync = p.get("~respond_timesync", false).await?;
         let d = Px4Params::default();
         s.px4 = Px4Params {
@@ -113,18 +113,18 @@ impl Config {
         let f = FitParams::default();
         s.fit = FitParams {
             window: p
-                .get("~fit/window", f.window as u32)
+                .within("~fit/window", f.window as u32, 16, 100_000)
+                .await? as usize,
+            quantile: p.within("~fit/quantile", f.quantile, 0.01, 1.0).await?,
+            min_gate: (p
+                .within("~fit/min_rtt_gate", f.min_gate as f64 / 1e6, 0.0, 10_000.0)
                 .await?
-                .clamp(16, 100_000) as usize,
-            quantile: p
-                .get::<f64>("~fit/quantile", f.quantile)
-                .await?
-                .clamp(0.01, 1.0),
-            min_gate: (p.get("~fit/min_rtt_gate", f.min_gate as f64 / 1e6).await? * 1e6) as i64,
+                * 1e6) as i64,
             ..f
         };
-        cfg.ping_rate = p.get("~ping_rate", 1.0).await?;
-        cfg.timesync_rate = p.get("~timesync_rate", 10.0).await?;
+        // 0 turns the exchange off.
+        cfg.ping_rate = p.within("~ping_rate", 1.0, 0.0, 1000.0).await?;
+        cfg.timesync_rate = p.within("~timesync_rate", 10.0, 0.0, 1000.0).await?;
         cfg.use_px4_filter = p
             .choice(
                 "~timesync_estimator",
@@ -142,21 +142,22 @@ impl Config {
 
 /// `~sim/...`: the simulated autopilot's clock and link.
 async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
-    let ms = |v: f64| Duration::from_secs_f64(v.clamp(0.0, 10_000.0) / 1000.0);
-    let jitter = ms(p.get("~sim/jitter", 0.0).await?);
-    let loss = p.get("~sim/loss", 0.0f64).await?.clamp(0.0, 1.0);
-    let way = |delay: f64| Faults {
+    let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
+    let delay = async |key: &str| p.within(key, 0.0, 0.0, 10_000.0).await.map(ms);
+    let jitter = delay("~sim/jitter").await?;
+    let loss = p.within("~sim/loss", 0.0f64, 0.0, 1.0).await?;
+    let way = |delay: Duration| Faults {
         loss,
         duplicate: 0.0,
-        delay: ms(delay),
+        delay,
         jitter,
     };
     let offset: f64 = p.get("~sim/clock_offset", f64::NAN).await?;
     Ok(SimConfig {
         clock_offset_ns: offset.is_finite().then_some((offset * 1e9) as i64),
         drift_ppm: p.get("~sim/drift_ppm", 0.0).await?,
-        up: way(p.get("~sim/delay_up", 0.0).await?),
-        down: way(p.get("~sim/delay_down", 0.0).await?),
+        up: way(delay("~sim/delay_up").await?),
+        down: way(delay("~sim/delay_down").await?),
         seed: p.get("~sim/seed", 1u32).await?.into(),
         timesync: p
             .choice(
@@ -217,6 +218,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
     let mut link = Link::spawn(address, cfg.session.ours);
     let mut session = Session::new(cfg.session.clone());
     let mut link_state = LinkState::default();
+    let mut trouble = crate::bridge::Trouble::new(cfg.fcu_url.to_string());
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
     let mut ping = every(cfg.ping_rate);
     let mut timesync = every(cfg.timesync_rate);
@@ -231,13 +233,12 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                     LinkEvent::Connected => link_state.connected = true,
                     LinkEvent::TimesyncSent { ts1, at_ns } => session.departed(ts1, at_ns),
                     LinkEvent::Disconnected(why) => {
-                        if link_state.connected || link_state.last_error.is_empty() {
-                            tracing::warn!("{why}; reconnecting");
-                        }
+                        trouble.failed(&why, std::time::Instant::now());
                         link_state.connected = false;
                         link_state.last_error = why;
                     }
                     LinkEvent::Message { from, msg, at_ns } => {
+                        trouble.recovered();
                         match session.on_message(from, msg, at_ns) {
                             Some(Event::Send(out)) => { link.send(out); }
                             Some(Event::Timesync(sample)) => {

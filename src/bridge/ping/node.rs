@@ -102,21 +102,29 @@ impl Config {
             device_type,
             dialect,
             frame_id: p.get("~frame_id", "sonar".to_string()).await?,
-            speed_of_sound: p.get("~speed_of_sound", 1500.0).await?,
-            range: p.get("~range", 10.0).await?,
-            gain: p.get("~gain", 1u32).await?,
-            ping_interval: p.get("~ping_interval", 100u32).await?.clamp(20, 10_000) as u16,
+            // Sound in water is 1400-1600 m/s; anything else is a typo.
+            speed_of_sound: p.within("~speed_of_sound", 1500.0, 1000.0, 2500.0).await?,
+            range: p.within("~range", 10.0, 0.1, 100.0).await?,
+            gain: p.within("~gain", 1u32, 0, 6).await?,
+            ping_interval: p.within("~ping_interval", 100u32, 20, 10_000).await? as u16,
             mode_auto: p.get("~mode_auto", true).await?,
-            min_confidence: p.get("~min_confidence", 0.0).await?,
-            field_of_view: p.get("~field_of_view", std::f32::consts::FRAC_PI_6).await?,
-            transmit_frequency: p.get("~transmit_frequency", 750u32).await?.clamp(500, 1000) as u16,
-            start_angle: p.get("~start_angle", 0.0).await?,
-            stop_angle: p.get("~stop_angle", 360.0).await?,
-            num_steps: p.get("~num_steps", 1u32).await?.clamp(1, 10) as u8,
-            scan_threshold: p.get("~scan_threshold", 100u32).await?.min(255) as u8,
+            min_confidence: p.within("~min_confidence", 0.0, 0.0, 100.0).await?,
+            field_of_view: p
+                .within(
+                    "~field_of_view",
+                    std::f32::consts::FRAC_PI_6,
+                    0.001,
+                    std::f32::consts::PI,
+                )
+                .await?,
+            transmit_frequency: p.within("~transmit_frequency", 750u32, 500, 1000).await? as u16,
+            start_angle: p.within("~start_angle", 0.0, 0.0, 360.0).await?,
+            stop_angle: p.within("~stop_angle", 360.0, 0.0, 360.0).await?,
+            num_steps: p.within("~num_steps", 1u32, 1, 10).await? as u8,
+            scan_threshold: p.within("~scan_threshold", 100u32, 0, 255).await? as u8,
             use_auto_transmit: p.get("~use_auto_transmit", true).await?,
-            image_size: p.get("~image_size", 200u32).await?.clamp(16, 2000),
-            image_rate: p.get("~image_rate", 2.0).await?,
+            image_size: p.within("~image_size", 200u32, 16, 2000).await?,
+            image_rate: p.within("~image_rate", 2.0, 0.01, 100.0).await?,
         })
     }
 }
@@ -318,6 +326,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
     let mut last_data = Instant::now();
     let mut next_poll = Instant::now();
     let mut next_diag = Instant::now() + Duration::from_secs(1);
+    let mut trouble = crate::bridge::Trouble::new(cfg.device.to_string());
     let mut awaiting_360_reply: Option<Instant> = None;
     let mut angle: u16 = angle_grad(cfg.start_angle);
     let mut direction: i32 = 1;
@@ -338,14 +347,13 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                         }
                     }
                     LinkEvent::Disconnected(why) => {
-                        if state.connected {
-                            tracing::warn!("{}: {why}; reconnecting", cfg.device);
-                        }
+                        trouble.failed(&why, Instant::now());
                         state.connected = false;
                         state.last_error = why;
                         awaiting_360_reply = None;
                     }
                     LinkEvent::Frame(frame, arrived) => {
+                        trouble.recovered();
                         state.messages += 1;
                         last_data = Instant::now();
                         let stamp = stamp_at(arrived);
@@ -361,6 +369,11 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
             _ = &mut shutdown => break,
         }
         let now = Instant::now();
+        if now >= next_diag && (!state.connected || state.kind.is_none()) {
+            // Diagnostics tell a device that does not answer, too.
+            next_diag = now + Duration::from_secs(1);
+            publish_diagnostics(&node, &cfg, &pubs, &state, &link, &latency);
+        }
         if !state.connected {
             continue;
         }
@@ -436,11 +449,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                     );
                 }
             }
-            let stats = *link.stats.lock().unwrap_or_else(|e| e.into_inner());
-            let window = latency.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let _ = pubs
-                .diagnostics
-                .publish(&diagnostics(&node, &cfg, &state, &stats, &window));
+            publish_diagnostics(&node, &cfg, &pubs, &state, &link, &latency);
         }
     }
     if state.kind == Some(SimKind::Ping360) {
@@ -988,6 +997,21 @@ fn paint(image: &mut [u8], size: u32, radians: f64, data: &[u8]) {
     }
 }
 
+fn publish_diagnostics(
+    node: &Node,
+    cfg: &Config,
+    pubs: &Publishers,
+    state: &DeviceState,
+    link: &Link,
+    latency: &std::sync::Mutex<LatencyWindow>,
+) {
+    let stats = *link.stats.lock().unwrap_or_else(|e| e.into_inner());
+    let window = latency.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let _ = pubs
+        .diagnostics
+        .publish(&diagnostics(node, cfg, state, &stats, &window));
+}
+
 fn diagnostics(
     node: &Node,
     cfg: &Config,
@@ -1002,7 +1026,15 @@ fn diagnostics(
     let mut values = vec![
         kv("device", cfg.device.to_string()),
         kv("connected", state.connected.to_string()),
-        kv("device type", format!("{:?}", state.kind)),
+        kv(
+            "device type",
+            match state.kind {
+                Some(SimKind::Ping1d) => "ping1d",
+                Some(SimKind::Ping360) => "ping360",
+                None => "not identified",
+            }
+            .into(),
+        ),
         kv("firmware", state.firmware.clone()),
         kv("protocol", state.protocol.clone()),
         kv("frames", stats.frames.to_string()),
