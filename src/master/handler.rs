@@ -3,7 +3,7 @@
 
 use super::notify::{Notifier, Task};
 use super::ordered::OrderedMap;
-use super::params::{compute_updates, DeleteError, ParamTree};
+use super::params::{compute_updates, DeleteError, Param, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
 use crate::api::validate::{validate, Check};
 use crate::names::resolve;
@@ -142,16 +142,22 @@ impl MasterHandler {
     }
 
     fn run(&self, method: &str, caller_id: &str, args: Vec<Value>, default: Value) -> Reply {
+        // Calls that read no state never wait for the lock (a large setParam holds it).
+        match method {
+            "getUri" => return (1, String::new(), Value::from(self.uri.as_str())),
+            "getPid" => return (1, String::new(), Value::Int(std::process::id() as i32)),
+            "shutdown" => {
+                let reason = arg(&args, 0).to_string();
+                self.shutdown.send_replace(Some(reason));
+                return (1, "shutdown".into(), Value::Int(0));
+            }
+            _ => {}
+        }
+        // A large value is converted before the lock is taken.
+        let prepared = (method == "setParam").then(|| Param::from_value(args[1].clone()));
         let mut state = self.lock();
         let s = &mut *state;
         match method {
-            "getUri" => (1, String::new(), Value::from(self.uri.as_str())),
-            "getPid" => (1, String::new(), Value::Int(std::process::id() as i32)),
-            "shutdown" => {
-                let reason = args[0].as_str().unwrap_or("").to_string();
-                self.shutdown.send_replace(Some(reason));
-                (1, "shutdown".into(), Value::Int(0))
-            }
             "getParam" => {
                 let key = resolve(arg(&args, 0), caller_id);
                 match s.params.get(&key) {
@@ -161,12 +167,13 @@ impl MasterHandler {
             }
             "setParam" => {
                 let key = resolve(arg(&args, 0), caller_id);
-                let value = args[1].clone();
-                if let Err(e) = s.params.set(&key, value.clone()) {
+                let value = &args[1];
+                let param = prepared.unwrap_or_else(|| Param::from_value(value.clone()));
+                if let Err(e) = s.params.set_param(&key, param) {
                     return (-1, format!("Error: invalid arguments: {e}"), default);
                 }
                 let updates =
-                    compute_updates(&s.reg.param_subscribers.map, &key, &value, Some(caller_id));
+                    compute_updates(&s.reg.param_subscribers.map, &key, value, Some(caller_id));
                 self.notify_params(updates);
                 (1, format!("parameter {key} set"), Value::Int(0))
             }

@@ -95,7 +95,11 @@ impl ParamTree {
 
     /// Sets a global key. `/` takes only a struct (which replaces the whole tree).
     pub fn set(&mut self, key: &str, value: Value) -> Result<(), &'static str> {
-        let param = Param::from_value(value);
+        self.set_param(key, Param::from_value(value))
+    }
+
+    /// [`ParamTree::set`] with the value already converted (outside any lock).
+    pub fn set_param(&mut self, key: &str, param: Param) -> Result<(), &'static str> {
         if key == "/" {
             return match param {
                 Param::Dict(d) => {

@@ -79,6 +79,31 @@ pub fn udp_socket(
     Ok((tokio::net::UdpSocket::from_std(socket.into())?, capped))
 }
 
+/// IPv4 and UDP headers in front of a datagram's payload.
+pub const IPV4_UDP_HEADERS: usize = 28;
+
+/// The MTU of the route a connected socket sends on (the device's, or a smaller path MTU
+/// the kernel has learned), or `None` when the kernel does not say.
+pub fn route_mtu(socket: &tokio::net::UdpSocket) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a live local.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0)
+        .then(|| usize::try_from(mtu).ok())
+        .flatten()
+        .filter(|&m| m > 0)
+}
+
 /// TCP keepalive as roscpp sets it: idle 60 s, interval 10 s, 9 probes.
 pub fn set_keepalive(stream: &tokio::net::TcpStream) {
     let sock = socket2::SockRef::from(stream);

@@ -23,7 +23,7 @@ use super::write::{write_fault, write_response};
 use super::{Fault, MethodCall, Value};
 use crate::connections::{accept_with_backoff, ConnectionSet};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -227,10 +227,10 @@ async fn serve(
     } else {
         None
     };
-    let read = Limited::new(req.into_body(), max_body).collect();
+    let read = read_body(req.into_body(), size.min(max_body), max_body);
     let body = match tokio::time::timeout(limits.body_timeout, read).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(_)) => {
+        Ok(Ok(body)) => body,
+        Ok(Err(())) => {
             return Ok(fault_reply(format!(
                 "request body over the limit of {max_body} bytes, or broken"
             )))
@@ -252,6 +252,22 @@ async fn serve(
         Err(fault) => write_fault(&fault),
     };
     Ok(reply(StatusCode::OK, text))
+}
+
+/// Reads a body into one buffer sized from its declared length (collecting frames and
+/// then joining them would hold it twice), refusing it as soon as it passes `max`.
+async fn read_body(mut body: Incoming, expected: usize, max: usize) -> Result<Bytes, ()> {
+    let mut out = bytes::BytesMut::with_capacity(expected);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(drop)?.into_data() else {
+            continue; // trailers
+        };
+        if out.len() + data.len() > max {
+            return Err(());
+        }
+        out.extend_from_slice(&data);
+    }
+    Ok(out.freeze())
 }
 
 /// Parses a request; a large one on the blocking pool, so runtime threads stay free.

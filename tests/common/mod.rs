@@ -122,9 +122,23 @@ pub fn wait_for(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> 
 /// folder with g++ and pkg-config; `None` (or a failure when interop is required) when
 /// roscpp's headers are missing.
 pub fn roscpp_peer() -> Option<PathBuf> {
-    let source = peer_script("roscpp_peer.cpp");
+    build_cpp_peer(
+        peer_script("roscpp_peer.cpp"),
+        "roscpp_peer",
+        &["roscpp", "std_msgs"],
+    )
+}
+
+/// The bench's roscpp peer (`benches/peers/roscpp_bench.cpp`: sensor_msgs/CompressedImage
+/// of any size, `SUB received=..` when done), built as [`roscpp_peer`] is.
+pub fn roscpp_bench_peer() -> Option<PathBuf> {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/peers/roscpp_bench.cpp");
+    build_cpp_peer(source, "roscpp_bench", &["roscpp", "sensor_msgs"])
+}
+
+fn build_cpp_peer(source: PathBuf, name: &str, packages: &[&str]) -> Option<PathBuf> {
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("peers");
-    let binary = out_dir.join("roscpp_peer");
+    let binary = out_dir.join(name);
     let fresh = |b: &PathBuf| {
         let built = std::fs::metadata(b).and_then(|m| m.modified());
         let src = std::fs::metadata(&source).and_then(|m| m.modified());
@@ -135,7 +149,7 @@ pub fn roscpp_peer() -> Option<PathBuf> {
     }
     std::fs::create_dir_all(&out_dir).expect("peers dir");
     // One build at a time across parallel test binaries: a lock directory.
-    let lock = out_dir.join("build.lock");
+    let lock = out_dir.join(format!("{name}.lock"));
     let got_lock = wait_for(std::time::Duration::from_secs(180), || {
         std::fs::create_dir(&lock).is_ok()
     });
@@ -145,18 +159,21 @@ pub fn roscpp_peer() -> Option<PathBuf> {
     }
     assert!(
         got_lock,
-        "timed out waiting for another test to build the roscpp peer"
+        "timed out waiting for another test to build {name}"
     );
-    let result = match cpp_peer::build(&source, &binary, &["roscpp", "std_msgs"]) {
+    let result = match cpp_peer::build(&source, &binary, packages) {
         Ok(()) => Some(binary),
         Err(e) => {
-            eprintln!("roscpp peer: {e}");
+            eprintln!("{name}: {e}");
             None
         }
     };
     let _ = std::fs::remove_dir(&lock);
     if result.is_none() {
-        skip_or_fail("roscpp development files (libroscpp-dev, libstd-msgs-dev) and g++");
+        skip_or_fail(&format!(
+            "roscpp development files for {name} ({}) and g++",
+            packages.join(", ")
+        ));
     }
     result
 }
