@@ -624,7 +624,7 @@ async fn a_stranger_cannot_take_over_a_udpros_link() {
     while port.is_none() && Instant::now() < deadline {
         let info = client
             .call(
-                &subscriber.uri(),
+                subscriber.uri(),
                 "getBusInfo",
                 vec![Value::from("/attacker")],
             )

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Child, Lines};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -85,7 +85,7 @@ impl Hosts {
     }
 
     /// `program args` run inside namespace `ns` as host `ip`, with the graph's master on A.
-    fn command(&self, ns: &str, ip: &str, program: &PathBuf, args: &[&str]) -> Command {
+    fn command(&self, ns: &str, ip: &str, program: &Path, args: &[&str]) -> Command {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns])
             .arg(program)
@@ -116,10 +116,10 @@ enum Side {
     Roscpp,
 }
 
-fn peer(side: Side, roscpp: &PathBuf) -> PathBuf {
+fn peer(side: Side, roscpp: &Path) -> PathBuf {
     match side {
         Side::Udpros => PathBuf::from(env!("CARGO_BIN_EXE_udpros")),
-        Side::Roscpp => roscpp.clone(),
+        Side::Roscpp => roscpp.to_path_buf(),
     }
 }
 
@@ -140,7 +140,7 @@ fn delivered(
     mtu: u32,
     size: usize,
     count: u32,
-    roscpp: &PathBuf,
+    roscpp: &Path,
 ) -> Option<u32> {
     let hosts = Hosts::new(mtu)?;
     let udpros = PathBuf::from(env!("CARGO_BIN_EXE_udpros"));

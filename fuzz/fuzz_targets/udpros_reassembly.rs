@@ -9,7 +9,14 @@ use udpros::wire::udpros::{Event, Reassembler, ReassemblerConfig};
 
 fuzz_target!(|data: &[u8]| {
     let limit = 1 << 14;
-    let config = ReassemblerConfig { max_message_size: limit, timeout: Duration::from_millis(50), connection_id: None };
+    // The first byte, when odd, negotiates a block payload (so both checks are fuzzed).
+    let block_payload = data.first().filter(|b| *b % 2 == 1).map(|b| usize::from(*b) + 1);
+    let config = ReassemblerConfig {
+        max_message_size: limit,
+        timeout: Duration::from_millis(50),
+        connection_id: None,
+        block_payload,
+    };
     let mut r = Reassembler::new(config);
     let mut now = Instant::now();
     let mut rest = data;

@@ -11,7 +11,7 @@ fn same(a: &[Value], b: &[Value]) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let limits = ParseLimits { max_body: 1 << 16, max_depth: 32 };
+    let limits = ParseLimits { max_body: 1 << 16, max_depth: 32, max_values: 10_000 };
     if let Ok(call) = parse_call(data, &limits) {
         let again = parse_call(write_call(&call.method, &call.params).as_bytes(), &ParseLimits::default());
         let again = again.expect("what we write parses");

@@ -12,6 +12,6 @@ mod write;
 pub use base64::{decode_base64, encode_base64};
 pub use client::{CallError, XmlRpcClient};
 pub use parse::{parse_call, parse_response, ParseError, ParseLimits};
-pub use server::{Handler, HandlerFuture, ServerLimits, XmlRpcServer, LARGE_BODY};
+pub use server::{serve_stream, Handler, HandlerFuture, ServerLimits, XmlRpcServer, LARGE_BODY};
 pub use value::{Fault, MethodCall, Value};
 pub use write::{write_call, write_fault, write_response};

@@ -21,7 +21,7 @@
 use super::parse::{parse_call, ParseLimits};
 use super::write::{write_fault, write_response};
 use super::{Fault, MethodCall, Value};
-use crate::connections::{accept_with_backoff, ConnectionSet};
+use crate::connections::{accept_with_backoff, Activity, ConnectionSet};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -172,25 +172,48 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, connections: Ar
         }
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
-        connections.spawn(move |activity| async move {
-            let activity = Arc::new(activity);
-            let service = hyper::service::service_fn(move |req| {
-                let busy = activity.busy();
-                let shared = shared.clone();
-                async move {
-                    let response = serve(&shared, req).await;
-                    drop(busy);
-                    response
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
+        connections.spawn(move |activity| serve_connection(stream, shared, Some(activity)));
     }
+}
+
+/// Serves one connection until it closes or breaks; marks it busy while a request is
+/// being served.
+async fn serve_connection<IO>(io: IO, shared: Arc<Shared>, activity: Option<Activity>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let header_timeout = shared.limits.header_timeout;
+    let activity = activity.map(Arc::new);
+    let service = hyper::service::service_fn(move |req| {
+        let busy = activity.as_ref().map(|a| a.busy());
+        let shared = shared.clone();
+        async move {
+            let response = serve(&shared, req).await;
+            drop(busy);
+            response
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
+}
+
+/// Serves `handler` on one connection of any byte stream, with `limits`, exactly as a
+/// server serves each TCP connection it accepts: what the fuzzer feeds whole HTTP
+/// requests to.
+pub async fn serve_stream<IO>(io: IO, handler: Arc<dyn Handler>, limits: ServerLimits)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        handler,
+        limits,
+        large_bodies: Semaphore::new(limits.large_body_budget),
+    });
+    serve_connection(io, shared, None).await;
 }
 
 fn fault_reply(message: impl Into<String>) -> Response<Full<Bytes>> {
