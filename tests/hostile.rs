@@ -186,6 +186,114 @@ fn probe_liveness(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(
     })
 }
 
+/// The XML-RPC port of a node registered on the master, once it is.
+fn node_port(master_port: u16, node: &str) -> u16 {
+    let mut port = 0;
+    let registered = wait_for(Duration::from_secs(20), || {
+        port = call(
+            master_port,
+            "lookupNode",
+            &[Value::from("/h"), Value::from(node)],
+            Duration::from_secs(5),
+        )
+        .ok()
+        .and_then(|v| {
+            let api = v.as_array()?.get(2)?.as_str()?.to_string();
+            api.trim_end_matches('/').rsplit(':').next()?.parse().ok()
+        })
+        .unwrap_or(0);
+        port != 0
+    });
+    assert!(registered, "{node} registered");
+    port
+}
+
+/// `udpros topic pub` of "alive" at 5 Hz on `topic` as node `name`, optionally under a
+/// descriptor limit; the process, its XML-RPC port and its TCPROS port.
+fn start_publisher(
+    master_port: u16,
+    topic: &str,
+    name: &str,
+    fd_limit: Option<u64>,
+) -> (Child, u16, u16) {
+    let mut cmd = udpros();
+    cmd.env("ROS_MASTER_URI", format!("http://127.0.0.1:{master_port}/"))
+        .args([
+            "topic",
+            "pub",
+            "-r",
+            "5",
+            topic,
+            "std_msgs/String",
+            "data: alive",
+        ])
+        .arg(format!("__name:={name}"));
+    if let Some(n) = fd_limit {
+        with_fd_limit(&mut cmd, n);
+    }
+    let publisher = Child(cmd.spawn().unwrap());
+    let api_port = node_port(master_port, &format!("/{name}"));
+    // The node registers (for /rosout) before it advertises `topic`: ask until it answers.
+    let mut tcpros_port = 0;
+    let answered = wait_for(Duration::from_secs(20), || {
+        tcpros_port = call(
+            api_port,
+            "requestTopic",
+            &[
+                Value::from("/h"),
+                Value::from(topic),
+                Value::from(vec![Value::from(vec!["TCPROS"])]),
+            ],
+            Duration::from_secs(5),
+        )
+        .ok()
+        .and_then(|v| v.as_array()?.get(2)?.as_array()?.get(2)?.as_i32())
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(0);
+        tcpros_port != 0
+    });
+    assert!(
+        answered,
+        "{name} answers requestTopic for {topic} over TCPROS"
+    );
+    (publisher, api_port, tcpros_port)
+}
+
+/// Whether a fresh udpros subscriber gets "alive" over TCPROS on `topic`.
+fn receives_alive_over_tcp(master_uri: &str, topic: &str, name: &str) -> bool {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let node = common::node(master_uri, name).await;
+        let mut sub = node
+            .subscribe::<udpros::msgs::std_msgs::String>(
+                topic,
+                udpros::node::SubscribeOptions {
+                    transports: vec![udpros::transport::Protocol::Tcp],
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(20), sub.recv()).await;
+        node.shutdown().await;
+        got.ok().flatten().is_some_and(|m| m.data == "alive")
+    })
+}
+
+/// The local port of the first UDPROS link in a node's `getBusInfo` answer (what anyone
+/// can ask a node for).
+fn udp_port_in_bus_info(info: &Value) -> Option<u16> {
+    info.as_array()?.get(2)?.as_array()?.iter().find_map(|row| {
+        let text = row.as_array()?.get(6)?.as_str()?;
+        let rest = text.strip_prefix("UDPROS connection on port ")?;
+        rest.split_whitespace()
+            .next()?
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p != 0)
+    })
+}
+
 #[test]
 fn a_large_set_param_is_linear_and_other_calls_are_answered_meanwhile() {
     let (master, port) = start_master(None);
@@ -336,54 +444,8 @@ fn descriptor_exhaustion_neither_spins_nor_locks_out_calls() {
     raise_own_fd_limit();
     let (master, master_port) = start_master(Some(1024));
     let master_uri = format!("http://127.0.0.1:{master_port}/");
-    let mut cmd = udpros();
-    cmd.env("ROS_MASTER_URI", &master_uri).args([
-        "topic",
-        "pub",
-        "-r",
-        "5",
-        "/fd_test",
-        "std_msgs/String",
-        "data: alive",
-        "__name:=fd_pub",
-    ]);
-    with_fd_limit(&mut cmd, 1024);
-    let publisher = Child(cmd.spawn().unwrap());
-    let mut node_api = None;
-    assert!(wait_for(Duration::from_secs(20), || {
-        node_api = call(
-            master_port,
-            "lookupNode",
-            &[Value::from("/h"), Value::from("/fd_pub")],
-            Duration::from_secs(5),
-        )
-        .ok()
-        .and_then(|v| v.as_array()?.get(2)?.as_str().map(str::to_string))
-        .filter(|s| !s.is_empty());
-        node_api.is_some()
-    }));
-    let node_port: u16 = node_api
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .parse()
-        .unwrap();
-    let tcp = call(
-        node_port,
-        "requestTopic",
-        &[
-            Value::from("/h"),
-            Value::from("/fd_test"),
-            Value::from(vec![Value::from(vec!["TCPROS"])]),
-        ],
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    let tcpros_port = tcp.as_array().unwrap()[2].as_array().unwrap()[2]
-        .as_i32()
-        .unwrap() as u16;
+    let (publisher, node_port, tcpros_port) =
+        start_publisher(master_port, "/fd_test", "fd_pub", Some(1024));
     let mut idle = Vec::new();
     for port in [master_port, node_port, tcpros_port] {
         for _ in 0..1100 {
@@ -411,26 +473,11 @@ fn descriptor_exhaustion_neither_spins_nor_locks_out_calls() {
     assert!(node_cpu < 0.2, "node at {:.0} % CPU", node_cpu * 100.0);
     assert!(master_call.is_ok() && node_call.is_ok());
     // A subscriber still gets data over TCPROS from the node whose servers were flooded.
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let node = common::node(&master_uri, "fd_listener").await;
-        let mut sub = node
-            .subscribe::<udpros::msgs::std_msgs::String>(
-                "/fd_test",
-                udpros::node::SubscribeOptions {
-                    transports: vec![udpros::transport::Protocol::Tcp],
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
-        let got = tokio::time::timeout(Duration::from_secs(20), sub.recv()).await;
-        assert_eq!(
-            got.ok().flatten().map(|m| m.data),
-            Some("alive".to_string())
-        );
-        node.shutdown().await;
-    });
+    assert!(receives_alive_over_tcp(
+        &master_uri,
+        "/fd_test",
+        "fd_listener"
+    ));
     drop(idle);
 }
 
@@ -497,54 +544,7 @@ async fn slow_and_idle_xml_rpc_connections_are_closed() {
 fn pending_tcpros_handshakes_are_bounded() {
     let (_master, master_port) = start_master(None);
     let master_uri = format!("http://127.0.0.1:{master_port}/");
-    let mut cmd = udpros();
-    cmd.env("ROS_MASTER_URI", &master_uri).args([
-        "topic",
-        "pub",
-        "-r",
-        "5",
-        "/hs_test",
-        "std_msgs/String",
-        "data: alive",
-        "__name:=hs_pub",
-    ]);
-    let publisher = Child(cmd.spawn().unwrap());
-    let mut node_port = 0u16;
-    assert!(wait_for(Duration::from_secs(20), || {
-        node_port = call(
-            master_port,
-            "lookupNode",
-            &[Value::from("/h"), Value::from("/hs_pub")],
-            Duration::from_secs(5),
-        )
-        .ok()
-        .and_then(|v| {
-            v.as_array()?
-                .get(2)?
-                .as_str()?
-                .rsplit(':')
-                .next()?
-                .trim_end_matches('/')
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
-        node_port != 0
-    }));
-    let tcp = call(
-        node_port,
-        "requestTopic",
-        &[
-            Value::from("/h"),
-            Value::from("/hs_test"),
-            Value::from(vec![Value::from(vec!["TCPROS"])]),
-        ],
-        Duration::from_secs(5),
-    )
-    .unwrap();
-    let tcpros_port = tcp.as_array().unwrap()[2].as_array().unwrap()[2]
-        .as_i32()
-        .unwrap() as u16;
+    let (publisher, _, tcpros_port) = start_publisher(master_port, "/hs_test", "hs_pub", None);
     let pid = publisher.0.id();
     let before = peak_rss_mb(pid);
     let header = 1_000_000u32;
@@ -569,26 +569,11 @@ fn pending_tcpros_handshakes_are_bounded() {
         "100 handshakes of 0.9 MB that never finish: publisher peak RSS {before:.1} -> {peak:.1} MB"
     );
     assert!(peak <= 100.0, "peak RSS {peak} MB");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let node = common::node(&master_uri, "hs_listener").await;
-        let mut sub = node
-            .subscribe::<udpros::msgs::std_msgs::String>(
-                "/hs_test",
-                udpros::node::SubscribeOptions {
-                    transports: vec![udpros::transport::Protocol::Tcp],
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
-        let got = tokio::time::timeout(Duration::from_secs(20), sub.recv()).await;
-        assert_eq!(
-            got.ok().flatten().map(|m| m.data),
-            Some("alive".to_string())
-        );
-        node.shutdown().await;
-    });
+    assert!(receives_alive_over_tcp(
+        &master_uri,
+        "/hs_test",
+        "hs_listener"
+    ));
     drop(held);
 }
 
@@ -630,21 +615,7 @@ async fn a_stranger_cannot_take_over_a_udpros_link() {
             )
             .await
             .unwrap();
-        port = info
-            .as_array()
-            .and_then(|a| a.get(2))
-            .and_then(Value::as_array)
-            .and_then(|rows| {
-                rows.iter().find_map(|row| {
-                    let text = row.as_array()?.get(6)?.as_str()?;
-                    let rest = text.strip_prefix("UDPROS connection on port ")?;
-                    rest.split_whitespace()
-                        .next()?
-                        .parse::<u16>()
-                        .ok()
-                        .filter(|&p| p != 0)
-                })
-            });
+        port = udp_port_in_bus_info(&info);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let port = port.expect("the subscriber's UDP port, from getBusInfo");
@@ -745,30 +716,9 @@ fn reassembly_amplification_costs_neither_memory_nor_messages() {
     .stdout(Stdio::null())
     .stderr(Stdio::null());
     // The subscriber's port, as an attacker reads it.
-    let mut port = None;
-    let mut echo_port = 0u16;
-    assert!(wait_for(Duration::from_secs(20), || {
-        echo_port = call(
-            master_port,
-            "lookupNode",
-            &[Value::from("/h"), Value::from("/amp_echo")],
-            Duration::from_secs(5),
-        )
-        .ok()
-        .and_then(|v| {
-            v.as_array()?
-                .get(2)?
-                .as_str()?
-                .rsplit(':')
-                .next()?
-                .trim_end_matches('/')
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0);
-        echo_port != 0
-    }));
+    let echo_port = node_port(master_port, "/amp_echo");
     let publisher = Child(pubc.spawn().unwrap());
+    let mut port = None;
     assert!(wait_for(Duration::from_secs(20), || {
         port = call(
             echo_port,
@@ -777,17 +727,7 @@ fn reassembly_amplification_costs_neither_memory_nor_messages() {
             Duration::from_secs(5),
         )
         .ok()
-        .and_then(|v| {
-            v.as_array()?.get(2)?.as_array()?.iter().find_map(|row| {
-                let text = row.as_array()?.get(6)?.as_str()?;
-                text.strip_prefix("UDPROS connection on port ")?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u16>()
-                    .ok()
-            })
-        })
-        .filter(|&p| p != 0);
+        .and_then(|v| udp_port_in_bus_info(&v));
         port.is_some()
     }));
     let target = SocketAddr::from(([127, 0, 0, 1], port.unwrap()));

@@ -90,9 +90,10 @@ impl Params<'_> {
     }
 }
 
-/// Says what is wrong with a device link once when it starts or changes, again with
-/// growing pauses while it lasts (10 s, 20 s, ... up to 5 min), and once when it ends: a
-/// device that never answers must be visible without flooding the console and /rosout.
+/// Says what is wrong with a device link once when it starts, again with growing pauses
+/// while it lasts (10 s, 20 s, ... up to 5 min, with the latest reason: a link can fail in
+/// turns on sending and on receiving), and once when it ends: a device that never answers
+/// must be visible without flooding the console and /rosout.
 #[derive(Debug)]
 pub struct Trouble {
     device: String,
@@ -118,7 +119,7 @@ impl Trouble {
 
     /// The link failed with `why` (again, perhaps).
     pub fn failed(&mut self, why: &str, now: std::time::Instant) {
-        if self.current.as_deref() != Some(why) {
+        if self.current.is_none() {
             tracing::warn!("{}: {why}; retrying", self.device);
             self.current = Some(why.to_string());
             self.repeats = 0;
@@ -126,6 +127,7 @@ impl Trouble {
             self.next_report = now + self.pause;
             return;
         }
+        self.current = Some(why.to_string());
         self.repeats += 1;
         if now >= self.next_report {
             tracing::warn!(

@@ -34,7 +34,7 @@ pub enum TopicCommand {
 #[derive(Args)]
 pub struct PubArgs {
     /// Publish at this rate; without it, publish once and stay latched.
-    #[arg(short = 'r', long = "rate")]
+    #[arg(short = 'r', long = "rate", allow_negative_numbers = true)]
     rate: Option<f64>,
     /// Stop after this many messages.
     #[arg(short = 'n', long = "count")]

@@ -108,7 +108,7 @@ impl Config {
             gain: p.within("~gain", 1u32, 0, 6).await?,
             ping_interval: p.within("~ping_interval", 100u32, 20, 10_000).await? as u16,
             mode_auto: p.get("~mode_auto", true).await?,
-            min_confidence: p.within("~min_confidence", 0.0, 0.0, 100.0).await?,
+            min_confidence: p.within("~min_confidence", 0.0, 0.0, 1.0).await?,
             field_of_view: p
                 .within(
                     "~field_of_view",
