@@ -581,6 +581,8 @@ async fn read_udp(
     let mut last_heard = Instant::now();
     // Datagrams from addresses that are not the publisher's, counted with the foreign ones.
     let mut foreign = 0u64;
+    // Where the publisher's datagrams come from, as getBusInfo shows it.
+    let mut peer: Option<SocketAddr> = None;
     // One timer for the link's life, moved earlier only when a message in reassembly
     // expires sooner: a timer armed per datagram costs a clock read and a timer-wheel
     // insert and removal each time.
@@ -612,8 +614,9 @@ async fn read_udp(
                     }
                     continue;
                 }
-                if link.status().peer != Some(from) {
-                    link.set_status(|s| s.peer = Some(from));
+                if peer != Some(from) {
+                    peer = Some(from);
+                    link.set_status(|s| s.peer = peer);
                 }
                 let now = Instant::now();
                 for start in (0..datagrams.len()).step_by(segment.max(1)) {
