@@ -1,0 +1,226 @@
+//! The programs in `examples/`, run as a user runs them, against a stock rosmaster and
+//! roscpp and rospy peers; and the README's code, which must be those files verbatim.
+
+mod common;
+
+use common::{peer_script, ros_env, spawn_lines, Child};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// An example's binary, built by `cargo test --all-targets` (or here, when missing).
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().expect("test binary");
+    let profile = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let binary = profile.join("examples").join(name);
+    if !binary.exists() {
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let built = Command::new(env!("CARGO"))
+            .args(["build", "--examples", "--manifest-path"])
+            .arg(manifest)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built, "cargo build --examples");
+    }
+    binary
+}
+
+fn run_example(name: &str, master: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(example(name));
+    cmd.args(args);
+    ros_env(&mut cmd, master);
+    cmd
+}
+
+fn roscpp(master: &str, args: &[&str]) -> Option<Command> {
+    let mut cmd = Command::new(common::roscpp_peer()?);
+    cmd.args(args);
+    ros_env(&mut cmd, master);
+    Some(cmd)
+}
+
+fn rospy(master: &str, args: &[&str]) -> Option<Command> {
+    let mut cmd = Command::new(common::ros_python()?);
+    cmd.arg(peer_script("rospy_peer.py")).args(args);
+    ros_env(&mut cmd, master);
+    Some(cmd)
+}
+
+/// Starts `peer` (quiet) and runs the example to its end; the example's output.
+fn example_beside(peer: Command, example: Command, limit: Duration) -> String {
+    let mut peer = peer;
+    let _peer = Child(
+        peer.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (mut child, mut lines) = spawn_lines(example);
+    let out = lines.rest(limit);
+    let _ = child.0.kill();
+    out
+}
+
+#[test]
+fn talker_reaches_roscpp_and_rospy_listeners() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    for (who, listener) in [
+        (
+            "roscpp",
+            roscpp(
+                &uri,
+                &["sub", "chatter", "--hints", "udp,tcp", "--count", "5"],
+            ),
+        ),
+        ("rospy", rospy(&uri, &["sub", "chatter", "--count", "5"])),
+    ] {
+        let Some(listener) = listener else { return };
+        let (mut child, mut lines) = spawn_lines(listener);
+        assert!(lines
+            .wait_for(Duration::from_secs(30), |l| l == "READY")
+            .is_some());
+        let mut talker = run_example("talker", &uri, &["__name:=talker_for_listener"]);
+        let _talker = Child(talker.stdout(Stdio::null()).spawn().unwrap());
+        let heard = lines.count(5, Duration::from_secs(30), |l| {
+            l.starts_with("RECV hello world ")
+        });
+        println!("{who} listener heard {heard} of 5 from the talker example");
+        assert_eq!(heard, 5, "{who}: {:?}", lines.seen);
+        let _ = child.0.kill();
+    }
+}
+
+#[test]
+fn listener_hears_roscpp_and_rospy_talkers() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    for (who, talker) in [
+        ("roscpp", roscpp(&uri, &["pub", "chatter", "--rate", "10"])),
+        ("rospy", rospy(&uri, &["pub", "chatter", "--rate", "10"])),
+    ] {
+        let Some(talker) = talker else { return };
+        let listener = run_example(
+            "listener",
+            &uri,
+            &["_count:=5", &format!("__name:=listener_{who}")],
+        );
+        let out = example_beside(talker, listener, Duration::from_secs(30));
+        let heard = out
+            .lines()
+            .filter(|l| l.starts_with("I heard: [hello "))
+            .count();
+        println!("listener example heard {heard} of 5 from a {who} talker");
+        assert_eq!(heard, 5, "{who}: {out}");
+    }
+}
+
+/// UDP only: a roscpp talker is heard; a rospy one (no UDPROS) is refused, not served
+/// over TCP.
+#[test]
+fn udp_only_listener_takes_roscpp_and_refuses_rospy() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let (Some(cpp), Some(py)) = (
+        roscpp(&uri, &["pub", "chatter", "--rate", "10"]),
+        rospy(&uri, &["pub", "/py_chatter", "--rate", "10"]),
+    ) else {
+        return;
+    };
+    let from_cpp = example_beside(
+        cpp,
+        run_example("listener_udp", &uri, &["_count:=3"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        from_cpp
+            .lines()
+            .filter(|l| l.starts_with("I heard: [hello "))
+            .count(),
+        3,
+        "{from_cpp}"
+    );
+    let from_py = example_beside(
+        py,
+        run_example(
+            "listener_udp",
+            &uri,
+            &["_count:=3", "chatter:=/py_chatter", "__name:=udp_py"],
+        ),
+        Duration::from_secs(5),
+    );
+    assert!(
+        !from_py.contains("I heard"),
+        "rospy has no UDPROS: {from_py}"
+    );
+}
+
+#[test]
+fn echo_prints_a_topic_of_a_type_it_was_not_compiled_for() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let Some(talker) = roscpp(
+        &uri,
+        &[
+            "pub", "/typed", "--type", "bytes", "--size", "8", "--rate", "10",
+        ],
+    ) else {
+        return;
+    };
+    let echo = run_example("echo", &uri, &["_topic:=/typed", "_count:=2"]);
+    let out = example_beside(talker, echo, Duration::from_secs(30));
+    println!("{out}");
+    // std_msgs/UInt8MultiArray as rostopic echo prints it.
+    assert_eq!(out.matches("---").count(), 2, "{out}");
+    assert!(out.contains("layout:") && out.contains("data: ["), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_come_from_the_command_line_and_go_back_to_the_master() {
+    let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let out = tokio::task::spawn_blocking({
+        let uri = uri.clone();
+        move || {
+            let mut cmd = run_example("parameters", &uri, &["_rate:=5", "_frame_id:=sonar_link"]);
+            let out = cmd.stderr(Stdio::inherit()).output().expect("run");
+            assert!(out.status.success());
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    })
+    .await
+    .unwrap();
+    println!("{out}");
+    assert!(
+        out.contains("rate: 5\n") && out.contains("frame_id: sonar_link\n"),
+        "{out}"
+    );
+    let node = common::node(&uri, "param_check").await;
+    let rate: f64 = node.param("/parameters/rate", 0.0).await.unwrap();
+    assert_eq!(rate, 5.0);
+    node.shutdown().await;
+}
+
+/// The README shows these programs: they must be the files, verbatim.
+#[test]
+fn the_readme_shows_the_examples_verbatim() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for name in ["talker", "listener"] {
+        let source = std::fs::read_to_string(root.join(format!("examples/{name}.rs"))).unwrap();
+        let block = format!("```rust\n{source}```");
+        assert!(
+            readme.contains(&block),
+            "README must show examples/{name}.rs verbatim"
+        );
+    }
+}
