@@ -6,7 +6,6 @@
 
 pub mod api;
 pub mod bridge;
-pub mod codegen;
 pub mod connections;
 pub mod delay_line;
 pub mod logging;
@@ -18,8 +17,14 @@ pub mod param_yaml;
 pub mod proxy;
 pub mod rosout;
 pub mod transport;
-pub mod wire;
 pub mod xmlrpc;
+
+/// ROS1 wire protocols without I/O: the [`udpros_core`] crate.
+pub use udpros_core as wire;
+
+/// `.msg` parsing, md5 sums as genmsg computes them, Rust code generation: the
+/// [`udpros_codegen`] crate.
+pub use udpros_codegen as codegen;
 pub mod yaml;
 
 /// The message types udpros ships, generated from `msg/<package>/<Type>.msg`.

@@ -56,7 +56,7 @@ pub fn to_frame<T: Serialize + ?Sized>(value: &T) -> Result<Bytes, Error> {
 
 /// Decodes a message body. `uint8[]` fields become slices of `input` (no copy).
 pub fn from_bytes<T: DeserializeOwned>(input: &Bytes) -> Result<T, Error> {
-    let _source = crate::wire::zero_copy::SourceGuard::set(input);
+    let _source = crate::zero_copy::SourceGuard::set(input);
     from_slice(input)
 }
 

@@ -1,11 +1,13 @@
-//! Rust code generation for ROS1 `.msg` files.
+//! Rust code generation for ROS1 `.msg` files, with md5 sums and full definitions computed
+//! exactly as genmsg computes them.
 //!
-//! The crate's own `build.rs` uses this to generate [`crate::msgs`]; a user's `build.rs` uses
-//! it for their own message folders (see [`crate::msg::generator`], which links the
-//! generated code to the message types udpros already ships):
+//! `udpros`'s own build script uses this crate to generate `udpros::msgs`; a user's
+//! `build.rs` uses it, through `udpros::msg::generator()` (which links the generated code
+//! to the message types udpros already ships), for their own message folders:
 //!
 //! ```no_run
 //! // build.rs of a crate that depends on udpros (also as a build-dependency)
+//! # mod udpros { pub mod msg { pub fn generator() -> udpros_codegen::Generator { udpros_codegen::Generator::new("::udpros") } } }
 //! let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("msgs.rs");
 //! udpros::msg::generator()
 //!     .msg_tree("msg") // msg/<package>/<Type>.msg, all generated
@@ -16,8 +18,9 @@
 //! // then in src/lib.rs:  include!(concat!(env!("OUT_DIR"), "/msgs.rs"));
 //! ```
 //!
-//! Like [`spec`], this module is also compiled into udpros's own build script, so it depends
-//! on nothing but `std` and `spec`.
+//! It depends on `std` and `ros_message` (the `.msg` parser) only, so a build script that
+//! uses it does not compile the node library.
+#![forbid(unsafe_code)]
 
 pub mod spec;
 

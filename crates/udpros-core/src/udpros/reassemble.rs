@@ -459,7 +459,7 @@ fn is_newer(a: u8, b: u8) -> bool {
 mod tests {
     use super::super::Fragmenter;
     use super::*;
-    use crate::wire::tcpros::frame;
+    use crate::tcpros::frame;
 
     fn datagrams(f: &mut Fragmenter, body: &[u8]) -> Vec<Bytes> {
         f.fragment(&frame(body))

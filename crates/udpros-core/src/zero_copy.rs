@@ -1,6 +1,6 @@
 //! `uint8[]` fields as [`Bytes`] that share the received buffer instead of copying it.
 //!
-//! Serde visitors only ever see borrowed slices, so [`crate::wire::from_bytes`] records the
+//! Serde visitors only ever see borrowed slices, so [`crate::from_bytes`] records the
 //! buffer it decodes in a thread-local for the duration of the call; a slice handed to
 //! [`deserialize`] that lies inside that buffer becomes a reference-counted view of it.
 //! Anything else (another format, another buffer) is copied, so the helper is correct with

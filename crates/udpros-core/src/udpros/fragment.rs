@@ -142,8 +142,9 @@ impl Fragmenter {
     }
 }
 
-/// One datagram: its header and a slice of the frame. Sent as two iovecs, or copied into one
-/// buffer with [`Datagram::to_vec`].
+/// One datagram: its header and a slice of the frame, copied into one buffer with
+/// [`Datagram::to_vec`]. (Publishers lay datagrams out with
+/// [`Fragmenter::write_datagrams`] instead; this form serves tests and tools.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Datagram {
     pub header: [u8; HEADER_LEN],
@@ -238,7 +239,7 @@ mod tests {
     /// DATAN 2, with payloads of 1492, 1492 and 32 bytes.
     #[test]
     fn matches_roscpps_wire_example() {
-        let frame = crate::wire::tcpros::frame(&[0xab; 3012]);
+        let frame = crate::tcpros::frame(&[0xab; 3012]);
         let mut f = Fragmenter::new(0, 1500).unwrap();
         let datagrams: Vec<Datagram> = f.fragment(&frame).unwrap().collect();
         let headers: Vec<[u8; 8]> = datagrams.iter().map(|d| d.header).collect();
@@ -262,10 +263,7 @@ mod tests {
     #[test]
     fn small_messages_are_one_data0_with_count_1() {
         let mut f = Fragmenter::new(7, 1500).unwrap();
-        let d: Vec<Datagram> = f
-            .fragment(&crate::wire::tcpros::frame(b"hi"))
-            .unwrap()
-            .collect();
+        let d: Vec<Datagram> = f.fragment(&crate::tcpros::frame(b"hi")).unwrap().collect();
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].header, [7, 0, 0, 0, 0, 1, 1, 0]);
         assert_eq!(&d[0].payload[..], &[2, 0, 0, 0, b'h', b'i']);
@@ -274,7 +272,7 @@ mod tests {
     #[test]
     fn message_ids_run_1_to_255_and_wrap_past_0() {
         let mut f = Fragmenter::new(0, 100).unwrap();
-        let frame = crate::wire::tcpros::frame(b"");
+        let frame = crate::tcpros::frame(b"");
         let ids: Vec<u8> = (0..300)
             .map(|_| f.fragment(&frame).unwrap().message_id())
             .collect();
