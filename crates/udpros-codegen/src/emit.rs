@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 /// Emits `pub mod <package> { ... }` for each wanted message, plus a `MESSAGES` table.
 /// `external` maps packages generated elsewhere to their Rust module paths.
-pub fn emit(
+pub(crate) fn emit(
     set: &SpecSet,
     wanted: &BTreeSet<String>,
     external: &BTreeMap<String, String>,

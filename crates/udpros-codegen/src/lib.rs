@@ -21,6 +21,7 @@
 //! It depends on `std` and `ros_message` (the `.msg` parser) only, so a build script that
 //! uses it does not compile the node library.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod spec;
 

@@ -42,21 +42,37 @@ fn err<T>(msg: impl Into<String>) -> Result<T, SpecError> {
 /// md5 text keeps the name as written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Primitive {
+    /// `bool`: one byte, 0 or 1.
     Bool,
+    /// `int8`.
     Int8,
+    /// `byte`, the deprecated alias of `int8`.
     Byte,
+    /// `int16`.
     Int16,
+    /// `int32`.
     Int32,
+    /// `int64`.
     Int64,
+    /// `uint8`.
     UInt8,
+    /// `char`, the deprecated alias of `uint8`.
     Char,
+    /// `uint16`.
     UInt16,
+    /// `uint32`.
     UInt32,
+    /// `uint64`.
     UInt64,
+    /// `float32`.
     Float32,
+    /// `float64`.
     Float64,
+    /// `string`: a `u32` length, then the bytes.
     String,
+    /// `time`: seconds and nanoseconds, two `u32`.
     Time,
+    /// `duration`: seconds and nanoseconds, two `i32`.
     Duration,
 }
 
@@ -134,6 +150,7 @@ impl Primitive {
 /// What a field holds, before its array shape.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FieldType {
+    /// A builtin type.
     Primitive(Primitive),
     /// Another message, by full name (`pkg/Type`).
     Message(String),
@@ -142,21 +159,31 @@ pub enum FieldType {
 /// Scalar, variable-length array (`T[]`) or fixed-length array (`T[N]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Shape {
+    /// One value.
     Scalar,
+    /// `T[]`: a `u32` count, then the elements.
     Vec,
+    /// `T[N]`: exactly `N` elements, no count.
     Array(usize),
 }
 
+/// A field of a message: `TYPE NAME` in the `.msg` text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {
+    /// The field's name as written.
     pub name: String,
+    /// What it holds.
     pub ty: FieldType,
+    /// Scalar or array.
     pub shape: Shape,
 }
 
+/// A constant of a message: `TYPE NAME=VALUE` in the `.msg` text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constant {
+    /// The constant's name as written.
     pub name: String,
+    /// Its type (constants are builtin types).
     pub ty: Primitive,
     /// The value as written (trimmed), as genmsg keeps it for the md5 text.
     pub text: String,
@@ -169,7 +196,9 @@ pub struct MsgSpec {
     pub name: String,
     /// The `.msg` text exactly as written; it decides the md5 and the full definition.
     pub text: String,
+    /// Its fields, in order.
     pub fields: Vec<Field>,
+    /// Its constants, in order.
     pub constants: Vec<Constant>,
     parsed: ros_message::Msg,
 }
@@ -235,10 +264,12 @@ impl MsgSpec {
         })
     }
 
+    /// The package (`pkg` of `pkg/Type`).
     pub fn package(&self) -> &str {
         self.name.split('/').next().unwrap_or("")
     }
 
+    /// The type's own name (`Type` of `pkg/Type`).
     pub fn short_name(&self) -> &str {
         self.name.rsplit('/').next().unwrap_or("")
     }
@@ -325,6 +356,7 @@ pub struct SpecSet {
 }
 
 impl SpecSet {
+    /// An empty set.
     pub fn new() -> SpecSet {
         SpecSet::default()
     }
@@ -334,14 +366,17 @@ impl SpecSet {
         self.specs.insert(spec.name.clone(), spec);
     }
 
+    /// The message `name` (`pkg/Type`), if the set has it.
     pub fn get(&self, name: &str) -> Option<&MsgSpec> {
         self.specs.get(name)
     }
 
+    /// Whether the set has the message `name`.
     pub fn contains(&self, name: &str) -> bool {
         self.specs.contains_key(name)
     }
 
+    /// Every message of the set.
     pub fn iter(&self) -> impl Iterator<Item = &MsgSpec> {
         self.specs.values()
     }

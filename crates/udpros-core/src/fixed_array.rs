@@ -8,6 +8,7 @@ use serde::ser::{Serialize, SerializeTuple, Serializer};
 use std::fmt;
 use std::marker::PhantomData;
 
+/// Writes a fixed-size array `T[N]` as ROS1 does: its elements, with no length prefix.
 pub fn serialize<S, T, const N: usize>(array: &[T; N], serializer: S) -> Result<S::Ok, S::Error>
 where
     S: Serializer,
@@ -20,6 +21,7 @@ where
     tuple.end()
 }
 
+/// Reads a fixed-size array `T[N]`: exactly `N` elements, no length prefix.
 pub fn deserialize<'de, D, T, const N: usize>(deserializer: D) -> Result<[T; N], D::Error>
 where
     D: serde::Deserializer<'de>,

@@ -15,6 +15,7 @@ pub struct HeaderLimits {
     pub max_total: usize,
     /// Largest single field; roscpp refuses fields over 1,000,000 bytes.
     pub max_field: usize,
+    /// Most fields in one header (roscpp sends five to eight).
     pub max_fields: usize,
 }
 
@@ -28,19 +29,26 @@ impl Default for HeaderLimits {
     }
 }
 
+/// Why bytes are not a connection header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeaderError {
     /// The input ends inside a length or a field.
     Truncated,
     /// The TCP total length disagrees with the fields that follow.
     TotalMismatch {
+        /// The total the 4-byte prefix announced.
         total: usize,
+        /// The bytes that follow it.
         actual: usize,
     },
+    /// A header or field over its limit ([`HeaderLimits`]), refused before it is copied.
     TooLarge {
+        /// The announced length.
         len: usize,
+        /// The limit it exceeds.
         limit: usize,
     },
+    /// More fields than [`HeaderLimits::max_fields`].
     TooManyFields,
     /// A field without `=`, an empty key, or bytes that are not UTF-8.
     BadField(String),
@@ -74,6 +82,7 @@ pub struct ConnectionHeader {
 }
 
 impl ConnectionHeader {
+    /// An empty header, to be filled with [`ConnectionHeader::with`].
     pub fn new() -> ConnectionHeader {
         ConnectionHeader::default()
     }
@@ -96,10 +105,12 @@ impl ConnectionHeader {
         self
     }
 
+    /// Sets `key` to `value`, replacing an earlier value (as peers do: the last duplicate wins).
     pub fn insert(&mut self, key: &str, value: impl Into<String>) {
         self.fields.insert(key.to_string(), value.into());
     }
 
+    /// The value of `key`, if the header has it.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.fields.get(key).map(String::as_str)
     }
@@ -114,10 +125,12 @@ impl ConnectionHeader {
         self.fields.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// How many fields the header has.
     pub fn len(&self) -> usize {
         self.fields.len()
     }
 
+    /// Whether the header has no field at all.
     pub fn is_empty(&self) -> bool {
         self.fields.is_empty()
     }

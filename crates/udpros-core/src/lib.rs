@@ -7,6 +7,7 @@
 //! property tests, fuzzers and simulated time. The `udpros` node library drives them with
 //! tokio and re-exports this crate as `udpros::wire`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod fixed_array;
 pub mod header;

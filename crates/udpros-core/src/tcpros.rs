@@ -12,9 +12,12 @@ pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
 /// the peer's word, so larger frames grow with what actually comes in.
 const MAX_RESERVE: usize = 8 << 20;
 
+/// A frame whose length prefix exceeds the decoder's maximum: the link should be dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameTooLarge {
+    /// The length the prefix announced.
     pub len: usize,
+    /// The largest frame the decoder accepts.
     pub max: usize,
 }
 
@@ -38,6 +41,7 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder that refuses frames whose body is longer than `max_frame` bytes.
     pub fn new(max_frame: usize) -> FrameDecoder {
         FrameDecoder {
             buf: BytesMut::with_capacity(8 << 10),

@@ -51,10 +51,13 @@ fn contains(source: &[u8], slice: &[u8]) -> bool {
     !slice.is_empty() && outer.start <= inner.start && inner.end <= outer.end
 }
 
+/// Writes bytes as ROS1's `uint8[]`: a `u32` length, then the bytes.
 pub fn serialize<S: Serializer>(bytes: &Bytes, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_bytes(bytes)
 }
 
+/// Reads a `uint8[]` as a view of the buffer [`crate::from_bytes`] decodes (a copy for
+/// any other input).
 pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
     deserializer.deserialize_bytes(BytesVisitor)
 }

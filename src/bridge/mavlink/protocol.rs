@@ -34,7 +34,7 @@ pub struct PingStats {
     pub replies: u64,
     /// Requests unanswered within the timeout, counted once a first reply has come.
     pub lost: u64,
-    /// Lost over settled requests (see [`InFlight`]), as of the last `expire`.
+    /// Lost over settled requests (see `InFlight`), as of the last `expire`.
     pub loss: f64,
     pub last_rtt_us: Option<u64>,
     pub min_rtt_us: Option<u64>,
@@ -216,7 +216,7 @@ impl Pinger {
         PingOutcome::Rtt(rtt)
     }
 
-    /// Settles requests past their timeout (see [`InFlight`]).
+    /// Settles requests past their timeout (see `InFlight`).
     pub fn expire(&mut self, now_us: u64) {
         self.in_flight.expire(now_us as i64, self.timeout_us as i64);
         self.stats.lost = self.in_flight.lost;
@@ -374,7 +374,7 @@ impl TimesyncClient {
         self.in_flight.departed(ts1, at_ns);
     }
 
-    /// Settles requests older than `timeout_ns` (see [`InFlight`]).
+    /// Settles requests older than `timeout_ns` (see `InFlight`).
     pub fn expire(&mut self, now_ns: i64, timeout_ns: i64) {
         self.in_flight.expire(now_ns, timeout_ns);
         self.stats.lost = self.in_flight.lost;

@@ -7,6 +7,7 @@ pub struct Deserializer<'de> {
 }
 
 impl<'de> Deserializer<'de> {
+    /// A deserializer reading ROS1's format from `input`, from its first byte.
     pub fn new(input: &'de [u8]) -> Self {
         Deserializer { input }
     }

@@ -5,12 +5,16 @@ use std::fmt;
 pub enum Error {
     /// The input ended `needed` bytes short.
     UnexpectedEnd {
+        /// Bytes the next value needs.
         needed: usize,
+        /// Bytes the input still holds.
         remaining: usize,
     },
     /// A length prefix claimed more elements or bytes than the input still holds.
     LengthPrefix {
+        /// The length the prefix claimed.
         len: u32,
+        /// Bytes the input still holds.
         remaining: usize,
     },
     /// The message was decoded but bytes were left over: the peer's type differs.
@@ -19,6 +23,7 @@ pub enum Error {
     TooLong(usize),
     /// A Rust shape ROS1 cannot carry (maps, options, enums, ...).
     Unsupported(&'static str),
+    /// A message from a type's own `Serialize` or `Deserialize` implementation.
     Custom(String),
 }
 

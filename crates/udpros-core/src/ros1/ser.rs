@@ -3,6 +3,7 @@ use serde::ser::{self, Serialize};
 
 /// Where the serializer puts what it writes.
 pub trait Output {
+    /// Appends `bytes` (writes them, or only counts them).
     fn put(&mut self, bytes: &[u8]);
 }
 
@@ -29,6 +30,7 @@ pub struct Serializer<'a, W: Output = Vec<u8>> {
 }
 
 impl<'a, W: Output> Serializer<'a, W> {
+    /// A serializer that writes ROS1's format to `out`.
     pub fn new(out: &'a mut W) -> Self {
         Serializer { out }
     }

@@ -4,13 +4,16 @@ use super::{next_message_id, DatagramHeader, Opcode, HEADER_LEN, MAX_UDP_PAYLOAD
 use bytes::Bytes;
 use std::fmt;
 
+/// Why a message cannot be cut into UDPROS datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FragmentError {
     /// A datagram size that leaves no room for payload (or exceeds what UDP carries).
     InvalidDatagramSize(usize),
     /// The message needs more blocks than the 16-bit block field counts.
     TooManyBlocks {
+        /// The frame's length, prefix included.
         frame_len: usize,
+        /// The datagram size it was to be cut at.
         max_datagram_size: usize,
     },
 }
@@ -40,6 +43,8 @@ pub struct Fragmenter {
 }
 
 impl Fragmenter {
+    /// A fragmenter for the link `connection_id` with datagrams of at most
+    /// `max_datagram_size` bytes (header included).
     pub fn new(connection_id: u32, max_datagram_size: usize) -> Result<Fragmenter, FragmentError> {
         if !(HEADER_LEN + 1..=MAX_UDP_PAYLOAD).contains(&max_datagram_size) {
             return Err(FragmentError::InvalidDatagramSize(max_datagram_size));
@@ -51,10 +56,12 @@ impl Fragmenter {
         })
     }
 
+    /// The largest datagram, header included.
     pub fn max_datagram_size(&self) -> usize {
         self.max_datagram_size
     }
 
+    /// The connection id every datagram carries.
     pub fn connection_id(&self) -> u32 {
         self.connection_id
     }
@@ -147,19 +154,24 @@ impl Fragmenter {
 /// [`Fragmenter::write_datagrams`] instead; this form serves tests and tools.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Datagram {
+    /// The 8-byte UDPROS header.
     pub header: [u8; HEADER_LEN],
+    /// This datagram's part of the frame (a slice of it, not a copy).
     pub payload: Bytes,
 }
 
 impl Datagram {
+    /// The datagram's size on the wire, header included.
     pub fn len(&self) -> usize {
         HEADER_LEN + self.payload.len()
     }
 
+    /// Never true: a datagram always has its header.
     pub fn is_empty(&self) -> bool {
         false
     }
 
+    /// The datagram as one buffer: header, then payload.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len());
         out.extend_from_slice(&self.header);
@@ -180,10 +192,12 @@ pub struct Fragments {
 }
 
 impl Fragments {
+    /// The message id all of this message's datagrams carry (1..=255).
     pub fn message_id(&self) -> u8 {
         self.message_id
     }
 
+    /// How many datagrams the message takes.
     pub fn blocks(&self) -> u16 {
         self.blocks
     }

@@ -10,7 +10,7 @@ mod reassemble;
 
 pub use fragment::{Datagram, FragmentError, Fragmenter, Fragments};
 pub use pacing::Pacer;
-pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats};
+pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
 
 /// Bytes of the datagram header.
 pub const HEADER_LEN: usize = 8;
@@ -20,16 +20,22 @@ pub const ROSCPP_MAX_DATAGRAM: usize = 1500;
 /// The largest UDP payload over IPv4.
 pub const MAX_UDP_PAYLOAD: usize = 65507;
 
+/// What a datagram carries (the header's opcode byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
+    /// The first block of a message; its `block` field is the message's block count.
     Data0 = 0,
+    /// A later block; its `block` field is its index (1..count).
     DataN = 1,
+    /// A heartbeat (udpros peers only: roscpp drops a link on it).
     Ping = 2,
+    /// The link is closing (udpros peers only).
     Err = 3,
 }
 
 impl Opcode {
+    /// The opcode of a header byte, or `None` for an unknown one.
     pub fn from_u8(v: u8) -> Option<Opcode> {
         Some(match v {
             0 => Opcode::Data0,
@@ -41,16 +47,21 @@ impl Opcode {
     }
 }
 
+/// The 8-byte header at the front of every UDPROS datagram, all fields little-endian.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatagramHeader {
+    /// The link's id, from the publisher's `requestTopic` answer.
     pub connection_id: u32,
+    /// What the datagram carries.
     pub opcode: Opcode,
+    /// The message this datagram belongs to; 0 is never sent (roscpp reads it as idle).
     pub message_id: u8,
     /// DATA0: the message's block count; DATAN: this block's index.
     pub block: u16,
 }
 
 impl DatagramHeader {
+    /// The header's 8 bytes.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];
         out[..4].copy_from_slice(&self.connection_id.to_le_bytes());

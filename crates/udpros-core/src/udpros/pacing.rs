@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+/// A token bucket that says when each datagram may leave, so a large message reaches the
+/// receiver at a rate its socket buffer absorbs instead of as one burst.
 #[derive(Debug, Clone)]
 pub struct Pacer {
     /// Bytes per second; `None` sends everything at once.

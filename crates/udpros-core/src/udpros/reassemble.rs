@@ -18,6 +18,7 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// How a [`Reassembler`] judges what arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReassemblerConfig {
     /// Largest frame accepted (length prefix included); larger messages are dropped.
@@ -58,6 +59,7 @@ pub enum Event {
 /// Per-connection counters, as `getBusStats` reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UdpStats {
+    /// Messages delivered.
     pub messages: u64,
     /// Body bytes of delivered messages (without length prefixes, as roscpp counts).
     pub bytes: u64,
@@ -65,6 +67,7 @@ pub struct UdpStats {
     pub incomplete: u64,
     /// Messages whose ids were skipped entirely (not one datagram seen).
     pub missed: u64,
+    /// Datagrams of blocks (or whole messages) already received.
     pub duplicates: u64,
     /// Blocks that arrived after a later block of the same message, or before its DATA0.
     pub out_of_order: u64,
@@ -76,6 +79,7 @@ pub struct UdpStats {
     pub foreign: u64,
     /// Messages over the size limit.
     pub oversize: u64,
+    /// Heartbeats received.
     pub pings: u64,
 }
 
@@ -177,6 +181,8 @@ struct Stash {
     deadline: Instant,
 }
 
+/// Reassembles one link's datagrams into messages (see the module documentation):
+/// datagrams and `now` in, [`Event`]s and a deadline ([`Reassembler::poll_timeout`]) out.
 #[derive(Debug)]
 pub struct Reassembler {
     config: ReassemblerConfig,
@@ -192,6 +198,7 @@ pub struct Reassembler {
 }
 
 impl Reassembler {
+    /// A reassembler with `config`, holding nothing.
     pub fn new(config: ReassemblerConfig) -> Reassembler {
         Reassembler {
             config,
@@ -204,6 +211,7 @@ impl Reassembler {
         }
     }
 
+    /// How it judges what arrives.
     pub fn config(&self) -> &ReassemblerConfig {
         &self.config
     }
@@ -213,6 +221,7 @@ impl Reassembler {
         self.config.connection_id = id;
     }
 
+    /// What it has counted so far, as `getBusStats` reports it.
     pub fn stats(&self) -> &UdpStats {
         &self.stats
     }
