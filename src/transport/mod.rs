@@ -2,7 +2,7 @@
 //! out to TCPROS and UDPROS links, subscriptions negotiating with each publisher and
 //! reading from it, and the sockets both need.
 
-pub mod offload;
+pub(crate) mod offload;
 pub mod publication;
 pub mod queue;
 mod sender;

@@ -230,7 +230,7 @@ impl Publication {
     }
 
     /// Serves a TCP subscriber whose handshake succeeded (our reply already written).
-    pub fn add_tcp_link(&self, stream: TcpStream, caller_id: &str, nodelay: bool) {
+    pub(crate) fn add_tcp_link(&self, stream: TcpStream, caller_id: &str, nodelay: bool) {
         let peer = stream
             .peer_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
