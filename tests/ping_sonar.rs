@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use udpros::bridge::ping::link::LinkSpec;
 use udpros::bridge::ping::node::{run, Config};
-use udpros::bridge::ping::sim::{serve_stream, serve_udp, SimKind};
+use udpros::bridge::ping::sim::{serve_stream, serve_udp};
+use udpros::bridge::ping::DeviceKind;
 use udpros::bridge::ping::Dialect;
 use udpros::master::Master;
 use udpros::msgs::{sensor_msgs, udpros as umsg};
@@ -46,7 +47,7 @@ async fn ranges(listener: &Node, count: usize, limit: Duration) -> Vec<f32> {
 }
 
 async fn udp_sim(
-    kind: SimKind,
+    kind: DeviceKind,
     dialect: Dialect,
 ) -> (u16, tokio::task::JoinHandle<()>, Arc<Mutex<Vec<u16>>>) {
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -122,7 +123,7 @@ async fn diagnostic(listener: &Node, key: &str, ready: impl Fn(&str) -> bool) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn built_in_simulator_over_udp_with_profiles_and_no_draft_ids() {
-    let (port, _sim, seen) = udp_sim(SimKind::Ping1d, Dialect::Current).await;
+    let (port, _sim, seen) = udp_sim(DeviceKind::Ping1d, Dialect::Current).await;
     let (_m, listener, _task) = sonar(Config::new(LinkSpec::Udp {
         host: "127.0.0.1".into(),
         port,
@@ -163,7 +164,7 @@ async fn built_in_simulator_over_udp_with_profiles_and_no_draft_ids() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_setting_is_reported() {
-    let mut cfg = Config::new(LinkSpec::Sim(SimKind::Ping1d));
+    let mut cfg = Config::new(LinkSpec::Sim(DeviceKind::Ping1d));
     cfg.mode_auto = false;
     cfg.gain = 9; // the device takes 0 to 6
     let (_m, listener, _task) = sonar(cfg).await;
@@ -196,7 +197,7 @@ async fn built_in_simulator_over_a_pseudo_terminal() {
     assert!(common::wait_for(Duration::from_secs(10), || a.exists() && b.exists()));
     let device =
         tokio_serial::SerialStream::open(&tokio_serial::new(a.to_str().unwrap(), 115200)).unwrap();
-    let _sim = tokio::spawn(serve_stream(device, SimKind::Ping1d, Dialect::Current));
+    let _sim = tokio::spawn(serve_stream(device, DeviceKind::Ping1d, Dialect::Current));
     let spec = LinkSpec::Serial {
         path: b.to_str().unwrap().into(),
         baud: 115200,
@@ -239,7 +240,7 @@ async fn garbage_relay(device: u16) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_bursts_cost_only_the_frames_they_hit() {
-    let (device, _sim, _) = udp_sim(SimKind::Ping1d, Dialect::Current).await;
+    let (device, _sim, _) = udp_sim(DeviceKind::Ping1d, Dialect::Current).await;
     let relay = garbage_relay(device).await;
     let (_m, listener, _task) = sonar(Config::new(LinkSpec::Udp {
         host: "127.0.0.1".into(),
@@ -255,7 +256,7 @@ async fn garbage_bursts_cost_only_the_frames_they_hit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovers_when_the_device_restarts() {
-    let (port, sim, _) = udp_sim(SimKind::Ping1d, Dialect::Current).await;
+    let (port, sim, _) = udp_sim(DeviceKind::Ping1d, Dialect::Current).await;
     let (_m, listener, _task) = sonar(Config::new(LinkSpec::Udp {
         host: "127.0.0.1".into(),
         port,
@@ -268,7 +269,12 @@ async fn recovers_when_the_device_restarts() {
         .await
         .unwrap();
     let back = Instant::now();
-    let _sim = tokio::spawn(serve_udp(socket, SimKind::Ping1d, Dialect::Current, None));
+    let _sim = tokio::spawn(serve_udp(
+        socket,
+        DeviceKind::Ping1d,
+        Dialect::Current,
+        None,
+    ));
     assert_eq!(ranges(&listener, 3, Duration::from_secs(20)).await.len(), 3);
     eprintln!("data again {:?} after the device came back", back.elapsed());
     assert!(
@@ -280,7 +286,7 @@ async fn recovers_when_the_device_restarts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn draft2017_dialect_end_to_end() {
-    let (port, _sim, seen) = udp_sim(SimKind::Ping1d, Dialect::Draft2017).await;
+    let (port, _sim, seen) = udp_sim(DeviceKind::Ping1d, Dialect::Draft2017).await;
     let mut cfg = Config::new(LinkSpec::Udp {
         host: "127.0.0.1".into(),
         port,
@@ -299,7 +305,7 @@ async fn draft2017_dialect_end_to_end() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping360_sweeps_become_echoes_scans_and_images() {
     for auto in [false, true] {
-        let mut cfg = Config::new(LinkSpec::Sim(SimKind::Ping360));
+        let mut cfg = Config::new(LinkSpec::Sim(DeviceKind::Ping360));
         cfg.use_auto_transmit = auto;
         cfg.num_steps = 10;
         cfg.range = 5.0;
@@ -362,7 +368,10 @@ async fn a_roscpp_udp_subscriber_receives_range() {
         return;
     };
     let sonar_node = node(&uri, "ping_sonar").await;
-    let _task = tokio::spawn(run(sonar_node, Config::new(LinkSpec::Sim(SimKind::Ping1d))));
+    let _task = tokio::spawn(run(
+        sonar_node,
+        Config::new(LinkSpec::Sim(DeviceKind::Ping1d)),
+    ));
     // The peer's String type would be refused; it subscribes with md5 of Range via rostopic-like
     // generic check instead: use the roscpp peer's "range" type.
     let mut cmd = std::process::Command::new(roscpp);

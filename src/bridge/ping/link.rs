@@ -3,7 +3,8 @@
 //! forever with backoff.
 
 use super::frame::{Decoder, DecoderStats, Frame};
-use super::sim::{SimKind, Simulator};
+use super::sim::Simulator;
+use super::DeviceKind;
 use super::Dialect;
 use std::fmt;
 use std::str::FromStr;
@@ -17,7 +18,7 @@ use tokio::sync::mpsc;
 pub enum LinkSpec {
     Serial { path: String, baud: u32 },
     Udp { host: String, port: u16 },
-    Sim(SimKind),
+    Sim(DeviceKind),
 }
 
 impl FromStr for LinkSpec {
@@ -46,8 +47,8 @@ impl FromStr for LinkSpec {
                 })
             }
             "sim" => match rest {
-                "ping1d" => Ok(LinkSpec::Sim(SimKind::Ping1d)),
-                "ping360" => Ok(LinkSpec::Sim(SimKind::Ping360)),
+                "ping1d" => Ok(LinkSpec::Sim(DeviceKind::Ping1d)),
+                "ping360" => Ok(LinkSpec::Sim(DeviceKind::Ping360)),
                 _ => Err(bad()),
             },
             _ => Err(bad()),
@@ -60,8 +61,8 @@ impl fmt::Display for LinkSpec {
         match self {
             LinkSpec::Serial { path, baud } => write!(f, "serial:{path}:{baud}"),
             LinkSpec::Udp { host, port } => write!(f, "udp:{host}:{port}"),
-            LinkSpec::Sim(SimKind::Ping1d) => f.write_str("sim:ping1d"),
-            LinkSpec::Sim(SimKind::Ping360) => f.write_str("sim:ping360"),
+            LinkSpec::Sim(DeviceKind::Ping1d) => f.write_str("sim:ping1d"),
+            LinkSpec::Sim(DeviceKind::Ping360) => f.write_str("sim:ping360"),
         }
     }
 }
@@ -298,7 +299,7 @@ async fn serial(
 }
 
 async fn simulated(
-    kind: SimKind,
+    kind: DeviceKind,
     dialect: Dialect,
     decoder: &mut Decoder,
     events: &mpsc::Sender<LinkEvent>,
@@ -347,7 +348,10 @@ mod tests {
                 port: 9090
             })
         );
-        assert_eq!("sim:ping360".parse(), Ok(LinkSpec::Sim(SimKind::Ping360)));
+        assert_eq!(
+            "sim:ping360".parse(),
+            Ok(LinkSpec::Sim(DeviceKind::Ping360))
+        );
         assert!("tcp:x:1".parse::<LinkSpec>().is_err());
         assert!("udp:host:notaport".parse::<LinkSpec>().is_err());
         assert_eq!(

@@ -5,7 +5,7 @@
 use super::frame::Frame;
 use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
 use super::messages::{self as m, Message};
-use super::sim::SimKind;
+use super::DeviceKind;
 use super::{draft2017 as draft, Dialect};
 use crate::bridge::Params;
 use crate::msg::Time;
@@ -175,7 +175,7 @@ struct Publishers {
 #[derive(Debug, Default, Clone)]
 struct DeviceState {
     connected: bool,
-    kind: Option<SimKind>,
+    kind: Option<DeviceKind>,
     firmware: String,
     protocol: String,
     processor_temperature: Option<f64>,
@@ -342,7 +342,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                         state.connected = true;
                         configured = false;
                         identify_at = Instant::now();
-                        if state.kind == Some(SimKind::Ping360) || cfg.device_type == DeviceType::Ping360 {
+                        if state.kind == Some(DeviceKind::Ping360) || cfg.device_type == DeviceType::Ping360 {
                             let _ = link.out.send(Outgoing::Break);
                         }
                     }
@@ -385,7 +385,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
             }
             continue;
         }
-        let kind = state.kind.unwrap_or(SimKind::Ping1d);
+        let kind = state.kind.unwrap_or(DeviceKind::Ping1d);
         if !configured {
             state.pending = configure(
                 &link,
@@ -400,7 +400,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         }
         state.expire(&link, now);
         match kind {
-            SimKind::Ping1d => {
+            DeviceKind::Ping1d => {
                 // Streaming stalled (or a device without continuous mode): poll.
                 if now >= next_poll
                     && last_data.elapsed()
@@ -410,7 +410,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                     next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval));
                 }
             }
-            SimKind::Ping360 if !use_auto_transmit(&cfg, &state) => {
+            DeviceKind::Ping360 if !use_auto_transmit(&cfg, &state) => {
                 let waiting = awaiting_360_reply
                     .is_some_and(|sent| sent.elapsed() < Duration::from_millis(1500));
                 if !waiting {
@@ -427,10 +427,16 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                     };
                     link.send(Message::Transducer(t).to_frame());
                     awaiting_360_reply = Some(now);
-                    angle = step_angle(angle, &cfg, &mut direction);
+                    angle = super::sweep_step(
+                        angle,
+                        angle_grad(cfg.start_angle),
+                        angle_grad(cfg.stop_angle),
+                        cfg.num_steps,
+                        &mut direction,
+                    );
                 }
             }
-            SimKind::Ping360 => {
+            DeviceKind::Ping360 => {
                 if last_data.elapsed() > Duration::from_secs(2) {
                     configured = false; // restart auto-transmit
                 }
@@ -438,7 +444,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         }
         if now >= next_diag {
             next_diag = now + Duration::from_secs(1);
-            if kind == SimKind::Ping1d && cfg.dialect == Dialect::Current {
+            if kind == DeviceKind::Ping1d && cfg.dialect == Dialect::Current {
                 for id in [
                     m::ProcessorTemperature::ID,
                     m::PcbTemperature::ID,
@@ -452,7 +458,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
             publish_diagnostics(&node, &cfg, &pubs, &state, &link, &latency);
         }
     }
-    if state.kind == Some(SimKind::Ping360) {
+    if state.kind == Some(DeviceKind::Ping360) {
         link.send(Message::MotorOff(m::MotorOff {}).to_frame());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -544,21 +550,6 @@ fn angle_grad(degrees: f64) -> u16 {
     ((degrees / 0.9).round() as i64).rem_euclid(400) as u16
 }
 
-fn step_angle(angle: u16, cfg: &Config, direction: &mut i32) -> u16 {
-    let (start, stop) = (angle_grad(cfg.start_angle), angle_grad(cfg.stop_angle));
-    let step = i32::from(cfg.num_steps);
-    if start == stop {
-        return ((i32::from(angle) + step).rem_euclid(400)) as u16;
-    }
-    let (lo, hi) = (i32::from(start.min(stop)), i32::from(start.max(stop)));
-    let mut next = i32::from(angle) + *direction * step;
-    if next > hi || next < lo {
-        *direction = -*direction;
-        next = (i32::from(angle) + *direction * step).clamp(lo, hi);
-    }
-    next as u16
-}
-
 /// Identification: protocol_version and device_information (harmless on every firmware);
 /// in draft mode, the draft's version request, but only while the device does not answer
 /// the current protocol.
@@ -586,7 +577,7 @@ fn use_auto_transmit(cfg: &Config, state: &DeviceState) -> bool {
 fn configure(
     link: &Link,
     cfg: &Config,
-    kind: SimKind,
+    kind: DeviceKind,
     settings: &Ping360Settings,
     auto_transmit: bool,
 ) -> Vec<PendingSet> {
@@ -594,7 +585,7 @@ fn configure(
     let mut pending = Vec::new();
     let deadline = Instant::now() + SET_TIMEOUT;
     match (kind, cfg.dialect) {
-        (SimKind::Ping1d, Dialect::Current) => {
+        (DeviceKind::Ping1d, Dialect::Current) => {
             let speed = mm(cfg.speed_of_sound);
             let auto = u8::from(cfg.mode_auto);
             let interval = cfg.ping_interval;
@@ -661,7 +652,7 @@ fn configure(
                 Message::ContinuousStart(m::ContinuousStart { id: m::Profile::ID }).to_frame(),
             );
         }
-        (SimKind::Ping1d, Dialect::Draft2017) => {
+        (DeviceKind::Ping1d, Dialect::Draft2017) => {
             let sets: Vec<draft::DraftMessage> = vec![
                 draft::SonarSetVelocity {
                     c_water: mm(cfg.speed_of_sound),
@@ -680,7 +671,7 @@ fn configure(
                 link.send(message.to_frame());
             }
         }
-        (SimKind::Ping360, _) if auto_transmit => {
+        (DeviceKind::Ping360, _) if auto_transmit => {
             let _ = link.out.send(Outgoing::Break);
             let a = m::AutoTransmit {
                 mode: 1,
@@ -696,7 +687,7 @@ fn configure(
             };
             link.send(Message::AutoTransmit(a).to_frame());
         }
-        (SimKind::Ping360, _) => {}
+        (DeviceKind::Ping360, _) => {}
     }
     pending
 }
@@ -792,7 +783,7 @@ fn handle_frame(
         if let Ok(msg) = draft::DraftMessage::decode(frame.id, &frame.payload) {
             match msg {
                 draft::DraftMessage::GenGetVersion(v) => {
-                    state.kind = Some(SimKind::Ping1d);
+                    state.kind = Some(DeviceKind::Ping1d);
                     state.firmware = format!(
                         "{}.{} (2017 draft protocol)",
                         v.fw_version_major, v.fw_version_minor
@@ -826,16 +817,16 @@ fn handle_frame(
                 i.firmware_version_major, i.firmware_version_minor, i.firmware_version_patch
             );
             state.kind = Some(match (cfg.device_type, i.device_type) {
-                (DeviceType::Ping360, _) | (DeviceType::Auto, 2) => SimKind::Ping360,
-                _ => SimKind::Ping1d,
+                (DeviceType::Ping360, _) | (DeviceType::Auto, 2) => DeviceKind::Ping360,
+                _ => DeviceKind::Ping1d,
             });
         }
         Message::FirmwareVersion(v) if state.kind.is_none() => {
             state.firmware = format!("{}.{}", v.firmware_version_major, v.firmware_version_minor);
             state.kind = Some(if cfg.device_type == DeviceType::Ping360 {
-                SimKind::Ping360
+                DeviceKind::Ping360
             } else {
-                SimKind::Ping1d
+                DeviceKind::Ping1d
             });
         }
         // Published by the link's fast path.
@@ -1029,8 +1020,8 @@ fn diagnostics(
         kv(
             "device type",
             match state.kind {
-                Some(SimKind::Ping1d) => "ping1d",
-                Some(SimKind::Ping360) => "ping360",
+                Some(DeviceKind::Ping1d) => "ping1d",
+                Some(DeviceKind::Ping360) => "ping360",
                 None => "not identified",
             }
             .into(),

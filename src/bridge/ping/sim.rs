@@ -7,16 +7,10 @@
 use super::draft2017::{self as draft, DraftMessage};
 use super::frame::{encode_frame, Decoder, Frame};
 use super::messages::{self as m, Message};
-use super::Dialect;
+use super::{DeviceKind, Dialect};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SimKind {
-    Ping1d,
-    Ping360,
-}
 
 /// How long a simulated Ping1D takes to ping (the reply to a measurement comes after it).
 const PING1D_PING: Duration = Duration::from_millis(15);
@@ -27,7 +21,7 @@ const DEVICE_ID: u8 = 2;
 
 #[derive(Debug)]
 pub struct Simulator {
-    kind: SimKind,
+    kind: DeviceKind,
     dialect: Dialect,
     decoder: Decoder,
     started: Instant,
@@ -51,10 +45,10 @@ pub struct Simulator {
 }
 
 impl Simulator {
-    pub fn new(kind: SimKind, dialect: Dialect, now: Instant) -> Simulator {
+    pub fn new(kind: DeviceKind, dialect: Dialect, now: Instant) -> Simulator {
         Simulator {
             kind,
-            dialect: if kind == SimKind::Ping360 {
+            dialect: if kind == DeviceKind::Ping360 {
                 Dialect::Current
             } else {
                 dialect
@@ -166,7 +160,7 @@ impl Simulator {
                 },
             ),
             (kind, _) if id == m::DeviceInformation::ID => {
-                let device_type = if kind == SimKind::Ping1d { 1 } else { 2 };
+                let device_type = if kind == DeviceKind::Ping1d { 1 } else { 2 };
                 let info = m::DeviceInformation {
                     device_type,
                     device_revision: 1,
@@ -177,8 +171,8 @@ impl Simulator {
                 };
                 self.send(now, info)
             }
-            (SimKind::Ping1d, _) => self.handle_ping1d(id, &payload, request, now),
-            (SimKind::Ping360, _) => self.handle_ping360(id, &payload, now),
+            (DeviceKind::Ping1d, _) => self.handle_ping1d(id, &payload, request, now),
+            (DeviceKind::Ping360, _) => self.handle_ping360(id, &payload, now),
         }
     }
 
@@ -481,7 +475,13 @@ impl Simulator {
                 data: e.data,
             };
             self.send(due, reply);
-            self.auto_angle = next_angle(self.auto_angle, &a, &mut self.auto_direction);
+            self.auto_angle = super::sweep_step(
+                self.auto_angle,
+                a.start_angle,
+                a.stop_angle,
+                a.num_steps,
+                &mut self.auto_direction,
+            );
             self.next_auto = Some(due + PING360_STEP + Duration::from_millis(u64::from(a.delay)));
         }
     }
@@ -555,32 +555,12 @@ impl Simulator {
     }
 }
 
-/// The next angle of an auto-transmit sweep: back and forth over a sector, round and round
-/// over the full circle.
-fn next_angle(angle: u16, a: &m::AutoTransmit, direction: &mut i32) -> u16 {
-    let step = i32::from(a.num_steps.max(1));
-    let full = a.start_angle == a.stop_angle || (a.start_angle == 0 && a.stop_angle >= 399);
-    if full {
-        return ((i32::from(angle) + step).rem_euclid(400)) as u16;
-    }
-    let (lo, hi) = (
-        i32::from(a.start_angle.min(a.stop_angle)),
-        i32::from(a.start_angle.max(a.stop_angle)),
-    );
-    let mut next = i32::from(angle) + *direction * step;
-    if next > hi || next < lo {
-        *direction = -*direction;
-        next = (i32::from(angle) + *direction * step).clamp(lo, hi);
-    }
-    next as u16
-}
-
 /// Serves a simulated device on a UDP socket (as BlueOS's bridges expose a real one),
 /// answering whoever sent the last datagram. `seen` records the ids the host sent. Runs
 /// until aborted.
 pub async fn serve_udp(
     socket: tokio::net::UdpSocket,
-    kind: SimKind,
+    kind: DeviceKind,
     dialect: Dialect,
     seen: Option<std::sync::Arc<std::sync::Mutex<Vec<u16>>>>,
 ) {
@@ -621,7 +601,7 @@ pub async fn serve_udp(
 /// Serves a simulated device on a byte stream (a pseudo-terminal, say).
 pub async fn serve_stream<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     mut stream: S,
-    kind: SimKind,
+    kind: DeviceKind,
     dialect: Dialect,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -669,7 +649,7 @@ mod tests {
     #[test]
     fn ping1d_acks_sets_nacks_bad_values_and_answers_after_the_ping() {
         let t0 = Instant::now();
-        let mut sim = Simulator::new(SimKind::Ping1d, Dialect::Current, t0);
+        let mut sim = Simulator::new(DeviceKind::Ping1d, Dialect::Current, t0);
         sim.receive(
             &Message::SetSpeedOfSound(m::SetSpeedOfSound {
                 speed_of_sound: 1_480_000,
@@ -694,7 +674,7 @@ mod tests {
     #[test]
     fn ping1d_streams_profiles_once_started() {
         let t0 = Instant::now();
-        let mut sim = Simulator::new(SimKind::Ping1d, Dialect::Current, t0);
+        let mut sim = Simulator::new(DeviceKind::Ping1d, Dialect::Current, t0);
         sim.receive(
             &Message::ContinuousStart(m::ContinuousStart { id: 1300 }).to_frame(),
             t0,
@@ -709,7 +689,7 @@ mod tests {
     #[test]
     fn ping360_answers_transducer_and_sweeps_in_auto_transmit() {
         let t0 = Instant::now();
-        let mut sim = Simulator::new(SimKind::Ping360, Dialect::Current, t0);
+        let mut sim = Simulator::new(DeviceKind::Ping360, Dialect::Current, t0);
         let t = m::Transducer {
             mode: 1,
             angle: 50,
@@ -766,7 +746,7 @@ mod tests {
     #[test]
     fn draft_device_answers_only_draft_requests() {
         let t0 = Instant::now();
-        let mut sim = Simulator::new(SimKind::Ping1d, Dialect::Draft2017, t0);
+        let mut sim = Simulator::new(DeviceKind::Ping1d, Dialect::Draft2017, t0);
         sim.receive(&request(m::ProtocolVersion::ID), t0);
         assert!(
             sim.poll_transmit(t0 + Duration::from_secs(1)).is_none(),
