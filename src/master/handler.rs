@@ -154,7 +154,9 @@ impl MasterHandler {
             _ => {}
         }
         // A large value is converted before the lock is taken.
-        let prepared = (method == "setParam").then(|| Param::from_value(args[1].clone()));
+        let prepared = (method == "setParam")
+            .then(|| args.get(1).cloned().map(Param::from_value))
+            .flatten();
         let mut state = self.lock();
         let s = &mut *state;
         match method {
@@ -167,8 +169,9 @@ impl MasterHandler {
             }
             "setParam" => {
                 let key = resolve(arg(&args, 0), caller_id);
-                let value = &args[1];
-                let param = prepared.unwrap_or_else(|| Param::from_value(value.clone()));
+                let (Some(value), Some(param)) = (args.get(1), prepared) else {
+                    return (-1, "Error: invalid arguments: no value".into(), default);
+                };
                 if let Err(e) = s.params.set_param(&key, param) {
                     return (-1, format!("Error: invalid arguments: {e}"), default);
                 }

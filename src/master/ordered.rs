@@ -66,12 +66,16 @@ impl<V> OrderedMap<V> {
     pub fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
         let i = match self.index.get(key) {
             Some(&i) => i,
-            None => self.push(key, make()),
+            None => {
+                self.index.insert(key.to_string(), self.entries.len());
+                self.entries.push(None);
+                self.entries.len() - 1
+            }
         };
-        match &mut self.entries[i] {
-            Some((_, v)) => v,
-            None => unreachable!("the index names only live entries"),
-        }
+        // The slot is filled already unless it was just added.
+        &mut self.entries[i]
+            .get_or_insert_with(|| (key.to_string(), make()))
+            .1
     }
 
     pub fn remove(&mut self, key: &str) -> Option<V> {

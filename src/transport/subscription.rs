@@ -604,7 +604,8 @@ async fn read_udp(
                         continue;
                     }
                 };
-                if !sources.allows(from) {
+                // The source of the last accepted datagram needs no second look.
+                if peer != Some(from) && !sources.allows(from) {
                     foreign += 1;
                     if foreign == 1 {
                         tracing::warn!(

@@ -110,11 +110,7 @@ impl XmlRpcServer {
     ) -> std::io::Result<XmlRpcServer> {
         let local_addr = listener.local_addr()?;
         let connections = ConnectionSet::new(limits.max_connections);
-        let shared = Arc::new(Shared {
-            handler,
-            limits,
-            large_bodies: Semaphore::new(limits.large_body_budget),
-        });
+        let shared = Shared::new(handler, limits);
         let accept = tokio::spawn(accept_loop(listener, shared, connections.clone()));
         Ok(XmlRpcServer {
             local_addr,
@@ -150,6 +146,16 @@ struct Shared {
     limits: ServerLimits,
     /// Permits are bytes of large bodies.
     large_bodies: Semaphore,
+}
+
+impl Shared {
+    fn new(handler: Arc<dyn Handler>, limits: ServerLimits) -> Arc<Shared> {
+        Arc::new(Shared {
+            handler,
+            limits,
+            large_bodies: Semaphore::new(limits.large_body_budget),
+        })
+    }
 }
 
 async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, connections: Arc<ConnectionSet>) {
@@ -208,12 +214,7 @@ pub async fn serve_stream<IO>(io: IO, handler: Arc<dyn Handler>, limits: ServerL
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let shared = Arc::new(Shared {
-        handler,
-        limits,
-        large_bodies: Semaphore::new(limits.large_body_budget),
-    });
-    serve_connection(io, shared, None).await;
+    serve_connection(io, Shared::new(handler, limits), None).await;
 }
 
 fn fault_reply(message: impl Into<String>) -> Response<Full<Bytes>> {
