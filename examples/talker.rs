@@ -11,6 +11,8 @@ use udpros::node::{AdvertiseOptions, Node};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Log events go to stderr (filtered by RUST_LOG) and, once the node is up, to /rosout.
+    udpros::logging::init();
     // Name, namespace, master, host, remappings and _private:=params from argv and the
     // environment, as roscpp reads them.
     let node = Node::from_env("talker").await?;
@@ -19,6 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let chatter = node
         .advertise::<std_msgs::String>("chatter", AdvertiseOptions::default())
         .await?;
+    udpros::tracing::info!("publishing on {}", chatter.topic());
     let mut rate = tokio::time::interval(Duration::from_millis(100));
     let mut sent = 0;
     while count == 0 || sent < count {

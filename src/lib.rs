@@ -5,16 +5,13 @@
 //! code generator, also for users' own messages).
 
 pub mod api;
-pub mod bridge;
 pub mod connections;
-pub mod delay_line;
 pub mod logging;
 pub mod master;
 pub mod msg;
 pub mod names;
 pub mod node;
 pub mod param_yaml;
-pub mod proxy;
 pub mod rosout;
 pub mod transport;
 pub mod xmlrpc;
@@ -26,6 +23,9 @@ pub use udpros_core as wire;
 /// [`udpros_codegen`] crate.
 pub use udpros_codegen as codegen;
 pub mod yaml;
+
+/// The `tracing` crate, which udpros logs with and nodes log with: see [`logging`].
+pub use tracing;
 
 /// The message types udpros ships, generated from `msg/<package>/<Type>.msg`.
 pub mod msgs {

@@ -1,21 +1,18 @@
 //! A tracing layer that publishes log events on `/rosout` as `rosgraph_msgs/Log`, so
 //! `rqt_console`, `rosout` and `/rosout_agg` see udpros nodes like any other.
 //!
-//! ```no_run
-//! use tracing_subscriber::prelude::*;
-//! tracing_subscriber::registry().with(tracing_subscriber::fmt::layer()).with(udpros::rosout::layer()).init();
-//! ```
+//! [`crate::logging::init`] sends events here; with the `tracing-subscriber` feature,
+//! `layer()` does the same from inside a program's own subscriber stack
+//! (`tracing_subscriber::registry().with(udpros::rosout::layer())`).
 
+use crate::logging::EventText;
 use crate::msg::Time;
 use crate::msgs::rosgraph_msgs::Log;
 use crate::transport::publication::Publication;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, Weak};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::layer::Context;
-use tracing_subscriber::Layer;
+use tracing::{Event, Level};
 
 struct Target {
     node: String,
@@ -43,32 +40,40 @@ pub(crate) fn set_target(node: &str, publication: Weak<Publication>, topics: Vec
     }
 }
 
-/// The layer; install it with `tracing_subscriber`.
-pub fn layer() -> RosoutLayer {
-    RosoutLayer
-}
-
-pub struct RosoutLayer;
-
-#[derive(Default)]
-struct Message(String);
-
-impl Visit for Message {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.0 = value.to_string();
-        } else {
-            self.0.push_str(&format!(" {}={value}", field.name()));
-        }
+/// Publishes `event` on the node's `/rosout` when it is at `INFO` or above and a node has
+/// made its `/rosout` the target; events raised while publishing are dropped, not looped.
+pub(crate) fn publish(event: &Event<'_>) {
+    if PUBLISHING.with(Cell::get) || *event.metadata().level() > Level::INFO {
+        return;
     }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        } else {
-            self.0.push_str(&format!(" {}={value:?}", field.name()));
-        }
+    let Ok(target) = TARGET.try_lock() else {
+        return;
+    };
+    let Some(t) = target.as_ref() else { return };
+    let Some(publication) = t.publication.upgrade() else {
+        return;
+    };
+    let mut message = EventText::default();
+    event.record(&mut message);
+    let meta = event.metadata();
+    let mut log = Log {
+        level: ros_level(meta.level()),
+        name: t.node.clone(),
+        msg: message.0,
+        file: meta.file().unwrap_or("").to_string(),
+        function: meta.module_path().unwrap_or("").to_string(),
+        line: meta.line().unwrap_or(0),
+        topics: t.topics.clone(),
+        ..Default::default()
+    };
+    log.header.seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    log.header.stamp = Time::now();
+    drop(target);
+    PUBLISHING.with(|p| p.set(true));
+    if let Ok(frame) = crate::wire::to_frame(&log) {
+        publication.publish_frame(frame);
     }
+    PUBLISHING.with(|p| p.set(false));
 }
 
 /// rosgraph_msgs/Log levels.
@@ -81,38 +86,21 @@ fn ros_level(level: &Level) -> i8 {
     }
 }
 
-impl<S: Subscriber> Layer<S> for RosoutLayer {
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if PUBLISHING.with(Cell::get) || *event.metadata().level() > Level::INFO {
-            return;
-        }
-        let Ok(target) = TARGET.try_lock() else {
-            return;
-        };
-        let Some(t) = target.as_ref() else { return };
-        let Some(publication) = t.publication.upgrade() else {
-            return;
-        };
-        let mut message = Message::default();
-        event.record(&mut message);
-        let meta = event.metadata();
-        let mut log = Log {
-            level: ros_level(meta.level()),
-            name: t.node.clone(),
-            msg: message.0,
-            file: meta.file().unwrap_or("").to_string(),
-            function: meta.module_path().unwrap_or("").to_string(),
-            line: meta.line().unwrap_or(0),
-            topics: t.topics.clone(),
-            ..Default::default()
-        };
-        log.header.seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        log.header.stamp = Time::now();
-        drop(target);
-        PUBLISHING.with(|p| p.set(true));
-        if let Ok(frame) = crate::wire::to_frame(&log) {
-            publication.publish_frame(frame);
-        }
-        PUBLISHING.with(|p| p.set(false));
+/// The `/rosout` layer for a `tracing-subscriber` stack (feature `tracing-subscriber`),
+/// for programs that install their own subscriber instead of [`crate::logging::init`].
+#[cfg(feature = "tracing-subscriber")]
+pub fn layer() -> RosoutLayer {
+    RosoutLayer
+}
+
+/// Publishes events at `INFO` and above on the node's `/rosout`; see [`layer`].
+#[cfg(feature = "tracing-subscriber")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RosoutLayer;
+
+#[cfg(feature = "tracing-subscriber")]
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RosoutLayer {
+    fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        publish(event);
     }
 }

@@ -1,7 +1,7 @@
 //! The code generator as a user's `build.rs` drives it: their own messages, linked to the
 //! types udpros ships, with md5 sums as genmsg computes them.
 
-mod common;
+use udpros_testkit as common;
 
 use std::path::Path;
 use std::process::Command;

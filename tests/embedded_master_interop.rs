@@ -1,7 +1,7 @@
 //! Stock ROS nodes and tools against udpros's embedded master: rostopic, rosparam, rosnode,
 //! and a roscpp talker with a rospy listener, all behaving as with rosmaster.
 
-mod common;
+use udpros_testkit as common;
 
 use common::{ros_tool, spawn_lines};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! The programs in `examples/`, run as a user runs them, against a stock rosmaster and
 //! roscpp and rospy peers; and the README's code, which must be those files verbatim.
 
-mod common;
+use udpros_testkit as common;
 
 use common::{peer_script, ros_env, spawn_lines, Child};
 use std::path::PathBuf;

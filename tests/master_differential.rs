@@ -2,7 +2,7 @@
 //! parameter calls, error cases included, sent to both; every status code, message and
 //! value must be equal.
 
-mod common;
+use udpros_testkit as common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! and shutdown to a node replaced by another of the same name. Fake nodes record every
 //! call; both masters must send the same calls in the same order per node.
 
-mod common;
+use udpros_testkit as common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,6 @@
 //! A udpros node's parameters: private parameters from `_name:=value` arguments, typed
 //! reads, and the cache that the master's paramUpdate calls keep fresh.
 
-mod common;
-
 use std::time::Duration;
 use udpros::master::Master;
 use udpros::node::Node;

@@ -1,7 +1,7 @@
 //! Property tests of the ROS1 serialization and dynamic messages: round trips through the
 //! generated types, and decoders that neither panic nor over-allocate on any input.
 
-mod common;
+use udpros_testkit as common;
 
 use bytes::Bytes;
 use common::random::{random_value, Rng};

@@ -2,7 +2,7 @@
 //! info/ping, Python's xmlrpc.client against the slave API, and latched topics reaching
 //! late subscribers of every kind.
 
-mod common;
+use udpros_testkit as common;
 
 use common::node;
 

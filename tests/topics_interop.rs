@@ -1,7 +1,7 @@
 //! The interop matrix: udpros beside roscpp and rospy nodes on a stock rosmaster, checked
 //! by the data received and by the transport getBusInfo reports.
 
-mod common;
+use udpros_testkit as common;
 
 use common::node;
 

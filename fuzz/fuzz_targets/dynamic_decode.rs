@@ -13,7 +13,9 @@ fn shipped() -> &'static [DynamicType] {
     static TYPES: OnceLock<Vec<DynamicType>> = OnceLock::new();
     TYPES.get_or_init(|| {
         let infos = udpros::msgs::MESSAGES.iter().step_by(5);
-        infos.map(|m| DynamicType::from_definition(m.type_name, m.definition).expect("shipped")).collect()
+        infos
+            .map(|m| DynamicType::from_definition(m.type_name, m.definition).expect("shipped"))
+            .collect()
     })
 }
 
@@ -22,7 +24,9 @@ fn check(ty: &DynamicType, body: &Bytes) {
         let _ = value.to_yaml();
         let _ = value.to_json();
         let again = Bytes::from(ty.encode(&value).expect("a decoded value encodes"));
-        let twice = ty.encode(&ty.decode(&again).expect("re-encoded decodes")).expect("encodes");
+        let twice = ty
+            .encode(&ty.decode(&again).expect("re-encoded decodes"))
+            .expect("encodes");
         assert_eq!(twice, again.to_vec());
     }
 }

@@ -4,10 +4,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use udpros::bridge::mavlink::estimator::{FitParams, Px4Params};
-use udpros::bridge::mavlink::messages::{parse_datagram, Incoming, Outgoing};
-use udpros::bridge::mavlink::protocol::{Ids, Ping, Timesync};
-use udpros::bridge::mavlink::session::{Session, SessionConfig};
+use udpros_bridges::mavlink::estimator::{FitParams, Px4Params};
+use udpros_bridges::mavlink::messages::{parse_datagram, Incoming, Outgoing};
+use udpros_bridges::mavlink::protocol::{Ids, Ping, Timesync};
+use udpros_bridges::mavlink::session::{Session, SessionConfig};
 
 const US: Ids = Ids {
     system: 1,

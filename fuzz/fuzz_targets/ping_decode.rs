@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use udpros::bridge::ping::draft2017::DraftMessage;
-use udpros::bridge::ping::{Decoder, Message};
+use udpros_bridges::ping::draft2017::DraftMessage;
+use udpros_bridges::ping::{Decoder, Message};
 
 fuzz_target!(|data: &[u8]| {
     let mut decoder = Decoder::new(1024);

@@ -12,7 +12,8 @@ use udpros::wire;
 fn check<M: udpros::msg::Message>(data: &Bytes) {
     if let Ok(msg) = wire::from_bytes::<M>(data) {
         let again = Bytes::from(wire::to_vec(&msg).expect("a decoded message encodes"));
-        let twice = wire::to_vec(&wire::from_bytes::<M>(&again).expect("re-encoded decodes")).expect("encodes");
+        let twice = wire::to_vec(&wire::from_bytes::<M>(&again).expect("re-encoded decodes"))
+            .expect("encodes");
         assert_eq!(twice, again.to_vec(), "{}", M::TYPE);
     }
 }

@@ -6,7 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use udpros::wire::tcpros::FrameDecoder;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&chunk, stream)) = data.split_first() else { return };
+    let Some((&chunk, stream)) = data.split_first() else {
+        return;
+    };
     let chunk = usize::from(chunk).max(1);
     let limit = 4096;
     let mut decoder = FrameDecoder::new(limit);

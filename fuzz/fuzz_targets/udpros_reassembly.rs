@@ -10,7 +10,10 @@ use udpros::wire::udpros::{Event, Reassembler, ReassemblerConfig};
 fuzz_target!(|data: &[u8]| {
     let limit = 1 << 14;
     // The first byte, when odd, negotiates a block payload (so both checks are fuzzed).
-    let block_payload = data.first().filter(|b| *b % 2 == 1).map(|b| usize::from(*b) + 1);
+    let block_payload = data
+        .first()
+        .filter(|b| *b % 2 == 1)
+        .map(|b| usize::from(*b) + 1);
     let config = ReassemblerConfig {
         max_message_size: limit,
         timeout: Duration::from_millis(50),

@@ -17,7 +17,11 @@ struct Params(Mutex<ParamTree>);
 impl Handler for Params {
     fn call(&self, method: &str, params: Vec<Value>) -> HandlerFuture {
         let mut tree = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let key = params.get(1).and_then(Value::as_str).unwrap_or("/").to_string();
+        let key = params
+            .get(1)
+            .and_then(Value::as_str)
+            .unwrap_or("/")
+            .to_string();
         let result = match method {
             "setParam" => {
                 let value = params.get(2).cloned().unwrap_or(Value::Int(0));
@@ -26,7 +30,12 @@ impl Handler for Params {
             "getParam" => tree.get(&key).unwrap_or(Value::Int(0)),
             "deleteParam" => Value::Bool(tree.delete(&key).is_ok()),
             "hasParam" => Value::Bool(tree.has(&key)),
-            "searchParam" => Value::from(tree.search("/ns/node", &key).ok().flatten().unwrap_or_default()),
+            "searchParam" => Value::from(
+                tree.search("/ns/node", &key)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default(),
+            ),
             "getParamNames" => Value::from(tree.names()),
             _ => Value::Array(params),
         };
@@ -43,7 +52,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let limits = ServerLimits {
-        parse: ParseLimits { max_body: 1 << 16, max_depth: 32, max_values: 10_000 },
+        parse: ParseLimits {
+            max_body: 1 << 16,
+            max_depth: 32,
+            max_values: 10_000,
+        },
         large_body_budget: 1 << 16,
         header_timeout: Duration::from_secs(1),
         body_timeout: Duration::from_secs(1),
@@ -59,6 +72,10 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut out)).await;
         served.abort();
-        assert!(out.is_empty() || out.starts_with(b"HTTP/1."), "not HTTP: {:?}", &out[..out.len().min(64)]);
+        assert!(
+            out.is_empty() || out.starts_with(b"HTTP/1."),
+            "not HTTP: {:?}",
+            &out[..out.len().min(64)]
+        );
     });
 });

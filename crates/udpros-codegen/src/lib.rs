@@ -18,7 +18,7 @@
 //! // then in src/lib.rs:  include!(concat!(env!("OUT_DIR"), "/msgs.rs"));
 //! ```
 //!
-//! It depends on `std` and `ros_message` (the `.msg` parser) only, so a build script that
+//! It depends on `std` and `md-5` only, so a build script that
 //! uses it does not compile the node library.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]

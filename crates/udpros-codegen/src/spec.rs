@@ -1,9 +1,10 @@
 //! Message specifications: `.msg` texts parsed into fields, with the md5sum and the full
 //! definition text computed exactly as genmsg computes them.
 //!
-//! This file is compiled twice: into the library and into the crate's own build script
-//! (which cannot depend on the library it builds), so it uses nothing but `std`,
-//! `ros_message` and `md5`.
+//! The line rules are genmsg's (`msg_loader.py`): `#` starts a comment except in the value
+//! of a `string` constant, a line with `=` is a constant, any other line is `TYPE NAME`,
+//! a type without a package is of the message's own package (`Header` is
+//! `std_msgs/Header`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -123,26 +124,26 @@ impl Primitive {
         matches!(self, Primitive::UInt8 | Primitive::Char)
     }
 
-    fn from_ros(dt: &ros_message::DataType) -> Option<Primitive> {
-        use ros_message::{DataType as D, I8Variant, U8Variant};
-        Some(match dt {
-            D::Bool => Primitive::Bool,
-            D::I8(I8Variant::Int8) => Primitive::Int8,
-            D::I8(I8Variant::Byte) => Primitive::Byte,
-            D::I16 => Primitive::Int16,
-            D::I32 => Primitive::Int32,
-            D::I64 => Primitive::Int64,
-            D::U8(U8Variant::Uint8) => Primitive::UInt8,
-            D::U8(U8Variant::Char) => Primitive::Char,
-            D::U16 => Primitive::UInt16,
-            D::U32 => Primitive::UInt32,
-            D::U64 => Primitive::UInt64,
-            D::F32 => Primitive::Float32,
-            D::F64 => Primitive::Float64,
-            D::String => Primitive::String,
-            D::Time => Primitive::Time,
-            D::Duration => Primitive::Duration,
-            D::LocalMessage(_) | D::GlobalMessage(_) => return None,
+    /// The builtin type named `name` as written in a `.msg` file.
+    pub fn from_ros_name(name: &str) -> Option<Primitive> {
+        Some(match name {
+            "bool" => Primitive::Bool,
+            "int8" => Primitive::Int8,
+            "byte" => Primitive::Byte,
+            "int16" => Primitive::Int16,
+            "int32" => Primitive::Int32,
+            "int64" => Primitive::Int64,
+            "uint8" => Primitive::UInt8,
+            "char" => Primitive::Char,
+            "uint16" => Primitive::UInt16,
+            "uint32" => Primitive::UInt32,
+            "uint64" => Primitive::UInt64,
+            "float32" => Primitive::Float32,
+            "float64" => Primitive::Float64,
+            "string" => Primitive::String,
+            "time" => Primitive::Time,
+            "duration" => Primitive::Duration,
+            _ => return None,
         })
     }
 }
@@ -200,67 +201,33 @@ pub struct MsgSpec {
     pub fields: Vec<Field>,
     /// Its constants, in order.
     pub constants: Vec<Constant>,
-    parsed: ros_message::Msg,
 }
 
 impl MsgSpec {
     /// Parses `text` as the message `full_name` (`pkg/Type`).
     pub fn parse(full_name: &str, text: &str) -> Result<MsgSpec, SpecError> {
-        let (package, short) = split_type_name(full_name)?;
+        let (package, _) = split_type_name(full_name)?;
         if text.len() > MAX_DEFINITION_LEN {
             return err(format!("definition of {full_name} is too large"));
         }
-        screen_lines(full_name, text)?;
-        let path = ros_message::MessagePath::new(package, short)
-            .map_err(|e| SpecError(format!("invalid type name {full_name}: {e}")))?;
-        let parsed = ros_message::Msg::new(path, text)
-            .map_err(|e| SpecError(format!("cannot parse {full_name}: {e}")))?;
         let mut fields = Vec::new();
         let mut constants = Vec::new();
-        for f in parsed.fields() {
-            use ros_message::{DataType as D, FieldCase};
-            let ty = match f.datatype() {
-                D::LocalMessage(local) => FieldType::Message(format!("{package}/{local}")),
-                D::GlobalMessage(p) => FieldType::Message(format!("{}/{}", p.package(), p.name())),
-                other => FieldType::Primitive(
-                    Primitive::from_ros(other).ok_or_else(|| SpecError("unknown type".into()))?,
-                ),
-            };
-            let shape = match f.case() {
-                FieldCase::Unit => Shape::Scalar,
-                FieldCase::Vector => Shape::Vec,
-                FieldCase::Array(n) => Shape::Array(*n),
-                FieldCase::Const(value) => {
-                    let FieldType::Primitive(p) = ty else {
-                        return err(format!("{full_name}: constant {} is not builtin", f.name()));
-                    };
-                    if matches!(p, Primitive::Time | Primitive::Duration) {
-                        return err(format!(
-                            "{full_name}: constant {} has type {}",
-                            f.name(),
-                            p.ros_name()
-                        ));
-                    }
-                    constants.push(Constant {
-                        name: f.name().to_string(),
-                        ty: p,
-                        text: value.trim().to_string(),
-                    });
-                    continue;
-                }
-            };
-            fields.push(Field {
-                name: f.name().to_string(),
-                ty,
-                shape,
-            });
+        for line in text.lines() {
+            let code = strip_comment(line);
+            if code.is_empty() {
+                continue;
+            }
+            if code.contains('=') {
+                constants.push(parse_constant(full_name, line, code)?);
+            } else {
+                fields.push(parse_field(full_name, package, code)?);
+            }
         }
         Ok(MsgSpec {
             name: full_name.to_string(),
             text: text.to_string(),
             fields,
             constants,
-            parsed,
         })
     }
 
@@ -290,7 +257,11 @@ impl MsgSpec {
     /// True when the first field is `std_msgs/Header header`, as ROS tools expect of
     /// stamped messages.
     pub fn has_header(&self) -> bool {
-        self.parsed.has_header()
+        self.fields.first().is_some_and(|f| {
+            f.name == "header"
+                && f.shape == Shape::Scalar
+                && f.ty == FieldType::Message("std_msgs/Header".into())
+        })
     }
 }
 
@@ -321,32 +292,115 @@ fn is_valid_identifier(t: &str) -> bool {
         && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
 
-/// Refuses array sizes that `ros_message` would overflow on (it parses them with a panic on
-/// overflow) or that no real message uses.
-fn screen_lines(full_name: &str, text: &str) -> Result<(), SpecError> {
-    for line in text.lines() {
-        let code = line.split('#').next().unwrap_or("");
-        if code.trim_start().starts_with("string") && code.contains('=') {
-            continue; // a string constant: anything may follow '='
+/// A line without its comment, trimmed.
+fn strip_comment(line: &str) -> &str {
+    line.split('#').next().unwrap_or("").trim()
+}
+
+/// `TYPE NAME=VALUE`. A `string` constant's value is everything after the first `=` of
+/// the whole line, `#` included; other values end at a comment.
+fn parse_constant(full_name: &str, line: &str, code: &str) -> Result<Constant, SpecError> {
+    let bad = |why: &str| err(format!("{full_name}: constant '{}' {why}", line.trim()));
+    let Some((ty, rest)) = code.split_once(char::is_whitespace) else {
+        return bad("has no name");
+    };
+    let Some(ty) = Primitive::from_ros_name(ty) else {
+        return bad("is not of a builtin type");
+    };
+    if matches!(ty, Primitive::Time | Primitive::Duration) {
+        return bad("has a time type, which constants cannot have");
+    }
+    let (name, value) = if ty == Primitive::String {
+        let after_type = line.trim_start()["string".len()..].trim_start();
+        let (name, value) = after_type.split_once('=').unwrap_or((after_type, ""));
+        (name.trim(), value)
+    } else {
+        let (name, value) = rest.split_once('=').unwrap_or((rest, ""));
+        (name.trim(), value)
+    };
+    if !is_valid_identifier(name) {
+        return bad("has an invalid name");
+    }
+    let text = value.trim();
+    if ty != Primitive::String && !constant_value_fits(ty, text) {
+        return bad("has a value its type cannot hold");
+    }
+    Ok(Constant {
+        name: name.to_string(),
+        ty,
+        text: text.to_string(),
+    })
+}
+
+/// Whether `text` is one value of the numeric or bool type `ty`, as genmsg converts it.
+fn constant_value_fits(ty: Primitive, text: &str) -> bool {
+    let int = |lo: i128, hi: i128| text.parse::<i128>().is_ok_and(|v| (lo..=hi).contains(&v));
+    match ty {
+        Primitive::Bool => {
+            !text.is_empty() && !text.contains(char::is_whitespace) && !text.contains('=')
         }
-        let Some(open) = code.find('[') else { continue };
-        let Some(close) = code[open..].find(']') else {
-            continue;
-        };
-        let digits = code[open + 1..open + close].trim();
-        if digits.is_empty() {
-            continue;
-        }
-        match digits.parse::<usize>() {
-            Ok(n) if n <= MAX_FIXED_ARRAY_LEN => {}
-            _ => {
-                return err(format!(
-                    "{full_name}: array size [{digits}] is out of range"
-                ))
+        Primitive::Int8 | Primitive::Byte => int(i8::MIN.into(), i8::MAX.into()),
+        Primitive::UInt8 | Primitive::Char => int(0, u8::MAX.into()),
+        Primitive::Int16 => int(i16::MIN.into(), i16::MAX.into()),
+        Primitive::UInt16 => int(0, u16::MAX.into()),
+        Primitive::Int32 => int(i32::MIN.into(), i32::MAX.into()),
+        Primitive::UInt32 => int(0, u32::MAX.into()),
+        Primitive::Int64 => int(i64::MIN.into(), i64::MAX.into()),
+        Primitive::UInt64 => int(0, u64::MAX.into()),
+        Primitive::Float32 | Primitive::Float64 => text.parse::<f64>().is_ok(),
+        Primitive::String | Primitive::Time | Primitive::Duration => false,
+    }
+}
+
+/// `TYPE NAME`, where `TYPE` is `base`, `base[]` or `base[N]`.
+fn parse_field(full_name: &str, package: &str, code: &str) -> Result<Field, SpecError> {
+    let bad = |why: String| err(format!("{full_name}: field '{code}' {why}"));
+    let words: Vec<&str> = code.split_whitespace().collect();
+    let [ty, name] = words[..] else {
+        return bad("is not 'TYPE NAME'".into());
+    };
+    if !is_valid_identifier(name) {
+        return bad("has an invalid name".into());
+    }
+    let (base, shape) = match ty.split_once('[') {
+        None => (ty, Shape::Scalar),
+        Some((base, size)) => {
+            let Some(size) = size.strip_suffix(']') else {
+                return bad("has an unclosed array size".into());
+            };
+            if size.is_empty() {
+                (base, Shape::Vec)
+            } else {
+                match size.parse::<usize>() {
+                    Ok(n)
+                        if n <= MAX_FIXED_ARRAY_LEN && size.bytes().all(|b| b.is_ascii_digit()) =>
+                    {
+                        (base, Shape::Array(n))
+                    }
+                    _ => return bad(format!("has array size [{size}], which is out of range")),
+                }
             }
         }
-    }
-    Ok(())
+    };
+    let ty = if let Some(p) = Primitive::from_ros_name(base) {
+        FieldType::Primitive(p)
+    } else if base == "Header" {
+        FieldType::Message("std_msgs/Header".into())
+    } else if let Some((pkg, short)) = base.split_once('/') {
+        if !is_valid_package(pkg) || !is_valid_identifier(short) {
+            return bad(format!("has an invalid type '{base}'"));
+        }
+        FieldType::Message(base.to_string())
+    } else if is_valid_identifier(base) {
+        FieldType::Message(format!("{package}/{base}"))
+    } else {
+        return bad(format!("has an invalid type '{base}'"));
+    };
+    Ok(Field {
+        name: name.to_string(),
+        ty,
+        shape,
+    })
 }
 
 /// A closed set of message specifications: every dependency of every member is a member.
@@ -515,15 +569,28 @@ impl SpecSet {
         spec: &MsgSpec,
         memo: &mut HashMap<String, String>,
     ) -> Result<String, SpecError> {
-        let mut hashes = HashMap::new();
-        for dep in spec.direct_dependencies() {
-            let (p, t) = split_type_name(dep)?;
-            let path = ros_message::MessagePath::new(p, t).map_err(|e| SpecError(e.to_string()))?;
-            hashes.insert(path, self.md5_memo(dep, memo)?);
+        // genmsg's md5 text: constants as `TYPE NAME=VALUE`, then fields as written, with
+        // a nested message type (and its array suffix) replaced by that type's md5sum.
+        let mut text = String::new();
+        for c in &spec.constants {
+            text.push_str(&format!("{} {}={}\n", c.ty.ros_name(), c.name, c.text));
         }
-        spec.parsed
-            .get_md5_representation(&hashes)
-            .map_err(|e| SpecError(format!("md5 of {}: {e}", spec.name)))
+        for f in &spec.fields {
+            match &f.ty {
+                FieldType::Primitive(p) => {
+                    let suffix = match f.shape {
+                        Shape::Scalar => String::new(),
+                        Shape::Vec => "[]".to_string(),
+                        Shape::Array(n) => format!("[{n}]"),
+                    };
+                    text.push_str(&format!("{}{suffix} {}\n", p.ros_name(), f.name));
+                }
+                FieldType::Message(m) => {
+                    text.push_str(&format!("{} {}\n", self.md5_memo(m, memo)?, f.name));
+                }
+            }
+        }
+        Ok(text.trim().to_string())
     }
 
     /// Loads every `.msg` file of a tree laid out as `root/<package>/<Type>.msg` or
@@ -625,4 +692,73 @@ pub fn find_package_dir(root: &std::path::Path, package: &str) -> Option<std::pa
     }
     let own = root.file_name().and_then(|n| n.to_str()) == Some(package);
     (own && root.join("msg").is_dir()).then(|| root.join("msg"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_as_genmsg_reads_them() {
+        let spec = MsgSpec::parse(
+            "pp/T",
+            "Header header # stamped\nint8[] a\nOther[3] b\nqq/R c\nstring S= x # y\nint32 N=4 # c\n",
+        )
+        .unwrap();
+        assert!(spec.has_header());
+        let shapes: Vec<(&str, &FieldType, Shape)> = spec
+            .fields
+            .iter()
+            .map(|f| (f.name.as_str(), &f.ty, f.shape))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                (
+                    "header",
+                    &FieldType::Message("std_msgs/Header".into()),
+                    Shape::Scalar
+                ),
+                ("a", &FieldType::Primitive(Primitive::Int8), Shape::Vec),
+                ("b", &FieldType::Message("pp/Other".into()), Shape::Array(3)),
+                ("c", &FieldType::Message("qq/R".into()), Shape::Scalar),
+            ]
+        );
+        let constants: Vec<(&str, &str)> = spec
+            .constants
+            .iter()
+            .map(|c| (c.name.as_str(), c.text.as_str()))
+            .collect();
+        assert_eq!(constants, [("S", "x # y"), ("N", "4")]);
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_not_panics() {
+        for text in [
+            "int32[99999999999999999999999] x",
+            "int32[16777217] x",
+            "int32[-1] x",
+            "int32[ x",
+            "int32[2]] x",
+            "int32 x y",
+            "int32",
+            "in-t x",
+            "int32 1x",
+            "pkg/Ty/pe x",
+            "time T=1",
+            "Other C=1",
+            "int32 =1",
+            "int32 N=",
+            "int32 N=1=2 x",
+            "int32 N=1 2",
+            "uint8 N=256",
+            "int8 N=-129",
+            "float32 F=abc",
+        ] {
+            assert!(
+                MsgSpec::parse("pp/T", text).is_err(),
+                "{text:?} was accepted"
+            );
+        }
+    }
 }

@@ -1,0 +1,180 @@
+//! Bridges from devices onto ROS topics, built on the [`udpros`] node library: the
+//! Blue Robotics Ping sonars (feature `ping`: the `ping_sonar` node) and MAVLink autopilot
+//! links (feature `mavlink`: the `mavlink_bridge` node, PING latency and TIMESYNC clock
+//! offset). Each bridge has a protocol session without I/O, a thin tokio node around it,
+//! and a simulated device ([`sim`] holds the simulated network's faults).
+
+use udpros::node::params::FromParam;
+use udpros::node::Node;
+
+pub mod sim;
+
+#[cfg(feature = "ping")]
+pub mod ping;
+
+#[cfg(feature = "mavlink")]
+pub mod mavlink;
+
+/// The `main` of a bridge binary: the node from the command line and environment (rosrun
+/// and roslaunch style), its configuration from parameters, then `run` until it returns or
+/// Ctrl-C; the node unregisters either way. Errors are one line on stderr and a failure
+/// status.
+pub async fn node_main<C>(
+    name: &str,
+    configure: impl AsyncFnOnce(&Node) -> Result<C, String>,
+    run: impl AsyncFnOnce(Node, C) -> Result<(), String>,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    udpros::logging::init();
+    let node = match Node::from_env(name).await {
+        Ok(node) => node,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match configure(&node).await {
+        Ok(cfg) => tokio::select! {
+            r = run(node.clone(), cfg) => r,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        },
+        Err(e) => Err(e),
+    };
+    node.shutdown().await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A bridge's view of its node's `~` parameters: errors are one line of text naming the key,
+/// and string parameters can be a choice among names.
+pub struct Params<'a>(pub &'a Node);
+
+impl Params<'_> {
+    /// `key`'s value, or `default` when it is not set.
+    pub async fn get<T: FromParam>(&self, key: &str, default: T) -> Result<T, String> {
+        self.0.param(key, default).await.map_err(|e| e.to_string())
+    }
+
+    /// `key`'s value (`default` when it is not set), which must lie in `min..=max`: a value
+    /// outside (or NaN) is refused with one line naming the key and the range, never
+    /// clamped silently.
+    pub async fn within<T>(&self, key: &str, default: T, min: T, max: T) -> Result<T, String>
+    where
+        T: FromParam + PartialOrd + std::fmt::Display + Copy,
+    {
+        let value = self.get(key, default).await?;
+        if value >= min && value <= max {
+            Ok(value)
+        } else {
+            Err(format!(
+                "{key} {value} is out of range: expected {min} to {max}"
+            ))
+        }
+    }
+
+    /// A string parameter naming one of `choices` (`default` when it is not set): the value
+    /// paired with that name.
+    pub async fn choice<T: Copy>(
+        &self,
+        key: &str,
+        default: &str,
+        choices: &[(&str, T)],
+    ) -> Result<T, String> {
+        let name: String = self.get(key, default.to_string()).await?;
+        match choices.iter().find(|(n, _)| *n == name) {
+            Some(&(_, value)) => Ok(value),
+            None => {
+                let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+                Err(format!("{key} '{name}' is not {}", either(&names)))
+            }
+        }
+    }
+}
+
+/// Says what is wrong with a device link once when it starts, again with growing pauses
+/// while it lasts (10 s, 20 s, ... up to 5 min, with the latest reason: a link can fail in
+/// turns on sending and on receiving), and once when it ends: a device that never answers
+/// must be visible without flooding the console and /rosout.
+#[derive(Debug)]
+pub struct Trouble {
+    device: String,
+    current: Option<String>,
+    repeats: u64,
+    next_report: std::time::Instant,
+    pause: std::time::Duration,
+}
+
+impl Trouble {
+    const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_secs(10);
+    const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
+
+    pub fn new(device: impl Into<String>) -> Trouble {
+        Trouble {
+            device: device.into(),
+            current: None,
+            repeats: 0,
+            next_report: std::time::Instant::now(),
+            pause: Self::FIRST_PAUSE,
+        }
+    }
+
+    /// The link failed with `why` (again, perhaps).
+    pub fn failed(&mut self, why: &str, now: std::time::Instant) {
+        if self.current.is_none() {
+            tracing::warn!("{}: {why}; retrying", self.device);
+            self.current = Some(why.to_string());
+            self.repeats = 0;
+            self.pause = Self::FIRST_PAUSE;
+            self.next_report = now + self.pause;
+            return;
+        }
+        self.current = Some(why.to_string());
+        self.repeats += 1;
+        if now >= self.next_report {
+            tracing::warn!(
+                "{}: still {why} ({} more failures); retrying",
+                self.device,
+                self.repeats
+            );
+            self.repeats = 0;
+            self.pause = (self.pause * 2).min(Self::MAX_PAUSE);
+            self.next_report = now + self.pause;
+        }
+    }
+
+    /// The device answered: the trouble, if any, is over.
+    pub fn recovered(&mut self) {
+        if self.current.take().is_some() {
+            tracing::info!("{}: answering again", self.device);
+        }
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn either(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::either;
+
+    #[test]
+    fn choices_are_listed_as_a_sentence() {
+        assert_eq!(either(&["v2"]), "v2");
+        assert_eq!(either(&["window", "px4"]), "window or px4");
+        assert_eq!(
+            either(&["auto", "ping1d", "ping360"]),
+            "auto, ping1d or ping360"
+        );
+    }
+}

@@ -1,0 +1,532 @@
+//! The `mavlink_bridge` node: PING and TIMESYNC with an autopilot onto ROS topics, the way
+//! mavros's `sys_time` plugin publishes them, plus a latency summary and diagnostics. A
+//! thin tokio loop around [`Session`]; offsets are estimated on CLOCK_MONOTONIC and turned
+//! into ROS time only when published.
+
+use super::clock::{monotonic_ns, ros_minus_monotonic_ns};
+use super::estimator::{FitParams, Px4Params};
+use super::link::{FcuUrl, Link, LinkEvent};
+use super::messages::Outgoing;
+use super::protocol::{Ids, Responder};
+use super::session::{Event, Report, Session, SessionConfig, TimesyncSample};
+use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
+use crate::sim::Faults;
+use crate::Params;
+use std::time::Duration;
+use udpros::msg::Time;
+use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
+use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher, SubscribeOptions};
+
+/// The node's private parameters.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub fcu_url: FcuUrl,
+    pub session: SessionConfig,
+    /// Hz; 0 turns PING off.
+    pub ping_rate: f64,
+    /// Hz; 0 turns TIMESYNC off.
+    pub timesync_rate: f64,
+    /// Publish the PX4/mavros filter's offset on `~timesync_status` instead of ours.
+    pub use_px4_filter: bool,
+    pub time_ref_source: String,
+    pub sim: SimConfig,
+}
+
+impl Config {
+    pub fn new(fcu_url: FcuUrl) -> Config {
+        Config {
+            fcu_url,
+            session: SessionConfig {
+                ours: Ids {
+                    system: 1,
+                    component: 191, // MAV_COMP_ID_ONBOARD_COMPUTER
+                },
+                autopilot: None,
+                timeout_ns: 2_000_000_000,
+                respond_timesync: false,
+                px4: Px4Params::default(),
+                fit: FitParams::default(),
+            },
+            ping_rate: 1.0,
+            timesync_rate: 10.0,
+            use_px4_filter: false,
+            time_ref_source: "fcu".into(),
+            sim: SimConfig::default(),
+        }
+    }
+
+    /// Reads `~` parameters (mavros's names for the PX4 filter's).
+    pub async fn from_node(node: &Node) -> Result<Config, String> {
+        let p = Params(node);
+        let url: String = p.get("~fcu_url", "sim:".to_string()).await?;
+        let mut cfg = Config::new(url.parse()?);
+        let id = async |key: &str, default: i32| -> Result<u8, String> {
+            let v = p.get(key, default).await?;
+            u8::try_from(v).map_err(|_| format!("{key} {v} is not 0-255"))
+        };
+        let s = &mut cfg.session;
+        s.ours = Ids {
+            system: id("~system_id", 1).await?,
+            component: id("~component_id", 191).await?,
+        };
+        let target = Ids {
+            system: id("~target_system_id", 0).await?,
+            component: id("~target_component_id", 0).await?,
+        };
+        s.autopilot = (target.system != 0).then_some(Ids {
+            component: target.component.max(1),
+            ..target
+        });
+        s.timeout_ns = (p.within("~timeout", 2.0f64, 0.01, 60.0).await? * 1e9) as i64;
+        s.respond_timesync = p.get("~respond_timesync", false).await?;
+        let d = Px4Params::default();
+        s.px4 = Px4Params {
+            timesync_alpha_initial: p
+                .get("~time/timesync_alpha_initial", d.timesync_alpha_initial)
+                .await?,
+            timesync_beta_initial: p
+                .get("~time/timesync_beta_initial", d.timesync_beta_initial)
+                .await?,
+            timesync_alpha_final: p
+                .get("~time/timesync_alpha_final", d.timesync_alpha_final)
+                .await?,
+            timesync_beta_final: p
+                .get("~time/timesync_beta_final", d.timesync_beta_final)
+                .await?,
+            convergence_window: p
+                .get("~time/convergence_window", d.convergence_window)
+                .await?,
+            max_rtt_sample: p.get("~time/max_rtt_sample", d.max_rtt_sample).await?,
+            max_deviation_sample: p
+                .get("~time/max_deviation_sample", d.max_deviation_sample)
+                .await?,
+            max_consecutive_high_rtt: p
+                .get("~time/max_consecutive_high_rtt", d.max_consecutive_high_rtt)
+                .await?,
+            max_consecutive_high_deviation: p
+                .get(
+                    "~time/max_consecutive_high_deviation",
+                    d.max_consecutive_high_deviation,
+                )
+                .await?,
+        };
+        let f = FitParams::default();
+        s.fit = FitParams {
+            window: p
+                .within("~fit/window", f.window as u32, 16, 100_000)
+                .await? as usize,
+            quantile: p.within("~fit/quantile", f.quantile, 0.01, 1.0).await?,
+            min_gate: (p
+                .within("~fit/min_rtt_gate", f.min_gate as f64 / 1e6, 0.0, 10_000.0)
+                .await?
+                * 1e6) as i64,
+            ..f
+        };
+        // 0 turns the exchange off.
+        cfg.ping_rate = p.within("~ping_rate", 1.0, 0.0, 1000.0).await?;
+        cfg.timesync_rate = p.within("~timesync_rate", 10.0, 0.0, 1000.0).await?;
+        cfg.use_px4_filter = p
+            .choice(
+                "~timesync_estimator",
+                "window",
+                &[("window", false), ("px4", true)],
+            )
+            .await?;
+        cfg.time_ref_source = p.get("~time/time_ref_source", "fcu".to_string()).await?;
+        if cfg.fcu_url == FcuUrl::Sim {
+            cfg.sim = sim_config(&p).await?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// `~sim/...`: the simulated autopilot's clock and link.
+async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
+    let ms = |v: f64| Duration::from_secs_f64(v / 1000.0);
+    let delay = async |key: &str| p.within(key, 0.0, 0.0, 10_000.0).await.map(ms);
+    let jitter = delay("~sim/jitter").await?;
+    let loss = p.within("~sim/loss", 0.0f64, 0.0, 1.0).await?;
+    let way = |delay: Duration| Faults {
+        loss,
+        duplicate: 0.0,
+        delay,
+        jitter,
+    };
+    let offset: f64 = p.get("~sim/clock_offset", f64::NAN).await?;
+    Ok(SimConfig {
+        clock_offset_ns: offset.is_finite().then_some((offset * 1e9) as i64),
+        drift_ppm: p.get("~sim/drift_ppm", 0.0).await?,
+        up: way(delay("~sim/delay_up").await?),
+        down: way(delay("~sim/delay_down").await?),
+        seed: p.get("~sim/seed", 1u32).await?.into(),
+        timesync: p
+            .choice(
+                "~sim/timesync",
+                "v2",
+                &[
+                    ("v2", TimesyncResponder::V2),
+                    ("v1", TimesyncResponder::V1),
+                    ("silent", TimesyncResponder::Silent),
+                ],
+            )
+            .await?,
+        answer_ping: p.get("~sim/answer_ping", true).await?,
+        mavlink1: p.get("~sim/mavlink1", false).await?,
+        ..SimConfig::default()
+    })
+}
+
+struct Publishers {
+    timesync_status: Publisher<mavros_msgs::TimesyncStatus>,
+    latency: Publisher<umsg::MavlinkLatency>,
+    time_reference: Publisher<sensor_msgs::TimeReference>,
+    diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
+}
+
+async fn advertise(node: &Node) -> Result<Publishers, NodeError> {
+    let opts = AdvertiseOptions::default();
+    Ok(Publishers {
+        timesync_status: node.advertise("~timesync_status", opts.clone()).await?,
+        latency: node.advertise("~latency", opts.clone()).await?,
+        time_reference: node.advertise("~time_reference", opts.clone()).await?,
+        diagnostics: node.advertise("/diagnostics", opts).await?,
+    })
+}
+
+/// Runs the node until it is shut down; fails only when it cannot start.
+pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
+    let pubs = advertise(&node).await.map_err(|e| e.to_string())?;
+    // The simulator lives as long as the node.
+    let (sim, address) = match &cfg.fcu_url {
+        FcuUrl::Mavlink(address) => (None, address.clone()),
+        FcuUrl::Sim => {
+            let sim = SimAutopilot::start(([127, 0, 0, 1], 0).into(), cfg.sim.clone())
+                .map_err(|e| format!("simulated autopilot: {e}"))?;
+            let address = format!("udpout:{}", sim.local_addr());
+            (Some(sim), address)
+        }
+    };
+    // `~sim/command` ("reboot", "step SECONDS") disturbs the simulated autopilot's clock.
+    let mut sim_commands = match &sim {
+        Some(_) => Some(
+            node.subscribe::<std_msgs::String>("~sim/command", SubscribeOptions::default())
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        None => None,
+    };
+    let mut link = Link::spawn(address, cfg.session.ours);
+    let mut session = Session::new(cfg.session.clone());
+    let mut link_state = LinkState::default();
+    let mut trouble = crate::Trouble::new(cfg.fcu_url.to_string());
+    let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
+    let mut ping = every(cfg.ping_rate);
+    let mut timesync = every(cfg.timesync_rate);
+    let mut report = tokio::time::interval(Duration::from_secs(1));
+    report.reset(); // the first report after a second of data
+    let mut shutdown = std::pin::pin!(node.shutdown_requested());
+    loop {
+        tokio::select! {
+            event = link.events.recv() => {
+                let Some(event) = event else { break };
+                match event {
+                    LinkEvent::Connected => link_state.connected = true,
+                    LinkEvent::TimesyncSent { ts1, at_ns } => session.departed(ts1, at_ns),
+                    LinkEvent::Disconnected(why) => {
+                        trouble.failed(&why, std::time::Instant::now());
+                        link_state.connected = false;
+                        link_state.last_error = why;
+                    }
+                    LinkEvent::Message { from, msg, at_ns } => {
+                        trouble.recovered();
+                        match session.on_message(from, msg, at_ns) {
+                            Some(Event::Send(out)) => { link.send(out); }
+                            Some(Event::Timesync(sample)) => {
+                                let _ = pubs.timesync_status.publish(&timesync_status(&cfg, &sample));
+                            }
+                            Some(Event::SystemTime { unix_usec, at_ns }) => {
+                                if let Some(msg) = time_reference(&cfg, unix_usec, at_ns) {
+                                    let _ = pubs.time_reference.publish(&msg);
+                                }
+                            }
+                            Some(Event::AutopilotFound(ids)) => {
+                                tracing::info!("autopilot {}/{} found", ids.system, ids.component);
+                            }
+                            None => {}
+                        }
+                    }
+                }
+            }
+            _ = heartbeat.tick() => { link.send(Outgoing::Heartbeat); }
+            _ = tick(&mut ping) => { link.send(session.ping_request(monotonic_ns())); }
+            _ = tick(&mut timesync) => { link.send(session.timesync_request(monotonic_ns())); }
+            _ = report.tick() => {
+                let now = monotonic_ns();
+                session.expire(now);
+                let r = session.report(now);
+                let _ = pubs.latency.publish(&latency(&r, now));
+                let _ = pubs.diagnostics.publish(&diagnostics(&node, &cfg, &link, &link_state, &r));
+            }
+            Some(command) = next_command(&mut sim_commands) => {
+                if let Some(sim) = &sim {
+                    sim_command(sim, &command.data);
+                }
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    Ok(())
+}
+
+async fn next_command(
+    sub: &mut Option<udpros::node::Subscriber<std_msgs::String>>,
+) -> Option<std_msgs::String> {
+    match sub {
+        Some(sub) => sub.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn sim_command(sim: &SimAutopilot, command: &str) {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    match words.as_slice() {
+        ["reboot"] => {
+            tracing::info!("simulated autopilot: reboot");
+            sim.reboot();
+        }
+        ["step", seconds] => match seconds.parse::<f64>() {
+            Ok(s) if s.is_finite() && s.abs() < 1e9 => {
+                tracing::info!("simulated autopilot: clock step of {s} s");
+                sim.step_clock((s * 1e9) as i64);
+            }
+            _ => tracing::warn!("~sim/command: '{seconds}' is not a number of seconds"),
+        },
+        _ => tracing::warn!("~sim/command '{command}': use 'reboot' or 'step SECONDS'"),
+    }
+}
+
+#[derive(Debug, Default)]
+struct LinkState {
+    connected: bool,
+    last_error: String,
+}
+
+/// A timer at `rate` Hz, or none for 0.
+fn every(rate: f64) -> Option<tokio::time::Interval> {
+    (rate > 0.0 && rate.is_finite()).then(|| {
+        let mut i = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.min(1000.0)));
+        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        i
+    })
+}
+
+async fn tick(timer: &mut Option<tokio::time::Interval>) {
+    match timer {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A CLOCK_MONOTONIC instant as ROS time, `base` being ROS time minus CLOCK_MONOTONIC,
+/// sampled once per message so that its stamp and offsets agree to the nanosecond.
+fn ros_time(mono_ns: i64, base: i64) -> Time {
+    Time::from_nanos((mono_ns + base).max(0) as u64)
+}
+
+fn timesync_status(cfg: &Config, s: &TimesyncSample) -> mavros_msgs::TimesyncStatus {
+    // Offsets against ROS time, as mavros publishes them.
+    let base = ros_minus_monotonic_ns();
+    let estimate = if cfg.use_px4_filter {
+        s.px4_offset
+    } else {
+        s.fit_offset
+    };
+    mavros_msgs::TimesyncStatus {
+        header: std_msgs::Header {
+            stamp: ros_time(s.exchange.t3, base),
+            ..Default::default()
+        },
+        remote_timestamp_ns: s.exchange.tc1.max(0) as u64,
+        observed_offset_ns: s.observed_offset + base,
+        estimated_offset_ns: estimate.map_or(0, |o| o + base),
+        round_trip_time_ms: (s.exchange.rtt() as f64 / 1e6) as f32,
+    }
+}
+
+/// The autopilot's wall clock, as mavros publishes it (ignoring clocks not set yet).
+fn time_reference(cfg: &Config, unix_usec: u64, at_ns: i64) -> Option<sensor_msgs::TimeReference> {
+    const PLAUSIBLE_USEC: u64 = 1_234_567_890_000_000; // 2009-02-13
+    (unix_usec > PLAUSIBLE_USEC).then(|| sensor_msgs::TimeReference {
+        header: std_msgs::Header {
+            stamp: ros_time(at_ns, ros_minus_monotonic_ns()),
+            ..Default::default()
+        },
+        time_ref: Time::from_nanos(unix_usec.saturating_mul(1000)),
+        source: cfg.time_ref_source.clone(),
+    })
+}
+
+fn seconds(ns: Option<i64>) -> f64 {
+    ns.map_or(f64::NAN, |v| v as f64 / 1e9)
+}
+
+fn latency(r: &Report, now: i64) -> umsg::MavlinkLatency {
+    let base = ros_minus_monotonic_ns();
+    let us = |v: Option<u64>| v.map_or(f64::NAN, |v| v as f64 / 1e6);
+    let rtt_min = r
+        .timesync_rtt
+        .min
+        .or(r.ping.min_rtt_us.map(|u| u as i64 * 1000));
+    umsg::MavlinkLatency {
+        header: std_msgs::Header {
+            stamp: ros_time(now, base),
+            ..Default::default()
+        },
+        ping_rtt: us(r.ping.last_rtt_us),
+        ping_rtt_min: us(r.ping.min_rtt_us),
+        ping_rtt_mean: if r.ping.replies > 0 {
+            r.ping.mean_rtt_us / 1e6
+        } else {
+            f64::NAN
+        },
+        ping_sent: r.ping.sent,
+        ping_received: r.ping.replies,
+        ping_lost: r.ping.lost,
+        ping_loss: r.ping.loss as f32,
+        timesync_rtt: seconds(r.timesync_rtt.last),
+        timesync_rtt_min: seconds(r.timesync_rtt.min),
+        timesync_rtt_mean: if r.timesync_rtt.count > 0 {
+            r.timesync_rtt.mean / 1e9
+        } else {
+            f64::NAN
+        },
+        timesync_sent: r.timesync.sent,
+        timesync_received: r.timesync.replies,
+        timesync_lost: r.timesync.lost,
+        timesync_loss: r.timesync.loss as f32,
+        responder: match r.responder {
+            None => umsg::MavlinkLatency::RESPONDER_UNKNOWN,
+            Some(Responder::V2) => umsg::MavlinkLatency::RESPONDER_V2,
+            Some(Responder::V1) => umsg::MavlinkLatency::RESPONDER_V1,
+            Some(Responder::GarbageTarget) => umsg::MavlinkLatency::RESPONDER_FOREIGN_TARGET,
+        },
+        one_way_delay: seconds(rtt_min.map(|m| m / 2)),
+        offset_ns: r.offset.map_or(0, |o| o + base),
+        px4_offset_ns: r.px4_offset.map_or(0, |o| o + base),
+        skew_ppm: r.skew_ppm.unwrap_or(f64::NAN),
+        converged: r.converged,
+        px4_converged: r.px4_converged,
+        uncertainty_ns: r.uncertainty.unwrap_or(-1),
+        resets: r.resets,
+        px4_resets: r.px4_resets,
+    }
+}
+
+fn diagnostics(
+    node: &Node,
+    cfg: &Config,
+    link: &Link,
+    state: &LinkState,
+    r: &Report,
+) -> diagnostic_msgs::DiagnosticArray {
+    use std::sync::atomic::Ordering::Relaxed;
+    let kv = |k: &str, v: String| diagnostic_msgs::KeyValue {
+        key: k.into(),
+        value: v,
+    };
+    let ms = |ns: Option<i64>| ns.map_or("-".into(), |v| format!("{:.3}", v as f64 / 1e6));
+    let connection = diagnostic_msgs::DiagnosticStatus {
+        level: if state.connected {
+            diagnostic_msgs::DiagnosticStatus::OK
+        } else {
+            diagnostic_msgs::DiagnosticStatus::ERROR
+        },
+        name: format!("{}: FCU connection", node.name()),
+        message: if !state.connected {
+            format!("link down: {}", state.last_error)
+        } else if r.autopilot.is_none() {
+            "connected, no autopilot heartbeat yet".into()
+        } else {
+            "connected".into()
+        },
+        hardware_id: cfg.fcu_url.to_string(),
+        values: vec![
+            kv(
+                "autopilot",
+                r.autopilot
+                    .map_or("-".into(), |a| format!("{}/{}", a.system, a.component)),
+            ),
+            kv("received", link.stats.received.load(Relaxed).to_string()),
+            kv("sent", link.stats.sent.load(Relaxed).to_string()),
+            kv(
+                "send errors",
+                link.stats.send_errors.load(Relaxed).to_string(),
+            ),
+            kv(
+                "overflowed",
+                link.stats.overflowed.load(Relaxed).to_string(),
+            ),
+            kv("connects", link.stats.connects.load(Relaxed).to_string()),
+        ],
+    };
+    let replies = r.timesync.replies;
+    let (level, message) = if replies == 0 {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "no TIMESYNC reply yet".to_string(),
+        )
+    } else if r.responder == Some(Responder::V1) {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "v1 responder: other requesters' replies look like ours".to_string(),
+        )
+    } else if !r.converged {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "converging".to_string(),
+        )
+    } else {
+        (
+            diagnostic_msgs::DiagnosticStatus::OK,
+            "synchronised".to_string(),
+        )
+    };
+    let time_sync = diagnostic_msgs::DiagnosticStatus {
+        level,
+        name: format!("{}: Time Sync", node.name()),
+        message,
+        hardware_id: cfg.fcu_url.to_string(),
+        values: vec![
+            kv("Timesyncs", replies.to_string()),
+            kv("Lost", r.timesync.lost.to_string()),
+            kv("Last RTT (ms)", ms(r.timesync_rtt.last)),
+            kv("Min RTT (ms)", ms(r.timesync_rtt.min)),
+            kv("Mean RTT (ms)", format!("{:.3}", r.timesync_rtt.mean / 1e6)),
+            kv("Estimated offset (s)", format!("{:.9}", seconds(r.offset))),
+            kv(
+                "PX4 filter offset (s)",
+                format!("{:.9}", seconds(r.px4_offset)),
+            ),
+            kv("Uncertainty (ms)", ms(r.uncertainty)),
+            kv("Resets", r.resets.to_string()),
+            kv("Foreign replies", r.timesync.foreign.to_string()),
+            kv("Unmatched replies", r.timesync.unmatched.to_string()),
+            kv(
+                "PING RTT (ms)",
+                r.ping
+                    .last_rtt_us
+                    .map_or("-".into(), |u| format!("{:.3}", u as f64 / 1e3)),
+            ),
+            kv("PING loss", format!("{:.3}", r.ping.loss)),
+        ],
+    };
+    diagnostic_msgs::DiagnosticArray {
+        header: std_msgs::Header {
+            stamp: Time::now(),
+            ..Default::default()
+        },
+        status: vec![connection, time_sync],
+    }
+}

@@ -1,0 +1,284 @@
+//! The bridge's state without I/O: which autopilot it talks to, the PING and TIMESYNC
+//! exchanges, both estimators and the round-trip figures. Messages and the time come in;
+//! messages to send and samples to publish come out. All times are CLOCK_MONOTONIC ns.
+
+use super::estimator::{Exchange, FitParams, Px4Filter, Px4Params, WindowFit};
+use super::messages::{Incoming, Outgoing};
+use super::protocol::{
+    Ids, PingOutcome, PingStats, Pinger, Responder, TimesyncClient, TimesyncOutcome, TimesyncStats,
+};
+
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    pub ours: Ids,
+    /// The autopilot, if fixed; else learnt from its HEARTBEAT.
+    pub autopilot: Option<Ids>,
+    /// How long a request may wait for its reply before it counts as lost (ns).
+    pub timeout_ns: i64,
+    pub respond_timesync: bool,
+    pub px4: Px4Params,
+    pub fit: FitParams,
+}
+
+/// One completed TIMESYNC exchange, as mavros's `TimesyncStatus` reports it (ns, local −
+/// remote, on CLOCK_MONOTONIC).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimesyncSample {
+    pub exchange: Exchange,
+    pub responder: Responder,
+    pub observed_offset: i64,
+    /// Our estimator's offset at the reply's arrival.
+    pub fit_offset: Option<i64>,
+    pub px4_offset: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Send(Outgoing),
+    Timesync(TimesyncSample),
+    /// The autopilot's wall clock (SYSTEM_TIME), received at `at_ns`.
+    SystemTime {
+        unix_usec: u64,
+        at_ns: i64,
+    },
+    AutopilotFound(Ids),
+}
+
+/// Running round-trip figures (ns).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RttStats {
+    pub last: Option<i64>,
+    pub min: Option<i64>,
+    pub mean: f64,
+    pub count: u64,
+}
+
+impl RttStats {
+    fn add(&mut self, rtt: i64) {
+        self.count += 1;
+        self.last = Some(rtt);
+        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+        self.mean += (rtt as f64 - self.mean) / self.count as f64;
+    }
+}
+
+/// Everything the latency topic and the diagnostics show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub autopilot: Option<Ids>,
+    pub ping: PingStats,
+    pub timesync: TimesyncStats,
+    pub timesync_rtt: RttStats,
+    pub responder: Option<Responder>,
+    /// Our estimator at `now` (local − remote, ns).
+    pub offset: Option<i64>,
+    pub px4_offset: Option<i64>,
+    pub skew_ppm: Option<f64>,
+    pub converged: bool,
+    pub px4_converged: bool,
+    pub uncertainty: Option<i64>,
+    pub resets: u32,
+    pub px4_resets: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Session {
+    cfg: SessionConfig,
+    autopilot: Option<Ids>,
+    pinger: Pinger,
+    timesync: TimesyncClient,
+    px4: Px4Filter,
+    fit: WindowFit,
+    timesync_rtt: RttStats,
+    responder: Option<Responder>,
+}
+
+impl Session {
+    pub fn new(cfg: SessionConfig) -> Session {
+        Session {
+            autopilot: cfg.autopilot,
+            pinger: Pinger::new(cfg.ours, (cfg.timeout_ns / 1000).max(1) as u64),
+            timesync: TimesyncClient::new(cfg.ours, cfg.respond_timesync),
+            px4: Px4Filter::new(cfg.px4),
+            fit: WindowFit::new(cfg.fit),
+            timesync_rtt: RttStats::default(),
+            responder: None,
+            cfg,
+        }
+    }
+
+    pub fn autopilot(&self) -> Option<Ids> {
+        self.autopilot
+    }
+
+    pub fn ping_request(&mut self, now_ns: i64) -> Outgoing {
+        Outgoing::Ping(self.pinger.request(micros(now_ns)))
+    }
+
+    pub fn timesync_request(&mut self, now_ns: i64) -> Outgoing {
+        Outgoing::Timesync(self.timesync.request(now_ns, self.autopilot))
+    }
+
+    /// The link reports when a TIMESYNC request actually left.
+    pub fn departed(&mut self, ts1: i64, at_ns: i64) {
+        self.timesync.departed(ts1, at_ns);
+    }
+
+    /// Counts requests past the timeout as lost.
+    pub fn expire(&mut self, now_ns: i64) {
+        self.pinger.expire(micros(now_ns));
+        self.timesync.expire(now_ns, self.cfg.timeout_ns);
+    }
+
+    pub fn on_message(&mut self, from: Ids, msg: Incoming, at_ns: i64) -> Option<Event> {
+        if from == self.cfg.ours {
+            return None; // our own message, looped back by a router or broadcast
+        }
+        match msg {
+            Incoming::Heartbeat { autopilot: true } if self.autopilot.is_none() => {
+                self.autopilot = Some(from);
+                Some(Event::AutopilotFound(from))
+            }
+            Incoming::Ping(p) => match self.pinger.on_ping(from, self.autopilot, &p, micros(at_ns))
+            {
+                PingOutcome::Answer(reply) => Some(Event::Send(Outgoing::Ping(reply))),
+                PingOutcome::Rtt(_) | PingOutcome::Ignored => None,
+            },
+            Incoming::Timesync(t) => {
+                match self.timesync.on_timesync(from, self.autopilot, &t, at_ns) {
+                    TimesyncOutcome::Answer(reply) => Some(Event::Send(Outgoing::Timesync(reply))),
+                    TimesyncOutcome::Sample(exchange, responder) => {
+                        Some(Event::Timesync(self.estimate(exchange, responder)))
+                    }
+                    TimesyncOutcome::Ignored => None,
+                }
+            }
+            Incoming::SystemTime { unix_usec, .. } if Some(from) == self.autopilot => {
+                Some(Event::SystemTime { unix_usec, at_ns })
+            }
+            _ => None,
+        }
+    }
+
+    fn estimate(&mut self, exchange: Exchange, responder: Responder) -> TimesyncSample {
+        self.responder = Some(responder);
+        self.timesync_rtt.add(exchange.rtt());
+        self.px4.update(&exchange);
+        self.fit.update(&exchange);
+        TimesyncSample {
+            exchange,
+            responder,
+            observed_offset: exchange.observed_offset(),
+            fit_offset: self.fit.offset_at(exchange.t3),
+            px4_offset: self.px4.offset(),
+        }
+    }
+
+    pub fn report(&self, now_ns: i64) -> Report {
+        Report {
+            autopilot: self.autopilot,
+            ping: self.pinger.stats,
+            timesync: self.timesync.stats,
+            timesync_rtt: self.timesync_rtt,
+            responder: self.responder,
+            offset: self.fit.offset_at(now_ns),
+            px4_offset: self.px4.offset(),
+            skew_ppm: self.fit.skew_ppm(),
+            converged: self.fit.converged(),
+            px4_converged: self.px4.converged(),
+            uncertainty: self.fit.uncertainty(),
+            resets: self.fit.resets,
+            px4_resets: self.px4.resets,
+        }
+    }
+}
+
+fn micros(ns: i64) -> u64 {
+    (ns / 1000).max(0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mavlink::protocol::{Ping, Timesync};
+
+    const US: Ids = Ids {
+        system: 1,
+        component: 191,
+    };
+    const FCU: Ids = Ids {
+        system: 1,
+        component: 1,
+    };
+    const GCS: Ids = Ids {
+        system: 255,
+        component: 190,
+    };
+
+    fn session() -> Session {
+        Session::new(SessionConfig {
+            ours: US,
+            autopilot: None,
+            timeout_ns: 2_000_000_000,
+            respond_timesync: false,
+            px4: Px4Params::default(),
+            fit: FitParams::default(),
+        })
+    }
+
+    #[test]
+    fn learns_the_autopilot_from_its_heartbeat_and_estimates_its_offset() {
+        let mut s = session();
+        assert_eq!(
+            s.on_message(GCS, Incoming::Heartbeat { autopilot: false }, 0),
+            None
+        );
+        assert_eq!(
+            s.on_message(FCU, Incoming::Heartbeat { autopilot: true }, 0),
+            Some(Event::AutopilotFound(FCU))
+        );
+        // The autopilot's clock is 7 ms behind ours; 1 ms each way.
+        let mut last = None;
+        for i in 0..40i64 {
+            let t1 = 1_000_000_000 + i * 100_000_000;
+            let Outgoing::Timesync(req) = s.timesync_request(t1) else {
+                panic!()
+            };
+            assert_eq!(req.target, FCU);
+            let reply = Timesync {
+                tc1: t1 + 1_000_000 - 7_000_000,
+                ts1: req.ts1,
+                target: US,
+            };
+            last = s.on_message(FCU, Incoming::Timesync(reply), t1 + 2_000_000);
+        }
+        let Some(Event::Timesync(sample)) = last else {
+            panic!("{last:?}")
+        };
+        assert_eq!(sample.responder, Responder::V2);
+        assert_eq!(sample.observed_offset, 7_000_000);
+        assert_eq!(sample.fit_offset, Some(7_000_000));
+        let r = s.report(5_000_000_000);
+        assert!(r.converged && r.offset == Some(7_000_000), "{r:?}");
+        assert_eq!(r.uncertainty, Some(1_000_000));
+        assert_eq!(r.timesync_rtt.min, Some(2_000_000));
+    }
+
+    #[test]
+    fn answers_other_pingers_and_ignores_its_own_echo() {
+        let mut s = session();
+        let request = Ping {
+            time_usec: 5,
+            seq: 9,
+            target: Ids::BROADCAST,
+        };
+        assert_eq!(
+            s.on_message(GCS, Incoming::Ping(request), 0),
+            Some(Event::Send(Outgoing::Ping(Ping {
+                target: GCS,
+                ..request
+            })))
+        );
+        assert_eq!(s.on_message(US, Incoming::Ping(request), 0), None);
+    }
+}

@@ -1,0 +1,393 @@
+//! A simulated autopilot on a UDP socket: answers PING and TIMESYNC (v2, or v1 like
+//! ArduPilot and older PX4), sends HEARTBEAT and SYSTEM_TIME at 1 Hz, on a clock with a
+//! known offset and drift from this host's CLOCK_MONOTONIC, behind seeded per-direction
+//! delay, jitter and loss; its clock can step or restart (a reboot) on command. Timing runs
+//! on plain threads and delay lines, so a delay is what was configured, to tens of µs.
+
+use super::clock::monotonic_ns;
+use super::messages::{frame, parse_datagram, Incoming, Outgoing};
+use super::protocol::{Ids, Ping, Timesync};
+use crate::sim::DelayLine;
+use crate::sim::{FaultModel, Faults};
+use mavlink::MavlinkVersion;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the simulated autopilot answers TIMESYNC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimesyncResponder {
+    /// Replies addressed to the requester (PX4 since late 2025).
+    V2,
+    /// Replies with target 0/0 (ArduPilot, older PX4).
+    V1,
+    /// No answer.
+    Silent,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub ids: Ids,
+    /// Its clock minus CLOCK_MONOTONIC at start (ns); `None`: a boot clock starting at 0.
+    pub clock_offset_ns: Option<i64>,
+    pub drift_ppm: f64,
+    /// Requests until the autopilot stamps them.
+    pub up: Faults,
+    /// Replies from the stamp to the requester.
+    pub down: Faults,
+    pub seed: u64,
+    pub timesync: TimesyncResponder,
+    pub answer_ping: bool,
+    /// Send MAVLink 1 frames (which cannot carry TIMESYNC's target fields).
+    pub mavlink1: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            ids: Ids {
+                system: 1,
+                component: 1,
+            },
+            clock_offset_ns: None,
+            drift_ppm: 0.0,
+            up: Faults::NONE,
+            down: Faults::NONE,
+            seed: 1,
+            timesync: TimesyncResponder::V2,
+            answer_ping: true,
+            mavlink1: false,
+        }
+    }
+}
+
+/// The simulated clock: monotonic + offset + drift since the start.
+#[derive(Debug, Clone, Copy)]
+struct SimClock {
+    start: i64,
+    offset: i64,
+    drift_ppm: f64,
+}
+
+impl SimClock {
+    fn at(&self, local_ns: i64) -> i64 {
+        let drift = (local_ns - self.start) as f64 * self.drift_ppm * 1e-6;
+        local_ns + self.offset + drift as i64
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimStats {
+    pub received: u64,
+    pub timesync_answered: u64,
+    pub ping_answered: u64,
+}
+
+struct Shared {
+    config: SimConfig,
+    clock: Mutex<SimClock>,
+    stats: Mutex<SimStats>,
+    requester: Mutex<Option<SocketAddr>>,
+    sequence: AtomicU8,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn next_frame(&self, out: &Outgoing) -> Vec<u8> {
+        let version = if self.config.mavlink1 {
+            MavlinkVersion::V1
+        } else {
+            MavlinkVersion::V2
+        };
+        let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
+        frame(self.config.ids, seq, version, out)
+    }
+
+    fn now_remote(&self) -> i64 {
+        lock(&self.clock).at(monotonic_ns())
+    }
+
+    /// The answers to one datagram, stamped now (when the request "arrives" at the autopilot).
+    fn answers(&self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for (from, msg) in parse_datagram(bytes) {
+            match msg {
+                Incoming::Timesync(t) if t.tc1 == 0 => {
+                    let target = match self.config.timesync {
+                        TimesyncResponder::V2 => from,
+                        TimesyncResponder::V1 => Ids::BROADCAST,
+                        TimesyncResponder::Silent => continue,
+                    };
+                    let reply = Outgoing::Timesync(Timesync {
+                        tc1: self.now_remote(),
+                        ts1: t.ts1,
+                        target,
+                    });
+                    lock(&self.stats).timesync_answered += 1;
+                    out.push(self.next_frame(&reply));
+                }
+                Incoming::Ping(p) if p.target == Ids::BROADCAST && self.config.answer_ping => {
+                    lock(&self.stats).ping_answered += 1;
+                    out.push(self.next_frame(&Outgoing::Ping(Ping { target: from, ..p })));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running simulated autopilot; dropping it stops it.
+pub struct SimAutopilot {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl Drop for SimAutopilot {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Replies waiting in the down delay line at most.
+const IN_FLIGHT: usize = 4096;
+
+impl SimAutopilot {
+    /// Binds `bind` (port 0 picks one) and answers whoever sends to it.
+    pub fn start(bind: SocketAddr, config: SimConfig) -> std::io::Result<SimAutopilot> {
+        let socket = UdpSocket::bind(bind)?;
+        socket.set_read_timeout(Some(Duration::from_millis(50)))?;
+        let addr = socket.local_addr()?;
+        let now = monotonic_ns();
+        let clock = SimClock {
+            start: now,
+            offset: config.clock_offset_ns.unwrap_or(-now),
+            drift_ppm: config.drift_ppm,
+        };
+        let shared = Arc::new(Shared {
+            config,
+            clock: Mutex::new(clock),
+            stats: Mutex::default(),
+            requester: Mutex::new(None),
+            sequence: AtomicU8::new(0),
+            stop: AtomicBool::new(false),
+        });
+        let sender = socket.try_clone()?;
+        let down = DelayLine::spawn("sim-fcu-down", IN_FLIGHT, move |(d, to): (Vec<u8>, _)| {
+            let _ = sender.send_to(&d, to);
+        })?;
+        let replies = Replies {
+            shared: shared.clone(),
+            socket: socket.try_clone()?,
+            down,
+            model: FaultModel::new(shared.config.seed ^ 0xd0_d0),
+        };
+        let up_shared = shared.clone();
+        let up_replies = Arc::new(Mutex::new(replies));
+        let up = {
+            let replies = up_replies.clone();
+            DelayLine::spawn("sim-fcu-up", IN_FLIGHT, move |(d, from): (Vec<u8>, _)| {
+                lock(&replies).answer(&d, from);
+            })?
+        };
+        std::thread::Builder::new()
+            .name("sim-fcu".into())
+            .spawn(move || receive(socket, up_shared, up, up_replies))?;
+        Ok(SimAutopilot { addr, shared })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The autopilot clock at a CLOCK_MONOTONIC instant: the truth an estimate is scored on.
+    pub fn remote_at(&self, local_ns: i64) -> i64 {
+        lock(&self.shared.clock).at(local_ns)
+    }
+
+    /// Steps its clock by `delta_ns`.
+    pub fn step_clock(&self, delta_ns: i64) {
+        lock(&self.shared.clock).offset += delta_ns;
+    }
+
+    /// A reboot: its boot clock starts again from zero.
+    pub fn reboot(&self) {
+        let now = monotonic_ns();
+        let mut clock = lock(&self.shared.clock);
+        *clock = SimClock {
+            start: now,
+            offset: -now,
+            drift_ppm: clock.drift_ppm,
+        };
+    }
+
+    pub fn stats(&self) -> SimStats {
+        *lock(&self.shared.stats)
+    }
+}
+
+/// Sends answers through the downlink's faults.
+struct Replies {
+    shared: Arc<Shared>,
+    socket: UdpSocket,
+    down: DelayLine<(Vec<u8>, SocketAddr)>,
+    model: FaultModel,
+}
+
+impl Replies {
+    fn answer(&mut self, bytes: &[u8], to: SocketAddr) {
+        for reply in self.shared.answers(bytes) {
+            for delay in self.model.fate(&self.shared.config.down) {
+                if delay.is_zero() {
+                    let _ = self.socket.send_to(&reply, to);
+                } else {
+                    self.down.push(delay, (reply.clone(), to));
+                }
+            }
+        }
+    }
+}
+
+fn receive(
+    socket: UdpSocket,
+    shared: Arc<Shared>,
+    up: DelayLine<(Vec<u8>, SocketAddr)>,
+    replies: Arc<Mutex<Replies>>,
+) {
+    let mut model = FaultModel::new(shared.config.seed);
+    let mut buf = vec![0u8; 2048];
+    let mut next_heartbeat = Instant::now();
+    while !shared.stop.load(Ordering::Relaxed) {
+        if let Ok((n, from)) = socket.recv_from(&mut buf) {
+            *lock(&shared.requester) = Some(from);
+            lock(&shared.stats).received += 1;
+            for delay in model.fate(&shared.config.up) {
+                if delay.is_zero() {
+                    lock(&replies).answer(&buf[..n], from);
+                } else {
+                    up.push(delay, (buf[..n].to_vec(), from));
+                }
+            }
+        }
+        if Instant::now() >= next_heartbeat {
+            next_heartbeat += Duration::from_secs(1);
+            let Some(to) = *lock(&shared.requester) else {
+                continue;
+            };
+            let unix_usec = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64);
+            let boot_ms = (shared.now_remote() / 1_000_000).max(0) as u32;
+            for out in [
+                Outgoing::AutopilotHeartbeat,
+                Outgoing::SystemTime { unix_usec, boot_ms },
+            ] {
+                let _ = socket.send_to(&shared.next_frame(&out), to);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(ts1: i64) -> Vec<u8> {
+        frame(
+            Ids {
+                system: 1,
+                component: 191,
+            },
+            0,
+            MavlinkVersion::V2,
+            &Outgoing::Timesync(Timesync {
+                tc1: 0,
+                ts1,
+                target: Ids::BROADCAST,
+            }),
+        )
+    }
+
+    fn exchange(sim: &SimAutopilot, socket: &UdpSocket, ts1: i64) -> (Timesync, i64) {
+        socket.send_to(&request(ts1), sim.local_addr()).unwrap();
+        let mut buf = [0u8; 512];
+        loop {
+            let n = socket.recv(&mut buf).unwrap();
+            let t3 = monotonic_ns();
+            for (_, msg) in parse_datagram(&buf[..n]) {
+                if let Incoming::Timesync(t) = msg {
+                    if t.ts1 == ts1 {
+                        return (t, t3);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn answers_timesync_on_its_own_clock_after_the_configured_delays() {
+        let config = SimConfig {
+            clock_offset_ns: Some(5_000_000_000),
+            up: Faults {
+                delay: Duration::from_millis(3),
+                ..Faults::NONE
+            },
+            down: Faults {
+                delay: Duration::from_millis(1),
+                ..Faults::NONE
+            },
+            ..SimConfig::default()
+        };
+        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let t1 = monotonic_ns();
+        let (reply, t3) = exchange(&sim, &socket, t1);
+        assert_eq!(
+            reply.target,
+            Ids {
+                system: 1,
+                component: 191
+            }
+        );
+        let rtt = t3 - t1;
+        assert!(rtt >= 4_000_000, "rtt {rtt}");
+        // The stamp lies 3 ms after the request left, in a clock 5 s ahead.
+        let stamped_local = reply.tc1 - 5_000_000_000;
+        assert!(
+            stamped_local - t1 >= 3_000_000 && t3 - stamped_local >= 1_000_000,
+            "{} / {}",
+            stamped_local - t1,
+            t3 - stamped_local
+        );
+        sim.step_clock(1_000_000_000);
+        let (after, _) = exchange(&sim, &socket, t1 + 1);
+        assert!(after.tc1 - reply.tc1 > 1_000_000_000);
+        sim.reboot();
+        let (rebooted, _) = exchange(&sim, &socket, t1 + 2);
+        assert!(rebooted.tc1 < 1_000_000_000, "boot clock {}", rebooted.tc1);
+        assert_eq!(sim.stats().timesync_answered, 3);
+    }
+
+    #[test]
+    fn a_v1_responder_answers_to_everybody() {
+        let config = SimConfig {
+            timesync: TimesyncResponder::V1,
+            ..SimConfig::default()
+        };
+        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let (reply, _) = exchange(&sim, &socket, 42);
+        assert_eq!(reply.target, Ids::BROADCAST);
+    }
+}

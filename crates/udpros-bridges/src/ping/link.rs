@@ -1,0 +1,366 @@
+//! Device links: serial ports, UDP (BlueOS bridges, Ping360 Ethernet, simulators) and an
+//! in-process simulator, each turned into a stream of checked frames and reconnected
+//! forever with backoff.
+
+use super::frame::{Decoder, DecoderStats, Frame};
+use super::sim::Simulator;
+use super::DeviceKind;
+use super::Dialect;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+/// Where the device is: `serial:PATH:BAUD`, `udp:HOST:PORT` or `sim:ping1d` / `sim:ping360`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkSpec {
+    Serial { path: String, baud: u32 },
+    Udp { host: String, port: u16 },
+    Sim(DeviceKind),
+}
+
+impl FromStr for LinkSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LinkSpec, String> {
+        let bad = || {
+            format!(
+                "device '{s}' is not serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d or sim:ping360"
+            )
+        };
+        let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
+        match kind {
+            "serial" => {
+                let (path, baud) = rest.rsplit_once(':').ok_or_else(bad)?;
+                Ok(LinkSpec::Serial {
+                    path: path.to_string(),
+                    baud: baud.parse().map_err(|_| bad())?,
+                })
+            }
+            "udp" => {
+                let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+                Ok(LinkSpec::Udp {
+                    host: host.to_string(),
+                    port: port.parse().map_err(|_| bad())?,
+                })
+            }
+            "sim" => match rest {
+                "ping1d" => Ok(LinkSpec::Sim(DeviceKind::Ping1d)),
+                "ping360" => Ok(LinkSpec::Sim(DeviceKind::Ping360)),
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl fmt::Display for LinkSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkSpec::Serial { path, baud } => write!(f, "serial:{path}:{baud}"),
+            LinkSpec::Udp { host, port } => write!(f, "udp:{host}:{port}"),
+            LinkSpec::Sim(DeviceKind::Ping1d) => f.write_str("sim:ping1d"),
+            LinkSpec::Sim(DeviceKind::Ping360) => f.write_str("sim:ping360"),
+        }
+    }
+}
+
+/// What a link reports.
+#[derive(Debug, Clone)]
+pub enum LinkEvent {
+    Connected,
+    /// A frame, and when its last byte arrived.
+    Frame(Frame, Instant),
+    Disconnected(String),
+}
+
+/// What the session asks of the link.
+#[derive(Debug, Clone)]
+pub enum Outgoing {
+    Bytes(Vec<u8>),
+    /// A serial break then `U` bytes (Ping360 auto-baud; stops auto-transmit). Over UDP an
+    /// empty datagram, which BlueOS's bridges turn into a break.
+    Break,
+}
+
+/// Called in the link's own task for every frame, as soon as it is decoded.
+pub type FrameHook = Arc<dyn Fn(&Frame, Instant) + Send + Sync>;
+
+struct Shared {
+    stats: Arc<Mutex<DecoderStats>>,
+    hook: Option<FrameHook>,
+}
+
+/// A running link; dropping it stops it.
+pub struct Link {
+    pub events: mpsc::Receiver<LinkEvent>,
+    pub out: mpsc::UnboundedSender<Outgoing>,
+    pub stats: Arc<Mutex<DecoderStats>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// The longest wait between attempts: short for UDP, where an attempt costs one datagram
+/// (and a device's restart must be noticed fast), longer for serial ports.
+fn max_retry(spec: &LinkSpec) -> Duration {
+    match spec {
+        LinkSpec::Udp { .. } | LinkSpec::Sim(_) => Duration::from_millis(250),
+        LinkSpec::Serial { .. } => Duration::from_secs(1),
+    }
+}
+
+impl Link {
+    /// Starts a link; the simulator (for `sim:` devices) speaks `dialect`.
+    pub fn spawn(spec: LinkSpec, dialect: Dialect, max_payload: usize) -> Link {
+        Link::spawn_with_hook(spec, dialect, max_payload, None)
+    }
+
+    /// As `spawn`, with `hook` run on every frame in the link's task (before the event).
+    pub fn spawn_with_hook(
+        spec: LinkSpec,
+        dialect: Dialect,
+        max_payload: usize,
+        hook: Option<FrameHook>,
+    ) -> Link {
+        let (event_tx, events) = mpsc::channel(1024);
+        let (out, out_rx) = mpsc::unbounded_channel();
+        let stats = Arc::new(Mutex::new(DecoderStats::default()));
+        let task = tokio::spawn(run(
+            spec,
+            dialect,
+            max_payload,
+            event_tx,
+            out_rx,
+            Shared {
+                stats: stats.clone(),
+                hook,
+            },
+        ));
+        Link {
+            events,
+            out,
+            stats,
+            task,
+        }
+    }
+
+    pub fn send(&self, bytes: Vec<u8>) {
+        let _ = self.out.send(Outgoing::Bytes(bytes));
+    }
+}
+
+async fn run(
+    spec: LinkSpec,
+    dialect: Dialect,
+    max_payload: usize,
+    events: mpsc::Sender<LinkEvent>,
+    mut out: mpsc::UnboundedReceiver<Outgoing>,
+    shared: Shared,
+) {
+    let mut delay = FIRST_RETRY;
+    let mut decoder = Decoder::new(max_payload);
+    loop {
+        let started = Instant::now();
+        let ended = match &spec {
+            LinkSpec::Udp { host, port } => {
+                udp(host, *port, &mut decoder, &events, &mut out, &shared).await
+            }
+            LinkSpec::Serial { path, baud } => {
+                serial(path, *baud, &mut decoder, &events, &mut out, &shared).await
+            }
+            LinkSpec::Sim(kind) => {
+                simulated(*kind, dialect, &mut decoder, &events, &mut out, &shared).await
+            }
+        };
+        if events.is_closed() {
+            return;
+        }
+        let _ = events.send(LinkEvent::Disconnected(ended)).await;
+        // Commands queued while down are stale: the session repeats what it needs.
+        while out.try_recv().is_ok() {}
+        if started.elapsed() > max_retry(&spec) {
+            delay = FIRST_RETRY;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(max_retry(&spec));
+    }
+}
+
+/// Feeds received bytes to the decoder and forwards every frame.
+async fn deliver(
+    bytes: &[u8],
+    decoder: &mut Decoder,
+    events: &mpsc::Sender<LinkEvent>,
+    shared: &Shared,
+) -> bool {
+    let arrived = Instant::now();
+    decoder.extend(bytes);
+    while let Some(frame) = decoder.next_frame() {
+        // The fast path publishes data right here, without a hop to another task.
+        if let Some(hook) = &shared.hook {
+            hook(&frame, arrived);
+        }
+        if events.send(LinkEvent::Frame(frame, arrived)).await.is_err() {
+            return false;
+        }
+    }
+    *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = *decoder.stats();
+    true
+}
+
+async fn udp(
+    host: &str,
+    port: u16,
+    decoder: &mut Decoder,
+    events: &mpsc::Sender<LinkEvent>,
+    out: &mut mpsc::UnboundedReceiver<Outgoing>,
+    shared: &Shared,
+) -> String {
+    let peer = match udpros::transport::resolve_ipv4(host, port).await {
+        Ok(peer) => peer,
+        Err(e) => return format!("cannot resolve {host}: {e}"),
+    };
+    let local = if peer.ip().is_loopback() {
+        "127.0.0.1:0"
+    } else {
+        "0.0.0.0:0"
+    };
+    let socket = match tokio::net::UdpSocket::bind(local).await {
+        Ok(s) => s,
+        Err(e) => return format!("UDP socket: {e}"),
+    };
+    if let Err(e) = socket.connect(peer).await {
+        return format!("UDP connect to {peer}: {e}");
+    }
+    let _ = events.send(LinkEvent::Connected).await;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        tokio::select! {
+            received = socket.recv(&mut buf) => match received {
+                Ok(n) => if !deliver(&buf[..n], decoder, events, shared).await { return "closed".into() },
+                // Port unreachable: the device (or its bridge) is gone.
+                Err(e) => return format!("UDP receive from {peer}: {e}"),
+            },
+            command = out.recv() => match command {
+                Some(Outgoing::Bytes(b)) => if let Err(e) = socket.send(&b).await { return format!("UDP send to {peer}: {e}") },
+                Some(Outgoing::Break) => { let _ = socket.send(&[]).await; }
+                None => return "closed".into(),
+            },
+        }
+    }
+}
+
+async fn serial(
+    path: &str,
+    baud: u32,
+    decoder: &mut Decoder,
+    events: &mpsc::Sender<LinkEvent>,
+    out: &mut mpsc::UnboundedReceiver<Outgoing>,
+    shared: &Shared,
+) -> String {
+    use tokio_serial::SerialPort;
+    let mut port = match tokio_serial::SerialStream::open(&tokio_serial::new(path, baud)) {
+        Ok(p) => p,
+        Err(e) => return format!("cannot open {path}: {e}"),
+    };
+    // No second program may talk to the device at the same time.
+    let _ = port.set_exclusive(true);
+    let _ = events.send(LinkEvent::Connected).await;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        tokio::select! {
+            read = port.read(&mut buf) => match read {
+                Ok(0) => return format!("{path} closed"),
+                Ok(n) => if !deliver(&buf[..n], decoder, events, shared).await { return "closed".into() },
+                Err(e) => return format!("reading {path}: {e}"),
+            },
+            command = out.recv() => match command {
+                Some(Outgoing::Bytes(b)) => if let Err(e) = port.write_all(&b).await { return format!("writing {path}: {e}") },
+                Some(Outgoing::Break) => {
+                    // Ping360 auto-baud: a break, then 'U's at the wanted rate.
+                    let _ = port.set_break();
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let _ = port.clear_break();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let _ = port.write_all(&[b'U'; 10]).await;
+                }
+                None => return "closed".into(),
+            },
+        }
+    }
+}
+
+async fn simulated(
+    kind: DeviceKind,
+    dialect: Dialect,
+    decoder: &mut Decoder,
+    events: &mpsc::Sender<LinkEvent>,
+    out: &mut mpsc::UnboundedReceiver<Outgoing>,
+    shared: &Shared,
+) -> String {
+    let mut sim = Simulator::new(kind, dialect, Instant::now());
+    let _ = events.send(LinkEvent::Connected).await;
+    loop {
+        while let Some(bytes) = sim.poll_transmit(Instant::now()) {
+            if !deliver(&bytes, decoder, events, shared).await {
+                return "closed".into();
+            }
+        }
+        let wake = sim
+            .poll_timeout()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            command = out.recv() => match command {
+                Some(Outgoing::Bytes(b)) => sim.receive(&b, Instant::now()),
+                Some(Outgoing::Break) => sim.break_signal(),
+                None => return "closed".into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_device_specs() {
+        assert_eq!(
+            "serial:/dev/ttyUSB0:115200".parse(),
+            Ok(LinkSpec::Serial {
+                path: "/dev/ttyUSB0".into(),
+                baud: 115200
+            })
+        );
+        assert_eq!(
+            "udp:192.168.2.2:9090".parse(),
+            Ok(LinkSpec::Udp {
+                host: "192.168.2.2".into(),
+                port: 9090
+            })
+        );
+        assert_eq!(
+            "sim:ping360".parse(),
+            Ok(LinkSpec::Sim(DeviceKind::Ping360))
+        );
+        assert!("tcp:x:1".parse::<LinkSpec>().is_err());
+        assert!("udp:host:notaport".parse::<LinkSpec>().is_err());
+        assert_eq!(
+            LinkSpec::Udp {
+                host: "h".into(),
+                port: 1
+            }
+            .to_string(),
+            "udp:h:1"
+        );
+    }
+}

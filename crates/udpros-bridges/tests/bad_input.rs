@@ -1,0 +1,138 @@
+//! Bad values from a user: one clear line on stderr and exit status 1 within 5 s, never a
+//! panic or a silent hang; and a device that never answers is said once, not forever.
+
+use udpros_testkit as common;
+
+use common::assert_one_line_failure;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use udpros::master::Master;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_parameters_are_one_line_and_exit_1() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_speed_of_sound:=0"],
+            "~speed_of_sound",
+        ),
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_range:=-1"],
+            "~range",
+        ),
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_min_confidence:=5"],
+            "~min_confidence",
+        ),
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_ping_interval:=0"],
+            "~ping_interval",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_timeout:=0"],
+            "~timeout",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_fit/quantile:=5"],
+            "~fit/quantile",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_timesync_rate:=-1"],
+            "~timesync_rate",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_sim/jitter:=.nan"],
+            "~sim/jitter",
+        ),
+    ];
+    for (i, (program, mut args, mentions)) in cases.into_iter().enumerate() {
+        // Private parameters stay on the master: each run is its own node.
+        let name = format!("__name:=bad_input_{i}");
+        args.push(&name);
+        let (uri, args): (String, Vec<String>) =
+            (uri.clone(), args.iter().map(|a| a.to_string()).collect());
+        tokio::task::spawn_blocking(move || {
+            assert_one_line_failure(program, &uri, &args, mentions)
+        })
+        .await
+        .unwrap();
+    }
+}
+
+/// A serial device that does not exist: diagnostics say so every second, and the console
+/// hears of it once, not four times a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_device_is_said_once_and_shown_in_diagnostics() {
+    use udpros::msgs::diagnostic_msgs::DiagnosticArray;
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let listener = common::node(&uri, "diag_listener").await;
+    let mut diagnostics = listener
+        .subscribe::<DiagnosticArray>("/diagnostics", Default::default())
+        .await
+        .unwrap();
+    for device in [
+        "serial:/dev/udpros-no-such-device:115200",
+        "udp:127.0.0.1:9",
+    ] {
+        let mut sonar = common::Child(
+            Command::new(env!("CARGO_BIN_EXE_ping_sonar"))
+                .arg(format!("_device:={device}"))
+                .env("ROS_MASTER_URI", &uri)
+                .env("ROS_IP", "127.0.0.1")
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let got = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let array = diagnostics.recv().await?;
+                let values: Vec<(String, String)> = array
+                    .status
+                    .iter()
+                    .flat_map(|s| s.values.iter().map(|kv| (kv.key.clone(), kv.value.clone())))
+                    .collect();
+                if values.iter().any(|(_, v)| v == device) {
+                    return Some(values);
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten()
+        .expect("diagnostics while the device is missing");
+        assert!(
+            got.contains(&("connected".into(), "false".into())),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&("device type".into(), "not identified".into())),
+            "{got:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let _ = sonar.0.kill();
+        let out = std::mem::replace(&mut sonar.0, Command::new("true").spawn().unwrap())
+            .wait_with_output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let warnings = stderr.lines().filter(|l| l.contains("WARN")).count();
+        println!("{device}: {warnings} warnings in about 4 s:\n{stderr}");
+        assert!((1..=2).contains(&warnings), "{device}: {stderr}");
+    }
+    listener.shutdown().await;
+}

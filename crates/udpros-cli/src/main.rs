@@ -1,0 +1,97 @@
+//! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
+
+mod bench_cmd;
+mod bench_plot;
+mod bench_raw;
+
+mod demo_cmd;
+mod master_cmd;
+mod msg_cmd;
+mod node_cmd;
+mod param_cmd;
+mod proxy_cmd;
+mod topic_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+/// ROS arguments given on the command line (`__name:=`, `__ns:=`, remaps, `_param:=`),
+/// taken out before the tool's own arguments are parsed, as rospy's `myargv` does.
+static ROS_ARGS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// The ROS arguments of this invocation, for the tool's node.
+fn ros_args() -> Vec<String> {
+    ROS_ARGS.get().cloned().unwrap_or_default()
+}
+
+#[derive(Parser)]
+#[command(
+    name = "udpros",
+    version,
+    about = "ROS1 with UDPROS: tools for messages, topics, nodes and parameters"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Benchmarks beside roscpp: `run` prints the table; `peer` is one side of a scenario.
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
+    /// The whole system on embedded defaults: master, simulated sonars and autopilot, both
+    /// bridge nodes, and a live view of their data over UDPROS.
+    Demo(demo_cmd::DemoArgs),
+    /// Message types: md5 sums, definitions, the list udpros ships (like `rosmsg`).
+    #[command(subcommand)]
+    Msg(msg_cmd::MsgCommand),
+    /// Topics: publish, echo, list, info, rate (like `rostopic`, UDPROS-aware).
+    #[command(subcommand)]
+    Topic(topic_cmd::TopicCommand),
+    /// Nodes: list, info, ping, kill, cleanup (like `rosnode`).
+    #[command(subcommand)]
+    Node(node_cmd::NodeCommand),
+    /// Parameters: get, set, list, delete, dump, load (like `rosparam`).
+    #[command(subcommand)]
+    Param(param_cmd::ParamCommand),
+    /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
+    Master(master_cmd::MasterArgs),
+    /// A UDP fault proxy: loss, duplication, delay and jitter per direction (user-space netem).
+    Proxy(proxy_cmd::ProxyArgs),
+}
+
+/// A failure the user should read: printed as one line, exit status 1.
+type CliResult = Result<(), String>;
+
+fn main() -> ExitCode {
+    let mut argv: Vec<String> = std::env::args().collect();
+    let program = if argv.is_empty() {
+        Vec::new()
+    } else {
+        vec![argv.remove(0)]
+    };
+    let (ros, rest): (Vec<String>, Vec<String>) = argv.into_iter().partition(|a| a.contains(":="));
+    let _ = ROS_ARGS.set(ros);
+    let argv: Vec<String> = program.into_iter().chain(rest).collect();
+    let cli = Cli::parse_from(argv);
+    udpros::logging::init();
+    let result = match cli.command {
+        Command::Bench(cmd) => bench_cmd::run(cmd),
+        Command::Demo(args) => demo_cmd::run(args),
+        Command::Msg(cmd) => msg_cmd::run(cmd),
+        Command::Master(args) => master_cmd::run(args),
+        Command::Node(cmd) => node_cmd::run(cmd),
+        Command::Param(cmd) => param_cmd::run(cmd),
+        Command::Topic(cmd) => topic_cmd::run(cmd),
+        Command::Proxy(args) => proxy_cmd::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("udpros: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

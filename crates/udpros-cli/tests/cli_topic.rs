@@ -1,0 +1,199 @@
+//! `udpros topic` beside `rostopic`: the same YAML for the same messages, and `udpros topic
+//! pub` received by stock tools.
+
+use udpros_testkit as common;
+
+use common::random::{random_value, Rng};
+use common::ros_tool;
+use std::process::Command;
+use std::time::Duration;
+use udpros::msg::dynamic::DynamicType;
+use udpros::node::{AdvertiseOptions, Node};
+
+fn udpros_cmd(master: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+    cmd.args(args)
+        .env("ROS_MASTER_URI", master)
+        .env("ROS_IP", "127.0.0.1");
+    cmd
+}
+
+fn output(mut cmd: Command) -> String {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+const TYPES: &[&str] = &[
+    "std_msgs/String",
+    "std_msgs/Int32",
+    "std_msgs/Float64",
+    "std_msgs/Header",
+    "std_msgs/UInt8MultiArray",
+    "sensor_msgs/Range",
+    "sensor_msgs/LaserScan",
+    "sensor_msgs/Imu",
+    "sensor_msgs/JointState",
+    "sensor_msgs/NavSatFix",
+    "geometry_msgs/PoseStamped",
+    "geometry_msgs/TwistStamped",
+    "diagnostic_msgs/DiagnosticArray",
+    "rosgraph_msgs/Log",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udpros_topic_echo_prints_what_rostopic_echo_prints() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let node = Node::new(
+        "typed_talker",
+        [format!("__master:={uri}"), "__ip:=127.0.0.1".to_string()],
+    )
+    .await
+    .unwrap();
+    let mut rng = Rng::new(42);
+    let mut publishers = Vec::new();
+    for (i, type_name) in TYPES.iter().enumerate() {
+        let info = udpros::msg::builtin(type_name).unwrap();
+        let ty = DynamicType::from_definition(type_name, info.definition).unwrap();
+        let body = ty.encode(&random_value(&ty, type_name, &mut rng)).unwrap();
+        let topic = format!("/echo_{i}");
+        let options = AdvertiseOptions {
+            latch: true,
+            ..Default::default()
+        };
+        let p = node
+            .advertise_raw(&topic, type_name, info.md5sum, info.definition, options)
+            .await
+            .unwrap();
+        p.publish_body(&body);
+        publishers.push((topic, p));
+    }
+    tokio::task::block_in_place(|| {
+        for (i, (topic, _)) in publishers.iter().enumerate() {
+            let mut ros = ros_tool(&python, "rostopic", &uri);
+            ros.args(["echo", "-n", "1", topic]);
+            let theirs = output(ros);
+            let ours = output(udpros_cmd(&uri, &["topic", "echo", "-n", "1", topic]));
+            assert_eq!(ours, theirs, "{} on {topic}", TYPES[i]);
+            let json = output(udpros_cmd(
+                &uri,
+                &[
+                    "topic",
+                    "echo",
+                    "-n",
+                    "1",
+                    "--json",
+                    "--transport",
+                    "tcp",
+                    topic,
+                ],
+            ));
+            let parsed: serde_json::Value =
+                serde_json::from_str(json.trim()).expect("one JSON object");
+            assert!(parsed.is_object());
+        }
+    });
+}
+
+#[test]
+fn udpros_topic_pub_reaches_rostopic_echo() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let publish = udpros_cmd(
+        &uri,
+        &[
+            "topic",
+            "pub",
+            "-r",
+            "10",
+            "/cli",
+            "geometry_msgs/Point",
+            "{x: 1.5, y: -2, z: 0}",
+        ],
+    );
+    let (_pub, _) = common::spawn_lines(publish);
+    let mut echo = ros_tool(&python, "rostopic", &uri);
+    echo.args(["echo", "-n", "1", "/cli"]);
+    let (_echo, mut lines) = common::spawn_lines(echo);
+    let text = lines.rest(Duration::from_secs(30));
+    assert_eq!(text, "x: 1.5\ny: -2.0\nz: 0.0\n---");
+}
+
+#[test]
+fn topic_errors_are_one_line() {
+    let out = udpros_cmd("http://127.0.0.1:9/", &["topic", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot reach the master"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_find_bw_and_delay_report_a_stamped_topic() {
+    let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let node = common::node(&uri, "stamped_talker").await;
+    let publisher = node
+        .advertise::<udpros::msgs::sensor_msgs::Range>("/stamped", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let talking = tokio::spawn(async move {
+        for _ in 0..200 {
+            let msg = udpros::msgs::sensor_msgs::Range {
+                header: udpros::msgs::std_msgs::Header {
+                    stamp: udpros::msg::Time::now(),
+                    ..Default::default()
+                },
+                range: 1.5,
+                ..Default::default()
+            };
+            let _ = publisher.publish(&msg);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let run = |args: &'static [&'static str]| {
+        let uri = uri.clone();
+        tokio::task::spawn_blocking(move || output(udpros_cmd(&uri, args)))
+    };
+    assert_eq!(
+        run(&["topic", "type", "/stamped"]).await.unwrap(),
+        "sensor_msgs/Range\n"
+    );
+    assert_eq!(
+        run(&["topic", "find", "sensor_msgs/Range"]).await.unwrap(),
+        "/stamped\n"
+    );
+    let bw = run(&["topic", "bw", "--duration", "2.5", "/stamped"])
+        .await
+        .unwrap();
+    // A Range with an empty frame id is 16 (header) + 1 + 4 × 4 = 33 bytes; at 50 Hz the
+    // rate is over 1000 B/s, so rostopic's unit for every figure is KB.
+    assert!(bw.contains("mean: 0.03KB min: 0.03KB max: 0.03KB"), "{bw}");
+    let delay = run(&["topic", "delay", "--duration", "2.5", "/stamped"])
+        .await
+        .unwrap();
+    let first = delay
+        .lines()
+        .find_map(|l| l.strip_prefix("average delay: "))
+        .unwrap_or_else(|| panic!("{delay}"));
+    let seconds: f64 = first.parse().unwrap();
+    assert!((0.0..0.5).contains(&seconds), "{delay}");
+    talking.abort();
+}

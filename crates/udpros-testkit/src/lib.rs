@@ -1,0 +1,314 @@
+//! udpros's test kit, shared by the workspace's integration tests and the bench: the real
+//! ROS peers (the roscpp programs built on demand, the rospy, genpy, brping and pymavlink
+//! scripts in `peers/`), free ports, a stock `rosmaster`, child processes that die with the
+//! test, lines read with deadlines, and random messages. Not published.
+
+pub mod cpp_peer;
+pub mod random;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Set by CI (`.ci/run`): a missing ROS peer is then a failure, never a skip.
+pub const REQUIRE_INTEROP: &str = "UDPROS_REQUIRE_INTEROP";
+
+/// The Python that has Debian's ROS packages (`UDPROS_ROS_PYTHON`, else `/usr/bin/python3`),
+/// or `None` (after failing the test if interop is required) when genpy is missing.
+pub fn ros_python() -> Option<PathBuf> {
+    let python = std::env::var_os("UDPROS_ROS_PYTHON")
+        .map_or_else(|| PathBuf::from("/usr/bin/python3"), PathBuf::from);
+    let works = Command::new(&python)
+        .args(["-c", "import genpy, rospy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        Some(python)
+    } else {
+        skip_or_fail("ROS Noetic's Python packages (genpy, rospy)");
+        None
+    }
+}
+
+/// Fails when interop is required; otherwise says what was skipped.
+pub fn skip_or_fail(what: &str) {
+    if std::env::var_os(REQUIRE_INTEROP).is_some_and(|v| v == "1") {
+        panic!("{what} not found, and {REQUIRE_INTEROP}=1: install them (see .ci/run)");
+    }
+    eprintln!("SKIPPED: {what} not found (set {REQUIRE_INTEROP}=1 to make this a failure)");
+}
+
+/// A file under the test kit's `peers/`.
+pub fn peer_script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("peers")
+        .join(name)
+}
+
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn from_hex(hex: &str) -> Vec<u8> {
+    (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// A port that was free a moment ago, on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A child process killed (and reaped) when dropped, so no test leaves one behind.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Environment for ROS tools run by a test: its master, loopback only, and a private
+/// ROS_HOME so parallel tests do not share log folders.
+pub fn ros_env(cmd: &mut Command, master_uri: &str) {
+    let home = std::env::temp_dir().join(format!("udpros-test-home-{}", std::process::id()));
+    cmd.env("ROS_MASTER_URI", master_uri)
+        .env("ROS_IP", "127.0.0.1")
+        .env_remove("ROS_HOSTNAME")
+        .env_remove("ROS_NAMESPACE")
+        .env("ROS_HOME", home)
+        .env("PYTHONUNBUFFERED", "1");
+}
+
+/// Starts Debian's `rosmaster` on a free port; `None` (or a failure when interop is
+/// required) when ROS is not installed.
+pub fn start_rosmaster() -> Option<(Child, String)> {
+    let python = ros_python()?;
+    let port = free_port();
+    let uri = format!("http://127.0.0.1:{port}/");
+    let mut cmd = Command::new(python);
+    cmd.args(["/usr/bin/rosmaster", "--core", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    ros_env(&mut cmd, &uri);
+    let child = Child(cmd.spawn().expect("start rosmaster"));
+    wait_for(std::time::Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .then_some(())
+    .expect("rosmaster did not start listening");
+    Some((child, uri))
+}
+
+/// Polls `ready` until it holds or `limit` passes; returns whether it held.
+pub fn wait_for(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ready()
+}
+
+/// The roscpp test peer (`peers/roscpp_peer.cpp`), compiled once into the target folder
+/// with g++ and pkg-config; `None` (or a failure when interop is required) when roscpp's
+/// headers are missing.
+pub fn roscpp_peer() -> Option<PathBuf> {
+    let packages = ["roscpp", "std_msgs"];
+    let built = cpp_peer::build_once(&peer_script("roscpp_peer.cpp"), "roscpp_peer", &packages);
+    built
+        .map_err(|e| skip_cpp_peer("roscpp_peer", &packages, e))
+        .ok()
+}
+
+/// The bench's roscpp peer (`peers/roscpp_bench.cpp`: sensor_msgs/CompressedImage of any
+/// size, `SUB received=..` when done), built as [`roscpp_peer`] is.
+pub fn roscpp_bench_peer() -> Option<PathBuf> {
+    let packages = ["roscpp", "sensor_msgs"];
+    let built = cpp_peer::build_once(&peer_script("roscpp_bench.cpp"), "roscpp_bench", &packages);
+    built
+        .map_err(|e| skip_cpp_peer("roscpp_bench", &packages, e))
+        .ok()
+}
+
+fn skip_cpp_peer(name: &str, packages: &[&str], error: String) {
+    eprintln!("{name}: {error}");
+    skip_or_fail(&format!(
+        "roscpp development files for {name} ({}) and g++",
+        packages.join(", ")
+    ));
+}
+
+/// A ROS command-line tool (`rostopic`, `rosnode`, `rosparam`, ...) run with the ROS Python
+/// against `master_uri`.
+pub fn ros_tool(python: &std::path::Path, tool: &str, master_uri: &str) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(format!("/usr/bin/{tool}"));
+    ros_env(&mut cmd, master_uri);
+    cmd
+}
+
+/// Lines a child prints, read on a thread so a test can wait for them with a deadline.
+pub struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Lines {
+    pub fn new(out: impl std::io::Read + Send + 'static) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line matches, up to `limit`; returns it.
+    pub fn wait_for(
+        &mut self,
+        limit: std::time::Duration,
+        matches: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if matches(&line) {
+                        return Some(line);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Waits for `n` matching lines in all; returns how many were seen.
+    pub fn count(
+        &mut self,
+        n: usize,
+        limit: std::time::Duration,
+        matches: impl Fn(&str) -> bool,
+    ) -> usize {
+        let deadline = std::time::Instant::now() + limit;
+        let mut found = self.seen.iter().filter(|l| matches(l)).count();
+        while found < n {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if self.wait_for(left, &matches).is_none() {
+                break;
+            }
+            found += 1;
+        }
+        found
+    }
+
+    /// Everything the child printed until it exits (or `limit` passes).
+    pub fn rest(&mut self, limit: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + limit;
+        while let Ok(line) = self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+        {
+            self.seen.push(line);
+        }
+        self.seen.join("\n")
+    }
+}
+
+/// Spawns `cmd` with stdout piped into [`Lines`], stderr inherited (shown on failure).
+pub fn spawn_lines(mut cmd: Command) -> (Child, Lines) {
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn");
+    let out = child.stdout.take().expect("stdout");
+    (Child(child), Lines::new(out))
+}
+
+/// The Python of the project's venv with PyPI test peers (`bluerobotics-ping==0.1.5`, ...):
+/// `UDPROS_VENV_PYTHON`, else `.venv/bin/python` in the repository (`.ci/run` creates it).
+pub fn venv_python(module: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("UDPROS_VENV_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    let works = Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if works {
+        Some(python)
+    } else {
+        skip_or_fail(&format!(
+            "the Python module {module} (in .venv, see .ci/run)"
+        ));
+        None
+    }
+}
+
+/// A udpros node named `name` on `master`, on loopback.
+pub async fn node(master: &str, name: &str) -> udpros::node::Node {
+    let args = [
+        format!("__master:={master}"),
+        "__ip:=127.0.0.1".to_string(),
+        format!("__name:={name}"),
+    ];
+    udpros::node::Node::new(name, args)
+        .await
+        .expect("node starts")
+}
+
+/// Runs `program args` against `master` with a 5 s limit; its output and how long it took.
+pub fn run_briefly(
+    program: &str,
+    master: &str,
+    args: &[String],
+) -> (std::process::Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .env("ROS_MASTER_URI", master)
+        .env("ROS_IP", "127.0.0.1")
+        .env_remove("ROS_HOSTNAME")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    while started.elapsed() < std::time::Duration::from_secs(5) {
+        if child.try_wait().ok().flatten().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    (child.wait_with_output().expect("output"), started.elapsed())
+}
+
+/// Asserts that `program args` fails with status 1 and one line on stderr that mentions
+/// `mentions`, within 5 s and without a panic.
+pub fn assert_one_line_failure(program: &str, master: &str, args: &[String], mentions: &str) {
+    let (out, took) = run_briefly(program, master, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    println!("{args:?} -> {:?} in {took:?}: {stderr}", out.status.code());
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert_eq!(lines.len(), 1, "{args:?}: one line, got {stderr}");
+    assert!(lines[0].contains(mentions), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+}
