@@ -182,6 +182,66 @@ fn echo_prints_a_topic_of_a_type_it_was_not_compiled_for() {
     assert!(out.contains("layout:") && out.contains("data: ["), "{out}");
 }
 
+/// The custom-message example (a workspace member of its own, built by its build script
+/// with the code generator alone), heard by a rospy subscriber that knows no
+/// `tutorial_msgs`: it builds the class from the definition in the connection header, as
+/// `rostopic echo` does, so the md5sum, the definition and the bytes must all be genpy's.
+#[test]
+fn custom_messages_reach_rospy_which_learns_the_type_from_the_header() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let deps = std::env::current_exe().expect("test binary");
+    let profile = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let binary = profile.join("custom-messages");
+    if !binary.exists() {
+        let built = Command::new(env!("CARGO"))
+            .args(["build", "-p", "custom-messages"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built, "cargo build -p custom-messages");
+    }
+    let mut talker = Command::new(binary);
+    ros_env(&mut talker, &uri);
+    let _talker = Child(
+        talker
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut sub = Command::new(python);
+    sub.arg(peer_script("dynamic_sub.py"))
+        .args(["/reading", "3"]);
+    ros_env(&mut sub, &uri);
+    let (mut child, mut lines) = spawn_lines(sub);
+    let out = lines.rest(Duration::from_secs(40));
+    let _ = child.0.kill();
+    println!("{out}");
+    let decoded: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(decoded.len(), 3, "{out}");
+    for m in &decoded {
+        assert_eq!(m["type"], "tutorial_msgs/Reading");
+        assert_eq!(m["md5"], m["class_md5"], "genpy's md5 of the definition");
+        assert_eq!(m["fields"]["source"], 1);
+        assert!(m["fields"]["label"]
+            .as_str()
+            .unwrap()
+            .starts_with("reading "));
+        let depth = m["fields"]["depth"].as_f64().unwrap();
+        assert!((2.0..=4.25).contains(&depth), "{depth}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parameters_come_from_the_command_line_and_go_back_to_the_master() {
     let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")

@@ -27,14 +27,20 @@ pub trait Message:
 /// What is known of a message type without its Rust type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageInfo {
+    /// `pkg/Type`.
     pub type_name: &'static str,
+    /// The md5sum as genmsg computes it.
     pub md5sum: &'static str,
+    /// The full definition (the type's text and every nested type's), as connection headers carry it.
     pub definition: &'static str,
+    /// The type's own `.msg` text.
     pub text: &'static str,
+    /// Whether the first field is `std_msgs/Header header`.
     pub has_header: bool,
 }
 
 impl MessageInfo {
+    /// The facts of the message type `M`.
     pub const fn of<M: Message>() -> MessageInfo {
         MessageInfo {
             type_name: M::TYPE,
@@ -53,9 +59,11 @@ pub fn builtin(type_name: &str) -> Option<&'static MessageInfo> {
         .find(|m| m.type_name == type_name)
 }
 
-/// A code generator for a user's own `.msg` files (from their `build.rs`), whose output
-/// refers to `::udpros` and reuses the message types udpros ships instead of generating
-/// them again.
+/// A code generator for a user's own `.msg` files, whose output refers to `::udpros` and
+/// reuses the message types udpros ships instead of generating them again. For programs
+/// that generate code at run time; a build script uses
+/// [`Generator::for_udpros_dependents`](crate::codegen::Generator::for_udpros_dependents),
+/// which does the same without compiling the library into the build script.
 pub fn generator() -> crate::codegen::Generator {
     crate::codegen::Generator::new("::udpros").external(
         "::udpros::msgs",

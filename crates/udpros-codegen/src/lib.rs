@@ -2,24 +2,26 @@
 //! exactly as genmsg computes them.
 //!
 //! `udpros`'s own build script uses this crate to generate `udpros::msgs`; a user's
-//! `build.rs` uses it, through `udpros::msg::generator()` (which links the generated code
-//! to the message types udpros already ships), for their own message folders:
+//! `build.rs` uses it for their own message folders, with
+//! [`Generator::for_udpros_dependents`], which links the generated code to the message
+//! types udpros already ships:
 //!
 //! ```no_run
-//! // build.rs of a crate that depends on udpros (also as a build-dependency)
-//! # mod udpros { pub mod msg { pub fn generator() -> udpros_codegen::Generator { udpros_codegen::Generator::new("::udpros") } } }
+//! // build.rs of a crate that depends on udpros, with udpros-codegen as its one
+//! // build-dependency
 //! let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("msgs.rs");
-//! udpros::msg::generator()
+//! udpros_codegen::Generator::for_udpros_dependents()
+//!     .unwrap()
 //!     .msg_tree("msg") // msg/<package>/<Type>.msg, all generated
-//!     .search_env() // dependencies from ROS_PACKAGE_PATH, CMAKE_PREFIX_PATH
+//!     .search_env() // other dependencies from ROS_PACKAGE_PATH, CMAKE_PREFIX_PATH
 //!     .write(&out)
 //!     .unwrap();
 //! println!("cargo:rerun-if-changed=msg");
-//! // then in src/lib.rs:  include!(concat!(env!("OUT_DIR"), "/msgs.rs"));
+//! // then in src/main.rs or lib.rs:  include!(concat!(env!("OUT_DIR"), "/msgs.rs"));
 //! ```
 //!
-//! It depends on `std` and `md-5` only, so a build script that
-//! uses it does not compile the node library.
+//! It depends on `std` and `md-5` only, so a build script that uses it does not compile
+//! the node library (the repository's `examples/custom_messages` is such a crate).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -58,6 +60,30 @@ impl Generator {
             external: BTreeMap::new(),
             external_specs: Vec::new(),
         }
+    }
+
+    /// The generator for a user's build script, in a crate that depends on udpros: the
+    /// output refers to the library as `::udpros`, and the messages udpros ships are linked
+    /// to `::udpros::msgs` instead of generated again. It learns them from the
+    /// `DEP_UDPROS_MSG_DIR` variable that cargo sets for build scripts of crates that depend
+    /// on udpros (udpros declares `links = "udpros"` and exports its `msg/` folder), so the
+    /// build script needs this crate only, not the library.
+    pub fn for_udpros_dependents() -> Result<Generator, SpecError> {
+        let dir = std::env::var_os("DEP_UDPROS_MSG_DIR").ok_or_else(|| {
+            SpecError(
+                "DEP_UDPROS_MSG_DIR is not set: call this from the build script of a crate that depends on udpros".into(),
+            )
+        })?;
+        let mut shipped = SpecSet::new();
+        shipped.load_tree(Path::new(&dir))?;
+        let specs: Vec<(String, String)> = shipped
+            .iter()
+            .map(|s| (s.name.clone(), s.text.clone()))
+            .collect();
+        Ok(Generator::new("::udpros").external(
+            "::udpros::msgs",
+            specs.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+        ))
     }
 
     /// Generates every message of a folder laid out as `dir/<package>/<Type>.msg` (or
