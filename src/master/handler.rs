@@ -19,7 +19,7 @@ struct State {
     topic_types: OrderedMap<String>,
 }
 
-pub struct MasterHandler {
+pub(super) struct MasterHandler {
     uri: String,
     state: Mutex<State>,
     notifier: Notifier,
@@ -27,6 +27,15 @@ pub struct MasterHandler {
 }
 
 type Reply = (i32, String, Value);
+
+/// A validated call: its method, the caller, the arguments after the caller id, and the
+/// value a failure answers with.
+struct Call<'a> {
+    method: &'a str,
+    caller_id: &'a str,
+    args: &'a [Value],
+    default: Value,
+}
 
 fn string_list(items: Vec<String>) -> Value {
     Value::Array(items.into_iter().map(Value::String).collect())
@@ -55,7 +64,7 @@ fn arg(args: &[Value], i: usize) -> &str {
 }
 
 impl MasterHandler {
-    pub fn new(uri: String, client: XmlRpcClient) -> Arc<MasterHandler> {
+    pub(super) fn new(uri: String, client: XmlRpcClient) -> Arc<MasterHandler> {
         Arc::new_cyclic(|me: &Weak<MasterHandler>| {
             let me = me.clone();
             let on_rejected = Arc::new(move |caller_id: &str, api: &str, key: &str| {
@@ -76,7 +85,7 @@ impl MasterHandler {
     }
 
     /// Resolves when a `shutdown` call asks the master to stop, with its reason.
-    pub fn shutdown_requests(&self) -> watch::Receiver<Option<String>> {
+    pub(super) fn shutdown_requests(&self) -> watch::Receiver<Option<String>> {
         self.shutdown.subscribe()
     }
 
@@ -141,8 +150,9 @@ impl MasterHandler {
         ]))
     }
 
+    /// Answers a validated call. Calls that read no state never wait for the lock (a large
+    /// setParam holds it); the others run under it, by the kind of state they touch.
     fn run(&self, method: &str, caller_id: &str, args: Vec<Value>, default: Value) -> Reply {
-        // Calls that read no state never wait for the lock (a large setParam holds it).
         match method {
             "getUri" => return (1, String::new(), Value::from(self.uri.as_str())),
             "getPid" => return (1, String::new(), Value::Int(std::process::id() as i32)),
@@ -158,17 +168,45 @@ impl MasterHandler {
             .then(|| args.get(1).cloned().map(Param::from_value))
             .flatten();
         let mut state = self.lock();
-        let s = &mut *state;
+        let call = Call {
+            method,
+            caller_id,
+            args: &args,
+            default,
+        };
+        match method {
+            "getParam" | "setParam" | "deleteParam" | "hasParam" | "searchParam"
+            | "subscribeParam" | "unsubscribeParam" | "getParamNames" => {
+                self.parameter_call(&mut state, call, prepared)
+            }
+            "registerService"
+            | "unregisterService"
+            | "registerSubscriber"
+            | "unregisterSubscriber"
+            | "registerPublisher"
+            | "unregisterPublisher" => self.registration_call(&mut state, call),
+            _ => self.graph_query(&state, call),
+        }
+    }
+
+    /// The parameter server's calls.
+    fn parameter_call(&self, s: &mut State, call: Call<'_>, prepared: Option<Param>) -> Reply {
+        let Call {
+            method,
+            caller_id,
+            args,
+            default,
+        } = call;
         match method {
             "getParam" => {
-                let key = resolve(arg(&args, 0), caller_id);
+                let key = resolve(arg(args, 0), caller_id);
                 match s.params.get(&key) {
                     Some(v) => (1, format!("Parameter [{key}]"), v),
                     None => (-1, format!("Parameter [{key}] is not set"), Value::Int(0)),
                 }
             }
             "setParam" => {
-                let key = resolve(arg(&args, 0), caller_id);
+                let key = resolve(arg(args, 0), caller_id);
                 let (Some(value), Some(param)) = (args.get(1), prepared) else {
                     return (-1, "Error: invalid arguments: no value".into(), default);
                 };
@@ -181,7 +219,7 @@ impl MasterHandler {
                 (1, format!("parameter {key} set"), Value::Int(0))
             }
             "deleteParam" => {
-                let key = resolve(arg(&args, 0), caller_id);
+                let key = resolve(arg(args, 0), caller_id);
                 match s.params.delete(&key) {
                     Ok(()) => {}
                     Err(DeleteError::NotSet) => {
@@ -201,12 +239,12 @@ impl MasterHandler {
                 (1, format!("parameter {key} deleted"), Value::Int(0))
             }
             "hasParam" => {
-                let key = resolve(arg(&args, 0), caller_id);
+                let key = resolve(arg(args, 0), caller_id);
                 let has = s.params.has(&key);
                 (1, key, Value::Bool(has))
             }
             "searchParam" => {
-                let key = arg(&args, 0);
+                let key = arg(args, 0);
                 match s.params.search(caller_id, key) {
                     Ok(Some(found)) => (1, format!("Found [{found}]"), Value::String(found)),
                     Ok(None) => (
@@ -218,7 +256,7 @@ impl MasterHandler {
                 }
             }
             "subscribeParam" | "unsubscribeParam" => {
-                let (api, key) = (arg(&args, 0), resolve(arg(&args, 1), caller_id));
+                let (api, key) = (arg(args, 0), resolve(arg(args, 1), caller_id));
                 let sub_key = if key == "/" {
                     key.clone()
                 } else {
@@ -244,8 +282,21 @@ impl MasterHandler {
                 (1, format!("Subscribed to parameter [{key}]"), value)
             }
             "getParamNames" => (1, "Parameter names".into(), string_list(s.params.names())),
+            _ => (0, format!("Internal failure: no method {method}"), default),
+        }
+    }
+
+    /// Registrations of publishers, subscribers and services, and their notifications.
+    fn registration_call(&self, s: &mut State, call: Call<'_>) -> Reply {
+        let Call {
+            method,
+            caller_id,
+            args,
+            default,
+        } = call;
+        match method {
             "registerService" => {
-                let (service, service_api, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
+                let (service, service_api, api) = (arg(args, 0), arg(args, 1), arg(args, 2));
                 let bumped =
                     s.reg
                         .register(Kind::Service, service, caller_id, api, Some(service_api));
@@ -256,22 +307,18 @@ impl MasterHandler {
                     Value::Int(1),
                 )
             }
-            "lookupService" => match s.reg.services.service_api(arg(&args, 0)) {
-                Some(api) => (1, format!("rosrpc URI: [{api}]"), Value::from(api)),
-                None => (-1, "no provider".into(), Value::from("")),
-            },
             "unregisterService" => {
                 let (code, msg, v) = s.reg.unregister(
                     Kind::Service,
-                    arg(&args, 0),
+                    arg(args, 0),
                     caller_id,
                     "",
-                    Some(arg(&args, 1)),
+                    Some(arg(args, 1)),
                 );
                 (code, msg, Value::Int(v))
             }
             "registerSubscriber" => {
-                let (topic, topic_type, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
+                let (topic, topic_type, api) = (arg(args, 0), arg(args, 1), arg(args, 2));
                 let bumped = s
                     .reg
                     .register(Kind::Subscriber, topic, caller_id, api, None);
@@ -288,15 +335,15 @@ impl MasterHandler {
             "unregisterSubscriber" => {
                 let (code, msg, v) = s.reg.unregister(
                     Kind::Subscriber,
-                    arg(&args, 0),
+                    arg(args, 0),
                     caller_id,
-                    arg(&args, 1),
+                    arg(args, 1),
                     None,
                 );
                 (code, msg, Value::Int(v))
             }
             "registerPublisher" => {
-                let (topic, topic_type, api) = (arg(&args, 0), arg(&args, 1), arg(&args, 2));
+                let (topic, topic_type, api) = (arg(args, 0), arg(args, 1), arg(args, 2));
                 let bumped = s.reg.register(Kind::Publisher, topic, caller_id, api, None);
                 self.bump(bumped, caller_id);
                 if topic_type != "*" || !s.topic_types.contains(topic) {
@@ -310,24 +357,41 @@ impl MasterHandler {
                 )
             }
             "unregisterPublisher" => {
-                let topic = arg(&args, 0);
+                let topic = arg(args, 0);
                 let (code, msg, v) =
                     s.reg
-                        .unregister(Kind::Publisher, topic, caller_id, arg(&args, 1), None);
+                        .unregister(Kind::Publisher, topic, caller_id, arg(args, 1), None);
                 if v == 1 {
                     self.notify_subscribers(&s.reg, topic);
                 }
                 (code, msg, Value::Int(v))
             }
+            _ => (0, format!("Internal failure: no method {method}"), default),
+        }
+    }
+
+    /// Questions about the graph: nodes, services, topics, the whole state.
+    fn graph_query(&self, s: &State, call: Call<'_>) -> Reply {
+        let Call {
+            method,
+            args,
+            default,
+            ..
+        } = call;
+        match method {
+            "lookupService" => match s.reg.services.service_api(arg(args, 0)) {
+                Some(api) => (1, format!("rosrpc URI: [{api}]"), Value::from(api)),
+                None => (-1, "no provider".into(), Value::from("")),
+            },
             "lookupNode" => {
-                let node = arg(&args, 0);
+                let node = arg(args, 0);
                 match s.reg.nodes.get(node) {
                     Some(n) => (1, "node api".into(), Value::from(n.api.as_str())),
                     None => (-1, format!("unknown node [{node}]"), Value::from("")),
                 }
             }
             "getPublishedTopics" => {
-                let mut subgraph = arg(&args, 0).to_string();
+                let mut subgraph = arg(args, 0).to_string();
                 if !subgraph.is_empty() && !subgraph.ends_with('/') {
                     subgraph.push('/');
                 }
