@@ -3,30 +3,39 @@
 //! the profile message, serialize, hand to the publication). Prints p50/p99/max.
 //! `-- --quick` runs a few hundred iterations (CI's smoke run).
 
-use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use udpros::msg::{Message as RosMessage, Time};
+use udpros::master::Master;
+use udpros::msg::Time;
 use udpros::msgs::{sensor_msgs, udpros as umsg};
-use udpros::transport::publication::{Publication, TopicInfo};
+use udpros::node::{AdvertiseOptions, Node};
 use udpros_bridges::ping::messages::{Message, Profile};
 use udpros_bridges::ping::Decoder;
-
-fn publication<M: RosMessage>(topic: &str) -> Publication {
-    let info = TopicInfo {
-        topic: topic.into(),
-        msg_type: M::TYPE.into(),
-        md5sum: M::MD5SUM.into(),
-        definition: M::DEFINITION.into(),
-    };
-    Publication::new(info, false, 100, "/bench", Arc::new(AtomicU32::new(0)))
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-fn main() {
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    // A node of its own on an embedded master, as ping_sonar publishes: the path measured
+    // is the node's (serialize, hand to each link), with no subscriber to send to.
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .expect("master");
+    let args = [
+        format!("__master:={}", master.uri()),
+        "__ip:=127.0.0.1".to_string(),
+    ];
+    let node = Node::new("ping_latency_bench", args).await.expect("node");
+    let options = AdvertiseOptions::default;
+    let range_pub = node
+        .advertise::<sensor_msgs::Range>("/ping_sonar/range", options())
+        .await
+        .expect("advertise");
+    let profile_pub = node
+        .advertise::<umsg::PingProfile>("/ping_sonar/profile", options())
+        .await
+        .expect("advertise");
     let quick = std::env::args().any(|a| a == "--quick");
     let iterations = if quick { 300 } else { 100_000 };
     let frames: Vec<Vec<u8>> = (0..64u32)
@@ -47,8 +56,6 @@ fn main() {
             Message::Profile(p).to_frame()
         })
         .collect();
-    let range_pub = publication::<sensor_msgs::Range>("/ping_sonar/range");
-    let profile_pub = publication::<umsg::PingProfile>("/ping_sonar/profile");
     let mut decoder = Decoder::default();
     let mut samples = Vec::with_capacity(iterations);
     for i in 0..iterations {
@@ -73,7 +80,7 @@ fn main() {
             max_range: p.scan_length as f32 / 1000.0,
             range: p.distance as f32 / 1000.0,
         };
-        range_pub.publish_frame(udpros::wire::to_frame(&range).expect("serializes"));
+        range_pub.publish(&range).expect("serializes");
         let profile = umsg::PingProfile {
             header,
             distance: p.distance as f32 / 1000.0,
@@ -81,7 +88,7 @@ fn main() {
             profile_data: p.profile_data,
             ..Default::default()
         };
-        profile_pub.publish_frame(udpros::wire::to_frame(&profile).expect("serializes"));
+        profile_pub.publish(&profile).expect("serializes");
         samples.push(arrived.elapsed());
     }
     samples.sort();
@@ -95,4 +102,5 @@ fn main() {
         percentile(&samples, 0.99),
         samples[samples.len() - 1]
     );
+    node.shutdown().await;
 }

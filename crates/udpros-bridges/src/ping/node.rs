@@ -3,10 +3,11 @@
 //! configured and kept streaming by a session that survives link loss.
 
 use super::frame::Frame;
-use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
+use super::link::{Link, LinkEvent, Outgoing};
 use super::messages::{self as m, Message};
-use super::DeviceKind;
-use super::{draft2017 as draft, Dialect};
+use super::session::{Action, DeviceState, Echo, Session};
+pub use super::session::{Config, DeviceType, Ping360Settings};
+use super::{draft2017 as draft, DeviceKind, Dialect};
 use crate::Params;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
@@ -14,64 +15,7 @@ use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
 use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceType {
-    Auto,
-    Ping1d,
-    Ping360,
-}
-
-/// The node's private parameters.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub device: LinkSpec,
-    pub device_type: DeviceType,
-    pub dialect: Dialect,
-    pub frame_id: String,
-    pub speed_of_sound: f64,
-    /// Ping1D: scan length (manual mode); Ping360: the range to sample.
-    pub range: f64,
-    pub gain: u32,
-    pub ping_interval: u16,
-    pub mode_auto: bool,
-    pub min_confidence: f64,
-    pub field_of_view: f32,
-    pub transmit_frequency: u16,
-    pub start_angle: f64,
-    pub stop_angle: f64,
-    pub num_steps: u8,
-    pub scan_threshold: u8,
-    pub use_auto_transmit: bool,
-    pub image_size: u32,
-    pub image_rate: f64,
-}
-
 impl Config {
-    /// The defaults, for a device.
-    pub fn new(device: LinkSpec) -> Config {
-        Config {
-            device,
-            device_type: DeviceType::Auto,
-            dialect: Dialect::Current,
-            frame_id: "sonar".into(),
-            speed_of_sound: 1500.0,
-            range: 10.0,
-            gain: 1,
-            ping_interval: 100,
-            mode_auto: true,
-            min_confidence: 0.0,
-            field_of_view: std::f32::consts::FRAC_PI_6, // Ping1: a 30° beam
-            transmit_frequency: 750,
-            start_angle: 0.0,
-            stop_angle: 360.0,
-            num_steps: 1,
-            scan_threshold: 100,
-            use_auto_transmit: true,
-            image_size: 200,
-            image_rate: 2.0,
-        }
-    }
-
     /// Reads `~` parameters, with defaults that work.
     pub async fn from_node(node: &Node) -> Result<Config, String> {
         let p = Params(node);
@@ -129,39 +73,6 @@ impl Config {
     }
 }
 
-/// Ping360 acquisition settings for a range, as ping-viewer derives them (reference §1.7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ping360Settings {
-    pub number_of_samples: u16,
-    pub sample_period: u16,
-    pub transmit_duration: u16,
-}
-
-impl Ping360Settings {
-    pub fn for_range(range_m: f64, speed_of_sound: f64) -> Ping360Settings {
-        let tick = 25e-9;
-        let mut samples = 1200u16;
-        let period = |n: u16| 2.0 * range_m / (f64::from(n) * speed_of_sound * tick);
-        while period(samples) < 80.0 && samples > 200 {
-            samples -= 1;
-        }
-        let sample_period = period(samples).round().clamp(80.0, 40000.0) as u16;
-        let period_us = f64::from(sample_period) * tick * 1e6;
-        let tx = (8000.0 * range_m / speed_of_sound).max(2.5 * period_us);
-        let transmit_duration = tx.clamp(5.0, 500f64.min(64.0 * period_us)).round() as u16;
-        Ping360Settings {
-            number_of_samples: samples,
-            sample_period,
-            transmit_duration,
-        }
-    }
-
-    /// Metres between samples.
-    pub fn resolution(sample_period: u16, speed_of_sound: f64) -> f64 {
-        f64::from(sample_period) * 25e-9 * speed_of_sound / 2.0
-    }
-}
-
 struct Publishers {
     range: Publisher<sensor_msgs::Range>,
     profile: Publisher<umsg::PingProfile>,
@@ -169,26 +80,6 @@ struct Publishers {
     scan: Publisher<sensor_msgs::LaserScan>,
     image: Publisher<sensor_msgs::Image>,
     diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
-}
-
-/// What the node knows of its device, for diagnostics.
-#[derive(Debug, Default, Clone)]
-struct DeviceState {
-    connected: bool,
-    kind: Option<DeviceKind>,
-    firmware: String,
-    protocol: String,
-    processor_temperature: Option<f64>,
-    pcb_temperature: Option<f64>,
-    voltage: Option<f64>,
-    messages: u64,
-    last_error: String,
-    /// (major, minor, patch) from device_information.
-    firmware_version: Option<(u8, u8, u8)>,
-    /// Settings sent and not yet confirmed by ACK or read-back.
-    pending: Vec<PendingSet>,
-    confirmed: u32,
-    refused: u32,
 }
 
 /// The latest data-path latencies, for percentiles in /diagnostics.
@@ -215,75 +106,6 @@ impl LatencyWindow {
     }
 }
 
-/// A setting sent to the device: confirmed by its ACK, refused by its NACK, else read back
-/// (as brping does) and compared.
-#[derive(Debug, Clone)]
-struct PendingSet {
-    set_id: u16,
-    /// What reading the setting back must return.
-    expected: Message,
-    deadline: Instant,
-    read_back: bool,
-}
-
-/// How long the device has to ACK a setting, or to answer its read-back.
-const SET_TIMEOUT: Duration = Duration::from_millis(250);
-
-impl DeviceState {
-    /// Whether the firmware streams `auto_transmit` (newer than 3.3.0).
-    fn has_auto_transmit(&self) -> bool {
-        self.firmware_version.is_some_and(|v| v > (3, 3, 0))
-    }
-
-    fn settle(&mut self, set_id: u16, ok: bool, why: &str) {
-        if let Some(i) = self.pending.iter().position(|p| p.set_id == set_id) {
-            self.pending.remove(i);
-            if ok {
-                self.confirmed += 1;
-            } else {
-                self.refused += 1;
-                tracing::warn!("the device did not take setting {set_id}: {why}");
-            }
-        }
-    }
-
-    /// A reply that may be the read-back of a pending setting.
-    fn read_back(&mut self, reply: &Message) {
-        let Some(i) = self
-            .pending
-            .iter()
-            .position(|p| p.read_back && p.expected.id() == reply.id())
-        else {
-            return;
-        };
-        let pending = self.pending[i].clone();
-        let same = &pending.expected == reply;
-        self.settle(pending.set_id, same, &format!("it reads back {reply:?}"));
-    }
-
-    /// Read-backs for settings past their ACK deadline; gives up on the silent.
-    fn expire(&mut self, link: &Link, now: Instant) {
-        let mut silent = Vec::new();
-        for p in self.pending.iter_mut().filter(|p| p.deadline <= now) {
-            if p.read_back {
-                silent.push(p.set_id);
-            } else {
-                p.read_back = true;
-                p.deadline = now + SET_TIMEOUT;
-                link.send(
-                    Message::GeneralRequest(m::GeneralRequest {
-                        requested_id: p.expected.id(),
-                    })
-                    .to_frame(),
-                );
-            }
-        }
-        for id in silent {
-            self.settle(id, false, "no ACK and no answer to reading it back");
-        }
-    }
-}
-
 /// A sweep being gathered into a LaserScan and an image.
 struct Sweep {
     ranges: Vec<f32>,
@@ -291,9 +113,25 @@ struct Sweep {
     image: Vec<u8>,
     started: Time,
     last_angle: Option<u16>,
-    last_image: Instant,
+    last_image: Option<Instant>,
 }
 
+impl Sweep {
+    fn new(image_size: u32) -> Sweep {
+        Sweep {
+            ranges: vec![f32::INFINITY; 400],
+            intensities: vec![0.0; 400],
+            image: vec![0; (image_size * image_size) as usize],
+            started: Time::now(),
+            last_angle: None,
+            last_image: None,
+        }
+    }
+}
+
+/// Runs the node until it is asked to shut down: the link's events feed the
+/// [`Session`], whose frames go to the link; Ping360 echoes are published here, Ping1D data
+/// by the link's fast path.
 pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
     let opts = AdvertiseOptions::default();
     let pubs = std::sync::Arc::new(Publishers {
@@ -312,157 +150,64 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         super::frame::DEFAULT_MAX_PAYLOAD,
         Some(hook),
     );
-    let mut state = DeviceState::default();
-    let mut sweep = Sweep {
-        ranges: vec![f32::INFINITY; 400],
-        intensities: vec![0.0; 400],
-        image: vec![0; (cfg.image_size * cfg.image_size) as usize],
-        started: Time::now(),
-        last_angle: None,
-        last_image: Instant::now() - Duration::from_secs(3600),
-    };
-    let mut identify_at = Instant::now();
-    let mut configured = false;
-    let mut last_data = Instant::now();
-    let mut next_poll = Instant::now();
-    let mut next_diag = Instant::now() + Duration::from_secs(1);
+    let mut session = Session::new(cfg.clone(), Instant::now());
+    let mut sweep = Sweep::new(cfg.image_size);
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
-    let mut awaiting_360_reply: Option<Instant> = None;
-    let mut angle: u16 = angle_grad(cfg.start_angle);
-    let mut direction: i32 = 1;
-    let settings = Ping360Settings::for_range(cfg.range, cfg.speed_of_sound);
     let mut shutdown = std::pin::pin!(node.shutdown_requested());
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
     loop {
+        // Never sooner than a millisecond: what is due is done below, after every wake.
+        let wake = session
+            .poll_timeout()
+            .max(Instant::now() + Duration::from_millis(1));
         tokio::select! {
             event = link.events.recv() => {
                 let Some(event) = event else { break };
                 match event {
-                    LinkEvent::Connected => {
-                        state.connected = true;
-                        configured = false;
-                        identify_at = Instant::now();
-                        if state.kind == Some(DeviceKind::Ping360) || cfg.device_type == DeviceType::Ping360 {
-                            let _ = link.out.send(Outgoing::Break);
-                        }
-                    }
+                    LinkEvent::Connected => session.connected(Instant::now()),
                     LinkEvent::Disconnected(why) => {
                         trouble.failed(&why, Instant::now());
-                        state.connected = false;
-                        state.last_error = why;
-                        awaiting_360_reply = None;
+                        session.disconnected(why);
                     }
                     LinkEvent::Frame(frame, arrived) => {
                         trouble.recovered();
-                        state.messages += 1;
-                        last_data = Instant::now();
-                        let stamp = stamp_at(arrived);
                         let data = matches!(frame.id, m::DeviceData::ID | m::AutoDeviceData::ID);
-                        handle_frame(&cfg, &pubs, &mut state, &mut sweep, frame, stamp, &mut awaiting_360_reply);
+                        if let Some(echo) = session.handle_frame(&frame, arrived) {
+                            publish_echo(&cfg, &pubs, &mut sweep, stamp_at(arrived), &echo);
+                        }
                         if data {
                             latency.lock().unwrap_or_else(|e| e.into_inner()).record(arrived.elapsed());
                         }
                     }
                 }
             }
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep_until(wake.into()) => {}
             _ = &mut shutdown => break,
         }
-        let now = Instant::now();
-        if now >= next_diag && (!state.connected || state.kind.is_none()) {
-            // Diagnostics tell a device that does not answer, too.
-            next_diag = now + Duration::from_secs(1);
-            publish_diagnostics(&node, &cfg, &pubs, &state, &link, &latency);
+        if session.handle_timeout(Instant::now()) {
+            publish_diagnostics(&node, &cfg, &pubs, session.device(), &link, &latency);
         }
-        if !state.connected {
-            continue;
-        }
-        // Identify (and keep asking until the device answers).
-        if state.kind.is_none() {
-            if now >= identify_at {
-                identify(&link, &cfg);
-                identify_at = now + Duration::from_millis(300);
-            }
-            continue;
-        }
-        let kind = state.kind.unwrap_or(DeviceKind::Ping1d);
-        if !configured {
-            state.pending = configure(
-                &link,
-                &cfg,
-                kind,
-                &settings,
-                use_auto_transmit(&cfg, &state),
-            );
-            configured = true;
-            next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval) * 3 + 300);
-            last_data = now;
-        }
-        state.expire(&link, now);
-        match kind {
-            DeviceKind::Ping1d => {
-                // Streaming stalled (or a device without continuous mode): poll.
-                if now >= next_poll
-                    && last_data.elapsed()
-                        > Duration::from_millis(u64::from(cfg.ping_interval) * 3 + 200)
-                {
-                    poll_ping1d(&link, &cfg);
-                    next_poll = now + Duration::from_millis(u64::from(cfg.ping_interval));
-                }
-            }
-            DeviceKind::Ping360 if !use_auto_transmit(&cfg, &state) => {
-                let waiting = awaiting_360_reply
-                    .is_some_and(|sent| sent.elapsed() < Duration::from_millis(1500));
-                if !waiting {
-                    let t = m::Transducer {
-                        mode: 1,
-                        gain_setting: cfg.gain.min(2) as u8,
-                        angle,
-                        transmit_duration: settings.transmit_duration,
-                        sample_period: settings.sample_period,
-                        transmit_frequency: cfg.transmit_frequency,
-                        number_of_samples: settings.number_of_samples,
-                        transmit: 1,
-                        reserved: 0,
-                    };
-                    link.send(Message::Transducer(t).to_frame());
-                    awaiting_360_reply = Some(now);
-                    angle = super::sweep_step(
-                        angle,
-                        angle_grad(cfg.start_angle),
-                        angle_grad(cfg.stop_angle),
-                        cfg.num_steps,
-                        &mut direction,
-                    );
-                }
-            }
-            DeviceKind::Ping360 => {
-                if last_data.elapsed() > Duration::from_secs(2) {
-                    configured = false; // restart auto-transmit
-                }
-            }
-        }
-        if now >= next_diag {
-            next_diag = now + Duration::from_secs(1);
-            if kind == DeviceKind::Ping1d && cfg.dialect == Dialect::Current {
-                for id in [
-                    m::ProcessorTemperature::ID,
-                    m::PcbTemperature::ID,
-                    m::Voltage5::ID,
-                ] {
-                    link.send(
-                        Message::GeneralRequest(m::GeneralRequest { requested_id: id }).to_frame(),
-                    );
-                }
-            }
-            publish_diagnostics(&node, &cfg, &pubs, &state, &link, &latency);
-        }
+        send_actions(&mut session, &link);
     }
-    if state.kind == Some(DeviceKind::Ping360) {
-        link.send(Message::MotorOff(m::MotorOff {}).to_frame());
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    session.stop();
+    if send_actions(&mut session, &link) {
+        tokio::time::sleep(Duration::from_millis(50)).await; // let the last frames leave
     }
     Ok(())
+}
+
+/// Hands the session's actions to the link; whether there were any.
+fn send_actions(session: &mut Session, link: &Link) -> bool {
+    let mut any = false;
+    while let Some(action) = session.poll_action() {
+        any = true;
+        match action {
+            Action::Send(frame) => link.send(frame),
+            Action::Break => {
+                let _ = link.out.send(Outgoing::Break);
+            }
+        }
+    }
+    any
 }
 
 /// Publishes Ping1D data in the link's task, the moment a frame is decoded: the latency
@@ -546,167 +291,6 @@ fn stamp_at(arrived: Instant) -> Time {
     Time::from_nanos(now.saturating_sub(arrived.elapsed().as_nanos() as u64))
 }
 
-fn angle_grad(degrees: f64) -> u16 {
-    ((degrees / 0.9).round() as i64).rem_euclid(400) as u16
-}
-
-/// Identification: protocol_version and device_information (harmless on every firmware);
-/// in draft mode, the draft's version request, but only while the device does not answer
-/// the current protocol.
-fn identify(link: &Link, cfg: &Config) {
-    let request = |id| Message::GeneralRequest(m::GeneralRequest { requested_id: id }).to_frame();
-    link.send(request(m::ProtocolVersion::ID));
-    link.send(request(m::DeviceInformation::ID));
-    match cfg.dialect {
-        // Very old current-set firmware answers only the legacy firmware_version request.
-        Dialect::Current => link.send(super::encode_frame(m::FirmwareVersion::ID, 0, 0, &[])),
-        Dialect::Draft2017 => link.send(
-            draft::DraftMessage::GenCmdRequest(draft::GenCmdRequest { request_id: 101 }).to_frame(),
-        ),
-    }
-}
-
-/// Auto-transmit needs firmware newer than 3.3.0 and a link fast enough for its stream
-/// (UDP, or serial at 921600 baud or more).
-fn use_auto_transmit(cfg: &Config, state: &DeviceState) -> bool {
-    let fast_link = !matches!(cfg.device, LinkSpec::Serial { baud, .. } if baud < 921_600);
-    cfg.use_auto_transmit && fast_link && state.has_auto_transmit()
-}
-
-/// Sends the configuration; returns the settings to confirm.
-fn configure(
-    link: &Link,
-    cfg: &Config,
-    kind: DeviceKind,
-    settings: &Ping360Settings,
-    auto_transmit: bool,
-) -> Vec<PendingSet> {
-    let mm = |metres: f64| (metres * 1000.0).round().max(0.0) as u32;
-    let mut pending = Vec::new();
-    let deadline = Instant::now() + SET_TIMEOUT;
-    match (kind, cfg.dialect) {
-        (DeviceKind::Ping1d, Dialect::Current) => {
-            let speed = mm(cfg.speed_of_sound);
-            let auto = u8::from(cfg.mode_auto);
-            let interval = cfg.ping_interval;
-            let mut sets: Vec<(Message, Message)> = vec![
-                (
-                    m::SetSpeedOfSound {
-                        speed_of_sound: speed,
-                    }
-                    .into(),
-                    m::SpeedOfSound {
-                        speed_of_sound: speed,
-                    }
-                    .into(),
-                ),
-                (
-                    m::SetModeAuto { mode_auto: auto }.into(),
-                    m::ModeAuto { mode_auto: auto }.into(),
-                ),
-                (
-                    m::SetPingInterval {
-                        ping_interval: interval,
-                    }
-                    .into(),
-                    m::PingInterval {
-                        ping_interval: interval,
-                    }
-                    .into(),
-                ),
-            ];
-            if !cfg.mode_auto {
-                let length = mm(cfg.range).max(1000);
-                let gain = cfg.gain.min(255) as u8;
-                let range = (
-                    m::SetRange {
-                        scan_start: 0,
-                        scan_length: length,
-                    }
-                    .into(),
-                    m::Range {
-                        scan_start: 0,
-                        scan_length: length,
-                    }
-                    .into(),
-                );
-                sets.push(range);
-                sets.push((
-                    m::SetGainSetting { gain_setting: gain }.into(),
-                    m::GainSetting {
-                        gain_setting: u32::from(gain),
-                    }
-                    .into(),
-                ));
-            }
-            for (set, expected) in sets {
-                link.send(set.to_frame());
-                pending.push(PendingSet {
-                    set_id: set.id(),
-                    expected,
-                    deadline,
-                    read_back: false,
-                });
-            }
-            link.send(
-                Message::ContinuousStart(m::ContinuousStart { id: m::Profile::ID }).to_frame(),
-            );
-        }
-        (DeviceKind::Ping1d, Dialect::Draft2017) => {
-            let sets: Vec<draft::DraftMessage> = vec![
-                draft::SonarSetVelocity {
-                    c_water: mm(cfg.speed_of_sound),
-                }
-                .into(),
-                draft::EsMode {
-                    auto_manual: u8::from(cfg.mode_auto),
-                }
-                .into(),
-                draft::EsRate {
-                    msec_per_ping: cfg.ping_interval,
-                }
-                .into(),
-            ];
-            for message in sets {
-                link.send(message.to_frame());
-            }
-        }
-        (DeviceKind::Ping360, _) if auto_transmit => {
-            let _ = link.out.send(Outgoing::Break);
-            let a = m::AutoTransmit {
-                mode: 1,
-                gain_setting: cfg.gain.min(2) as u8,
-                transmit_duration: settings.transmit_duration,
-                sample_period: settings.sample_period,
-                transmit_frequency: cfg.transmit_frequency,
-                number_of_samples: settings.number_of_samples,
-                start_angle: angle_grad(cfg.start_angle),
-                stop_angle: angle_grad(cfg.stop_angle).max(1) - u16::from(cfg.stop_angle >= 360.0),
-                num_steps: cfg.num_steps,
-                delay: 0,
-            };
-            link.send(Message::AutoTransmit(a).to_frame());
-        }
-        (DeviceKind::Ping360, _) => {}
-    }
-    pending
-}
-
-fn poll_ping1d(link: &Link, cfg: &Config) {
-    match cfg.dialect {
-        Dialect::Current => link.send(
-            Message::GeneralRequest(m::GeneralRequest {
-                requested_id: m::Profile::ID,
-            })
-            .to_frame(),
-        ),
-        Dialect::Draft2017 => link.send(
-            draft::DraftMessage::GenCmdRequest(draft::GenCmdRequest { request_id: 1102 })
-                .to_frame(),
-        ),
-    }
-}
-
 fn header(cfg: &Config, stamp: Time) -> udpros::msgs::std_msgs::Header {
     udpros::msgs::std_msgs::Header {
         seq: 0,
@@ -769,131 +353,17 @@ fn publish_profile(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn handle_frame(
-    cfg: &Config,
-    pubs: &Publishers,
-    state: &mut DeviceState,
-    sweep: &mut Sweep,
-    frame: Frame,
-    stamp: Time,
-    awaiting: &mut Option<Instant>,
-) {
-    if cfg.dialect == Dialect::Draft2017 {
-        if let Ok(msg) = draft::DraftMessage::decode(frame.id, &frame.payload) {
-            match msg {
-                draft::DraftMessage::GenGetVersion(v) => {
-                    state.kind = Some(DeviceKind::Ping1d);
-                    state.firmware = format!(
-                        "{}.{} (2017 draft protocol)",
-                        v.fw_version_major, v.fw_version_minor
-                    );
-                }
-                draft::DraftMessage::EsProfile(_) => {} // published by the fast path
-                _ => {}
-            }
-            return;
-        }
-    }
-    let Ok(msg) = Message::decode(frame.id, &frame.payload) else {
-        return; // another family's message, or damaged: counted by the decoder
-    };
-    match msg {
-        Message::ProtocolVersion(v) => {
-            state.protocol = format!(
-                "{}.{}.{}",
-                v.version_major, v.version_minor, v.version_patch
-            );
-            if cfg.dialect == Dialect::Draft2017 {
-                tracing::error!(
-                    "the device answers the current Ping protocol ({}); ~dialect draft2017 refused",
-                    state.protocol
-                );
-            }
-        }
-        Message::DeviceInformation(i) => {
-            state.firmware = format!(
-                "{}.{}.{}",
-                i.firmware_version_major, i.firmware_version_minor, i.firmware_version_patch
-            );
-            state.kind = Some(match (cfg.device_type, i.device_type) {
-                (DeviceType::Ping360, _) | (DeviceType::Auto, 2) => DeviceKind::Ping360,
-                _ => DeviceKind::Ping1d,
-            });
-        }
-        Message::FirmwareVersion(v) if state.kind.is_none() => {
-            state.firmware = format!("{}.{}", v.firmware_version_major, v.firmware_version_minor);
-            state.kind = Some(if cfg.device_type == DeviceType::Ping360 {
-                DeviceKind::Ping360
-            } else {
-                DeviceKind::Ping1d
-            });
-        }
-        // Published by the link's fast path.
-        Message::Profile(_) | Message::Distance(_) => {}
-        Message::ProcessorTemperature(t) => {
-            state.processor_temperature = Some(f64::from(t.processor_temperature) / 100.0)
-        }
-        Message::PcbTemperature(t) => {
-            state.pcb_temperature = Some(f64::from(t.pcb_temperature) / 100.0)
-        }
-        Message::Voltage5(v) => state.voltage = Some(f64::from(v.voltage_5) / 1000.0),
-        Message::Ack(a) => state.settle(a.acked_id, true, ""),
-        Message::Nack(n) => {
-            tracing::warn!("device refused message {}: {}", n.nacked_id, n.nack_message);
-            state.settle(n.nacked_id, false, &n.nack_message);
-        }
-        ref reply @ (Message::SpeedOfSound(_)
-        | Message::ModeAuto(_)
-        | Message::PingInterval(_)
-        | Message::Range(_)
-        | Message::GainSetting(_)) => state.read_back(reply),
-        Message::DeviceData(d) => {
-            *awaiting = None;
-            publish_echo(
-                cfg,
-                pubs,
-                sweep,
-                stamp,
-                d.angle,
-                d.gain_setting,
-                d.transmit_frequency,
-                d.transmit_duration,
-                d.sample_period,
-                d.data,
-            );
-        }
-        Message::AutoDeviceData(d) => {
-            publish_echo(
-                cfg,
-                pubs,
-                sweep,
-                stamp,
-                d.angle,
-                d.gain_setting,
-                d.transmit_frequency,
-                d.transmit_duration,
-                d.sample_period,
-                d.data,
-            );
-        }
-        _ => {}
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn publish_echo(
-    cfg: &Config,
-    pubs: &Publishers,
-    sweep: &mut Sweep,
-    stamp: Time,
-    angle: u16,
-    gain: u8,
-    frequency: u16,
-    transmit: u16,
-    period: u16,
-    data: Bytes,
-) {
+/// Publishes one Ping360 echo, adds it to the sweep's scan and fan image, and publishes
+/// those when the sweep ends (the image at its own rate, while someone looks).
+fn publish_echo(cfg: &Config, pubs: &Publishers, sweep: &mut Sweep, stamp: Time, echo: &Echo) {
+    let Echo {
+        angle,
+        gain_setting: gain,
+        transmit_frequency: frequency,
+        transmit_duration: transmit,
+        sample_period: period,
+        ref data,
+    } = *echo;
     if data.is_empty() {
         return;
     }
@@ -926,10 +396,10 @@ fn publish_echo(
     sweep.intensities[slot] = first.map_or(0.0, |(_, v)| f32::from(*v) / 255.0);
     // The fan image, only while someone looks at it.
     if pubs.image.num_subscribers() > 0 {
-        paint(&mut sweep.image, cfg.image_size, radians, &data);
+        paint(&mut sweep.image, cfg.image_size, radians, data);
         let period = Duration::from_secs_f64(1.0 / cfg.image_rate.max(0.01));
-        if sweep.last_image.elapsed() >= period {
-            sweep.last_image = Instant::now();
+        if sweep.last_image.is_none_or(|last| last.elapsed() >= period) {
+            sweep.last_image = Some(Instant::now());
             let image = sensor_msgs::Image {
                 header: header(cfg, stamp),
                 height: cfg.image_size,

@@ -1,0 +1,980 @@
+//! A Ping device session without I/O: identify the device, configure it, confirm each
+//! setting (ACK, else read back), keep it streaming (poll a Ping1D whose stream stalled,
+//! step a Ping360 without auto-transmit through its sweep), and ask for its health, all
+//! driven by frames in, `now` and deadlines. The node feeds it link events and sends what
+//! [`Session::poll_action`] returns; the session is tested with simulated time.
+
+use super::frame::Frame;
+use super::link::LinkSpec;
+use super::messages::{self as m, Message};
+use super::{draft2017 as draft, DeviceKind, Dialect};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Which device the node expects (`~device_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceType {
+    /// Whatever the device says it is.
+    Auto,
+    /// A Ping1D, whatever it says.
+    Ping1d,
+    /// A Ping360, whatever it says (old firmware does not say).
+    Ping360,
+}
+
+/// The node's private parameters.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the device is (`~device`).
+    pub device: LinkSpec,
+    /// `~device_type`.
+    pub device_type: DeviceType,
+    /// `~dialect`: the current protocol or the 2017 draft.
+    pub dialect: Dialect,
+    /// `~frame_id` of the published headers.
+    pub frame_id: String,
+    /// `~speed_of_sound`, m/s.
+    pub speed_of_sound: f64,
+    /// Ping1D: scan length (manual mode); Ping360: the range to sample.
+    pub range: f64,
+    /// `~gain`: Ping1D gain index 0-6, Ping360 0-2.
+    pub gain: u32,
+    /// `~ping_interval`, ms between Ping1D pings.
+    pub ping_interval: u16,
+    /// `~mode_auto`: the Ping1D chooses range and gain itself.
+    pub mode_auto: bool,
+    /// `~min_confidence`: below it, `range` is reported as +inf (REP 117).
+    pub min_confidence: f64,
+    /// `~field_of_view` of `sensor_msgs/Range`, radians.
+    pub field_of_view: f32,
+    /// `~transmit_frequency` of the Ping360, kHz.
+    pub transmit_frequency: u16,
+    /// `~start_angle` of the Ping360 sector, degrees.
+    pub start_angle: f64,
+    /// `~stop_angle` of the Ping360 sector, degrees.
+    pub stop_angle: f64,
+    /// `~num_steps`: gradians between Ping360 transmits.
+    pub num_steps: u8,
+    /// `~scan_threshold`: the intensity that counts as the first return in the scan.
+    pub scan_threshold: u8,
+    /// `~use_auto_transmit`: let a Ping360 that can sweep by itself do so.
+    pub use_auto_transmit: bool,
+    /// `~image_size`: pixels of the fan image's side.
+    pub image_size: u32,
+    /// `~image_rate`: fan images per second, while subscribed.
+    pub image_rate: f64,
+}
+
+impl Config {
+    /// The defaults, for a device.
+    pub fn new(device: LinkSpec) -> Config {
+        Config {
+            device,
+            device_type: DeviceType::Auto,
+            dialect: Dialect::Current,
+            frame_id: "sonar".into(),
+            speed_of_sound: 1500.0,
+            range: 10.0,
+            gain: 1,
+            ping_interval: 100,
+            mode_auto: true,
+            min_confidence: 0.0,
+            field_of_view: std::f32::consts::FRAC_PI_6, // Ping1: a 30° beam
+            transmit_frequency: 750,
+            start_angle: 0.0,
+            stop_angle: 360.0,
+            num_steps: 1,
+            scan_threshold: 100,
+            use_auto_transmit: true,
+            image_size: 200,
+            image_rate: 2.0,
+        }
+    }
+}
+
+/// Ping360 acquisition settings for a range, as ping-viewer derives them (reference §1.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping360Settings {
+    /// Samples per transmit.
+    pub number_of_samples: u16,
+    /// Sample period, in 25 ns ticks.
+    pub sample_period: u16,
+    /// Transmit duration, µs.
+    pub transmit_duration: u16,
+}
+
+impl Ping360Settings {
+    /// The settings that sample out to `range_m` metres.
+    pub fn for_range(range_m: f64, speed_of_sound: f64) -> Ping360Settings {
+        let tick = 25e-9;
+        let mut samples = 1200u16;
+        let period = |n: u16| 2.0 * range_m / (f64::from(n) * speed_of_sound * tick);
+        while period(samples) < 80.0 && samples > 200 {
+            samples -= 1;
+        }
+        let sample_period = period(samples).round().clamp(80.0, 40000.0) as u16;
+        let period_us = f64::from(sample_period) * tick * 1e6;
+        let tx = (8000.0 * range_m / speed_of_sound).max(2.5 * period_us);
+        let transmit_duration = tx.clamp(5.0, 500f64.min(64.0 * period_us)).round() as u16;
+        Ping360Settings {
+            number_of_samples: samples,
+            sample_period,
+            transmit_duration,
+        }
+    }
+
+    /// Metres between samples.
+    pub fn resolution(sample_period: u16, speed_of_sound: f64) -> f64 {
+        f64::from(sample_period) * 25e-9 * speed_of_sound / 2.0
+    }
+}
+
+/// What the session knows of its device, for diagnostics.
+#[derive(Debug, Default, Clone)]
+pub struct DeviceState {
+    /// Whether the link is up.
+    pub connected: bool,
+    /// What the device said it is, once it answered.
+    pub kind: Option<DeviceKind>,
+    /// Its firmware version, as text.
+    pub firmware: String,
+    /// Its protocol version, as text.
+    pub protocol: String,
+    /// °C, once asked.
+    pub processor_temperature: Option<f64>,
+    /// °C, once asked.
+    pub pcb_temperature: Option<f64>,
+    /// V, once asked.
+    pub voltage: Option<f64>,
+    /// Frames received.
+    pub messages: u64,
+    /// Why the link last went down.
+    pub last_error: String,
+    /// Settings the device confirmed (ACK, or read back as sent).
+    pub confirmed: u32,
+    /// Settings the device refused (NACK, read back otherwise, or no answer).
+    pub refused: u32,
+    /// (major, minor, patch) from device_information.
+    firmware_version: Option<(u8, u8, u8)>,
+    /// Settings sent and not yet confirmed by ACK or read-back.
+    pending: Vec<PendingSet>,
+}
+
+/// A setting sent to the device: confirmed by its ACK, refused by its NACK, else read back
+/// (as brping does) and compared.
+#[derive(Debug, Clone)]
+struct PendingSet {
+    set_id: u16,
+    /// What reading the setting back must return.
+    expected: Message,
+    deadline: Instant,
+    read_back: bool,
+}
+
+/// How long the device has to ACK a setting, or to answer its read-back.
+const SET_TIMEOUT: Duration = Duration::from_millis(250);
+/// How often an unidentified device is asked again.
+const IDENTIFY_EVERY: Duration = Duration::from_millis(300);
+/// How often health is asked for and diagnostics are due.
+const DIAGNOSTICS_EVERY: Duration = Duration::from_secs(1);
+/// How long a Ping360 transmit may go unanswered before the next.
+const PING360_REPLY_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How long an auto-transmitting Ping360 may stay silent before it is configured again.
+const AUTO_TRANSMIT_SILENCE: Duration = Duration::from_secs(2);
+
+/// What the session asks of the link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send this frame.
+    Send(Vec<u8>),
+    /// Send a serial break (Ping360 auto-baud; also stops auto-transmit).
+    Break,
+}
+
+/// One Ping360 transmit's echo, from `device_data` or `auto_device_data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Echo {
+    /// Bearing, gradians (400 a turn).
+    pub angle: u16,
+    /// Gain index.
+    pub gain_setting: u8,
+    /// kHz.
+    pub transmit_frequency: u16,
+    /// µs.
+    pub transmit_duration: u16,
+    /// 25 ns ticks.
+    pub sample_period: u16,
+    /// Intensities, nearest first.
+    pub data: Bytes,
+}
+
+impl DeviceState {
+    /// Whether the firmware streams `auto_transmit` (newer than 3.3.0).
+    fn has_auto_transmit(&self) -> bool {
+        self.firmware_version.is_some_and(|v| v > (3, 3, 0))
+    }
+
+    fn settle(&mut self, set_id: u16, ok: bool, why: &str) {
+        if let Some(i) = self.pending.iter().position(|p| p.set_id == set_id) {
+            self.pending.remove(i);
+            if ok {
+                self.confirmed += 1;
+            } else {
+                self.refused += 1;
+                tracing::warn!("the device did not take setting {set_id}: {why}");
+            }
+        }
+    }
+
+    /// A reply that may be the read-back of a pending setting.
+    fn read_back(&mut self, reply: &Message) {
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|p| p.read_back && p.expected.id() == reply.id())
+        else {
+            return;
+        };
+        let pending = self.pending[i].clone();
+        let same = &pending.expected == reply;
+        self.settle(pending.set_id, same, &format!("it reads back {reply:?}"));
+    }
+}
+
+/// The session with one device.
+#[derive(Debug)]
+pub struct Session {
+    cfg: Config,
+    settings: Ping360Settings,
+    device: DeviceState,
+    out: VecDeque<Action>,
+    configured: bool,
+    identify_at: Instant,
+    last_data: Instant,
+    next_poll: Instant,
+    next_diagnostics: Instant,
+    /// When the last Ping360 transmit was sent, while its echo has not come.
+    awaiting_echo: Option<Instant>,
+    angle: u16,
+    direction: i32,
+}
+
+impl Session {
+    /// A session for `cfg`, before the link is up.
+    pub fn new(cfg: Config, now: Instant) -> Session {
+        Session {
+            settings: Ping360Settings::for_range(cfg.range, cfg.speed_of_sound),
+            angle: angle_grad(cfg.start_angle),
+            cfg,
+            device: DeviceState::default(),
+            out: VecDeque::new(),
+            configured: false,
+            identify_at: now,
+            last_data: now,
+            next_poll: now,
+            next_diagnostics: now + DIAGNOSTICS_EVERY,
+            awaiting_echo: None,
+            direction: 1,
+        }
+    }
+
+    /// What is known of the device.
+    pub fn device(&self) -> &DeviceState {
+        &self.device
+    }
+
+    /// The next thing to send, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.out.pop_front()
+    }
+
+    /// The link came up: identify the device (a Ping360 first gets a break for its
+    /// auto-baud), then configure it.
+    pub fn connected(&mut self, now: Instant) {
+        self.device.connected = true;
+        self.configured = false;
+        self.identify_at = now;
+        if self.device.kind == Some(DeviceKind::Ping360)
+            || self.cfg.device_type == DeviceType::Ping360
+        {
+            self.out.push_back(Action::Break);
+        }
+    }
+
+    /// The link went down.
+    pub fn disconnected(&mut self, why: String) {
+        self.device.connected = false;
+        self.device.last_error = why;
+        self.awaiting_echo = None;
+    }
+
+    /// A frame from the device; the echo to publish when it carries Ping360 data. (Ping1D
+    /// data is published by the link's fast path, not here.)
+    pub fn handle_frame(&mut self, frame: &Frame, now: Instant) -> Option<Echo> {
+        self.device.messages += 1;
+        self.last_data = now;
+        if self.cfg.dialect == Dialect::Draft2017 {
+            if let Ok(msg) = draft::DraftMessage::decode(frame.id, &frame.payload) {
+                if let draft::DraftMessage::GenGetVersion(v) = msg {
+                    self.device.kind = Some(DeviceKind::Ping1d);
+                    self.device.firmware = format!(
+                        "{}.{} (2017 draft protocol)",
+                        v.fw_version_major, v.fw_version_minor
+                    );
+                }
+                return None;
+            }
+        }
+        // Another family's message, or damaged (counted by the decoder): nothing to do.
+        let msg = Message::decode(frame.id, &frame.payload).ok()?;
+        let echo =
+            |angle, gain_setting, transmit_frequency, transmit_duration, sample_period, data| {
+                Echo {
+                    angle,
+                    gain_setting,
+                    transmit_frequency,
+                    transmit_duration,
+                    sample_period,
+                    data,
+                }
+            };
+        let device = &mut self.device;
+        match msg {
+            Message::ProtocolVersion(v) => {
+                device.protocol = format!(
+                    "{}.{}.{}",
+                    v.version_major, v.version_minor, v.version_patch
+                );
+                if self.cfg.dialect == Dialect::Draft2017 {
+                    tracing::error!(
+                        "the device answers the current Ping protocol ({}); ~dialect draft2017 refused",
+                        device.protocol
+                    );
+                }
+            }
+            Message::DeviceInformation(i) => {
+                let version = (
+                    i.firmware_version_major,
+                    i.firmware_version_minor,
+                    i.firmware_version_patch,
+                );
+                device.firmware = format!("{}.{}.{}", version.0, version.1, version.2);
+                device.firmware_version = Some(version);
+                device.kind = Some(match (self.cfg.device_type, i.device_type) {
+                    (DeviceType::Ping360, _) | (DeviceType::Auto, 2) => DeviceKind::Ping360,
+                    _ => DeviceKind::Ping1d,
+                });
+            }
+            Message::FirmwareVersion(v) if device.kind.is_none() => {
+                device.firmware =
+                    format!("{}.{}", v.firmware_version_major, v.firmware_version_minor);
+                device.kind = Some(if self.cfg.device_type == DeviceType::Ping360 {
+                    DeviceKind::Ping360
+                } else {
+                    DeviceKind::Ping1d
+                });
+            }
+            Message::ProcessorTemperature(t) => {
+                device.processor_temperature = Some(f64::from(t.processor_temperature) / 100.0)
+            }
+            Message::PcbTemperature(t) => {
+                device.pcb_temperature = Some(f64::from(t.pcb_temperature) / 100.0)
+            }
+            Message::Voltage5(v) => device.voltage = Some(f64::from(v.voltage_5) / 1000.0),
+            Message::Ack(a) => device.settle(a.acked_id, true, ""),
+            Message::Nack(n) => {
+                tracing::warn!("device refused message {}: {}", n.nacked_id, n.nack_message);
+                device.settle(n.nacked_id, false, &n.nack_message);
+            }
+            ref reply @ (Message::SpeedOfSound(_)
+            | Message::ModeAuto(_)
+            | Message::PingInterval(_)
+            | Message::Range(_)
+            | Message::GainSetting(_)) => device.read_back(reply),
+            Message::DeviceData(d) => {
+                self.awaiting_echo = None;
+                return Some(echo(
+                    d.angle,
+                    d.gain_setting,
+                    d.transmit_frequency,
+                    d.transmit_duration,
+                    d.sample_period,
+                    d.data,
+                ));
+            }
+            Message::AutoDeviceData(d) => {
+                return Some(echo(
+                    d.angle,
+                    d.gain_setting,
+                    d.transmit_frequency,
+                    d.transmit_duration,
+                    d.sample_period,
+                    d.data,
+                ));
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// When [`handle_timeout`](Session::handle_timeout) is next due. It may be called
+    /// earlier (after every event, say); it does only what is due.
+    pub fn poll_timeout(&self) -> Instant {
+        let mut due = self.next_diagnostics;
+        if !self.device.connected {
+            return due;
+        }
+        let Some(kind) = self.device.kind else {
+            return due.min(self.identify_at);
+        };
+        if !self.configured {
+            return self.last_data.min(due);
+        }
+        for p in &self.device.pending {
+            due = due.min(p.deadline);
+        }
+        match kind {
+            DeviceKind::Ping1d => due.min(self.next_poll.max(self.last_data + self.poll_stall())),
+            DeviceKind::Ping360 if !self.use_auto_transmit() => match self.awaiting_echo {
+                Some(sent) => due.min(sent + PING360_REPLY_TIMEOUT),
+                None => self.last_data.min(due),
+            },
+            DeviceKind::Ping360 => due.min(self.last_data + AUTO_TRANSMIT_SILENCE),
+        }
+    }
+
+    /// Does what is due at `now`; returns whether diagnostics are due (the node publishes
+    /// them: they also tell a device that does not answer).
+    pub fn handle_timeout(&mut self, now: Instant) -> bool {
+        let diagnostics = now >= self.next_diagnostics;
+        if diagnostics {
+            self.next_diagnostics = now + DIAGNOSTICS_EVERY;
+        }
+        if !self.device.connected {
+            return diagnostics;
+        }
+        let Some(kind) = self.device.kind else {
+            if now >= self.identify_at {
+                self.identify();
+                self.identify_at = now + IDENTIFY_EVERY;
+            }
+            return diagnostics;
+        };
+        if !self.configured {
+            self.configure(kind, now);
+            self.configured = true;
+            self.next_poll = now + self.poll_stall() + Duration::from_millis(100);
+            self.last_data = now;
+        }
+        self.expire_settings(now);
+        match kind {
+            // Streaming stalled (or a device without continuous mode): poll.
+            DeviceKind::Ping1d => {
+                if now >= self.next_poll
+                    && now.saturating_duration_since(self.last_data) > self.poll_stall()
+                {
+                    self.poll_ping1d();
+                    self.next_poll = now + Duration::from_millis(u64::from(self.cfg.ping_interval));
+                }
+            }
+            DeviceKind::Ping360 if !self.use_auto_transmit() => {
+                let waiting = self.awaiting_echo.is_some_and(|sent| {
+                    now.saturating_duration_since(sent) < PING360_REPLY_TIMEOUT
+                });
+                if !waiting {
+                    self.transmit_ping360(now);
+                }
+            }
+            DeviceKind::Ping360 => {
+                if now.saturating_duration_since(self.last_data) > AUTO_TRANSMIT_SILENCE {
+                    self.configured = false; // restart auto-transmit
+                }
+            }
+        }
+        if diagnostics && kind == DeviceKind::Ping1d && self.cfg.dialect == Dialect::Current {
+            for id in [
+                m::ProcessorTemperature::ID,
+                m::PcbTemperature::ID,
+                m::Voltage5::ID,
+            ] {
+                self.send(
+                    Message::GeneralRequest(m::GeneralRequest { requested_id: id }).to_frame(),
+                );
+            }
+        }
+        diagnostics
+    }
+
+    /// What to send before the link closes: a Ping360's motor is switched off.
+    pub fn stop(&mut self) {
+        if self.device.kind == Some(DeviceKind::Ping360) {
+            self.send(Message::MotorOff(m::MotorOff {}).to_frame());
+        }
+    }
+
+    fn send(&mut self, frame: Vec<u8>) {
+        self.out.push_back(Action::Send(frame));
+    }
+
+    /// How long a Ping1D stream may be silent before the session polls.
+    fn poll_stall(&self) -> Duration {
+        Duration::from_millis(u64::from(self.cfg.ping_interval) * 3 + 200)
+    }
+
+    /// Auto-transmit needs firmware newer than 3.3.0 and a link fast enough for its stream
+    /// (UDP, or serial at 921600 baud or more).
+    fn use_auto_transmit(&self) -> bool {
+        let fast_link = !matches!(self.cfg.device, LinkSpec::Serial { baud, .. } if baud < 921_600);
+        self.cfg.use_auto_transmit && fast_link && self.device.has_auto_transmit()
+    }
+
+    /// Identification: protocol_version and device_information (harmless on every
+    /// firmware); very old firmware answers only the legacy firmware_version request, the
+    /// 2017 draft its own version request.
+    fn identify(&mut self) {
+        let request =
+            |id| Message::GeneralRequest(m::GeneralRequest { requested_id: id }).to_frame();
+        self.send(request(m::ProtocolVersion::ID));
+        self.send(request(m::DeviceInformation::ID));
+        let legacy = match self.cfg.dialect {
+            Dialect::Current => super::encode_frame(m::FirmwareVersion::ID, 0, 0, &[]),
+            Dialect::Draft2017 => {
+                draft::DraftMessage::GenCmdRequest(draft::GenCmdRequest { request_id: 101 })
+                    .to_frame()
+            }
+        };
+        self.send(legacy);
+    }
+
+    /// Sends the configuration for `kind`; the current protocol's settings wait for
+    /// confirmation.
+    fn configure(&mut self, kind: DeviceKind, now: Instant) {
+        let cfg = self.cfg.clone();
+        let mm = |metres: f64| (metres * 1000.0).round().max(0.0) as u32;
+        match (kind, cfg.dialect) {
+            (DeviceKind::Ping1d, Dialect::Current) => {
+                for (set, expected) in ping1d_settings(&cfg) {
+                    self.send(set.to_frame());
+                    self.device.pending.push(PendingSet {
+                        set_id: set.id(),
+                        expected,
+                        deadline: now + SET_TIMEOUT,
+                        read_back: false,
+                    });
+                }
+                self.send(
+                    Message::ContinuousStart(m::ContinuousStart { id: m::Profile::ID }).to_frame(),
+                );
+            }
+            (DeviceKind::Ping1d, Dialect::Draft2017) => {
+                let sets: [draft::DraftMessage; 3] = [
+                    draft::SonarSetVelocity {
+                        c_water: mm(cfg.speed_of_sound),
+                    }
+                    .into(),
+                    draft::EsMode {
+                        auto_manual: u8::from(cfg.mode_auto),
+                    }
+                    .into(),
+                    draft::EsRate {
+                        msec_per_ping: cfg.ping_interval,
+                    }
+                    .into(),
+                ];
+                for message in sets {
+                    self.send(message.to_frame());
+                }
+            }
+            (DeviceKind::Ping360, _) if self.use_auto_transmit() => {
+                self.out.push_back(Action::Break);
+                let a = m::AutoTransmit {
+                    mode: 1,
+                    gain_setting: cfg.gain.min(2) as u8,
+                    transmit_duration: self.settings.transmit_duration,
+                    sample_period: self.settings.sample_period,
+                    transmit_frequency: cfg.transmit_frequency,
+                    number_of_samples: self.settings.number_of_samples,
+                    start_angle: angle_grad(cfg.start_angle),
+                    stop_angle: angle_grad(cfg.stop_angle).max(1)
+                        - u16::from(cfg.stop_angle >= 360.0),
+                    num_steps: cfg.num_steps,
+                    delay: 0,
+                };
+                self.send(Message::AutoTransmit(a).to_frame());
+            }
+            (DeviceKind::Ping360, _) => {}
+        }
+    }
+
+    /// Read-backs for settings past their ACK deadline; gives up on the silent.
+    fn expire_settings(&mut self, now: Instant) {
+        let mut silent = Vec::new();
+        let mut read_backs = Vec::new();
+        for p in self.device.pending.iter_mut().filter(|p| p.deadline <= now) {
+            if p.read_back {
+                silent.push(p.set_id);
+            } else {
+                p.read_back = true;
+                p.deadline = now + SET_TIMEOUT;
+                read_backs.push(p.expected.id());
+            }
+        }
+        for requested_id in read_backs {
+            self.send(Message::GeneralRequest(m::GeneralRequest { requested_id }).to_frame());
+        }
+        for id in silent {
+            self.device
+                .settle(id, false, "no ACK and no answer to reading it back");
+        }
+    }
+
+    fn poll_ping1d(&mut self) {
+        let request = match self.cfg.dialect {
+            Dialect::Current => Message::GeneralRequest(m::GeneralRequest {
+                requested_id: m::Profile::ID,
+            })
+            .to_frame(),
+            Dialect::Draft2017 => {
+                draft::DraftMessage::GenCmdRequest(draft::GenCmdRequest { request_id: 1102 })
+                    .to_frame()
+            }
+        };
+        self.send(request);
+    }
+
+    /// One Ping360 transmit at the current angle, then a step along the sweep.
+    fn transmit_ping360(&mut self, now: Instant) {
+        let t = m::Transducer {
+            mode: 1,
+            gain_setting: self.cfg.gain.min(2) as u8,
+            angle: self.angle,
+            transmit_duration: self.settings.transmit_duration,
+            sample_period: self.settings.sample_period,
+            transmit_frequency: self.cfg.transmit_frequency,
+            number_of_samples: self.settings.number_of_samples,
+            transmit: 1,
+            reserved: 0,
+        };
+        self.send(Message::Transducer(t).to_frame());
+        self.awaiting_echo = Some(now);
+        self.angle = super::sweep_step(
+            self.angle,
+            angle_grad(self.cfg.start_angle),
+            angle_grad(self.cfg.stop_angle),
+            self.cfg.num_steps,
+            &mut self.direction,
+        );
+    }
+}
+
+/// A Ping1D's settings in the current protocol, each with what reading it back returns.
+fn ping1d_settings(cfg: &Config) -> Vec<(Message, Message)> {
+    let mm = |metres: f64| (metres * 1000.0).round().max(0.0) as u32;
+    let speed = mm(cfg.speed_of_sound);
+    let auto = u8::from(cfg.mode_auto);
+    let interval = cfg.ping_interval;
+    let mut sets: Vec<(Message, Message)> = vec![
+        (
+            m::SetSpeedOfSound {
+                speed_of_sound: speed,
+            }
+            .into(),
+            m::SpeedOfSound {
+                speed_of_sound: speed,
+            }
+            .into(),
+        ),
+        (
+            m::SetModeAuto { mode_auto: auto }.into(),
+            m::ModeAuto { mode_auto: auto }.into(),
+        ),
+        (
+            m::SetPingInterval {
+                ping_interval: interval,
+            }
+            .into(),
+            m::PingInterval {
+                ping_interval: interval,
+            }
+            .into(),
+        ),
+    ];
+    if !cfg.mode_auto {
+        let length = mm(cfg.range).max(1000);
+        let gain = cfg.gain.min(255) as u8;
+        sets.push((
+            m::SetRange {
+                scan_start: 0,
+                scan_length: length,
+            }
+            .into(),
+            m::Range {
+                scan_start: 0,
+                scan_length: length,
+            }
+            .into(),
+        ));
+        sets.push((
+            m::SetGainSetting { gain_setting: gain }.into(),
+            m::GainSetting {
+                gain_setting: u32::from(gain),
+            }
+            .into(),
+        ));
+    }
+    sets
+}
+
+/// Degrees as the Ping360's gradians (400 a turn).
+pub(crate) fn angle_grad(degrees: f64) -> u16 {
+    ((degrees / 0.9).round() as i64).rem_euclid(400) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ping::sim::Simulator;
+    use crate::ping::Decoder;
+
+    /// The session and a simulated device, wired back to back in simulated time.
+    struct Bench {
+        session: Session,
+        sim: Simulator,
+        decoder: Decoder,
+        now: Instant,
+        sent: Vec<Message>,
+        echoes: Vec<Echo>,
+        diagnostics: u32,
+    }
+
+    impl Bench {
+        fn new(kind: DeviceKind, cfg: Config) -> Bench {
+            let now = Instant::now();
+            let mut session = Session::new(cfg, now);
+            session.connected(now);
+            Bench {
+                session,
+                sim: Simulator::new(kind, Dialect::Current, now),
+                decoder: Decoder::default(),
+                now,
+                sent: Vec::new(),
+                echoes: Vec::new(),
+                diagnostics: 0,
+            }
+        }
+
+        /// Runs for `span` in steps of at most 5 ms, as the node's loop would.
+        fn run(&mut self, span: Duration) {
+            let end = self.now + span;
+            while self.now < end {
+                if self.session.handle_timeout(self.now) {
+                    self.diagnostics += 1;
+                }
+                while let Some(action) = self.session.poll_action() {
+                    match action {
+                        Action::Send(frame) => {
+                            let mut d = Decoder::default();
+                            d.extend(&frame);
+                            if let Some(f) = d.next_frame() {
+                                if let Ok(m) = Message::decode(f.id, &f.payload) {
+                                    self.sent.push(m);
+                                }
+                            }
+                            self.sim.receive(&frame, self.now);
+                        }
+                        Action::Break => self.sim.break_signal(),
+                    }
+                }
+                while let Some(bytes) = self.sim.poll_transmit(self.now) {
+                    self.decoder.extend(&bytes);
+                }
+                while let Some(frame) = self.decoder.next_frame() {
+                    if let Some(echo) = self.session.handle_frame(&frame, self.now) {
+                        self.echoes.push(echo);
+                    }
+                }
+                let next = [
+                    self.session.poll_timeout(),
+                    self.sim.poll_timeout().unwrap_or(end),
+                ]
+                .into_iter()
+                .min()
+                .unwrap_or(end);
+                self.now = next.clamp(
+                    self.now + Duration::from_micros(100),
+                    self.now + Duration::from_millis(5),
+                );
+            }
+        }
+
+        fn sent(&self, pred: impl Fn(&Message) -> bool) -> usize {
+            self.sent.iter().filter(|m| pred(m)).count()
+        }
+    }
+
+    fn udp() -> Config {
+        Config::new("udp:127.0.0.1:9090".parse().unwrap())
+    }
+
+    #[test]
+    fn a_ping1d_is_identified_configured_and_its_settings_confirmed() {
+        let mut cfg = udp();
+        cfg.mode_auto = false; // range and gain are set too
+        let mut b = Bench::new(DeviceKind::Ping1d, cfg);
+        b.run(Duration::from_secs(3));
+        let d = b.session.device();
+        assert_eq!(d.kind, Some(DeviceKind::Ping1d));
+        assert_eq!(d.firmware, "3.3.1");
+        assert_eq!((d.confirmed, d.refused), (5, 0), "{d:?}");
+        assert_eq!(b.sent(|m| matches!(m, Message::ContinuousStart(_))), 1);
+        assert!(b.diagnostics >= 2, "diagnostics are due every second");
+        assert!(
+            d.processor_temperature.is_some() && d.voltage.is_some(),
+            "health asked"
+        );
+    }
+
+    #[test]
+    fn an_unidentified_device_is_asked_again_every_300_ms() {
+        let mut session = Session::new(udp(), Instant::now());
+        let t0 = Instant::now();
+        session.connected(t0);
+        let mut asked = 0;
+        let mut now = t0;
+        while now < t0 + Duration::from_millis(1000) {
+            session.handle_timeout(now);
+            while let Some(a) = session.poll_action() {
+                asked += usize::from(a != Action::Break);
+            }
+            now = session.poll_timeout().max(now + Duration::from_millis(1));
+        }
+        // Three requests per round, rounds at 0, 300, 600 and 900 ms.
+        assert_eq!(asked, 12);
+        assert_eq!(session.device().kind, None);
+    }
+
+    #[test]
+    fn a_setting_without_ack_is_read_back_and_a_silent_one_refused() {
+        let t0 = Instant::now();
+        let mut session = Session::new(udp(), t0);
+        session.connected(t0);
+        let info = Message::DeviceInformation(m::DeviceInformation {
+            device_type: 1,
+            firmware_version_major: 3,
+            firmware_version_minor: 29,
+            ..Default::default()
+        });
+        let frame = |msg: &Message| {
+            let mut d = Decoder::default();
+            d.extend(&msg.to_frame());
+            d.next_frame().unwrap()
+        };
+        session.handle_frame(&frame(&info), t0);
+        session.handle_timeout(t0);
+        while session.poll_action().is_some() {}
+        // No ACKs: after the deadline each setting is read back.
+        let t1 = t0 + SET_TIMEOUT;
+        session.handle_timeout(t1);
+        let mut read_backs = Vec::new();
+        while let Some(Action::Send(f)) = session.poll_action() {
+            let mut d = Decoder::default();
+            d.extend(&f);
+            if let Ok(Message::GeneralRequest(r)) = d
+                .next_frame()
+                .map(|f| Message::decode(f.id, &f.payload))
+                .unwrap()
+            {
+                read_backs.push(r.requested_id);
+            }
+        }
+        assert_eq!(
+            read_backs,
+            [m::SpeedOfSound::ID, m::ModeAuto::ID, m::PingInterval::ID]
+        );
+        // One reads back as sent, one otherwise, one never answers.
+        session.handle_frame(
+            &frame(
+                &m::SpeedOfSound {
+                    speed_of_sound: 1_500_000,
+                }
+                .into(),
+            ),
+            t1,
+        );
+        session.handle_frame(&frame(&m::ModeAuto { mode_auto: 0 }.into()), t1);
+        session.handle_timeout(t1 + SET_TIMEOUT);
+        let d = session.device();
+        assert_eq!((d.confirmed, d.refused), (1, 2));
+    }
+
+    #[test]
+    fn a_stalled_ping1d_stream_is_polled() {
+        let t0 = Instant::now();
+        let mut cfg = udp();
+        cfg.ping_interval = 100;
+        let mut session = Session::new(cfg, t0);
+        session.connected(t0);
+        let mut d = Decoder::default();
+        d.extend(
+            &Message::DeviceInformation(m::DeviceInformation {
+                device_type: 1,
+                ..Default::default()
+            })
+            .to_frame(),
+        );
+        session.handle_frame(&d.next_frame().unwrap(), t0);
+        let mut polls = Vec::new();
+        let mut now = t0;
+        while now < t0 + Duration::from_secs(2) {
+            session.handle_timeout(now);
+            while let Some(Action::Send(f)) = session.poll_action() {
+                let mut d = Decoder::default();
+                d.extend(&f);
+                let f = d.next_frame().unwrap();
+                if matches!(Message::decode(f.id, &f.payload), Ok(Message::GeneralRequest(r)) if r.requested_id == m::Profile::ID)
+                {
+                    polls.push(now - t0);
+                }
+            }
+            now = session.poll_timeout().max(now + Duration::from_millis(1));
+        }
+        // Silent for 3 intervals + 200 ms (500 ms), then one poll per interval.
+        assert!(polls.len() >= 10, "{polls:?}");
+        assert!(polls[0] >= Duration::from_millis(500), "{polls:?}");
+        assert!(
+            polls
+                .windows(2)
+                .all(|w| w[1] - w[0] >= Duration::from_millis(100)),
+            "{polls:?}"
+        );
+    }
+
+    #[test]
+    fn a_ping360_with_auto_transmit_firmware_sweeps_by_itself() {
+        let mut b = Bench::new(DeviceKind::Ping360, udp());
+        b.run(Duration::from_secs(2));
+        assert_eq!(b.sent(|m| matches!(m, Message::AutoTransmit(_))), 1);
+        assert_eq!(b.sent(|m| matches!(m, Message::Transducer(_))), 0);
+        assert!(b.echoes.len() > 20, "{} echoes", b.echoes.len());
+    }
+
+    #[test]
+    fn a_ping360_on_a_slow_serial_link_is_stepped_one_transmit_per_echo() {
+        let cfg = Config::new("serial:/dev/ttyUSB0:115200".parse().unwrap());
+        let mut b = Bench::new(DeviceKind::Ping360, cfg);
+        b.run(Duration::from_secs(2));
+        let transmits = b.sent(|m| matches!(m, Message::Transducer(_)));
+        assert_eq!(b.sent(|m| matches!(m, Message::AutoTransmit(_))), 0);
+        assert!(transmits > 10, "{transmits} transmits");
+        assert!(
+            transmits <= b.echoes.len() + 1,
+            "one transmit in flight at a time"
+        );
+        let angles: Vec<u16> = b.echoes.iter().map(|e| e.angle).collect();
+        assert!(
+            angles.windows(2).all(|w| w[1] == (w[0] + 1) % 400),
+            "{angles:?}"
+        );
+    }
+}
