@@ -33,7 +33,7 @@ fn is_resource_exhaustion(e: &io::Error) -> bool {
 /// The next connection. On resource exhaustion it first asks `on_exhausted` to free
 /// something (close an idle connection), then waits with exponential back-off; it logs
 /// once per streak of failures, not once per failure.
-pub async fn accept_with_backoff(
+pub(crate) async fn accept_with_backoff(
     listener: &TcpListener,
     server: &str,
     mut on_exhausted: impl FnMut(),
@@ -74,7 +74,7 @@ struct Entry {
 
 /// The connections one server holds, bounded in number. Each is a task; closing one
 /// aborts its task, which drops (and so closes) its socket.
-pub struct ConnectionSet {
+pub(crate) struct ConnectionSet {
     cap: usize,
     next_id: AtomicU64,
     entries: Mutex<HashMap<u64, Entry>>,
@@ -82,7 +82,7 @@ pub struct ConnectionSet {
 }
 
 impl ConnectionSet {
-    pub fn new(cap: usize) -> Arc<ConnectionSet> {
+    pub(crate) fn new(cap: usize) -> Arc<ConnectionSet> {
         Arc::new(ConnectionSet {
             cap: cap.max(1),
             next_id: AtomicU64::new(0),
@@ -95,22 +95,24 @@ impl ConnectionSet {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries().len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Connections closed to make room or because they idled too long.
-    pub fn evicted(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }
 
     /// Whether one more connection may be taken: there is room, or the longest-idle
     /// connection was closed to make some. False when every held connection is busy.
-    pub fn make_room(&self) -> bool {
+    pub(crate) fn make_room(&self) -> bool {
         let mut entries = self.entries();
         if entries.len() < self.cap {
             return true;
@@ -119,7 +121,7 @@ impl ConnectionSet {
     }
 
     /// Closes the longest-idle connection, if any is idle.
-    pub fn close_one_idle(&self) -> bool {
+    pub(crate) fn close_one_idle(&self) -> bool {
         Self::close_longest_idle(&mut self.entries(), &self.evicted)
     }
 
@@ -141,7 +143,7 @@ impl ConnectionSet {
 
     /// Runs `serve` as a task held in the set until it ends or is closed. The future gets
     /// a [`Activity`] to mark when it serves a request (busy connections are never closed).
-    pub fn spawn<F, Fut>(self: &Arc<Self>, serve: F)
+    pub(crate) fn spawn<F, Fut>(self: &Arc<Self>, serve: F)
     where
         F: FnOnce(Activity) -> Fut,
         Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -174,7 +176,7 @@ impl ConnectionSet {
     }
 
     /// Closes every connection idle for longer than `max_idle`.
-    pub fn expire_idle(&self, now: Instant, max_idle: Duration) {
+    pub(crate) fn expire_idle(&self, now: Instant, max_idle: Duration) {
         let mut entries = self.entries();
         entries.retain(|_, e| {
             let keep = e.busy || now.saturating_duration_since(e.last_active) < max_idle;
@@ -187,7 +189,7 @@ impl ConnectionSet {
     }
 
     /// Closes every connection (the server is going away).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         for (_, entry) in self.entries().drain() {
             entry.task.abort();
         }
@@ -201,14 +203,14 @@ impl Drop for ConnectionSet {
 }
 
 /// A connection's handle on its entry: marks requests begun and ended.
-pub struct Activity {
+pub(crate) struct Activity {
     set: std::sync::Weak<ConnectionSet>,
     id: u64,
 }
 
 impl Activity {
     /// Marks the connection busy until the returned guard drops.
-    pub fn busy(&self) -> BusyGuard {
+    pub(crate) fn busy(&self) -> BusyGuard {
         self.mark(true);
         BusyGuard(Activity {
             set: self.set.clone(),
@@ -227,7 +229,7 @@ impl Activity {
 }
 
 /// Marks its connection idle again when dropped.
-pub struct BusyGuard(Activity);
+pub(crate) struct BusyGuard(Activity);
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {

@@ -1,11 +1,108 @@
 //! udpros: a ROS1 node library with UDPROS, byte-compatible with roscpp and rospy.
 //!
-//! Layers, bottom up: [`wire`] (formats and protocol state machines, no I/O), [`msg`]
-//! (message types, generated in [`msgs`], and dynamic messages), [`codegen`] (the `.msg`
-//! code generator, also for users' own messages).
+//! A udpros node joins a stock ROS1 graph as an equal: it registers with `rosmaster` (or
+//! the [embedded master](master)), publishes and subscribes over TCPROS and UDPROS, serves
+//! the slave API that `rosnode` and `rostopic` call, reads parameters, and logs to
+//! `/rosout`.
+//!
+//! # A first node
+//!
+//! Two dependencies: `udpros` and `tokio` (features `macros` and `rt`).
+//!
+//! ```no_run
+//! use udpros::msgs::std_msgs;
+//! use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     udpros::logging::init(); // stderr and /rosout
+//!     // Name, master, host, remappings and _params from argv and the environment.
+//!     let node = Node::from_env("echoer").await?;
+//!     let mut heard = node
+//!         .subscribe::<std_msgs::String>("chatter", SubscribeOptions::default())
+//!         .await?;
+//!     let echo = node
+//!         .advertise::<std_msgs::String>("echo", AdvertiseOptions::default())
+//!         .await?;
+//!     loop {
+//!         tokio::select! {
+//!             Some(message) = heard.recv() => echo.publish(&message)?,
+//!             _ = tokio::signal::ctrl_c() => break,
+//!             reason = node.shutdown_requested() => {
+//!                 udpros::tracing::info!("asked to shut down: {reason}");
+//!                 break;
+//!             }
+//!         }
+//!     }
+//!     node.shutdown().await; // unregisters everything
+//!     Ok(())
+//! }
+//! ```
+//!
+//! More in the repository's `examples/`: a talker and listener, a UDPROS-only listener, a
+//! dynamic echo of any topic, parameters, and a package of custom messages.
+//!
+//! # The layers
+//!
+//! From the bottom up, each depending only on those below it:
+//!
+//! - [`wire`] (the `udpros-core` crate): ROS1's formats and protocol state machines with no
+//!   I/O: the serialization, connection headers, TCPROS frames, UDPROS fragmenter,
+//!   reassembler and pacer, transport negotiation, link liveness and retry. Bytes and `now`
+//!   in; bytes, events and deadlines out.
+//! - [`codegen`] (the `udpros-codegen` crate): `.msg` parsing, md5sums and full definitions
+//!   as genmsg computes them, Rust code generation for build scripts.
+//! - [`msg`] and [`msgs`]: the [`Message`](msg::Message) trait, ROS time, the shipped
+//!   message types, and [dynamic messages](msg::dynamic) decoded from a definition learnt
+//!   at run time.
+//! - [`xmlrpc`], [`api`]: XML-RPC as the graph speaks it, and the master, parameter and
+//!   slave APIs as typed calls.
+//! - [`transport`]: the tokio layer that drives the wire state machines over sockets.
+//! - [`node`]: the [`Node`](node::Node): names, parameters, publishers, subscribers.
+//! - [`master`]: an embedded master with rosmaster's semantics.
+//! - [`logging`], [`rosout`]: logging to stderr and `/rosout`.
+//!
+//! # UDPROS and TCPROS
+//!
+//! TCPROS delivers every message, in order; when a link is slow, messages queue (up to
+//! `queue_size`, then the oldest go). UDPROS cuts each message into datagrams: a lost
+//! datagram loses its message, and nothing waits for it, so a late message never holds up
+//! a newer one. For teleoperation and sensors, where fresh data matters more than complete
+//! data, that is the better trade. roscpp, goroslib and iviz's roslib speak UDPROS; rospy
+//! does not.
+//!
+//! A subscriber offers UDPROS first and TCPROS second by default
+//! ([`SubscribeOptions::default`](node::SubscribeOptions)); a publisher takes the first
+//! offer it can serve, so rospy publishers answer with TCPROS. A UDPROS link whose
+//! messages never complete (a path that drops IP fragments) or whose udpros publisher goes
+//! silent is renegotiated, and after three such links in a row the subscriber falls back
+//! to TCPROS. `SubscribeOptions::udp_only()` and `tcp_only()` pin one transport.
+//!
+//! # Feature flags
+//!
+//! - `tracing-subscriber` (off): `rosout::layer()`, a `tracing-subscriber` layer for
+//!   programs that build their own subscriber stack instead of calling
+//!   [`logging::init`].
+//!
+//! The bridge nodes (Ping sonars, MAVLink) are the `udpros-bridges` crate; the `udpros`
+//! command-line tool is `udpros-cli`.
+//!
+//! # Shutting down
+//!
+//! The library installs no signal handler: the program decides what Ctrl-C means. A node
+//! reports that the master or `rosnode kill` asked it to stop through
+//! [`Node::shutdown_requested`](node::Node::shutdown_requested);
+//! [`Node::shutdown`](node::Node::shutdown) then unregisters every publication,
+//! subscription and parameter subscription, tells udpros UDPROS peers the link closed, and
+//! stops serving. Dropping the last handle of a node does the same in the background, as
+//! far as a running tokio runtime lets it. A process killed outright leaves its
+//! registrations with the master, as any ROS node does, until `rosnode cleanup` or the
+//! next node of the same name.
+
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod api;
-pub mod connections;
+pub(crate) mod connections;
 pub mod logging;
 pub mod master;
 pub mod msg;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+/// The separator of graph-name parts.
 pub const SEP: char = '/';
 
 /// `/a//b/` → `/a/b`; relative names stay relative.
@@ -18,10 +19,12 @@ pub fn canonicalize(name: &str) -> String {
     }
 }
 
+/// `/name`: resolved as written.
 pub fn is_global(name: &str) -> bool {
     name.starts_with(SEP)
 }
 
+/// `~name`: resolved in the node's own namespace.
 pub fn is_private(name: &str) -> bool {
     name.starts_with('~')
 }
@@ -86,10 +89,12 @@ impl Remappings {
         Remappings { map }
     }
 
+    /// Where the resolved name `resolved` is remapped to, if anywhere.
     pub fn get(&self, resolved: &str) -> Option<&str> {
         self.map.get(resolved).map(String::as_str)
     }
 
+    /// Every remapping, `(from, to)`, both resolved.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.map.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }

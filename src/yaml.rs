@@ -5,17 +5,26 @@
 use crate::xmlrpc::Value;
 use std::fmt;
 
+/// A YAML value as ROS tools read it (YAML 1.1 scalars, as PyYAML resolves them).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Yaml {
+    /// `~`, `null` or nothing.
     Null,
+    /// `true`, `yes`, `on` and the like.
     Bool(bool),
+    /// An integer (decimal, `0x`, `0o`/octal, `0b`, with `_` separators).
     Int(i64),
+    /// A float, `.inf` and `.nan` included.
     Float(f64),
+    /// Any other scalar, or a quoted one.
     Str(String),
+    /// A sequence.
     Seq(Vec<Yaml>),
+    /// A mapping, in document order.
     Map(Vec<(String, Yaml)>),
 }
 
+/// Why a text is not YAML this reader takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YamlError(pub String);
 

@@ -10,8 +10,11 @@ pub type TopicType = (String, String);
 /// provide it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SystemState {
+    /// Each published topic with the nodes that publish it.
     pub publishers: Vec<(String, Vec<String>)>,
+    /// Each subscribed topic with the nodes that subscribe to it.
     pub subscribers: Vec<(String, Vec<String>)>,
+    /// Each service with the nodes that provide it.
     pub services: Vec<(String, Vec<String>)>,
 }
 
@@ -38,6 +41,7 @@ pub struct MasterClient {
 }
 
 impl MasterClient {
+    /// A client of the master at `uri`, calling as the node `caller_id`.
     pub fn new(uri: &str, caller_id: &str, client: XmlRpcClient) -> MasterClient {
         MasterClient {
             uri: uri.to_string(),
@@ -46,10 +50,12 @@ impl MasterClient {
         }
     }
 
+    /// The master's URI.
     pub fn uri(&self) -> &str {
         &self.uri
     }
 
+    /// The node name this client calls as.
     pub fn caller_id(&self) -> &str {
         &self.caller_id
     }
@@ -79,6 +85,7 @@ impl MasterClient {
         )
     }
 
+    /// `unregisterPublisher`: whether the registration existed.
     pub async fn unregister_publisher(
         &self,
         topic: &str,
@@ -107,6 +114,7 @@ impl MasterClient {
         )
     }
 
+    /// `unregisterSubscriber`: whether the registration existed.
     pub async fn unregister_subscriber(
         &self,
         topic: &str,
@@ -121,6 +129,7 @@ impl MasterClient {
             == Value::Int(1))
     }
 
+    /// `registerService`: `service` served at the ROSRPC URI `service_api`.
     pub async fn register_service(
         &self,
         service: &str,
@@ -135,6 +144,7 @@ impl MasterClient {
         .map(drop)
     }
 
+    /// `unregisterService`: whether the registration existed.
     pub async fn unregister_service(
         &self,
         service: &str,
@@ -157,6 +167,7 @@ impl MasterClient {
             .ok_or_else(|| ApiError::Shape("node URI is not a string".into()))
     }
 
+    /// `lookupService`: the ROSRPC URI of the node that provides `name`.
     pub async fn lookup_service(&self, name: &str) -> Result<String, ApiError> {
         let v = self.call("lookupService", vec![name.into()]).await?;
         v.as_str()
@@ -164,6 +175,7 @@ impl MasterClient {
             .ok_or_else(|| ApiError::Shape("service URI is not a string".into()))
     }
 
+    /// `getPublishedTopics`: topics with publishers under `subgraph` (`""` for all), with their types.
     pub async fn get_published_topics(&self, subgraph: &str) -> Result<Vec<TopicType>, ApiError> {
         pairs(
             &self
@@ -172,10 +184,12 @@ impl MasterClient {
         )
     }
 
+    /// `getTopicTypes`: every known topic with its type.
     pub async fn get_topic_types(&self) -> Result<Vec<TopicType>, ApiError> {
         pairs(&self.call("getTopicTypes", vec![]).await?)
     }
 
+    /// `getSystemState`: every publisher, subscriber and service registration.
     pub async fn get_system_state(&self) -> Result<SystemState, ApiError> {
         let v = self.call("getSystemState", vec![]).await?;
         let parts = v
@@ -202,6 +216,7 @@ impl MasterClient {
         })
     }
 
+    /// `getUri`: the URI the master gives for itself.
     pub async fn get_uri(&self) -> Result<String, ApiError> {
         let v = self.call("getUri", vec![]).await?;
         v.as_str()
@@ -209,6 +224,7 @@ impl MasterClient {
             .ok_or_else(|| ApiError::Shape("master URI is not a string".into()))
     }
 
+    /// `getPid`: the master's process id.
     pub async fn get_pid(&self) -> Result<i32, ApiError> {
         self.call("getPid", vec![])
             .await?
@@ -225,6 +241,7 @@ impl MasterClient {
         }
     }
 
+    /// `setParam`: sets `key` (a struct value sets a dictionary of parameters).
     pub async fn set_param(&self, key: &str, value: Value) -> Result<(), ApiError> {
         self.call("setParam", vec![key.into(), value])
             .await
@@ -240,6 +257,7 @@ impl MasterClient {
         }
     }
 
+    /// `hasParam`: whether `key` is set.
     pub async fn has_param(&self, key: &str) -> Result<bool, ApiError> {
         self.call("hasParam", vec![key.into()])
             .await?
@@ -256,6 +274,7 @@ impl MasterClient {
         }
     }
 
+    /// `getParamNames`: every parameter's full name.
     pub async fn get_param_names(&self) -> Result<Vec<String>, ApiError> {
         strings(&self.call("getParamNames", vec![]).await?)
     }
@@ -267,6 +286,7 @@ impl MasterClient {
             .await
     }
 
+    /// `unsubscribeParam`: stops the master's `paramUpdate` calls for `key` to `caller_api`.
     pub async fn unsubscribe_param(&self, key: &str, caller_api: &str) -> Result<(), ApiError> {
         self.call("unsubscribeParam", vec![caller_api.into(), key.into()])
             .await

@@ -16,7 +16,12 @@ pub enum ApiError {
     /// The call did not complete (unreachable, timeout, fault, bad XML).
     Call(CallError),
     /// The peer answered with a failure status (code 0 or -1) and its message.
-    Status { code: i32, message: String },
+    Status {
+        /// The status code: 0 is a failure, -1 an error in the call.
+        code: i32,
+        /// What the peer said.
+        message: String,
+    },
     /// The answer did not have the documented shape.
     Shape(String),
 }

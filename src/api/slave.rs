@@ -12,11 +12,15 @@ pub type SlaveReply = (i32, String, Value);
 
 /// What a node tells its slave API.
 pub trait SlaveBackend: Send + Sync + 'static {
+    /// The node's name.
     fn name(&self) -> String;
+    /// The node's XML-RPC URI.
     fn uri(&self) -> String;
+    /// The master's URI.
     fn master_uri(&self) -> String;
     /// `(topic, type)` pairs, `/rosout` included.
     fn publications(&self) -> Vec<(String, String)>;
+    /// Subscribed topics with their types.
     fn subscriptions(&self) -> Vec<(String, String)>;
     /// `[pubStats, subStats, serviceStats]` in rospy's layout.
     fn bus_stats(&self) -> Value;
@@ -43,6 +47,7 @@ pub struct SlaveHandler {
 }
 
 impl SlaveHandler {
+    /// The handler of the slave API calls, answering from `backend`.
     pub fn new(backend: Arc<dyn SlaveBackend>) -> SlaveHandler {
         SlaveHandler { backend }
     }

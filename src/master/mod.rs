@@ -39,10 +39,12 @@ impl Master {
         })
     }
 
+    /// The master's URI (`ROS_MASTER_URI` for its nodes).
     pub fn uri(&self) -> &str {
         &self.uri
     }
 
+    /// The address its XML-RPC server listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.server.local_addr()
     }

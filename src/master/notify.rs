@@ -13,7 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Task {
+pub(super) enum Task {
     PublisherUpdate {
         topic: String,
         publishers: Vec<String>,
@@ -61,10 +61,10 @@ impl Task {
 }
 
 /// Called when a node answers paramUpdate with -1 (not subscribed): (caller_id, api, key).
-pub type Rejected = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
+pub(super) type Rejected = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
 
 /// Distinct updates waiting for one node.
-pub const MAX_PENDING_PER_NODE: usize = 1000;
+pub(super) const MAX_PENDING_PER_NODE: usize = 1000;
 
 #[derive(Default)]
 struct Pending {
@@ -73,7 +73,7 @@ struct Pending {
 }
 
 #[derive(Clone)]
-pub struct Notifier {
+pub(super) struct Notifier {
     client: XmlRpcClient,
     /// A node's entry exists while its worker runs; the worker removes it when it finds
     /// the queue empty, under the same lock, so a task is never left without a worker.
@@ -82,7 +82,7 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    pub fn new(client: XmlRpcClient, on_rejected: Rejected) -> Notifier {
+    pub(super) fn new(client: XmlRpcClient, on_rejected: Rejected) -> Notifier {
         Notifier {
             client,
             queues: Arc::default(),
@@ -95,7 +95,7 @@ impl Notifier {
     }
 
     /// Queues `task` for the node at `api`, merged with a pending one it supersedes.
-    pub fn queue(&self, api: &str, task: Task) {
+    pub(super) fn queue(&self, api: &str, task: Task) {
         let mut queues = self.queues();
         let start_worker = !queues.contains_key(api);
         let pending = queues.entry(api.to_string()).or_default();
@@ -119,7 +119,7 @@ impl Notifier {
 
     #[cfg(test)]
     /// Updates waiting for the node at `api`.
-    pub fn pending(&self, api: &str) -> usize {
+    pub(super) fn pending(&self, api: &str) -> usize {
         self.queues().get(api).map_or(0, |p| p.tasks.len())
     }
 

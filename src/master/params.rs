@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 /// A parameter: a value, or a namespace of parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Param {
+    /// A leaf: any XML-RPC value but a struct.
     Value(Value),
+    /// A namespace: child names, in the order they were set, to their parameters.
     Dict(OrderedMap<Param>),
 }
 
@@ -29,6 +31,7 @@ impl Param {
         }
     }
 
+    /// The parameter as XML-RPC (a namespace becomes a struct).
     pub fn to_value(&self) -> Value {
         match self {
             Param::Value(v) => v.clone(),
@@ -62,6 +65,7 @@ enum Lookup<'a> {
     Param(&'a Param),
 }
 
+/// The parameter server's tree, with rosmaster's semantics: setting a struct sets a namespace, reading a namespace returns a struct, subscribers of a key hear of changes below and above it.
 #[derive(Debug, Clone, Default)]
 pub struct ParamTree {
     root: OrderedMap<Param>,
@@ -228,13 +232,16 @@ fn not_iterable(v: &Value) -> DeleteError {
 }
 
 /// Parameter subscribers: key (with trailing slash) → (caller_id, caller_api) pairs.
-pub type ParamSubscribers = OrderedMap<Vec<(String, String)>>;
+pub(super) type ParamSubscribers = OrderedMap<Vec<(String, String)>>;
 
 /// One notification: who, which key (with trailing slash), what value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamUpdate {
+    /// The subscribed nodes to notify: `(caller_id, caller_api)`.
     pub nodes: Vec<(String, String)>,
+    /// The key whose value changed, as each node subscribed to it.
     pub key: String,
+    /// Its new value (an empty struct once deleted, as rosmaster sends).
     pub value: Value,
 }
 

@@ -4,7 +4,7 @@
 use super::ordered::OrderedMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     Publisher,
     Subscriber,
     Service,
@@ -13,17 +13,17 @@ pub enum Kind {
 
 /// One table: key → (caller_id, caller_api) in registration order.
 #[derive(Debug, Default)]
-pub struct Registrations {
+pub(super) struct Registrations {
     pub map: OrderedMap<Vec<(String, String)>>,
     /// Services only: service → (caller_id, service_api).
     service_apis: OrderedMap<(String, String)>,
 }
 
 /// rosmaster's `[code, message, value]` for unregister calls.
-pub type Status = (i32, String, i32);
+pub(super) type Status = (i32, String, i32);
 
 impl Registrations {
-    pub fn apis(&self, key: &str) -> Vec<String> {
+    pub(super) fn apis(&self, key: &str) -> Vec<String> {
         self.map
             .get(key)
             .map(|v| v.iter().map(|(_, api)| api.clone()).collect())
@@ -31,14 +31,14 @@ impl Registrations {
     }
 
     /// `[[key, [caller_id...]]...]` as getSystemState lists it.
-    pub fn state(&self) -> Vec<(String, Vec<String>)> {
+    pub(super) fn state(&self) -> Vec<(String, Vec<String>)> {
         self.map
             .iter()
             .map(|(k, v)| (k.to_string(), v.iter().map(|(id, _)| id.clone()).collect()))
             .collect()
     }
 
-    pub fn service_api(&self, service: &str) -> Option<&str> {
+    pub(super) fn service_api(&self, service: &str) -> Option<&str> {
         self.service_apis.get(service).map(|(_, api)| api.as_str())
     }
 
@@ -121,13 +121,13 @@ impl Registrations {
 }
 
 #[derive(Debug, Default)]
-pub struct NodeRef {
+pub(super) struct NodeRef {
     pub api: String,
     keys: Vec<(Kind, String)>,
 }
 
 #[derive(Debug, Default)]
-pub struct RegistrationManager {
+pub(super) struct RegistrationManager {
     pub nodes: OrderedMap<NodeRef>,
     pub publishers: Registrations,
     pub subscribers: Registrations,
@@ -148,7 +148,7 @@ impl RegistrationManager {
     /// Registers `key` for a node. When the same caller_id registers from another API the
     /// old node is replaced: every registration of that caller_id is dropped, and its old
     /// API is returned so the caller can tell it to shut down.
-    pub fn register(
+    pub(super) fn register(
         &mut self,
         kind: Kind,
         key: &str,
@@ -190,7 +190,7 @@ impl RegistrationManager {
         bumped
     }
 
-    pub fn unregister(
+    pub(super) fn unregister(
         &mut self,
         kind: Kind,
         key: &str,

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub struct Time {
+    /// Seconds since the epoch (1970 for wall time; since start for sim time).
     pub sec: u32,
+    /// Nanoseconds within the second.
     pub nsec: u32,
 }
 
@@ -14,13 +16,16 @@ pub struct Time {
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub struct Duration {
+    /// Whole seconds (negative for a negative duration).
     pub sec: i32,
+    /// Nanoseconds added to the seconds.
     pub nsec: i32,
 }
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 impl Time {
+    /// A time of `sec` seconds and `nsec` nanoseconds, as given.
     pub const fn new(sec: u32, nsec: u32) -> Time {
         Time { sec, nsec }
     }
@@ -48,16 +53,19 @@ impl Time {
         }
     }
 
+    /// Nanoseconds since the epoch.
     pub fn as_nanos(self) -> u64 {
         u64::from(self.sec) * NANOS_PER_SEC + u64::from(self.nsec)
     }
 
+    /// Seconds since the epoch, as `f64` (rospy's `to_sec`).
     pub fn as_secs_f64(self) -> f64 {
         f64::from(self.sec) + f64::from(self.nsec) * 1e-9
     }
 }
 
 impl Duration {
+    /// A duration of `sec` seconds and `nsec` nanoseconds, as given.
     pub const fn new(sec: i32, nsec: i32) -> Duration {
         Duration { sec, nsec }
     }
@@ -79,10 +87,12 @@ impl Duration {
         }
     }
 
+    /// The duration in nanoseconds.
     pub fn as_nanos(self) -> i64 {
         i64::from(self.sec) * NANOS_PER_SEC as i64 + i64::from(self.nsec)
     }
 
+    /// The duration in seconds, as `f64` (rospy's `to_sec`).
     pub fn as_secs_f64(self) -> f64 {
         f64::from(self.sec) + f64::from(self.nsec) * 1e-9
     }

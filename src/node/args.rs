@@ -12,12 +12,19 @@ use std::net::IpAddr;
 /// What the command line says, before it is combined with the environment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeArgs {
+    /// `__name:=`.
     pub name: Option<String>,
+    /// `__ns:=`.
     pub namespace: Option<String>,
+    /// `__master:=`.
     pub master: Option<String>,
+    /// `__ip:=`.
     pub ip: Option<String>,
+    /// `__hostname:=`.
     pub hostname: Option<String>,
+    /// `__log:=` (accepted and ignored, as roslaunch passes it).
     pub log: Option<String>,
+    /// `from:=to` remappings and `_param:=value` private parameters, in order.
     pub remaps: Vec<(String, String)>,
     /// Private parameters, without their leading `_`, with YAML-typed values.
     pub params: Vec<(String, Value)>,
@@ -25,6 +32,7 @@ pub struct NodeArgs {
     pub rest: Vec<String>,
 }
 
+/// A ROS argument that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgError(pub String);
 
@@ -37,6 +45,7 @@ impl fmt::Display for ArgError {
 impl std::error::Error for ArgError {}
 
 impl NodeArgs {
+    /// Reads the ROS arguments (`name:=value`) of a command line; other arguments are left for the program.
     pub fn parse<S: AsRef<str>>(args: impl IntoIterator<Item = S>) -> Result<NodeArgs, ArgError> {
         let mut out = NodeArgs::default();
         for arg in args {
@@ -78,14 +87,17 @@ pub struct NodeIdentity {
     pub name: String,
     /// With a trailing slash: `/ns/`.
     pub namespace: String,
+    /// The master's URI.
     pub master_uri: String,
     /// The host other nodes reach this one by.
     pub host: String,
     /// The address its servers bind.
     pub bind: IpAddr,
+    /// The node's remappings, resolved.
     pub remaps: Remappings,
     /// Private parameters, keys resolved (`/ns/name/rate`).
     pub params: Vec<(String, Value)>,
+    /// The command line's arguments that are not ROS arguments.
     pub rest: Vec<String>,
 }
 

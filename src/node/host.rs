@@ -6,13 +6,18 @@ use std::net::{IpAddr, Ipv4Addr};
 /// The inputs of the choice: `__hostname:=` / `__ip:=` arguments and the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostOverrides {
+    /// `__hostname:=`.
     pub hostname_arg: Option<String>,
+    /// `__ip:=`.
     pub ip_arg: Option<String>,
+    /// `ROS_HOSTNAME`.
     pub ros_hostname: Option<String>,
+    /// `ROS_IP`.
     pub ros_ip: Option<String>,
 }
 
 impl HostOverrides {
+    /// `ROS_HOSTNAME` and `ROS_IP` from the environment (no arguments).
     pub fn from_env() -> HostOverrides {
         HostOverrides {
             ros_hostname: std::env::var("ROS_HOSTNAME").ok(),

@@ -25,11 +25,14 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// Why a node could not start or a call failed.
 #[derive(Debug)]
 pub enum NodeError {
+    /// A ROS argument did not parse.
     Args(ArgError),
     /// The slave API server could not bind.
     Bind(std::io::Error),
+    /// A master call failed.
     Api(ApiError),
     /// The master did not answer while the node started.
     Master(String, ApiError),
@@ -177,6 +180,7 @@ impl Node {
         &self.inner.id.name
     }
 
+    /// The node's namespace (`/` at the root).
     pub fn namespace(&self) -> &str {
         &self.inner.id.namespace
     }
@@ -186,10 +190,12 @@ impl Node {
         self.inner.uri.get().map(String::as_str).unwrap_or("")
     }
 
+    /// Who the node is: name, namespace, master, host, remappings.
     pub fn identity(&self) -> &NodeIdentity {
         &self.inner.id
     }
 
+    /// A client of the node's master, calling as this node.
     pub fn master(&self) -> &MasterClient {
         &self.inner.master
     }
@@ -233,6 +239,7 @@ impl Node {
         Ok(self.inner.params.get(&resolved).flatten())
     }
 
+    /// Sets a parameter; `key` is resolved as a node name (`~key` is private).
     pub async fn set_param(&self, key: &str, value: Value) -> Result<(), ApiError> {
         let resolved = self.resolve_name(key);
         self.inner
@@ -246,10 +253,12 @@ impl Node {
         Ok(())
     }
 
+    /// Whether the parameter `key` (resolved) is set.
     pub async fn has_param(&self, key: &str) -> Result<bool, ApiError> {
         self.inner.master.has_param(&self.resolve_name(key)).await
     }
 
+    /// Deletes the parameter `key` (resolved); whether it existed.
     pub async fn delete_param(&self, key: &str) -> Result<bool, ApiError> {
         self.inner
             .master
@@ -275,6 +284,7 @@ impl Node {
         }
     }
 
+    /// Whether the node shut down (by `shutdown`, the master, or `rosnode kill`).
     pub fn is_shutdown(&self) -> bool {
         self.inner.shutdown.borrow().is_some()
     }

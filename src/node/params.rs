@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 /// A Rust type a parameter value converts to.
 pub trait FromParam: Sized {
+    /// The value as `Self`, if it is of a kind that converts.
     fn from_param(value: &Value) -> Option<Self>;
 }
 
@@ -100,6 +101,7 @@ impl ParamCache {
         self.lock().get(&clean(key)).cloned()
     }
 
+    /// Whether `key` (resolved) is cached and kept current by `paramUpdate`.
     pub fn is_subscribed(&self, key: &str) -> bool {
         self.lock().contains_key(&clean(key))
     }
@@ -127,10 +129,12 @@ impl ParamCache {
         true
     }
 
+    /// Drops `key` from the cache.
     pub fn remove(&self, key: &str) {
         self.lock().remove(&clean(key));
     }
 
+    /// The cached keys.
     pub fn keys(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
     }

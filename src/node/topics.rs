@@ -6,9 +6,12 @@ use super::{Node, NodeError, NodeInner};
 use crate::msg::Message;
 use crate::transport::publication::{Publication, TopicInfo};
 use crate::transport::queue::DropOldest;
-use crate::transport::subscription::{Local, Received, Subscription, SubscriptionConfig};
+use crate::transport::subscription::{
+    Local, PublisherLinkStats, Received, Subscription, SubscriptionConfig,
+};
 use crate::transport::{resolve_ipv4, udp_socket, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
+use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
 use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use crate::xmlrpc::Value;
 use bytes::Bytes;
@@ -49,6 +52,7 @@ pub struct SubscribeOptions {
     pub transports: Vec<Protocol>,
     /// The largest datagram to ask UDPROS publishers for.
     pub max_datagram_size: usize,
+    /// Ask TCPROS publishers for `TCP_NODELAY` (roscpp's `tcpNoDelay()` hint).
     pub tcp_nodelay: bool,
     /// Messages queued before the oldest is dropped.
     pub queue_size: usize,
@@ -69,6 +73,7 @@ impl Default for SubscribeOptions {
 }
 
 impl SubscribeOptions {
+    /// UDPROS only: no fallback to TCPROS (publishers without UDPROS, such as rospy's, are not heard).
     pub fn udp_only() -> Self {
         SubscribeOptions {
             transports: vec![Protocol::Udp],
@@ -76,6 +81,7 @@ impl SubscribeOptions {
         }
     }
 
+    /// TCPROS only, as rospy subscribes.
     pub fn tcp_only() -> Self {
         SubscribeOptions {
             transports: vec![Protocol::Tcp],
@@ -199,7 +205,6 @@ impl Node {
                         transports: options.transports.clone(),
                         max_datagram_size: options.max_datagram_size,
                         tcp_nodelay: options.tcp_nodelay,
-                        queue_size: options.queue_size,
                         max_message_size: options.max_message_size,
                     };
                     let s = Subscription::new(config, self.local());
@@ -229,7 +234,6 @@ impl Node {
     fn local(&self) -> Local {
         Local {
             node_name: self.name().to_string(),
-            node_uri: self.uri().to_string(),
             host: self.inner.id.host.clone(),
             bind: self.inner.id.bind,
             client: self.inner.client.clone(),
@@ -256,10 +260,12 @@ impl RawPublisher {
             .publish_frame(crate::wire::tcpros::frame(body));
     }
 
+    /// The resolved topic name.
     pub fn topic(&self) -> &str {
         &self.publication.info.topic
     }
 
+    /// Subscribers linked now.
     pub fn num_subscribers(&self) -> usize {
         self.publication.num_subscribers()
     }
@@ -311,14 +317,17 @@ impl<M: Message> Publisher<M> {
         Ok(())
     }
 
+    /// The resolved topic name.
     pub fn topic(&self) -> &str {
         self.raw.topic()
     }
 
+    /// Subscribers linked now.
     pub fn num_subscribers(&self) -> usize {
         self.raw.num_subscribers()
     }
 
+    /// The untyped publisher behind it (publishing already serialized frames).
     pub fn raw(&self) -> &RawPublisher {
         &self.raw
     }
@@ -356,12 +365,22 @@ impl RawSubscriber {
         self.sink.pop().await
     }
 
+    /// The resolved topic name.
     pub fn topic(&self) -> &str {
         &self.subscription.config.topic
     }
 
-    pub fn subscription(&self) -> &Arc<Subscription> {
-        &self.subscription
+    /// Each publisher link as it stands: transport, state, counters, the publisher's
+    /// connection header. Links come and go as the master lists publishers.
+    pub fn links(&self) -> Vec<PublisherLinkStats> {
+        let mut links: Vec<_> = self
+            .subscription
+            .publisher_links()
+            .iter()
+            .map(|l| l.snapshot())
+            .collect();
+        links.sort_by(|a, b| a.publisher_uri.cmp(&b.publisher_uri));
+        links
     }
 
     /// Messages dropped because this handle fell behind.
@@ -369,6 +388,7 @@ impl RawSubscriber {
         self.sink.dropped()
     }
 
+    /// Publishers linked now.
     pub fn num_publishers(&self) -> usize {
         self.subscription
             .publisher_links()
@@ -423,9 +443,9 @@ impl<M: Message> futures_core::Stream for Subscriber<M> {
 }
 
 impl<M: Message> Subscriber<M> {
-    /// The subscription behind it: its publisher links and their counters.
-    pub fn subscription(&self) -> &Arc<Subscription> {
-        self.raw.subscription()
+    /// Each publisher link as it stands; see [`RawSubscriber::links`].
+    pub fn links(&self) -> Vec<PublisherLinkStats> {
+        self.raw.links()
     }
 
     /// The next message that decodes as `M`, `None` once the node shuts down.
@@ -465,10 +485,12 @@ impl<M: Message> Subscriber<M> {
         })
     }
 
+    /// The untyped subscriber behind it.
     pub fn raw(&self) -> &RawSubscriber {
         &self.raw
     }
 
+    /// Publishers linked now.
     pub fn num_publishers(&self) -> usize {
         self.raw.num_publishers()
     }
@@ -632,29 +654,41 @@ impl NodeInner {
                 Value::Array(vec![]),
             );
         };
-        for offer in &protocols {
-            let Some(fields) = offer.as_array() else {
+        for entry in &protocols {
+            let Some(items) = entry.as_array() else {
                 continue;
             };
-            match fields.first().and_then(Value::as_str) {
-                Some("TCPROS") => {
+            let offer = Offer::from_params(
+                &crate::xmlrpc::entry_params(items),
+                &HeaderLimits::default(),
+            );
+            match offer {
+                Ok(Some(Offer::Tcpros)) => {
                     let host = self.id.host.clone();
                     let port = self.tcp_port.get().copied().unwrap_or(0);
-                    let reply = Value::Array(vec![
-                        Value::from("TCPROS"),
-                        Value::from(host.as_str()),
-                        Value::Int(i32::from(port)),
-                    ]);
+                    let answer = Answer::Tcpros {
+                        host: host.clone(),
+                        port,
+                    };
+                    let reply = crate::xmlrpc::entry(answer.to_params());
                     return (1, format!("ready on {host}:{port}"), reply);
                 }
-                Some("UDPROS") => match self.udp_link(&publication, &caller_id, fields).await {
-                    Ok(reply) => return (1, String::new(), reply),
-                    Err(e) => {
-                        tracing::warn!("UDPROS request for {topic} from {caller_id}: {e}");
-                        return (0, e, Value::Array(vec![]));
+                Ok(Some(Offer::Udpros(offer))) => {
+                    match self.udp_link(&publication, &caller_id, offer).await {
+                        Ok(answer) => {
+                            return (1, String::new(), crate::xmlrpc::entry(answer.to_params()))
+                        }
+                        Err(e) => {
+                            tracing::warn!("UDPROS request for {topic} from {caller_id}: {e}");
+                            return (0, e, Value::Array(vec![]));
+                        }
                     }
-                },
-                _ => continue,
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!("requestTopic for {topic} from {caller_id}: {e}");
+                    return (0, e.to_string(), Value::Array(vec![]));
+                }
             }
         }
         (
@@ -668,15 +702,14 @@ impl NodeInner {
         &self,
         publication: &Arc<Publication>,
         caller_id: &str,
-        fields: &[Value],
-    ) -> Result<Value, String> {
-        let [_, Value::Base64(header), Value::String(host), Value::Int(port), Value::Int(max_datagram)] =
-            fields
-        else {
-            return Err(format!("malformed UDPROS offer {fields:?}"));
-        };
-        let header = ConnectionHeader::decode_fields(header, &HeaderLimits::default())
-            .map_err(|e| e.to_string())?;
+        offer: UdprosOffer,
+    ) -> Result<Answer, String> {
+        let UdprosOffer {
+            header,
+            host,
+            port,
+            max_datagram,
+        } = offer;
         let mut reply = publication.accept(&header)?;
         let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
         // roscpp reads into a 1500-byte buffer whatever it asked for.
@@ -685,11 +718,8 @@ impl NodeInner {
         } else {
             ROSCPP_MAX_DATAGRAM
         };
-        let max_datagram = usize::try_from(*max_datagram)
-            .unwrap_or(ROSCPP_MAX_DATAGRAM)
-            .clamp(9, limit);
-        let port = u16::try_from(*port).map_err(|_| format!("bad UDP port {port}"))?;
-        let peer = resolve_ipv4(host, port).await.map_err(|e| e.to_string())?;
+        let max_datagram = max_datagram.min(limit);
+        let peer = resolve_ipv4(&host, port).await.map_err(|e| e.to_string())?;
         if self.id.bind.is_loopback() && !peer.ip().is_loopback() {
             return Err(format!(
                 "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
@@ -709,7 +739,8 @@ impl NodeInner {
         // cost of many small datagrams outweighs that (measured toward roscpp at MTU 576:
         // 3 of 20 100 kB messages with 548-byte datagrams, 14 of 20 fragmented), so such
         // routes keep the asked size and IP fragments.
-        let max_datagram = crate::transport::route_mtu(&socket)
+        let route_mtu = crate::transport::route_mtu(&socket);
+        let max_datagram = route_mtu
             .map(|mtu| mtu.saturating_sub(crate::transport::IPV4_UDP_HEADERS))
             .filter(|&fits| fits >= MIN_UNFRAGMENTED)
             .map_or(max_datagram, |fits| max_datagram.min(fits));
@@ -717,15 +748,21 @@ impl NodeInner {
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr().map_err(|e| e.to_string())?.port();
         let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
-        publication.add_udp_link(socket, caller_id, connection_id, max_datagram, udpros_peer)?;
+        publication.add_udp_link(
+            socket,
+            caller_id,
+            connection_id,
+            max_datagram,
+            udpros_peer,
+            route_mtu,
+        )?;
         reply.insert(UDPROS_PEER_FIELD, "1");
-        Ok(Value::Array(vec![
-            Value::from("UDPROS"),
-            Value::from(self.id.host.as_str()),
-            Value::Int(i32::from(source_port)),
-            Value::Int(connection_id as i32),
-            Value::Int(max_datagram as i32),
-            Value::Base64(reply.encode_fields()),
-        ]))
+        Ok(Answer::Udpros(UdprosAnswer {
+            host: self.id.host.clone(),
+            port: source_port,
+            connection_id: connection_id as i32,
+            max_datagram,
+            header: reply,
+        }))
     }
 }

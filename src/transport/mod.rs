@@ -3,11 +3,14 @@
 //! reading from it, and the sockets both need.
 
 pub(crate) mod offload;
-pub mod publication;
-pub mod queue;
+pub(crate) mod publication;
+pub(crate) mod queue;
 mod sender;
-pub mod subscription;
-pub mod tcp_server;
+pub(crate) mod subscription;
+pub(crate) mod tcp_server;
+
+pub use crate::wire::udpros::UdpStats;
+pub use subscription::{PublisherLinkStats, Received};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,15 +19,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// datagrams go only to peers that send it (roscpp drops a link on them).
 pub const UDPROS_PEER_FIELD: &str = "udpros";
 
-/// How often a udpros publisher sends PING on an idle UDP link.
-pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long a udpros subscriber waits for data or PING before declaring the link dead.
-pub const LIVENESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(2500);
-
 /// Which transport a link uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
+    /// TCPROS: length-prefixed messages on a TCP connection; every message arrives, in
+    /// order, and a slow link queues.
     Tcp,
+    /// UDPROS: messages cut into datagrams; a lost datagram loses its message, and a late
+    /// message never holds up a newer one.
     Udp,
 }
 
@@ -40,19 +42,20 @@ impl Protocol {
 
 /// Counters of one link, shared by its task and the statistics calls.
 #[derive(Debug, Default)]
-pub struct LinkStats {
-    pub bytes: AtomicU64,
-    pub messages: AtomicU64,
-    pub drops: AtomicU64,
+pub(crate) struct LinkStats {
+    pub(crate) bytes: AtomicU64,
+    pub(crate) messages: AtomicU64,
+    pub(crate) drops: AtomicU64,
 }
 
 impl LinkStats {
-    pub fn add_message(&self, bytes: usize) {
+    pub(crate) fn add_message(&self, bytes: usize) {
         self.messages.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    pub fn get(&self) -> (u64, u64, u64) {
+    /// Bytes, messages and drops so far.
+    pub(crate) fn get(&self) -> (u64, u64, u64) {
         (
             self.bytes.load(Ordering::Relaxed),
             self.messages.load(Ordering::Relaxed),
@@ -63,7 +66,7 @@ impl LinkStats {
 
 /// A UDP socket with buffers sized for `bytes` of messages in flight. Returns the socket
 /// and, when the kernel granted less than asked, what it granted (to be reported).
-pub fn udp_socket(
+pub(crate) fn udp_socket(
     bind: SocketAddr,
     buffer_bytes: usize,
 ) -> std::io::Result<(tokio::net::UdpSocket, Option<usize>)> {
@@ -80,11 +83,11 @@ pub fn udp_socket(
 }
 
 /// IPv4 and UDP headers in front of a datagram's payload.
-pub const IPV4_UDP_HEADERS: usize = 28;
+pub(crate) const IPV4_UDP_HEADERS: usize = 28;
 
 /// The MTU of the route a connected socket sends on (the device's, or a smaller path MTU
 /// the kernel has learned), or `None` when the kernel does not say.
-pub fn route_mtu(socket: &tokio::net::UdpSocket) -> Option<usize> {
+pub(crate) fn route_mtu(socket: &tokio::net::UdpSocket) -> Option<usize> {
     use std::os::fd::AsRawFd;
     let mut mtu: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -105,7 +108,7 @@ pub fn route_mtu(socket: &tokio::net::UdpSocket) -> Option<usize> {
 }
 
 /// TCP keepalive as roscpp sets it: idle 60 s, interval 10 s, 9 probes.
-pub fn set_keepalive(stream: &tokio::net::TcpStream) {
+pub(crate) fn set_keepalive(stream: &tokio::net::TcpStream) {
     let sock = socket2::SockRef::from(stream);
     let keepalive = socket2::TcpKeepalive::new()
         .with_time(std::time::Duration::from_secs(60))

@@ -12,14 +12,14 @@ use std::net::SocketAddr;
 use tokio::net::UdpSocket;
 
 /// Most datagrams the kernel cuts one send into (its UDP_MAX_SEGMENTS).
-pub const MAX_SEGMENTS: usize = 64;
+pub(crate) const MAX_SEGMENTS: usize = 64;
 /// Most bytes one UDP send over IPv4 may carry, segmented or not.
-pub const MAX_SEND: usize = 65_507;
+pub(crate) const MAX_SEND: usize = 65_507;
 /// Room a read needs for whatever the kernel may coalesce.
-pub const MAX_READ: usize = 65_536;
+pub(crate) const MAX_READ: usize = 65_536;
 
 /// How many bytes of `segment`-byte datagrams one send may carry.
-pub fn max_send(segment: usize) -> usize {
+pub(crate) fn max_send(segment: usize) -> usize {
     let segment = segment.max(1);
     (MAX_SEND / segment).clamp(1, MAX_SEGMENTS) * segment
 }
@@ -27,7 +27,7 @@ pub fn max_send(segment: usize) -> usize {
 /// Whether the kernel can cut a send into datagrams (Linux 4.18 and later). Asked by
 /// setting the option to its default: older kernels reject the option, and would send a
 /// segmented send as one large datagram, ignoring what they do not know.
-pub fn can_segment(socket: &UdpSocket) -> bool {
+pub(crate) fn can_segment(socket: &UdpSocket) -> bool {
     #[cfg(target_os = "linux")]
     {
         set_udp_option(socket, libc::UDP_SEGMENT, 0)
@@ -41,7 +41,11 @@ pub fn can_segment(socket: &UdpSocket) -> bool {
 
 /// Sends `contents` as datagrams of `segment` bytes each (the last may be shorter) in one
 /// system call, without waiting. Only where [`can_segment`] said so.
-pub fn try_send_segments(socket: &UdpSocket, contents: &[u8], segment: usize) -> io::Result<()> {
+pub(crate) fn try_send_segments(
+    socket: &UdpSocket,
+    contents: &[u8],
+    segment: usize,
+) -> io::Result<()> {
     if contents.len() <= segment {
         return socket.try_send(contents).map(drop);
     }
@@ -58,7 +62,11 @@ pub fn try_send_segments(socket: &UdpSocket, contents: &[u8], segment: usize) ->
 }
 
 /// [`try_send_segments`], waiting until the socket takes it.
-pub async fn send_segments(socket: &UdpSocket, contents: &[u8], segment: usize) -> io::Result<()> {
+pub(crate) async fn send_segments(
+    socket: &UdpSocket,
+    contents: &[u8],
+    segment: usize,
+) -> io::Result<()> {
     if contents.len() <= segment {
         return socket.send(contents).await.map(drop);
     }
@@ -110,7 +118,7 @@ fn sendmsg_segmented(socket: &UdpSocket, contents: &[u8], segment: usize) -> io:
 }
 
 /// Asks the kernel to hand over datagrams that arrived together in one read.
-pub fn enable_coalescing(socket: &UdpSocket) -> bool {
+pub(crate) fn enable_coalescing(socket: &UdpSocket) -> bool {
     #[cfg(target_os = "linux")]
     {
         set_udp_option(socket, libc::UDP_GRO, 1)
@@ -141,14 +149,14 @@ fn set_udp_option(socket: &UdpSocket, option: libc::c_int, value: libc::c_int) -
 /// What one read brought: `len` bytes appended to the buffer, from `from`, made of
 /// datagrams of `segment` bytes each (the last may be shorter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Read {
+pub(crate) struct Read {
     pub len: usize,
     pub from: SocketAddr,
     pub segment: usize,
 }
 
 /// Reads into `buf`'s spare room (callers keep [`MAX_READ`] of it). Cancel-safe.
-pub async fn recv(socket: &UdpSocket, buf: &mut BytesMut) -> io::Result<Read> {
+pub(crate) async fn recv(socket: &UdpSocket, buf: &mut BytesMut) -> io::Result<Read> {
     #[cfg(target_os = "linux")]
     {
         socket

@@ -4,8 +4,9 @@
 
 use super::queue::DropOldest;
 use super::sender::{Attempt, Wire};
-use super::{LinkStats, Protocol, HEARTBEAT};
+use super::{LinkStats, Protocol};
 use crate::wire::header::ConnectionHeader;
+use crate::wire::link::HEARTBEAT;
 use crate::wire::udpros::Fragmenter;
 use bytes::Bytes;
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use tokio::net::{TcpStream, UdpSocket};
 
 /// What a topic carries, as the handshake states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicInfo {
+pub(crate) struct TopicInfo {
     pub topic: String,
     pub msg_type: String,
     pub md5sum: String,
@@ -25,7 +26,7 @@ pub struct TopicInfo {
 
 /// One subscriber's connection.
 #[derive(Debug)]
-pub struct SubscriberLink {
+pub(crate) struct SubscriberLink {
     /// The id getBusInfo and getBusStats report.
     pub id: u32,
     pub caller_id: String,
@@ -39,18 +40,13 @@ pub struct SubscriberLink {
 }
 
 impl SubscriberLink {
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.queue.close();
-    }
-
-    /// Frames dropped because this subscriber fell behind.
-    pub fn drops(&self) -> u64 {
-        self.queue.dropped()
     }
 
     /// Sends a frame from the publishing thread when the link is idle, else queues it for
@@ -78,7 +74,7 @@ impl SubscriberLink {
     }
 }
 
-pub struct Publication {
+pub(crate) struct Publication {
     pub info: TopicInfo,
     pub latch: bool,
     queue_size: usize,
@@ -98,7 +94,7 @@ impl std::fmt::Debug for Publication {
 }
 
 impl Publication {
-    pub fn new(
+    pub(crate) fn new(
         info: TopicInfo,
         latch: bool,
         queue_size: usize,
@@ -123,7 +119,7 @@ impl Publication {
 
     /// Hands one frame (length prefix included) to every subscriber; never waits. Idle
     /// links send it at once, on this thread.
-    pub fn publish_frame(&self, frame: Bytes) {
+    pub(crate) fn publish_frame(&self, frame: Bytes) {
         self.hand_out(frame, true);
     }
 
@@ -147,22 +143,22 @@ impl Publication {
     /// publisher goes at the pace of the slowest link instead. Made for throughput, it
     /// always queues: the links' tasks then send what piled up together (UDP: up to 64
     /// datagrams per system call) rather than one system call per message.
-    pub async fn publish_frame_when_room(&self, frame: Bytes) {
+    pub(crate) async fn publish_frame_when_room(&self, frame: Bytes) {
         for link in &self.subscriber_links() {
             link.queue.wait_for_room().await;
         }
         self.hand_out(frame, false);
     }
 
-    pub fn num_subscribers(&self) -> usize {
+    pub(crate) fn num_subscribers(&self) -> usize {
         self.links().iter().filter(|l| !l.is_closed()).count()
     }
 
-    pub fn messages_sent(&self) -> u64 {
+    pub(crate) fn messages_sent(&self) -> u64 {
         self.messages.load(Ordering::Relaxed)
     }
 
-    pub fn subscriber_links(&self) -> Vec<Arc<SubscriberLink>> {
+    pub(crate) fn subscriber_links(&self) -> Vec<Arc<SubscriberLink>> {
         self.links()
             .iter()
             .filter(|l| !l.is_closed())
@@ -172,7 +168,7 @@ impl Publication {
 
     /// The handshake's verdict on a subscriber's header: our reply header, or the text of
     /// the error, worded as roscpp words it.
-    pub fn accept(&self, header: &ConnectionHeader) -> Result<ConnectionHeader, String> {
+    pub(crate) fn accept(&self, header: &ConnectionHeader) -> Result<ConnectionHeader, String> {
         let (Some(md5), Some(topic), Some(caller)) = (
             header.get("md5sum"),
             header.get("topic"),
@@ -254,23 +250,24 @@ impl Publication {
     }
 
     /// Opens a UDP link to a subscriber (negotiated through requestTopic).
-    pub fn add_udp_link(
+    pub(crate) fn add_udp_link(
         &self,
         socket: UdpSocket,
         caller_id: &str,
         connection_id: u32,
         max_datagram: usize,
         udpros_peer: bool,
+        route_mtu: Option<usize>,
     ) -> Result<Arc<SubscriberLink>, String> {
         let fragmenter = Fragmenter::new(connection_id, max_datagram).map_err(|e| e.to_string())?;
         let peer = socket.peer_addr().map_err(|e| e.to_string())?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
-        let wire = Wire::udp(socket, fragmenter, udpros_peer);
+        let wire = Wire::udp(socket, fragmenter, udpros_peer, route_mtu);
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, wire))
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         for link in self.links().drain(..) {
             link.close();
         }

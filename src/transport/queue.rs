@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use tokio::sync::Notify;
 
 #[derive(Debug)]
-pub struct DropOldest<T> {
+pub(crate) struct DropOldest<T> {
     items: Mutex<VecDeque<T>>,
     capacity: usize,
     ready: Notify,
@@ -18,7 +18,7 @@ pub struct DropOldest<T> {
 }
 
 impl<T> DropOldest<T> {
-    pub fn new(capacity: usize) -> DropOldest<T> {
+    pub(crate) fn new(capacity: usize) -> DropOldest<T> {
         DropOldest {
             items: Mutex::new(VecDeque::with_capacity(capacity.clamp(1, 1024))),
             capacity: capacity.max(1),
@@ -34,7 +34,7 @@ impl<T> DropOldest<T> {
     }
 
     /// Adds an item, dropping the oldest when full. Never blocks on the reader.
-    pub fn push(&self, item: T) {
+    pub(crate) fn push(&self, item: T) {
         if self.is_closed() {
             return;
         }
@@ -50,7 +50,7 @@ impl<T> DropOldest<T> {
     }
 
     /// Takes every item there is, without waiting; false when there was none.
-    pub fn take_all(&self, into: &mut Vec<T>) -> bool {
+    pub(crate) fn take_all(&self, into: &mut Vec<T>) -> bool {
         let mut items = self.lock();
         if items.is_empty() {
             return false;
@@ -63,7 +63,7 @@ impl<T> DropOldest<T> {
 
     /// Waits until there are items, the queue is closed, or the reader is
     /// [kicked](Self::kick). It may return early: readers check what they find.
-    pub async fn wait_ready(&self) {
+    pub(crate) async fn wait_ready(&self) {
         let notified = self.ready.notified();
         if !self.is_empty() || self.is_closed() {
             return;
@@ -73,12 +73,12 @@ impl<T> DropOldest<T> {
 
     /// Wakes the reader waiting in [`wait_ready`](Self::wait_ready) though nothing was
     /// pushed: the writer left it other work.
-    pub fn kick(&self) {
+    pub(crate) fn kick(&self) {
         self.ready.notify_one();
     }
 
     /// Waits for one item; `None` once closed and empty.
-    pub async fn pop(&self) -> Option<T> {
+    pub(crate) async fn pop(&self) -> Option<T> {
         loop {
             let notified = self.ready.notified();
             let item = self.lock().pop_front();
@@ -95,7 +95,7 @@ impl<T> DropOldest<T> {
 
     /// Waits until a push would not drop anything (or the queue is closed): for writers
     /// that prefer waiting to losing data, such as a flood that must arrive whole.
-    pub async fn wait_for_room(&self) {
+    pub(crate) async fn wait_for_room(&self) {
         loop {
             let notified = self.room.notified();
             let mut notified = std::pin::pin!(notified);
@@ -107,26 +107,26 @@ impl<T> DropOldest<T> {
         }
     }
 
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.ready.notify_waiters();
         self.ready.notify_one();
         self.room.notify_waiters();
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -6,7 +6,8 @@
 //! without waking another task, which on a multi-threaded runtime is a cross-thread wake
 //! per message, the largest part of the latency on a quiet link.
 
-use super::{offload, LinkStats, HEARTBEAT};
+use super::{offload, LinkStats};
+use crate::wire::link::HEARTBEAT;
 use crate::wire::udpros::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
 use bytes::Bytes;
 use std::io;
@@ -26,7 +27,7 @@ const TCP_BATCH_BYTES: usize = 64 << 10;
 
 /// What an attempt to send a frame at once came to.
 #[derive(Debug)]
-pub enum Attempt {
+pub(super) enum Attempt {
     /// Gone whole.
     Sent,
     /// Nothing was sent: the frame goes to the queue.
@@ -37,7 +38,7 @@ pub enum Attempt {
     Failed(io::Error),
 }
 
-pub enum Wire {
+pub(super) enum Wire {
     Udp(UdpWire),
     Tcp(TcpWire),
 }
@@ -52,11 +53,17 @@ impl std::fmt::Debug for Wire {
 }
 
 impl Wire {
-    pub fn udp(socket: UdpSocket, fragmenter: Fragmenter, udpros_peer: bool) -> Wire {
-        Wire::Udp(UdpWire::new(socket, fragmenter, udpros_peer))
+    /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known.
+    pub(super) fn udp(
+        socket: UdpSocket,
+        fragmenter: Fragmenter,
+        udpros_peer: bool,
+        route_mtu: Option<usize>,
+    ) -> Wire {
+        Wire::Udp(UdpWire::new(socket, fragmenter, udpros_peer, route_mtu))
     }
 
-    pub fn tcp(writer: OwnedWriteHalf) -> Wire {
+    pub(super) fn tcp(writer: OwnedWriteHalf) -> Wire {
         Wire::Tcp(TcpWire {
             writer,
             unfinished: None,
@@ -66,13 +73,13 @@ impl Wire {
 
     /// Whether the link's task must send heartbeats (udpros UDP peers only: roscpp drops
     /// a link on PING).
-    pub fn wants_heartbeats(&self) -> bool {
+    pub(super) fn wants_heartbeats(&self) -> bool {
         matches!(self, Wire::Udp(w) if w.udpros_peer)
     }
 
     /// Sends a frame without waiting, if it is small, the pacing budget allows it and the
     /// kernel takes it; never blocks.
-    pub fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+    pub(super) fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
         match self {
             Wire::Udp(w) => w.try_send_now(frame),
             Wire::Tcp(w) => w.try_send_now(frame),
@@ -80,7 +87,7 @@ impl Wire {
     }
 
     /// Completes what [`try_send_now`](Self::try_send_now) started.
-    pub async fn finish(&mut self) -> io::Result<()> {
+    pub(super) async fn finish(&mut self) -> io::Result<()> {
         match self {
             Wire::Udp(w) => w.finish().await,
             Wire::Tcp(w) => w.finish().await,
@@ -88,7 +95,11 @@ impl Wire {
     }
 
     /// Sends queued frames in order, counting each in `stats`; leaves `frames` empty.
-    pub async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+    pub(super) async fn send_all(
+        &mut self,
+        frames: &mut Vec<Bytes>,
+        stats: &LinkStats,
+    ) -> io::Result<()> {
         match self {
             Wire::Udp(w) => w.send_all(frames, stats).await,
             Wire::Tcp(w) => w.send_all(frames, stats).await,
@@ -96,7 +107,7 @@ impl Wire {
     }
 
     /// A PING if nothing left for a heartbeat period.
-    pub async fn heartbeat(&mut self) -> io::Result<()> {
+    pub(super) async fn heartbeat(&mut self) -> io::Result<()> {
         match self {
             Wire::Udp(w) if w.last_sent.elapsed() >= HEARTBEAT => {
                 match w.socket.send(&w.fragmenter.ping()).await {
@@ -110,7 +121,7 @@ impl Wire {
     }
 
     /// Tells a udpros UDP peer the link is closing (TCP peers see the connection close).
-    pub async fn goodbye(&mut self) {
+    pub(super) async fn goodbye(&mut self) {
         if let Wire::Udp(w) = self {
             if w.udpros_peer {
                 let _ = w.socket.send(&w.fragmenter.err()[..HEADER_LEN]).await;
@@ -134,9 +145,9 @@ fn pacer_for(udpros_peer: bool, fragments: usize) -> Pacer {
     }
 }
 
-/// How many IP fragments a datagram of `size` bytes becomes on the socket's route.
-fn fragments_per_datagram(socket: &UdpSocket, size: usize) -> usize {
-    let Some(mtu) = super::route_mtu(socket) else {
+/// How many IP fragments a datagram of `size` bytes becomes on a route of `route_mtu`.
+fn fragments_per_datagram(route_mtu: Option<usize>, size: usize) -> usize {
+    let Some(mtu) = route_mtu else {
         return 1;
     };
     // Each fragment carries a multiple of 8 bytes of the UDP datagram (header included).
@@ -144,7 +155,7 @@ fn fragments_per_datagram(socket: &UdpSocket, size: usize) -> usize {
     (size + 8).div_ceil(per_fragment)
 }
 
-pub struct UdpWire {
+pub(super) struct UdpWire {
     socket: UdpSocket,
     fragmenter: Fragmenter,
     pacer: Pacer,
@@ -163,8 +174,13 @@ pub struct UdpWire {
 }
 
 impl UdpWire {
-    fn new(socket: UdpSocket, fragmenter: Fragmenter, udpros_peer: bool) -> UdpWire {
-        let fragments = fragments_per_datagram(&socket, fragmenter.max_datagram_size());
+    fn new(
+        socket: UdpSocket,
+        fragmenter: Fragmenter,
+        udpros_peer: bool,
+        route_mtu: Option<usize>,
+    ) -> UdpWire {
+        let fragments = fragments_per_datagram(route_mtu, fragmenter.max_datagram_size());
         UdpWire {
             segmenting: offload::can_segment(&socket),
             socket,
@@ -369,7 +385,7 @@ impl UdpWire {
     }
 }
 
-pub struct TcpWire {
+pub(super) struct TcpWire {
     writer: OwnedWriteHalf,
     /// The tail of a frame the kernel took only part of.
     unfinished: Option<Bytes>,

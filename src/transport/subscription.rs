@@ -4,9 +4,11 @@
 //! publisher.
 
 use super::queue::DropOldest;
-use super::{offload, udp_socket, LinkStats, Protocol, LIVENESS_TIMEOUT, UDPROS_PEER_FIELD};
+use super::{offload, udp_socket, LinkStats, Protocol, UDPROS_PEER_FIELD};
 use crate::api::ok_value;
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
+use crate::wire::link::{AllowedSources, Attempt, Dead, Retry, UdpLiveness};
+use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
 use crate::wire::tcpros::FrameDecoder;
 use crate::wire::udpros::{Event, Reassembler, ReassemblerConfig, UdpStats};
 use crate::xmlrpc::{Value, XmlRpcClient};
@@ -20,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 
 #[derive(Debug, Clone)]
-pub struct SubscriptionConfig {
+pub(crate) struct SubscriptionConfig {
     pub topic: String,
     pub msg_type: String,
     pub md5sum: String,
@@ -29,21 +31,23 @@ pub struct SubscriptionConfig {
     pub transports: Vec<Protocol>,
     pub max_datagram_size: usize,
     pub tcp_nodelay: bool,
-    pub queue_size: usize,
     pub max_message_size: usize,
 }
 
 /// A received message and what its publisher said of itself.
 #[derive(Debug, Clone)]
 pub struct Received {
+    /// The serialized message, without its length prefix.
     pub body: Bytes,
+    /// The publisher's connection header (callerid, type, md5sum, latching).
     pub publisher: Arc<ConnectionHeader>,
+    /// The transport it came over.
     pub protocol: Protocol,
 }
 
 /// What a link currently knows, for statistics and `getBusInfo`.
 #[derive(Debug, Clone, Default)]
-pub struct LinkStatus {
+pub(crate) struct LinkStatus {
     pub protocol: Option<Protocol>,
     pub connected: bool,
     pub local_port: u16,
@@ -52,7 +56,7 @@ pub struct LinkStatus {
     pub udp: UdpStats,
 }
 
-pub struct PublisherLink {
+pub(crate) struct PublisherLink {
     pub uri: String,
     pub id: u32,
     pub stats: LinkStats,
@@ -60,8 +64,51 @@ pub struct PublisherLink {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+/// One publisher link of a subscriber, as it stood when asked (from
+/// [`RawSubscriber::links`](crate::node::RawSubscriber::links)).
+#[derive(Debug, Clone)]
+pub struct PublisherLinkStats {
+    /// The publisher's XML-RPC URI, as the master lists it.
+    pub publisher_uri: String,
+    /// The transport, once negotiated.
+    pub protocol: Option<Protocol>,
+    /// Whether the link is up (it reconnects while the master lists the publisher).
+    pub connected: bool,
+    /// The local port the link receives on.
+    pub local_port: u16,
+    /// Where the publisher's data comes from (TCPROS: the connection's peer; UDPROS: the
+    /// source of the last accepted datagram).
+    pub peer: Option<SocketAddr>,
+    /// The publisher's connection header (type, md5sum, callerid, latching).
+    pub header: Option<Arc<ConnectionHeader>>,
+    /// Messages delivered over this link.
+    pub messages: u64,
+    /// Bytes of message bodies delivered over this link.
+    pub bytes: u64,
+    /// UDPROS reassembly counters (all zero on TCPROS): messages, losses by message id,
+    /// incomplete and malformed datagrams, datagrams from strangers.
+    pub udp: UdpStats,
+}
+
 impl PublisherLink {
-    pub fn status(&self) -> LinkStatus {
+    /// The link's counters and state now.
+    pub(crate) fn snapshot(&self) -> PublisherLinkStats {
+        let status = self.status();
+        let (bytes, messages, _) = self.stats.get();
+        PublisherLinkStats {
+            publisher_uri: self.uri.clone(),
+            protocol: status.protocol,
+            connected: status.connected,
+            local_port: status.local_port,
+            peer: status.peer,
+            header: status.header,
+            messages,
+            bytes,
+            udp: status.udp,
+        }
+    }
+
+    pub(crate) fn status(&self) -> LinkStatus {
         self.status
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -87,16 +134,15 @@ impl Drop for PublisherLink {
 
 /// Who this node is, as its links tell publishers.
 #[derive(Debug, Clone)]
-pub struct Local {
+pub(crate) struct Local {
     pub node_name: String,
-    pub node_uri: String,
     pub host: String,
     pub bind: IpAddr,
     pub client: XmlRpcClient,
     pub link_ids: Arc<AtomicU32>,
 }
 
-pub struct Subscription {
+pub(crate) struct Subscription {
     pub config: SubscriptionConfig,
     local: Local,
     links: Mutex<HashMap<String, Arc<PublisherLink>>>,
@@ -115,17 +161,10 @@ impl std::fmt::Debug for Subscription {
     }
 }
 
-const FIRST_RETRY: Duration = Duration::from_millis(100);
-const MAX_RETRY: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often a UDP link checks that its publisher still sends (or heartbeats).
-const LIVENESS_CHECK: Duration = Duration::from_millis(250);
-/// A new UDP link on which this many messages began and none completed is failing: the
-/// path drops what the publisher sends, whatever its heartbeats say.
-const INCOMPLETE_BEFORE_FAILURE: u64 = 10;
 
 impl Subscription {
-    pub fn new(config: SubscriptionConfig, local: Local) -> Arc<Subscription> {
+    pub(crate) fn new(config: SubscriptionConfig, local: Local) -> Arc<Subscription> {
         Arc::new(Subscription {
             config,
             local,
@@ -141,14 +180,14 @@ impl Subscription {
     }
 
     /// A new queue fed every message of this topic (one per subscriber handle).
-    pub fn add_sink(&self, queue_size: usize) -> Arc<DropOldest<Received>> {
+    pub(crate) fn add_sink(&self, queue_size: usize) -> Arc<DropOldest<Received>> {
         let sink = Arc::new(DropOldest::new(queue_size));
         self.sinks().push(sink.clone());
         sink
     }
 
     /// Removes a handle's queue; returns how many remain.
-    pub fn remove_sink(&self, sink: &Arc<DropOldest<Received>>) -> usize {
+    pub(crate) fn remove_sink(&self, sink: &Arc<DropOldest<Received>>) -> usize {
         let mut sinks = self.sinks();
         sinks.retain(|s| !Arc::ptr_eq(s, sink));
         sink.close();
@@ -159,21 +198,21 @@ impl Subscription {
         self.links.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn publisher_links(&self) -> Vec<Arc<PublisherLink>> {
+    pub(crate) fn publisher_links(&self) -> Vec<Arc<PublisherLink>> {
         let mut links: Vec<_> = self.links().values().cloned().collect();
         links.sort_by_key(|l| l.id);
         links
     }
 
     /// The master's publisherUpdate: the full, current list of publishers.
-    pub fn publisher_update(self: &Arc<Self>, uris: &[String]) {
+    pub(crate) fn publisher_update(self: &Arc<Self>, uris: &[String]) {
         let mut links = self.links();
         self.updates.fetch_add(1, Ordering::Relaxed);
         self.set_publishers(&mut links, uris);
     }
 
     /// How many publisherUpdate calls have arrived; take it before registerSubscriber.
-    pub fn update_count(&self) -> u64 {
+    pub(crate) fn update_count(&self) -> u64 {
         let _links = self.links();
         self.updates.load(Ordering::Relaxed)
     }
@@ -182,7 +221,7 @@ impl Subscription {
     /// only once it is registered, so an update that arrived since `updates_before` was
     /// computed after this answer: the answer is stale then and must not undo it (a
     /// publisher advertising during our registration would otherwise be dropped for good).
-    pub fn registered(self: &Arc<Self>, uris: &[String], updates_before: u64) {
+    pub(crate) fn registered(self: &Arc<Self>, uris: &[String], updates_before: u64) {
         let mut links = self.links();
         if self.updates.load(Ordering::Relaxed) == updates_before {
             self.set_publishers(&mut links, uris);
@@ -223,7 +262,7 @@ impl Subscription {
         }
     }
 
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         for (_, link) in self.links().drain() {
             link.stop();
@@ -257,20 +296,19 @@ impl Subscription {
         }
     }
 
-    fn udp_offer(&self, port: u16) -> Value {
+    fn udp_offer(&self, port: u16) -> Offer {
         let header = ConnectionHeader::new()
             .with("callerid", self.local.node_name.as_str())
             .with("md5sum", self.config.md5sum.as_str())
             .with("topic", self.config.topic.as_str())
             .with("type", self.config.msg_type.as_str())
             .with(UDPROS_PEER_FIELD, "1");
-        Value::Array(vec![
-            Value::from("UDPROS"),
-            Value::Base64(header.encode_fields()),
-            Value::from(self.local.host.as_str()),
-            Value::Int(i32::from(port)),
-            Value::Int(self.config.max_datagram_size as i32),
-        ])
+        Offer::Udpros(UdprosOffer {
+            header,
+            host: self.local.host.clone(),
+            port,
+            max_datagram: self.config.max_datagram_size,
+        })
     }
 
     fn tcp_header(&self) -> ConnectionHeader {
@@ -295,63 +333,42 @@ enum Ended {
     GiveUp(String),
 }
 
-/// UDP links in a row that ended before delivering a message, after which a subscription
-/// that also offers TCP offers only TCP to that publisher.
-const UDP_FAILURES_BEFORE_TCP: u32 = 3;
-
 async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
-    let mut delay = FIRST_RETRY;
-    let mut udp_failures = 0;
-    let can_fall_back = sub.config.transports.contains(&Protocol::Tcp);
+    let mut retry = Retry::new(sub.config.transports.contains(&Protocol::Tcp));
     loop {
         let started = Instant::now();
         let messages_before = link.stats.get().1;
-        let offer_udp = !(can_fall_back && udp_failures >= UDP_FAILURES_BEFORE_TCP);
-        let ended = connect_and_read(&sub, &link, offer_udp).await;
+        let ended = connect_and_read(&sub, &link, retry.offer_udp()).await;
         link.set_status(|s| s.connected = false);
         if !sub.is_listed(&link) {
             return;
         }
-        if link.status().protocol == Some(Protocol::Udp) {
-            if link.stats.get().1 == messages_before {
-                udp_failures += 1;
-                if can_fall_back && udp_failures == UDP_FAILURES_BEFORE_TCP {
-                    tracing::warn!(
-                        "subscription to {} from {}: {udp_failures} UDPROS links in a row delivered nothing; falling back to TCPROS",
-                        sub.config.topic,
-                        link.uri
-                    );
-                }
-            } else {
-                udp_failures = 0;
-            }
-        }
-        if started.elapsed() > MAX_RETRY {
-            delay = FIRST_RETRY; // it worked for a while: start again quickly
+        let attempt = Attempt {
+            started,
+            udp: link.status().protocol == Some(Protocol::Udp),
+            delivered: link.stats.get().1 != messages_before,
+        };
+        let next = retry.ended(attempt, Instant::now());
+        let (topic, uri) = (&sub.config.topic, &link.uri);
+        if next.fell_back_to_tcp {
+            tracing::warn!(
+                "subscription to {topic} from {uri}: UDPROS links in a row delivered nothing; falling back to TCPROS",
+            );
         }
         match ended {
             Ended::GiveUp(why) => {
-                tracing::warn!(
-                    "subscription to {} from {}: {why}",
-                    sub.config.topic,
-                    link.uri
-                );
+                tracing::warn!("subscription to {topic} from {uri}: {why}");
                 return;
             }
             // Once per run of failures at warn; the retries after it at debug.
-            Ended::Retry(why) if delay == FIRST_RETRY => tracing::warn!(
-                "subscription to {} from {}: {why}; retrying",
-                sub.config.topic,
-                link.uri
-            ),
-            Ended::Retry(why) => tracing::debug!(
-                "subscription to {} from {}: {why}; retrying",
-                sub.config.topic,
-                link.uri
-            ),
+            Ended::Retry(why) if next.first_of_run => {
+                tracing::warn!("subscription to {topic} from {uri}: {why}; retrying")
+            }
+            Ended::Retry(why) => {
+                tracing::debug!("subscription to {topic} from {uri}: {why}; retrying")
+            }
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(MAX_RETRY);
+        tokio::time::sleep(next.after).await;
     }
 }
 
@@ -408,12 +425,12 @@ async fn connect_and_read(
             Protocol::Udp if !offer_udp => {}
             Protocol::Udp => match open_udp(sub) {
                 Ok(offer) => {
-                    offers.push(sub.udp_offer(offer.port));
+                    offers.push(crate::xmlrpc::entry(sub.udp_offer(offer.port).to_params()));
                     udp = Some(offer);
                 }
                 Err(e) => tracing::warn!("cannot offer UDPROS for {}: {e}", sub.config.topic),
             },
-            Protocol::Tcp => offers.push(Value::from(vec!["TCPROS"])),
+            Protocol::Tcp => offers.push(crate::xmlrpc::entry(Offer::Tcpros.to_params())),
         }
     }
     let params = vec![
@@ -443,29 +460,31 @@ async fn connect_and_read(
         }
         Err(e) => return Ended::GiveUp(format!("publisher refused: {e}")),
     };
-    match chosen.first().and_then(Value::as_str) {
-        Some("TCPROS") => {
+    let answer = match Answer::from_params(
+        &crate::xmlrpc::entry_params(&chosen),
+        &HeaderLimits::default(),
+    ) {
+        Ok(answer) => answer,
+        Err(e) => return Ended::GiveUp(format!("publisher answered {chosen:?}: {e}")),
+    };
+    match (answer, udp) {
+        (Answer::Tcpros { host, port }, udp) => {
             drop(udp);
-            read_tcp(sub, link, &chosen).await
+            read_tcp(sub, link, &host, port).await
         }
-        Some("UDPROS") => match udp {
-            Some(offer) => read_udp(sub, link, &chosen, offer).await,
-            None => Ended::GiveUp("publisher chose UDPROS, which was not offered".into()),
-        },
-        other => Ended::GiveUp(format!("publisher chose an unknown transport {other:?}")),
+        (Answer::Udpros(answer), Some(offer)) => read_udp(sub, link, answer, offer).await,
+        (Answer::Udpros(_), None) => {
+            Ended::GiveUp("publisher chose UDPROS, which was not offered".into())
+        }
     }
 }
 
-async fn read_tcp(sub: &Arc<Subscription>, link: &Arc<PublisherLink>, chosen: &[Value]) -> Ended {
-    let (Some(host), Some(port)) = (
-        chosen.get(1).and_then(Value::as_str),
-        chosen.get(2).and_then(Value::as_i32),
-    ) else {
-        return Ended::GiveUp(format!("malformed TCPROS answer {chosen:?}"));
-    };
-    let Ok(port) = u16::try_from(port) else {
-        return Ended::GiveUp(format!("bad TCPROS port {port}"));
-    };
+async fn read_tcp(
+    sub: &Arc<Subscription>,
+    link: &Arc<PublisherLink>,
+    host: &str,
+    port: u16,
+) -> Ended {
     let mut stream =
         match tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect((host, port))).await {
             Ok(Ok(stream)) => stream,
@@ -531,40 +550,25 @@ async fn read_tcp(sub: &Arc<Subscription>, link: &Arc<PublisherLink>, chosen: &[
 async fn read_udp(
     sub: &Arc<Subscription>,
     link: &Arc<PublisherLink>,
-    chosen: &[Value],
+    answer: UdprosAnswer,
     mut offer: UdpOffer,
 ) -> Ended {
-    let (Some(conn_id), Some(header_bytes)) = (
-        chosen.get(3).and_then(Value::as_i32),
-        chosen.get(5).and_then(Value::as_bytes),
-    ) else {
-        return Ended::GiveUp(format!("malformed UDPROS answer {chosen:?}"));
-    };
-    let header = match ConnectionHeader::decode_fields(header_bytes, &HeaderLimits::default()) {
-        Ok(h) => h,
-        Err(e) => return Ended::GiveUp(format!("bad UDPROS header from publisher: {e}")),
-    };
+    let header = answer.header;
     if let Some(error) = header.error() {
         return Ended::GiveUp(format!("publisher refused the connection: {error}"));
     }
     let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
-    let sources = match AllowedSources::from_answer(&link.uri, chosen, udpros_peer).await {
+    let sources = match allowed_sources(&link.uri, &answer.host, answer.port, udpros_peer).await {
         Ok(sources) => sources,
         Err(e) => return Ended::Retry(e),
     };
     let header = Arc::new(header);
-    // The publisher cuts the stream at the size it answered (an echo of ours).
-    let max_datagram = chosen
-        .get(4)
-        .and_then(Value::as_i32)
-        .and_then(|n| usize::try_from(n).ok())
-        .filter(|&n| n > crate::wire::udpros::HEADER_LEN)
-        .unwrap_or(sub.config.max_datagram_size);
     let config = ReassemblerConfig {
         max_message_size: sub.config.max_message_size,
         // roscpp's ids are opaque; a udpros publisher sends the id it returned.
-        connection_id: udpros_peer.then_some(conn_id as u32),
-        block_payload: Some(max_datagram - crate::wire::udpros::HEADER_LEN),
+        connection_id: udpros_peer.then_some(answer.connection_id as u32),
+        // The publisher cuts the stream at the size it answered.
+        block_payload: Some(answer.max_datagram - crate::wire::udpros::HEADER_LEN),
         ..ReassemblerConfig::default()
     };
     let mut reassembler = Reassembler::new(config);
@@ -578,7 +582,7 @@ async fn read_udp(
             udp: UdpStats::default(),
         }
     });
-    let mut last_heard = Instant::now();
+    let mut liveness = UdpLiveness::new(Instant::now(), udpros_peer);
     // Datagrams from addresses that are not the publisher's, counted with the foreign ones.
     let mut foreign = 0u64;
     // Where the publisher's datagrams come from, as getBusInfo shows it.
@@ -586,12 +590,13 @@ async fn read_udp(
     // One timer for the link's life, moved earlier only when a message in reassembly
     // expires sooner: a timer armed per datagram costs a clock read and a timer-wheel
     // insert and removal each time.
-    let mut wait = std::pin::pin!(tokio::time::sleep(LIVENESS_CHECK));
+    let mut wait = std::pin::pin!(tokio::time::sleep_until(liveness.poll_timeout().into()));
     loop {
-        if let Some(due) = reassembler.poll_timeout() {
-            if due < wait.deadline().into_std() {
-                wait.as_mut().reset(due.into());
-            }
+        let due = reassembler
+            .poll_timeout()
+            .map_or(liveness.poll_timeout(), |d| d.min(liveness.poll_timeout()));
+        if due != wait.deadline().into_std() {
+            wait.as_mut().reset(due.into());
         }
         tokio::select! {
             received = offer.recv() => {
@@ -624,10 +629,10 @@ async fn read_udp(
                     let datagram = datagrams.slice(start..(start + segment).min(datagrams.len()));
                     match reassembler.handle(now, datagram) {
                         Some(Event::Message(body)) => {
-                            last_heard = now;
+                            liveness.heard(now);
                             sub.deliver(link, body, &header, Protocol::Udp);
                         }
-                        Some(Event::Ping) => last_heard = now,
+                        Some(Event::Ping) => liveness.heard(now),
                         Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
                         None => {}
                     }
@@ -640,83 +645,46 @@ async fn read_udp(
                 let now = Instant::now();
                 reassembler.handle_timeout(now);
                 let stats = reassembler.stats();
-                if stats.messages == 0 && stats.incomplete >= INCOMPLETE_BEFORE_FAILURE {
-                    return Ended::Retry(format!(
-                        "{} UDPROS messages begun and none completed (a path MTU that drops fragments, or heavy loss)",
-                        stats.incomplete
-                    ));
-                }
-                if udpros_peer && now.duration_since(last_heard) > LIVENESS_TIMEOUT {
-                    return Ended::Retry(format!(
+                match liveness.handle_timeout(now, stats.messages, stats.incomplete) {
+                    Some(Dead::NothingCompletes(n)) => return Ended::Retry(format!(
+                        "{n} UDPROS messages begun and none completed (a path MTU that drops fragments, or heavy loss)"
+                    )),
+                    Some(Dead::Silent) => return Ended::Retry(format!(
                         "publisher silent for {} ms (it heartbeats every {} ms)",
-                        LIVENESS_TIMEOUT.as_millis(),
-                        super::HEARTBEAT.as_millis()
-                    ));
+                        crate::wire::link::LIVENESS_TIMEOUT.as_millis(),
+                        crate::wire::link::HEARTBEAT.as_millis()
+                    )),
+                    None => {}
                 }
-                wait.as_mut().reset((now + LIVENESS_CHECK).into());
             }
         }
     }
 }
 
-/// Where a UDPROS link's datagrams may come from: the publisher's host as its answer
-/// names it or as its XML-RPC URI does (each resolved), any loopback address when that
-/// host is local, and, between udpros peers, only the port the publisher declared, which
-/// is the port it sends from. ROS1 has no authentication; this keeps a stranger who reads
-/// our port from `getBusInfo` from taking the link over by sending first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct AllowedSources {
-    hosts: Vec<IpAddr>,
-    port: Option<u16>,
-}
-
-impl AllowedSources {
-    async fn from_answer(
-        publisher_uri: &str,
-        chosen: &[Value],
-        udpros_peer: bool,
-    ) -> Result<AllowedSources, String> {
-        let mut names: Vec<String> = Vec::new();
-        if let Some(host) = chosen.get(1).and_then(Value::as_str) {
-            names.push(host.to_string());
+/// The [`AllowedSources`] of a UDPROS link: the publisher's host as its answer names it
+/// and as its XML-RPC URI does, each resolved; between udpros peers, only the answer's port.
+async fn allowed_sources(
+    publisher_uri: &str,
+    answer_host: &str,
+    answer_port: u16,
+    udpros_peer: bool,
+) -> Result<AllowedSources, String> {
+    let mut names = vec![answer_host.to_string()];
+    names.extend(crate::node::host::uri_host(publisher_uri));
+    let mut hosts = Vec::new();
+    for name in &names {
+        let lookup = tokio::net::lookup_host((name.as_str(), 0));
+        if let Ok(Ok(addrs)) = tokio::time::timeout(REQUEST_TIMEOUT, lookup).await {
+            hosts.extend(addrs.map(|a| a.ip()));
         }
-        if let Some(host) = crate::node::host::uri_host(publisher_uri) {
-            names.push(host);
-        }
-        let mut hosts = Vec::new();
-        for name in &names {
-            let lookup = tokio::net::lookup_host((name.as_str(), 0));
-            if let Ok(Ok(addrs)) = tokio::time::timeout(REQUEST_TIMEOUT, lookup).await {
-                hosts.extend(addrs.map(|a| a.ip()));
-            }
-        }
-        if hosts.is_empty() {
-            return Err(format!("cannot resolve the publisher's host {names:?}"));
-        }
-        let port = chosen
-            .get(2)
-            .and_then(Value::as_i32)
-            .and_then(|p| u16::try_from(p).ok())
-            .filter(|&p| udpros_peer && p != 0);
-        Ok(AllowedSources { hosts, port })
     }
-
-    fn allows(&self, from: SocketAddr) -> bool {
-        let ip = canonical_ip(from.ip());
-        let host_ok = self.hosts.iter().any(|&h| {
-            let h = canonical_ip(h);
-            h == ip || (h.is_loopback() && ip.is_loopback())
-        });
-        host_ok && self.port.is_none_or(|p| p == from.port())
+    if hosts.is_empty() {
+        return Err(format!("cannot resolve the publisher's host {names:?}"));
     }
-}
-
-/// An IPv4-mapped IPv6 address as the IPv4 address it maps.
-fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
+    Ok(AllowedSources::new(
+        hosts,
+        udpros_peer.then_some(answer_port),
+    ))
 }
 
 #[cfg(test)]
@@ -724,23 +692,14 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn only_the_publishers_host_and_declared_port_may_send() {
-        let chosen = [
-            Value::from("UDPROS"),
-            Value::from("127.0.0.1"),
-            Value::Int(4000),
-        ];
-        let peer = AllowedSources::from_answer("http://10.1.2.3:1234/", &chosen, true)
+    async fn sources_are_the_answers_host_and_the_uris_host_resolved() {
+        let peer = allowed_sources("http://10.1.2.3:1234/", "127.0.0.1", 4000, true)
             .await
             .unwrap();
         assert!(peer.allows("127.0.0.1:4000".parse().unwrap()));
         assert!(
             peer.allows("10.1.2.3:4000".parse().unwrap()),
             "the URI's host"
-        );
-        assert!(
-            peer.allows("127.0.1.1:4000".parse().unwrap()),
-            "loopback is one host"
         );
         assert!(
             !peer.allows("127.0.0.1:4001".parse().unwrap()),
@@ -750,13 +709,20 @@ mod tests {
             !peer.allows("10.9.9.9:4000".parse().unwrap()),
             "another host"
         );
-        let roscpp = AllowedSources::from_answer("http://10.1.2.3:1234/", &chosen, false)
+        let roscpp = allowed_sources("http://10.1.2.3:1234/", "127.0.0.1", 4000, false)
             .await
             .unwrap();
         assert!(
             roscpp.allows("127.0.0.1:5555".parse().unwrap()),
             "roscpp's port is not its source"
         );
-        assert!(!roscpp.allows("10.9.9.9:5555".parse().unwrap()));
+        assert!(allowed_sources(
+            "http://no.such.host.invalid:1/",
+            "no.such.host.invalid",
+            1,
+            true
+        )
+        .await
+        .is_err());
     }
 }

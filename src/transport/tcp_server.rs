@@ -12,29 +12,29 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// Finds the publication of a topic.
-pub type Lookup = Arc<dyn Fn(&str) -> Option<Arc<Publication>> + Send + Sync>;
+pub(crate) type Lookup = Arc<dyn Fn(&str) -> Option<Arc<Publication>> + Send + Sync>;
 
 /// How long a connecting subscriber has to send its header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Handshakes in progress at once; the oldest is dropped to make room for a new one, so
 /// connections that never send a header cannot lock out subscribers that do.
-pub const MAX_PENDING_HANDSHAKES: usize = 64;
+pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
 
 /// The largest connection header a subscriber may send. roscpp allows a field up to 1 MB;
 /// a header is a few hundred bytes plus the message definition, which even for large
 /// message trees stays far below this. With [`MAX_PENDING_HANDSHAKES`] it bounds what
 /// pending handshakes can hold to 64 MiB, and a header's buffer grows only with bytes
 /// that actually arrived.
-pub const MAX_HANDSHAKE_HEADER: usize = 1 << 20;
+pub(crate) const MAX_HANDSHAKE_HEADER: usize = 1 << 20;
 
-pub struct TcpRosServer {
+pub(crate) struct TcpRosServer {
     local_addr: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
 }
 
 impl TcpRosServer {
-    pub async fn bind(addr: SocketAddr, lookup: Lookup) -> std::io::Result<TcpRosServer> {
+    pub(crate) async fn bind(addr: SocketAddr, lookup: Lookup) -> std::io::Result<TcpRosServer> {
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let accept = tokio::spawn(async move {
@@ -53,7 +53,7 @@ impl TcpRosServer {
         Ok(TcpRosServer { local_addr, accept })
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.local_addr.port()
     }
 }

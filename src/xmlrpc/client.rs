@@ -12,14 +12,20 @@ use hyper_util::rt::TokioExecutor;
 use std::fmt;
 use std::time::Duration;
 
+/// Why an XML-RPC call failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallError {
+    /// The URI does not parse as `http://host:port/`.
     InvalidUri(String),
     /// No connection, or it broke (the peer is down or unreachable).
     Transport(String),
+    /// No answer within the request timeout.
     Timeout,
+    /// The server answered with this HTTP status instead of 200.
     Http(u16),
+    /// The answer is not XML-RPC.
     Parse(ParseError),
+    /// The server answered with a fault.
     Fault(Fault),
 }
 
@@ -60,6 +66,7 @@ impl Default for XmlRpcClient {
 }
 
 impl XmlRpcClient {
+    /// A client with these timeouts; connections are pooled and kept alive.
     pub fn new(connect_timeout: Duration, request_timeout: Duration) -> XmlRpcClient {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));

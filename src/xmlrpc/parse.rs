@@ -55,9 +55,12 @@ impl Default for ParseLimits {
     }
 }
 
+/// Why a document is not an XML-RPC call or response within the limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
+    /// The document exceeds a size or value budget of this many.
     TooLarge(usize),
+    /// Values nest deeper than the limit.
     TooDeep,
     /// More values than [`ParseLimits::max_values`].
     TooManyValues(usize),

@@ -36,10 +36,12 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+/// What a handler returns: the call's value, or a fault.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, Fault>> + Send>>;
 
 /// What the server calls for each method call.
 pub trait Handler: Send + Sync + 'static {
+    /// Answers one call.
     fn call(&self, method: &str, params: Vec<Value>) -> HandlerFuture;
 }
 
@@ -119,6 +121,7 @@ impl XmlRpcServer {
         })
     }
 
+    /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

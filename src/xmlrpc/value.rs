@@ -1,21 +1,30 @@
+use crate::wire::negotiation::Param;
 use std::collections::BTreeMap;
 use std::fmt;
 
 /// An XML-RPC value. Integers are 32-bit: XmlRpc++ knows no `<i8>`, so neither does the graph.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// `<int>` / `<i4>`.
     Int(i32),
+    /// `<boolean>`.
     Bool(bool),
+    /// `<string>`, or untyped text.
     String(String),
+    /// `<double>`.
     Double(f64),
     /// `<dateTime.iso8601>`, kept as text (ROS never sends one).
     DateTime(String),
+    /// `<base64>`, decoded.
     Base64(Vec<u8>),
+    /// `<array>`.
     Array(Vec<Value>),
+    /// `<struct>`.
     Struct(BTreeMap<String, Value>),
 }
 
 impl Value {
+    /// The integer, if this is one.
     pub fn as_i32(&self) -> Option<i32> {
         match self {
             Value::Int(i) => Some(*i),
@@ -23,6 +32,7 @@ impl Value {
         }
     }
 
+    /// The boolean, if this is one.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
@@ -30,6 +40,7 @@ impl Value {
         }
     }
 
+    /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -37,6 +48,7 @@ impl Value {
         }
     }
 
+    /// The number, if this is a double or an integer.
     pub fn as_f64(&self) -> Option<f64> {
         match self {
             Value::Double(d) => Some(*d),
@@ -45,6 +57,7 @@ impl Value {
         }
     }
 
+    /// The items, if this is an array.
     pub fn as_array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(a) => Some(a),
@@ -52,6 +65,7 @@ impl Value {
         }
     }
 
+    /// The members, if this is a struct.
     pub fn as_struct(&self) -> Option<&BTreeMap<String, Value>> {
         match self {
             Value::Struct(s) => Some(s),
@@ -59,6 +73,7 @@ impl Value {
         }
     }
 
+    /// The decoded bytes, if this is base64.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Value::Base64(b) => Some(b),
@@ -120,11 +135,14 @@ impl<T: Into<Value>> From<Vec<T>> for Value {
 /// An XML-RPC fault: the call failed as a call (unknown method, bad request).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
+    /// `faultCode`.
     pub code: i32,
+    /// `faultString`.
     pub message: String,
 }
 
 impl Fault {
+    /// A fault with this code and message.
     pub fn new(code: i32, message: impl Into<String>) -> Fault {
         Fault {
             code,
@@ -141,8 +159,39 @@ impl fmt::Display for Fault {
 
 impl std::error::Error for Fault {}
 
+/// A parsed `<methodCall>`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MethodCall {
+    /// `methodName`.
     pub method: String,
+    /// The parameters, in order.
     pub params: Vec<Value>,
+}
+
+/// A `requestTopic` protocol entry as XML-RPC: an array of its params.
+pub(crate) fn entry(params: Vec<Param>) -> Value {
+    Value::Array(
+        params
+            .into_iter()
+            .map(|p| match p {
+                Param::Str(s) => Value::String(s),
+                Param::Int(i) => Value::Int(i),
+                Param::Bytes(b) => Value::Base64(b.to_vec()),
+                Param::Other => Value::Array(Vec::new()),
+            })
+            .collect(),
+    )
+}
+
+/// The params of a `requestTopic` protocol entry (an XML-RPC array's items).
+pub(crate) fn entry_params(items: &[Value]) -> Vec<Param> {
+    items
+        .iter()
+        .map(|v| match v {
+            Value::String(s) => Param::Str(s.clone()),
+            Value::Int(i) => Param::Int(*i),
+            Value::Base64(b) => Param::Bytes(b.clone().into()),
+            _ => Param::Other,
+        })
+        .collect()
 }

@@ -6,6 +6,7 @@ use super::{Fault, Value};
 use crate::msg::dynamic::float_repr;
 use std::fmt::Write;
 
+/// A `<methodCall>` document.
 pub fn write_call(method: &str, params: &[Value]) -> String {
     let mut out = String::with_capacity(256);
     out.push_str("<?xml version=\"1.0\"?>\n<methodCall><methodName>");
@@ -20,6 +21,7 @@ pub fn write_call(method: &str, params: &[Value]) -> String {
     out
 }
 
+/// A `<methodResponse>` document carrying `value`.
 pub fn write_response(value: &Value) -> String {
     let mut out = String::with_capacity(256);
     out.push_str("<?xml version=\"1.0\"?>\n<methodResponse><params><param>\n");
@@ -28,6 +30,7 @@ pub fn write_response(value: &Value) -> String {
     out
 }
 
+/// A `<methodResponse>` document carrying `fault`.
 pub fn write_fault(fault: &Fault) -> String {
     let mut out = String::with_capacity(256);
     out.push_str("<?xml version=\"1.0\"?>\n<methodResponse><fault>\n<value><struct><member><name>faultCode</name><value><i4>");
@@ -38,7 +41,7 @@ pub fn write_fault(fault: &Fault) -> String {
     out
 }
 
-pub fn write_value(value: &Value, out: &mut String) {
+pub(super) fn write_value(value: &Value, out: &mut String) {
     out.push_str("<value>");
     match value {
         Value::Int(i) => {

@@ -9,8 +9,8 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 use udpros::msgs::{sensor_msgs, udpros as umsg};
 use udpros::node::{Node, SubscribeOptions};
-use udpros::transport::subscription::Subscription;
 use udpros::transport::Protocol;
+use udpros::transport::PublisherLinkStats;
 use udpros_bridges::mavlink::link::FcuUrl;
 use udpros_bridges::mavlink::node as mavlink_node;
 use udpros_bridges::ping::node as ping_node;
@@ -178,13 +178,12 @@ fn nearness(intensities: &[u8]) -> u8 {
 
 /// UDP messages delivered and lost over a subscription's publisher links, and whether any
 /// link is UDP.
-fn udp_counts(sub: &Subscription) -> (u64, u64, bool) {
+fn udp_counts(links: &[PublisherLinkStats]) -> (u64, u64, bool) {
     let mut out = (0, 0, false);
-    for link in sub.publisher_links() {
-        let status = link.status();
-        if status.protocol == Some(Protocol::Udp) {
-            out.0 += status.udp.messages;
-            out.1 += status.udp.lost();
+    for link in links {
+        if link.protocol == Some(Protocol::Udp) {
+            out.0 += link.udp.messages;
+            out.1 += link.udp.lost();
             out.2 = true;
         }
     }
@@ -247,10 +246,10 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
             Some(m) = latency.recv() => { board.latency = Some(m); board.arrived(3); }
             _ = redraw.tick() => {
                 let losses = [
-                    udp_counts(range.subscription()),
-                    udp_counts(profile.subscription()),
-                    udp_counts(echo.subscription()),
-                    udp_counts(latency.subscription()),
+                    udp_counts(&range.links()),
+                    udp_counts(&profile.links()),
+                    udp_counts(&echo.links()),
+                    udp_counts(&latency.links()),
                 ];
                 let text = if live {
                     screen(&board, &losses, started.elapsed())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use udpros::msg::dynamic::DynamicType;
 use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
-use udpros::transport::Protocol;
+use udpros::transport::{Protocol, PublisherLinkStats};
 use udpros::wire::header::ConnectionHeader;
 
 #[derive(Subcommand)]
@@ -234,10 +234,11 @@ async fn echo(node: &Node, args: EchoArgs) -> CliResult {
     // UDP losses go to stderr (stdout stays what rostopic echo prints), when they change.
     let mut failures = 0u64;
     let mut report_losses = |sub: &udpros::node::RawSubscriber| {
-        let now = udp_failures(sub.subscription());
+        let links = sub.links();
+        let now = udp_failures(&links);
         if now != failures {
             failures = now;
-            for line in udp_report(sub.subscription()) {
+            for line in udp_report(&links) {
                 eprintln!("udpros: {line}");
             }
         }
@@ -373,7 +374,7 @@ async fn hz(node: &Node, args: HzArgs) -> CliResult {
                 stamps.remove(0);
             }
         },
-        |stamps, subscription| print_rate(stamps, subscription),
+        |stamps, links| print_rate(stamps, links),
     )
     .await
 }
@@ -417,8 +418,8 @@ async fn sample<S>(
     node: &Node,
     args: &HzArgs,
     mut state: S,
-    on_message: impl Fn(&mut S, &udpros::transport::subscription::Received),
-    report: impl Fn(&mut S, &udpros::transport::subscription::Subscription),
+    on_message: impl Fn(&mut S, &udpros::transport::Received),
+    report: impl Fn(&mut S, &[PublisherLinkStats]),
 ) -> CliResult {
     let options = SubscribeOptions {
         transports: args.transport.0.clone(),
@@ -444,7 +445,7 @@ async fn sample<S>(
                 Some(m) => on_message(&mut state, &m),
                 None => return Ok(()),
             },
-            _ = tick.tick() => report(&mut state, sub.subscription()),
+            _ = tick.tick() => report(&mut state, &sub.links()),
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
@@ -497,7 +498,7 @@ async fn bw(node: &Node, args: HzArgs) -> CliResult {
 }
 
 /// A message's `header.stamp`, when its definition starts with a Header.
-fn header_stamp(m: &udpros::transport::subscription::Received) -> Option<f64> {
+fn header_stamp(m: &udpros::transport::Received) -> Option<f64> {
     let definition = m.publisher.get("message_definition")?;
     let first = definition
         .lines()
@@ -547,7 +548,7 @@ async fn delay(node: &Node, args: HzArgs) -> CliResult {
 }
 
 /// `rostopic hz`'s report, plus UDP loss from the reassemblers' counters.
-fn print_rate(stamps: &[Instant], subscription: &udpros::transport::subscription::Subscription) {
+fn print_rate(stamps: &[Instant], links: &[PublisherLinkStats]) {
     if stamps.len() < 2 {
         println!("no new messages");
         return;
@@ -565,19 +566,18 @@ fn print_rate(stamps: &[Instant], subscription: &udpros::transport::subscription
         1.0 / mean,
         stamps.len()
     );
-    for line in udp_report(subscription) {
+    for line in udp_report(links) {
         println!("\t{line}");
     }
 }
 
 /// Per UDP publisher: messages delivered, lost (gaps in message ids), and datagrams that
 /// never completed a message or could not be read, from the reassemblers' counters.
-fn udp_report(subscription: &udpros::transport::subscription::Subscription) -> Vec<String> {
+fn udp_report(links: &[PublisherLinkStats]) -> Vec<String> {
     let mut lines = Vec::new();
-    for link in subscription.publisher_links() {
-        let status = link.status();
-        if status.protocol == Some(Protocol::Udp) {
-            let udp = status.udp;
+    for link in links {
+        if link.protocol == Some(Protocol::Udp) {
+            let udp = link.udp;
             let total = udp.messages + udp.lost();
             let pct = if total > 0 {
                 100.0 * udp.lost() as f64 / total as f64
@@ -586,7 +586,7 @@ fn udp_report(subscription: &udpros::transport::subscription::Subscription) -> V
             };
             lines.push(format!(
                 "UDP from {}: {} delivered, {} lost ({pct:.2}%), {} incomplete, {} malformed",
-                link.uri,
+                link.publisher_uri,
                 udp.messages,
                 udp.lost(),
                 udp.incomplete,
@@ -598,11 +598,10 @@ fn udp_report(subscription: &udpros::transport::subscription::Subscription) -> V
 }
 
 /// Failures seen on a subscription's UDP links so far: lost, incomplete and malformed.
-fn udp_failures(subscription: &udpros::transport::subscription::Subscription) -> u64 {
-    subscription
-        .publisher_links()
+fn udp_failures(links: &[PublisherLinkStats]) -> u64 {
+    links
         .iter()
-        .map(|l| l.status().udp)
+        .map(|l| l.udp)
         .map(|u| u.lost() + u.incomplete + u.malformed)
         .sum()
 }

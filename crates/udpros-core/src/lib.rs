@@ -11,6 +11,8 @@
 
 pub mod fixed_array;
 pub mod header;
+pub mod link;
+pub mod negotiation;
 pub mod ros1;
 pub mod tcpros;
 pub mod udpros;

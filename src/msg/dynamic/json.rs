@@ -4,7 +4,7 @@ use super::pyfmt::float_repr;
 use super::Value;
 use std::fmt::Write;
 
-pub fn to_json(value: &Value) -> String {
+pub(super) fn to_json(value: &Value) -> String {
     let mut out = String::new();
     write_value(value, &mut out);
     out

@@ -18,25 +18,41 @@ use std::fmt;
 /// A decoded value. Messages keep their fields in definition order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// `bool`.
     Bool(bool),
+    /// `int8` (and `byte`).
     I8(i8),
+    /// `int16`.
     I16(i16),
+    /// `int32`.
     I32(i32),
+    /// `int64`.
     I64(i64),
+    /// `uint8` (and `char`).
     U8(u8),
+    /// `uint16`.
     U16(u16),
+    /// `uint32`.
     U32(u32),
+    /// `uint64`.
     U64(u64),
+    /// `float32`.
     F32(f32),
+    /// `float64`.
     F64(f64),
+    /// `string` (bytes that are not UTF-8 are replaced, as rostopic shows them).
     String(String),
+    /// `time`.
     Time(Time),
+    /// `duration`.
     Duration(Duration),
     /// `uint8[]` and `uint8[N]`.
     Bytes(Bytes),
     /// `char[]` and `char[N]` (genpy keeps these as bytes too, but prints them differently).
     Chars(Bytes),
+    /// An array of any other element type.
     Array(Vec<Value>),
+    /// A nested message: its fields, in order.
     Message(Vec<(String, Value)>),
 }
 
@@ -70,9 +86,11 @@ impl Value {
 /// Why a dynamic message could not be decoded or encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DynamicError {
+    /// The definition does not parse, or names a type it does not define.
     Definition(SpecError),
     /// The input ended early or a length prefix was impossible, at this field path.
     Truncated(String),
+    /// The message ended with this many bytes left over.
     TrailingBytes(usize),
     /// The message would describe more values than its size allows.
     TooManyValues,
@@ -132,6 +150,7 @@ impl DynamicType {
         })
     }
 
+    /// The type's full name (`pkg/Type`).
     pub fn type_name(&self) -> &str {
         &self.type_name
     }
@@ -146,6 +165,7 @@ impl DynamicType {
         Ok(self.specs.full_text(&self.type_name)?)
     }
 
+    /// The definitions of the type and everything it contains.
     pub fn specs(&self) -> &SpecSet {
         &self.specs
     }

@@ -45,7 +45,7 @@ pub fn float_repr(x: f64) -> String {
 }
 
 /// `repr(bytes)` in Python 3: `b'...'`.
-pub fn bytes_repr(data: &[u8]) -> String {
+pub(crate) fn bytes_repr(data: &[u8]) -> String {
     let quote = if data.contains(&b'\'') && !data.contains(&b'"') {
         '"'
     } else {
@@ -91,7 +91,7 @@ pub(crate) struct Emitter {
 
 impl Emitter {
     /// At the start of a document: the root scalar needs no space before it.
-    pub fn new() -> Emitter {
+    pub(crate) fn new() -> Emitter {
         Emitter {
             out: String::new(),
             column: 0,
@@ -106,7 +106,7 @@ impl Emitter {
         self.column += chars.len();
     }
 
-    pub fn write_str(&mut self, s: &str) {
+    pub(crate) fn write_str(&mut self, s: &str) {
         self.out.push_str(s);
         self.column += s.chars().count();
     }
@@ -195,7 +195,7 @@ impl Emitter {
         }
     }
 
-    pub fn write_plain(&mut self, text: &[char]) {
+    pub(crate) fn write_plain(&mut self, text: &[char]) {
         if !self.whitespace {
             self.write_str(" ");
         }
@@ -204,13 +204,13 @@ impl Emitter {
         self.write_folded(text, false);
     }
 
-    pub fn write_single_quoted(&mut self, text: &[char]) {
+    pub(crate) fn write_single_quoted(&mut self, text: &[char]) {
         self.write_indicator("'", true);
         self.write_folded(text, true);
         self.write_indicator("'", false);
     }
 
-    pub fn write_double_quoted(&mut self, text: &[char]) {
+    pub(crate) fn write_double_quoted(&mut self, text: &[char]) {
         self.write_indicator("\"", true);
         let (mut start, mut end) = (0usize, 0usize);
         while end <= text.len() {
@@ -255,7 +255,7 @@ impl Emitter {
 
 /// `yaml.dump(s, default_style='"')` without the trailing newline: a double-quoted scalar,
 /// escaped as PyYAML does with `allow_unicode=False`, folded at 80 columns.
-pub fn yaml_double_quoted(text: &str) -> String {
+pub(crate) fn yaml_double_quoted(text: &str) -> String {
     let mut e = Emitter::new();
     e.write_double_quoted(&text.chars().collect::<Vec<_>>());
     e.out
@@ -347,7 +347,7 @@ pub(crate) fn analyze(s: &[char]) -> Analysis {
 
 /// `yaml.dump([s])` for one string: the list item as PyYAML writes it (`- text`, possibly
 /// over several lines), plain when it may be, else single-quoted, else double-quoted.
-pub fn yaml_list_item(s: &str) -> String {
+pub(crate) fn yaml_list_item(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
     let mut e = Emitter::new();
     e.write_indicator("-", true);

@@ -4,7 +4,7 @@ use super::pyfmt::{bytes_repr, float_repr, yaml_double_quoted, yaml_list_item};
 use super::Value;
 use std::fmt::Write;
 
-pub fn to_yaml(value: &Value) -> String {
+pub(super) fn to_yaml(value: &Value) -> String {
     strify(value, "")
 }
 

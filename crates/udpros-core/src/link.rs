@@ -1,0 +1,362 @@
+//! A subscriber's link to one publisher, as state machines driven by `now`: when to try
+//! again after a link ends ([`Retry`]: exponential back-off, and the fall-back from UDPROS
+//! to TCPROS after UDP links that delivered nothing), and when a UDPROS link is dead
+//! ([`UdpLiveness`]: publisher silence between udpros peers, messages that begin and never
+//! complete with any publisher).
+//!
+//! The publisher side needs one number: a udpros publisher sends a PING datagram on a UDP
+//! link idle for [`HEARTBEAT`], and a udpros subscriber declares the link dead after
+//! [`LIVENESS_TIMEOUT`] without data or PING (two and a half heartbeats: one late PING is
+//! not a dead link). roscpp neither sends nor expects PINGs, so links with roscpp are
+//! watched by their messages only.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// How often a udpros publisher sends PING on an idle UDP link.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// How long a udpros subscriber waits for data or PING before declaring the link dead.
+pub const LIVENESS_TIMEOUT: Duration = Duration::from_millis(2500);
+/// How often a UDP link checks its liveness.
+pub const LIVENESS_CHECK: Duration = Duration::from_millis(250);
+/// A new UDP link on which this many messages began and none completed is failing: the
+/// path drops what the publisher sends (an MTU that drops fragments, heavy loss), whatever
+/// its heartbeats say.
+pub const INCOMPLETE_BEFORE_FAILURE: u64 = 10;
+/// The first wait before trying a link again.
+pub const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// The longest wait between tries; a link that lived longer than this starts over at
+/// [`FIRST_RETRY`].
+pub const MAX_RETRY: Duration = Duration::from_secs(5);
+/// UDP links in a row that ended before delivering a message, after which a subscription
+/// that also allows TCPROS offers only TCPROS to that publisher.
+pub const UDP_FAILURES_BEFORE_TCP: u32 = 3;
+
+/// When to try a link again, and whether to still offer UDPROS.
+#[derive(Debug, Clone)]
+pub struct Retry {
+    delay: Duration,
+    udp_failures: u32,
+    can_fall_back: bool,
+}
+
+/// What [`Retry::ended`] decided about the attempt that ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextTry {
+    /// Wait this long before the next attempt.
+    pub after: Duration,
+    /// This is the first failure of a run (worth a warning; the retries after it are not).
+    pub first_of_run: bool,
+    /// This attempt made the link fall back to TCPROS (say so once).
+    pub fell_back_to_tcp: bool,
+}
+
+/// How an attempt went, as [`Retry::ended`] needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// When it started.
+    pub started: Instant,
+    /// Whether it ran over UDPROS.
+    pub udp: bool,
+    /// Whether it delivered at least one message.
+    pub delivered: bool,
+}
+
+impl Retry {
+    /// A fresh link; `can_fall_back` when the subscription allows TCPROS too.
+    pub fn new(can_fall_back: bool) -> Retry {
+        Retry {
+            delay: FIRST_RETRY,
+            udp_failures: 0,
+            can_fall_back,
+        }
+    }
+
+    /// Whether the next attempt offers UDPROS (false once the link fell back to TCPROS).
+    pub fn offer_udp(&self) -> bool {
+        !(self.can_fall_back && self.udp_failures >= UDP_FAILURES_BEFORE_TCP)
+    }
+
+    /// Records that `attempt` ended at `now`; returns when to try again.
+    pub fn ended(&mut self, attempt: Attempt, now: Instant) -> NextTry {
+        let mut fell_back_to_tcp = false;
+        if attempt.udp {
+            if attempt.delivered {
+                self.udp_failures = 0;
+            } else {
+                self.udp_failures = self.udp_failures.saturating_add(1);
+                fell_back_to_tcp =
+                    self.can_fall_back && self.udp_failures == UDP_FAILURES_BEFORE_TCP;
+            }
+        }
+        if now.saturating_duration_since(attempt.started) > MAX_RETRY {
+            self.delay = FIRST_RETRY; // it worked for a while: start again quickly
+        }
+        let next = NextTry {
+            after: self.delay,
+            first_of_run: self.delay == FIRST_RETRY,
+            fell_back_to_tcp,
+        };
+        self.delay = (self.delay * 2).min(MAX_RETRY);
+        next
+    }
+}
+
+/// Why a UDPROS link is declared dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dead {
+    /// A udpros publisher sent neither data nor PING for [`LIVENESS_TIMEOUT`].
+    Silent,
+    /// This many messages began and none completed.
+    NothingCompletes(u64),
+}
+
+/// Watches a subscriber's UDPROS link: `heard` on every message or PING,
+/// [`poll_timeout`](UdpLiveness::poll_timeout) for the next check,
+/// [`handle_timeout`](UdpLiveness::handle_timeout) at it.
+#[derive(Debug, Clone)]
+pub struct UdpLiveness {
+    last_heard: Instant,
+    next_check: Instant,
+    expects_heartbeats: bool,
+}
+
+impl UdpLiveness {
+    /// A link that starts at `now`; `expects_heartbeats` when the publisher is udpros (it
+    /// sends PING when idle).
+    pub fn new(now: Instant, expects_heartbeats: bool) -> UdpLiveness {
+        UdpLiveness {
+            last_heard: now,
+            next_check: now + LIVENESS_CHECK,
+            expects_heartbeats,
+        }
+    }
+
+    /// A message or a PING arrived at `now`.
+    pub fn heard(&mut self, now: Instant) {
+        self.last_heard = now;
+    }
+
+    /// When [`handle_timeout`](UdpLiveness::handle_timeout) is due.
+    pub fn poll_timeout(&self) -> Instant {
+        self.next_check
+    }
+
+    /// The check at `now`, given how many messages the link completed and began without
+    /// completing; `Some` when the link is dead.
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        completed: u64,
+        incomplete: u64,
+    ) -> Option<Dead> {
+        if now < self.next_check {
+            return None;
+        }
+        self.next_check = now + LIVENESS_CHECK;
+        if completed == 0 && incomplete >= INCOMPLETE_BEFORE_FAILURE {
+            return Some(Dead::NothingCompletes(incomplete));
+        }
+        if self.expects_heartbeats
+            && now.saturating_duration_since(self.last_heard) > LIVENESS_TIMEOUT
+        {
+            return Some(Dead::Silent);
+        }
+        None
+    }
+}
+
+/// Where a UDPROS link's datagrams may come from: the publisher's host (each address its
+/// answer's host name and its XML-RPC URI's host resolve to), any loopback address when
+/// that host is local, and, between udpros peers, only the port the publisher declared in
+/// its answer, which is the port it sends from. ROS1 has no authentication; this keeps a
+/// stranger who reads the subscriber's port from `getBusInfo` from taking the link over by
+/// sending first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedSources {
+    hosts: Vec<IpAddr>,
+    port: Option<u16>,
+}
+
+impl AllowedSources {
+    /// Datagrams from `hosts`, and from `port` only when it is `Some` and not 0 (roscpp's
+    /// answers name a port it does not send from, so roscpp links pass `None`).
+    pub fn new(hosts: Vec<IpAddr>, port: Option<u16>) -> AllowedSources {
+        AllowedSources {
+            hosts: hosts.into_iter().map(canonical_ip).collect(),
+            port: port.filter(|&p| p != 0),
+        }
+    }
+
+    /// Whether a datagram from `from` belongs to the link.
+    pub fn allows(&self, from: SocketAddr) -> bool {
+        let ip = canonical_ip(from.ip());
+        let host_ok = self
+            .hosts
+            .iter()
+            .any(|&h| h == ip || (h.is_loopback() && ip.is_loopback()));
+        host_ok && self.port.is_none_or(|p| p == from.port())
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it maps.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_off_doubles_to_the_cap_and_starts_over_after_a_long_link() {
+        let t0 = Instant::now();
+        let mut retry = Retry::new(true);
+        let mut now = t0;
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let attempt = Attempt {
+                started: now,
+                udp: false,
+                delivered: false,
+            };
+            let next = retry.ended(attempt, now);
+            waits.push((next.after.as_millis(), next.first_of_run));
+            now += next.after;
+        }
+        assert_eq!(
+            waits,
+            [
+                (100, true),
+                (200, false),
+                (400, false),
+                (800, false),
+                (1600, false),
+                (3200, false),
+                (5000, false),
+                (5000, false)
+            ]
+        );
+        let long = Attempt {
+            started: now,
+            udp: false,
+            delivered: true,
+        };
+        let next = retry.ended(long, now + Duration::from_secs(60));
+        assert_eq!((next.after, next.first_of_run), (FIRST_RETRY, true));
+    }
+
+    #[test]
+    fn udp_links_that_deliver_nothing_fall_back_to_tcp_once() {
+        let now = Instant::now();
+        let dead_udp = Attempt {
+            started: now,
+            udp: true,
+            delivered: false,
+        };
+        let mut retry = Retry::new(true);
+        assert!(
+            retry.ended(dead_udp, now)
+                == NextTry {
+                    after: FIRST_RETRY,
+                    first_of_run: true,
+                    fell_back_to_tcp: false
+                }
+        );
+        // A link that delivered resets the count.
+        retry.ended(
+            Attempt {
+                delivered: true,
+                ..dead_udp
+            },
+            now,
+        );
+        let fell: Vec<bool> = (0..5)
+            .map(|_| retry.ended(dead_udp, now).fell_back_to_tcp)
+            .collect();
+        assert_eq!(fell, [false, false, true, false, false]);
+        assert!(!retry.offer_udp());
+        // A UDP-only subscription never stops offering UDP.
+        let mut udp_only = Retry::new(false);
+        for _ in 0..10 {
+            assert!(!udp_only.ended(dead_udp, now).fell_back_to_tcp);
+        }
+        assert!(udp_only.offer_udp());
+    }
+
+    #[test]
+    fn a_silent_udpros_publisher_is_dead_after_the_timeout_and_roscpp_is_not() {
+        let t0 = Instant::now();
+        let mut udpros = UdpLiveness::new(t0, true);
+        let mut roscpp = UdpLiveness::new(t0, false);
+        assert_eq!(udpros.handle_timeout(t0, 0, 0), None, "not due yet");
+        let mut now = t0;
+        let mut dead_at = None;
+        while now < t0 + Duration::from_secs(10) {
+            now = udpros.poll_timeout();
+            if now == t0 + Duration::from_secs(1) {
+                udpros.heard(now); // a heartbeat
+            }
+            if let Some(dead) = udpros.handle_timeout(now, 5, 0) {
+                dead_at = Some((dead, now - t0));
+                break;
+            }
+            assert_eq!(roscpp.handle_timeout(now, 5, 0), None);
+        }
+        let (dead, after) = dead_at.expect("declared dead");
+        assert_eq!(dead, Dead::Silent);
+        assert!(
+            after > Duration::from_millis(3500) && after <= Duration::from_millis(3750),
+            "{after:?}"
+        );
+    }
+
+    #[test]
+    fn messages_that_never_complete_kill_a_new_link_with_any_publisher() {
+        let t0 = Instant::now();
+        let mut roscpp = UdpLiveness::new(t0, false);
+        let due = roscpp.poll_timeout();
+        assert_eq!(roscpp.handle_timeout(due, 0, 9), None);
+        let due = roscpp.poll_timeout();
+        assert_eq!(
+            roscpp.handle_timeout(due, 0, 10),
+            Some(Dead::NothingCompletes(10))
+        );
+        let due = roscpp.poll_timeout();
+        assert_eq!(
+            roscpp.handle_timeout(due, 1, 50),
+            None,
+            "one completed message"
+        );
+    }
+
+    #[test]
+    fn sources_are_the_publishers_hosts_and_between_udpros_peers_its_port() {
+        let hosts = vec!["127.0.0.1".parse().unwrap(), "10.1.2.3".parse().unwrap()];
+        let udpros = AllowedSources::new(hosts.clone(), Some(4000));
+        let allows = |s: &AllowedSources, a: &str| s.allows(a.parse().unwrap());
+        assert!(allows(&udpros, "127.0.0.1:4000"));
+        assert!(allows(&udpros, "10.1.2.3:4000"));
+        assert!(allows(&udpros, "127.0.1.1:4000"), "loopback is one host");
+        assert!(
+            allows(&udpros, "[::ffff:10.1.2.3]:4000"),
+            "IPv4-mapped IPv6"
+        );
+        assert!(!allows(&udpros, "127.0.0.1:4001"), "another port");
+        assert!(!allows(&udpros, "10.9.9.9:4000"), "another host");
+        let roscpp = AllowedSources::new(hosts.clone(), None);
+        assert!(
+            allows(&roscpp, "10.1.2.3:5555"),
+            "roscpp's port is not its source"
+        );
+        assert!(!allows(&roscpp, "10.9.9.9:5555"));
+        assert_eq!(
+            AllowedSources::new(hosts, Some(0)),
+            roscpp,
+            "port 0 is no port"
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! Transport negotiation, typed: the protocol lists of the slave API's `requestTopic`.
+//!
+//! A subscriber calls `requestTopic(caller_id, topic, protocols)` on a publisher, where
+//! `protocols` lists what it offers, best first; the publisher answers with the one entry
+//! it picked. On the XML-RPC wire each entry is an array whose first item names the
+//! protocol and whose other items are positional:
+//!
+//! | entry | items after the name |
+//! | --- | --- |
+//! | TCPROS offer | none |
+//! | TCPROS answer | host, port |
+//! | UDPROS offer | connection header (base64), host, port the subscriber reads on, largest datagram |
+//! | UDPROS answer | host, port the publisher sends from, connection id, largest datagram, connection header (base64) |
+//!
+//! [`Offer`] and [`Answer`] hold those entries as types, and convert them to and from
+//! [`Param`] lists (the node library maps a `Param` to an XML-RPC value one to one), so the
+//! meaning of each position lives here, once, and both sides are tested without sockets.
+
+use crate::header::{ConnectionHeader, HeaderError, HeaderLimits};
+use crate::udpros::{HEADER_LEN, MAX_UDP_PAYLOAD};
+use bytes::Bytes;
+use std::fmt;
+
+/// One positional item of a protocol entry: an XML-RPC string, int or base64 value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Param {
+    /// A string (protocol names, host names).
+    Str(String),
+    /// A 32-bit integer (ports, ids, sizes).
+    Int(i32),
+    /// Base64 data (connection headers).
+    Bytes(Bytes),
+    /// Any other XML-RPC value, which no entry of these protocols holds.
+    Other,
+}
+
+/// The protocol name of TCPROS entries.
+pub const TCPROS: &str = "TCPROS";
+/// The protocol name of UDPROS entries.
+pub const UDPROS: &str = "UDPROS";
+
+/// Why an entry could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NegotiationError {
+    /// The entry's items do not have the protocol's shape.
+    Malformed {
+        /// The protocol the entry names.
+        protocol: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// The connection header inside the entry does not decode.
+    Header(HeaderError),
+}
+
+impl fmt::Display for NegotiationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NegotiationError::Malformed { protocol, why } => {
+                write!(f, "malformed {protocol} entry: {why}")
+            }
+            NegotiationError::Header(e) => write!(f, "bad connection header in entry: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NegotiationError {}
+
+/// A transport a subscriber offers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Offer {
+    /// TCPROS: the publisher answers where to connect.
+    Tcpros,
+    /// UDPROS: where the subscriber reads datagrams, and its connection header.
+    Udpros(UdprosOffer),
+}
+
+/// A subscriber's UDPROS offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdprosOffer {
+    /// The subscriber's connection header (callerid, topic, type, md5sum; udpros peers add
+    /// their marker field).
+    pub header: ConnectionHeader,
+    /// The host the publisher should send to.
+    pub host: String,
+    /// The port the subscriber reads on.
+    pub port: u16,
+    /// The largest datagram the subscriber asks for, UDPROS header included.
+    pub max_datagram: usize,
+}
+
+/// The transport a publisher picked, and where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// TCPROS: connect to `host:port` and exchange connection headers.
+    Tcpros {
+        /// The publisher's host.
+        host: String,
+        /// Its TCPROS port.
+        port: u16,
+    },
+    /// UDPROS: the publisher already sends to the offered port.
+    Udpros(UdprosAnswer),
+}
+
+/// A publisher's UDPROS answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdprosAnswer {
+    /// The publisher's host.
+    pub host: String,
+    /// The port the publisher sends from (roscpp treats it as informational; udpros
+    /// subscribers accept datagrams from udpros publishers only from it).
+    pub port: u16,
+    /// The link's connection id, which every datagram carries.
+    pub connection_id: i32,
+    /// The largest datagram the publisher will send, UDPROS header included.
+    pub max_datagram: usize,
+    /// The publisher's connection header (type, md5sum, latching; or `error`).
+    pub header: ConnectionHeader,
+}
+
+impl Offer {
+    /// The entry as `requestTopic` carries it.
+    pub fn to_params(&self) -> Vec<Param> {
+        match self {
+            Offer::Tcpros => vec![Param::Str(TCPROS.into())],
+            Offer::Udpros(o) => vec![
+                Param::Str(UDPROS.into()),
+                Param::Bytes(o.header.encode_fields().into()),
+                Param::Str(o.host.clone()),
+                Param::Int(i32::from(o.port)),
+                Param::Int(clamp_i32(o.max_datagram)),
+            ],
+        }
+    }
+
+    /// Reads one offered entry; `Ok(None)` for a protocol this crate does not know, which a
+    /// publisher skips. The header is decoded under `limits`.
+    pub fn from_params(
+        params: &[Param],
+        limits: &HeaderLimits,
+    ) -> Result<Option<Offer>, NegotiationError> {
+        match params.first() {
+            Some(Param::Str(name)) if name == TCPROS => Ok(Some(Offer::Tcpros)),
+            Some(Param::Str(name)) if name == UDPROS => {
+                let [_, Param::Bytes(header), Param::Str(host), Param::Int(port), Param::Int(max)] =
+                    params
+                else {
+                    return malformed(UDPROS, "expected header, host, port, datagram size");
+                };
+                Ok(Some(Offer::Udpros(UdprosOffer {
+                    header: ConnectionHeader::decode_fields(header, limits)
+                        .map_err(NegotiationError::Header)?,
+                    host: host.clone(),
+                    port: port_of(UDPROS, *port)?,
+                    max_datagram: datagram_size(UDPROS, *max)?,
+                })))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl Answer {
+    /// The entry as `requestTopic`'s answer carries it.
+    pub fn to_params(&self) -> Vec<Param> {
+        match self {
+            Answer::Tcpros { host, port } => vec![
+                Param::Str(TCPROS.into()),
+                Param::Str(host.clone()),
+                Param::Int(i32::from(*port)),
+            ],
+            Answer::Udpros(a) => vec![
+                Param::Str(UDPROS.into()),
+                Param::Str(a.host.clone()),
+                Param::Int(i32::from(a.port)),
+                Param::Int(a.connection_id),
+                Param::Int(clamp_i32(a.max_datagram)),
+                Param::Bytes(a.header.encode_fields().into()),
+            ],
+        }
+    }
+
+    /// Reads a publisher's answer. The header is decoded under `limits`.
+    pub fn from_params(
+        params: &[Param],
+        limits: &HeaderLimits,
+    ) -> Result<Answer, NegotiationError> {
+        match params.first() {
+            Some(Param::Str(name)) if name == TCPROS => {
+                let [_, Param::Str(host), Param::Int(port), ..] = params else {
+                    return malformed(TCPROS, "expected host and port");
+                };
+                Ok(Answer::Tcpros {
+                    host: host.clone(),
+                    port: port_of(TCPROS, *port)?,
+                })
+            }
+            Some(Param::Str(name)) if name == UDPROS => {
+                let [_, Param::Str(host), Param::Int(port), Param::Int(id), Param::Int(max), Param::Bytes(header), ..] =
+                    params
+                else {
+                    return malformed(
+                        UDPROS,
+                        "expected host, port, connection id, datagram size, header",
+                    );
+                };
+                Ok(Answer::Udpros(UdprosAnswer {
+                    host: host.clone(),
+                    // roscpp answers the port it sends from, which may be 0 before it sent.
+                    port: u16::try_from(*port).unwrap_or(0),
+                    connection_id: *id,
+                    max_datagram: datagram_size(UDPROS, *max)?,
+                    header: ConnectionHeader::decode_fields(header, limits)
+                        .map_err(NegotiationError::Header)?,
+                }))
+            }
+            Some(Param::Str(other)) => Err(NegotiationError::Malformed {
+                protocol: "requestTopic",
+                why: format!("unknown protocol {other:?}"),
+            }),
+            _ => malformed("requestTopic", "the answer names no protocol"),
+        }
+    }
+
+    /// The protocol's name.
+    pub fn protocol(&self) -> &'static str {
+        match self {
+            Answer::Tcpros { .. } => TCPROS,
+            Answer::Udpros(_) => UDPROS,
+        }
+    }
+}
+
+fn malformed<T>(protocol: &'static str, why: &str) -> Result<T, NegotiationError> {
+    Err(NegotiationError::Malformed {
+        protocol,
+        why: why.to_string(),
+    })
+}
+
+fn port_of(protocol: &'static str, port: i32) -> Result<u16, NegotiationError> {
+    u16::try_from(port).map_err(|_| NegotiationError::Malformed {
+        protocol,
+        why: format!("port {port} is out of range"),
+    })
+}
+
+/// A datagram size from the wire: it must hold the UDPROS header and a byte of payload;
+/// anything above the largest UDP payload is that payload.
+fn datagram_size(protocol: &'static str, size: i32) -> Result<usize, NegotiationError> {
+    match usize::try_from(size) {
+        Ok(n) if n > HEADER_LEN => Ok(n.min(MAX_UDP_PAYLOAD)),
+        _ => Err(NegotiationError::Malformed {
+            protocol,
+            why: format!("datagram size {size} cannot carry a fragment"),
+        }),
+    }
+}
+
+fn clamp_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> ConnectionHeader {
+        ConnectionHeader::new()
+            .with("callerid", "/listener")
+            .with("topic", "/chatter")
+            .with("md5sum", "992ce8a1687cec8c8bd883ec73ca41d1")
+            .with("type", "std_msgs/String")
+    }
+
+    #[test]
+    fn offers_and_answers_round_trip_through_their_params() {
+        let limits = HeaderLimits::default();
+        let offers = [
+            Offer::Tcpros,
+            Offer::Udpros(UdprosOffer {
+                header: header(),
+                host: "robot".into(),
+                port: 40000,
+                max_datagram: 1500,
+            }),
+        ];
+        for offer in offers {
+            assert_eq!(
+                Offer::from_params(&offer.to_params(), &limits),
+                Ok(Some(offer))
+            );
+        }
+        let answers = [
+            Answer::Tcpros {
+                host: "robot".into(),
+                port: 11411,
+            },
+            Answer::Udpros(UdprosAnswer {
+                host: "robot".into(),
+                port: 40001,
+                connection_id: -7,
+                max_datagram: 1472,
+                header: header().with("udpros", "1"),
+            }),
+        ];
+        for answer in answers {
+            assert_eq!(
+                Answer::from_params(&answer.to_params(), &limits),
+                Ok(answer)
+            );
+        }
+    }
+
+    #[test]
+    fn positions_are_as_roscpp_writes_them() {
+        let answer = Answer::Udpros(UdprosAnswer {
+            host: "h".into(),
+            port: 1,
+            connection_id: 2,
+            max_datagram: 1500,
+            header: ConnectionHeader::new(),
+        });
+        assert_eq!(
+            answer.to_params(),
+            [
+                Param::Str("UDPROS".into()),
+                Param::Str("h".into()),
+                Param::Int(1),
+                Param::Int(2),
+                Param::Int(1500),
+                Param::Bytes(Bytes::new()),
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_entries_are_errors_and_unknown_offers_are_skipped() {
+        let limits = HeaderLimits::default();
+        let s = |v: &str| Param::Str(v.into());
+        assert_eq!(Offer::from_params(&[s("QUICROS")], &limits), Ok(None));
+        assert_eq!(Offer::from_params(&[], &limits), Ok(None));
+        let bad_offers = [
+            vec![s("UDPROS")],
+            vec![
+                s("UDPROS"),
+                Param::Bytes(Bytes::new()),
+                s("h"),
+                Param::Int(70000),
+                Param::Int(1500),
+            ],
+            vec![
+                s("UDPROS"),
+                Param::Bytes(Bytes::new()),
+                s("h"),
+                Param::Int(1),
+                Param::Int(8),
+            ],
+            vec![
+                s("UDPROS"),
+                Param::Bytes(Bytes::from_static(&[9, 0, 0, 0])),
+                s("h"),
+                Param::Int(1),
+                Param::Int(1500),
+            ],
+        ];
+        for params in bad_offers {
+            assert!(Offer::from_params(&params, &limits).is_err(), "{params:?}");
+        }
+        let bad_answers = [
+            vec![],
+            vec![s("TCPROS"), s("h")],
+            vec![s("TCPROS"), s("h"), Param::Int(-1)],
+            vec![
+                s("UDPROS"),
+                s("h"),
+                Param::Int(1),
+                Param::Int(2),
+                Param::Int(-5),
+                Param::Bytes(Bytes::new()),
+            ],
+            vec![s("SCTPROS"), s("h"), Param::Int(1)],
+        ];
+        for params in bad_answers {
+            assert!(Answer::from_params(&params, &limits).is_err(), "{params:?}");
+        }
+        let huge = [
+            s("UDPROS"),
+            s("h"),
+            Param::Int(1),
+            Param::Int(2),
+            Param::Int(i32::MAX),
+            Param::Bytes(Bytes::new()),
+        ];
+        let Ok(Answer::Udpros(a)) = Answer::from_params(&huge, &limits) else {
+            panic!("a large size is capped, not refused");
+        };
+        assert_eq!(a.max_datagram, MAX_UDP_PAYLOAD);
+    }
+}
