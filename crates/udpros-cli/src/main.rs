@@ -1,8 +1,6 @@
 //! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
 
-mod bench_cmd;
-mod bench_plot;
-mod bench_raw;
+mod bench;
 
 mod demo_cmd;
 mod master_cmd;
@@ -40,7 +38,7 @@ struct Cli {
 enum Command {
     /// Benchmarks beside roscpp: `run` prints the table; `peer` is one side of a scenario.
     #[command(subcommand)]
-    Bench(bench_cmd::BenchCommand),
+    Bench(bench::BenchCommand),
     /// The whole system on embedded defaults: master, simulated sonars and autopilot, both
     /// bridge nodes, and a live view of their data over UDPROS.
     Demo(demo_cmd::DemoArgs),
@@ -78,7 +76,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(argv);
     udpros::logging::init();
     let result = match cli.command {
-        Command::Bench(cmd) => bench_cmd::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
         Command::Demo(args) => demo_cmd::run(args),
         Command::Msg(cmd) => msg_cmd::run(cmd),
         Command::Master(args) => master_cmd::run(args),

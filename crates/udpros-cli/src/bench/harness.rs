@@ -1,0 +1,229 @@
+//! The harness: builds the roscpp peer, starts a master, runs every cell (scenario, pair,
+//! transport) as processes, and hands the rows to the report and the plot.
+
+use super::report::{print_fan_out, print_table, read_dump, write_csv, Row};
+use super::scenarios::{scenarios, Scenario, PAIRS};
+use super::{plot, raw, CliResult, RunArgs};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Builds the roscpp peer into the target folder (once; later runs reuse it).
+fn build_roscpp_peer() -> Result<PathBuf, String> {
+    let source = udpros_testkit::peer_script("roscpp_bench.cpp");
+    udpros_testkit::cpp_peer::build_once(&source, "roscpp_bench", &["roscpp", "sensor_msgs"])
+}
+
+/// `key=value` pairs of a peer's summary line.
+fn fields(line: &str) -> BTreeMap<String, f64> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+struct Peer {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn(mut cmd: Command) -> Result<Peer, String> {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Peer { child, lines })
+}
+
+impl Peer {
+    fn wait_line(&self, prefix: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.starts_with(prefix) => return Some(l),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+fn peer_command(kind: &str, roscpp: &Path, master: &str, multi_thread: bool) -> Command {
+    let mut cmd = if kind == "roscpp" {
+        Command::new(roscpp)
+    } else {
+        let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "udpros".into()));
+        c.args(["bench", "peer"]);
+        if multi_thread {
+            c.arg("--multi-thread");
+        }
+        c
+    };
+    cmd.env("ROS_MASTER_URI", master)
+        .env("ROS_IP", "127.0.0.1")
+        .env_remove("ROS_HOSTNAME")
+        .env_remove("ROS_NAMESPACE");
+    cmd
+}
+
+fn run_cell(
+    (s, (publisher, subscriber), transport): (&Scenario, (&str, &str), &str),
+    roscpp: &Path,
+    master: &str,
+    topic: &str,
+    multi_thread: bool,
+    dumps: &Path,
+) -> Result<Row, String> {
+    let mut subs = Vec::new();
+    let dump_files: Vec<PathBuf> = (0..s.subscribers)
+        .map(|k| dumps.join(format!("{}_{k}.txt", topic.trim_start_matches('/'))))
+        .collect();
+    for dump in &dump_files {
+        let mut cmd = peer_command(subscriber, roscpp, master, multi_thread);
+        cmd.args([
+            "sub",
+            topic,
+            "--count",
+            &s.count.to_string(),
+            "--transport",
+            transport,
+        ]);
+        cmd.arg("--dump").arg(dump);
+        let p = spawn(cmd)?;
+        p.wait_line("READY", Duration::from_secs(30))
+            .ok_or_else(|| format!("{subscriber} subscriber did not start"))?;
+        subs.push(p);
+    }
+    let mut cmd = peer_command(publisher, roscpp, master, multi_thread);
+    cmd.args([
+        "pub",
+        topic,
+        "--size",
+        &s.size.to_string(),
+        "--rate",
+        &s.rate.to_string(),
+        "--count",
+        &s.count.to_string(),
+        "--subscribers",
+        &s.subscribers.to_string(),
+    ]);
+    let pub_peer = spawn(cmd)?;
+    let limit = Duration::from_secs_f64(60.0 + s.count as f64 / s.rate.max(1000.0));
+    let pub_line = pub_peer
+        .wait_line("PUB", limit)
+        .ok_or_else(|| format!("{publisher} publisher did not finish"))?;
+    let mut row = Row {
+        scenario: format!("{} ({})", s.id, s.what),
+        pair: format!("{publisher} → {subscriber}"),
+        transport: transport.to_uppercase(),
+        sent: s.count as f64,
+        publisher: fields(&pub_line),
+        ..Row::default()
+    };
+    for p in &subs {
+        let line = p
+            .wait_line("SUB", Duration::from_secs(30))
+            .unwrap_or_else(|| "SUB received=0".into());
+        row.received.push(fields(&line));
+    }
+    row.latencies = dump_files.iter().map(|f| read_dump(f)).collect();
+    Ok(row)
+}
+
+pub(super) async fn run(args: RunArgs) -> CliResult {
+    let roscpp = build_roscpp_peer()?;
+    let master =
+        udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")
+            .await
+            .map_err(|e| format!("cannot start a master: {e}"))?;
+    let uri = master.uri().to_string();
+    let wanted: Option<Vec<String>> = args
+        .scenarios
+        .as_ref()
+        .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+    let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
+    std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
+    let mut rows = Vec::new();
+    let chosen: Vec<Scenario> = scenarios(args.quick)
+        .into_iter()
+        .filter(|s| wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == s.id)))
+        .collect();
+    // Sweep after sweep, so a drift of the machine touches every cell alike.
+    for run in 0..args.repeat.max(1) {
+        for (i, s) in chosen.iter().enumerate() {
+            for (j, pair) in PAIRS.iter().enumerate() {
+                for transport in ["udp", "tcp"] {
+                    let topic = format!("/bench_{run}_{i}_{j}_{transport}");
+                    let (roscpp2, uri2, s2) = (roscpp.clone(), uri.clone(), s.clone());
+                    let (pair, multi_thread, dumps) = (*pair, args.multi_thread, dumps.clone());
+                    let row = tokio::task::spawn_blocking(move || {
+                        let cell = (&s2, pair, transport);
+                        run_cell(cell, &roscpp2, &uri2, &topic, multi_thread, &dumps)
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                    match row {
+                        Ok(mut row) => {
+                            row.run = run;
+                            eprintln!("{} {} {}: done", row.scenario, row.pair, row.transport);
+                            rows.push(row);
+                        }
+                        Err(e) => eprintln!("{} {}→{} {transport}: {e}", s.id, pair.0, pair.1),
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dumps);
+    print_table(&rows);
+    // The fan-out scenario's physical reference: its message as one datagram, same pace.
+    let raw_fan_out = match chosen.iter().find(|s| s.subscribers > 1).cloned() {
+        Some(s) => tokio::task::spawn_blocking(move || {
+            let interval = Duration::from_secs_f64(1.0 / s.rate.max(1.0));
+            raw::fan_out(s.subscribers, s.size, s.count, interval)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map(Some)
+        .map_err(|e| format!("raw UDP fan-out: {e}"))?,
+        None => None,
+    };
+    print_fan_out(&rows, raw_fan_out.as_deref());
+    let quick = args.quick;
+    let raw = tokio::task::spawn_blocking(move || {
+        raw::SIZES
+            .iter()
+            .map(|&size| raw::measure(size, quick))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("raw UDP reference: {e}"))?;
+    raw::print_table(&raw);
+    let csv = args.csv.unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench/udpros_bench.csv")
+    });
+    write_csv(&csv, &rows)?;
+    println!("\nCSV: {}", csv.display());
+    let svg = csv.with_extension("svg");
+    std::fs::write(&svg, plot::plot(&rows)).map_err(|e| format!("{}: {e}", svg.display()))?;
+    println!("Latency distributions (SVG): {}", svg.display());
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! `udpros bench`: udpros and roscpp side by side, in one run on one machine.
+//!
+//! `udpros bench run` builds the roscpp peer (the test kit's `peers/roscpp_bench.cpp`, g++ and
+//! pkg-config), starts a master, and runs every scenario for each pair (udpros → udpros,
+//! roscpp → roscpp, udpros → roscpp, roscpp → udpros) over UDPROS and TCPROS, each side in
+//! its own process; it prints a markdown table and writes CSV. `udpros bench peer` is the
+//! udpros side, with the roscpp peer's arguments and output.
+//!
+//! Modules: [`peer`] (udpros's side of a cell), [`scenarios`], [`harness`] (processes,
+//! cells, the whole run), [`report`] (tables and CSV), [`plot`] (the SVG of latency
+//! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference).
+
+mod harness;
+mod peer;
+mod plot;
+mod plot_svg;
+mod raw;
+mod report;
+mod scenarios;
+
+use super::CliResult;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Run the scenarios and print the table.
+    Run(RunArgs),
+    /// One side of a scenario (what the harness starts).
+    Peer(PeerArgs),
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Tiny counts: checks that everything runs (CI), measures nothing worth reading.
+    #[arg(long)]
+    quick: bool,
+    /// Scenarios to run, e.g. `S1,S3` (default: all).
+    #[arg(long)]
+    scenarios: Option<String>,
+    /// Where to write the CSV (default: target/bench/udpros_bench.csv).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Run the udpros peers on tokio's multi-threaded runtime (see `bench peer`).
+    #[arg(long)]
+    multi_thread: bool,
+    /// Runs of the whole sweep. Each figure of the tables is then the median of the
+    /// runs' (latencies: over the messages of all runs); the CSV keeps every run.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+}
+
+#[derive(Args)]
+pub struct PeerArgs {
+    /// `pub` or `sub`.
+    role: String,
+    topic: String,
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Messages per second; 0: as fast as the publisher can.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    #[arg(long, default_value_t = 1000)]
+    count: u64,
+    /// Subscribers the publisher waits for.
+    #[arg(long, default_value_t = 1)]
+    subscribers: usize,
+    /// `udp` or `tcp` (subscriber).
+    #[arg(long, default_value = "udp")]
+    transport: String,
+    /// Seconds without a message after which the subscriber stops.
+    #[arg(long, default_value_t = 3.0)]
+    idle: f64,
+    /// Where a subscriber writes each message's `seq latency_us`, a line each.
+    #[arg(long)]
+    dump: Option<PathBuf>,
+    /// Use tokio's multi-threaded runtime. By default a peer runs on a current-thread
+    /// runtime, as a latency-critical node should: every step from socket to `recv`
+    /// then happens on one thread, with no wake of another.
+    #[arg(long)]
+    multi_thread: bool,
+}
+
+pub fn run(cmd: BenchCommand) -> CliResult {
+    let runtime = match &cmd {
+        BenchCommand::Peer(args) if !args.multi_thread => {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        }
+        _ => tokio::runtime::Runtime::new(),
+    }
+    .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    match cmd {
+        BenchCommand::Peer(args) => runtime.block_on(peer::run(args)),
+        BenchCommand::Run(args) => runtime.block_on(harness::run(args)),
+    }
+}

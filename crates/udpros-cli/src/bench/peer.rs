@@ -1,0 +1,179 @@
+//! `udpros bench peer`: udpros's side of a cell, with the roscpp peer's arguments and
+//! output (a summary line of `key=value` pairs, latencies dumped to a file).
+
+use super::report::percentile;
+use super::{CliResult, PeerArgs};
+use std::time::{Duration, Instant};
+use udpros::msgs::{sensor_msgs, std_msgs};
+use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
+use udpros::transport::Protocol;
+
+pub(super) async fn run(args: PeerArgs) -> CliResult {
+    let name = format!("udpros_bench_{}", std::process::id());
+    let node = Node::new(&name, std::iter::empty::<String>())
+        .await
+        .map_err(|e| e.to_string())?;
+    let result = match args.role.as_str() {
+        "pub" => publish(&node, &args).await,
+        "sub" => subscribe(&node, &args).await,
+        other => Err(format!("bench peer role '{other}' is not pub or sub")),
+    };
+    node.shutdown().await;
+    result
+}
+
+async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
+    let publisher = node
+        .advertise::<sensor_msgs::CompressedImage>(
+            &args.topic,
+            AdvertiseOptions {
+                queue_size: 1000, // as the roscpp peer
+                ..AdvertiseOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while publisher.num_subscribers() < args.subscribers && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut msg = sensor_msgs::CompressedImage {
+        format: "bench".into(),
+        data: vec![0x5a; args.size].into(),
+        ..Default::default()
+    };
+    let start = Instant::now();
+    for i in 0..args.count {
+        if args.rate > 0.0 {
+            let due = start + Duration::from_secs_f64(i as f64 / args.rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(Instant::now() + wait))
+                    .await;
+            }
+        }
+        msg.header = std_msgs::Header {
+            seq: i as u32,
+            stamp: udpros::msg::Time::now(),
+            frame_id: String::new(),
+        };
+        if args.rate > 0.0 {
+            publisher.publish(&msg).map_err(|e| e.to_string())?;
+        } else {
+            // A flood goes at the pace of the links instead of dropping in its own queue.
+            publisher
+                .publish_when_room(&msg)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!("PUB sent={} seconds={seconds:.3} {}", args.count, usage());
+    Ok(())
+}
+
+async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
+    let transports = match args.transport.as_str() {
+        "tcp" => vec![Protocol::Tcp],
+        _ => vec![Protocol::Udp],
+    };
+    let options = SubscribeOptions {
+        transports,
+        queue_size: 100_000,
+        ..SubscribeOptions::default()
+    };
+    let mut sub = node
+        .subscribe::<sensor_msgs::CompressedImage>(&args.topic, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("READY");
+    let mut latencies = Vec::with_capacity(args.count.min(1 << 20) as usize);
+    let mut seqs = Vec::with_capacity(latencies.capacity());
+    let (mut received, mut lost, mut last_seq) = (0u64, 0u64, None::<u64>);
+    let (mut first, mut last) = (None, Instant::now());
+    let idle = Duration::from_secs_f64(args.idle);
+    // One timer, moved on only when it fires early: a timeout armed per message would
+    // add a timer-wheel insert and removal to every message this peer measures.
+    let mut quiet = std::pin::pin!(tokio::time::sleep(Duration::from_secs(60)));
+    loop {
+        let m = tokio::select! {
+            m = sub.recv() => m,
+            _ = &mut quiet => {
+                if first.is_none() || last.elapsed() >= idle {
+                    break;
+                }
+                quiet.as_mut().reset((last + idle).into());
+                continue;
+            }
+        };
+        let Some(m) = m else {
+            break;
+        };
+        let now = udpros::msg::Time::now();
+        last = Instant::now();
+        if first.is_none() {
+            first = Some(last);
+            quiet.as_mut().reset((last + idle).into());
+        }
+        latencies.push((now.as_nanos() as f64 - m.header.stamp.as_nanos() as f64) / 1e3);
+        let seq = u64::from(m.header.seq);
+        seqs.push(seq);
+        if let Some(prev) = last_seq {
+            if seq > prev + 1 {
+                lost += seq - prev - 1;
+            }
+        }
+        last_seq = Some(last_seq.map_or(seq, |p| p.max(seq)));
+        received += 1;
+        if received >= args.count {
+            break;
+        }
+    }
+    if let Some(l) = last_seq {
+        lost += args.count.saturating_sub(l + 1);
+    }
+    if let Some(path) = &args.dump {
+        let lines: String = seqs
+            .iter()
+            .zip(&latencies)
+            .map(|(seq, us)| format!("{seq} {us:.1}\n"))
+            .collect();
+        std::fs::write(path, lines).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    latencies.sort_by(f64::total_cmp);
+    let seconds = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+    println!(
+        "SUB received={received} lost={lost} seconds={seconds:.3} p50_us={:.1} p99_us={:.1} max_us={:.1} {}",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or(0.0),
+        usage()
+    );
+    Ok(())
+}
+
+/// `user=.. sys=.. rss_kb=..` of this process, read as the roscpp peer reads them: CPU from
+/// getrusage, peak RSS from VmHWM (getrusage's ru_maxrss is carried across fork and exec on
+/// Linux, so it would report the harness's own size).
+fn usage() -> String {
+    // SAFETY: getrusage only writes the struct it is given, which is plain old data.
+    let r = unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut r);
+        r
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let peak_rss_kb: u64 = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+            line.trim().trim_end_matches("kB").trim().parse().ok()
+        })
+        .unwrap_or(0);
+    format!(
+        "user={:.6} sys={:.6} rss_kb={peak_rss_kb}",
+        seconds(r.ru_utime),
+        seconds(r.ru_stime),
+    )
+}

@@ -1,0 +1,314 @@
+//! The report: rows of figures per cell, the markdown tables (main and fan-out by arrival
+//! rank), and the CSV.
+
+use super::CliResult;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One measured cell of the table.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Row {
+    /// Which sweep of `--repeat` it came from.
+    pub(super) run: u32,
+    pub(super) scenario: String,
+    pub(super) pair: String,
+    pub(super) transport: String,
+    pub(super) sent: f64,
+    pub(super) received: Vec<BTreeMap<String, f64>>,
+    pub(super) publisher: BTreeMap<String, f64>,
+    /// Each subscriber's latency (µs) of each message, by seq.
+    pub(super) latencies: Vec<BTreeMap<u64, f64>>,
+}
+
+/// Reads a subscriber's `--dump` file.
+pub(super) fn read_dump(path: &Path) -> BTreeMap<u64, f64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (seq, us) = l.split_once(' ')?;
+            Some((seq.parse().ok()?, us.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Fan-out: of each message every subscriber received, its latencies sorted (when it
+/// reached its first subscriber, its second, ... its last); the median of each rank.
+pub(super) fn arrival_ranks(per_subscriber: &[BTreeMap<u64, f64>]) -> Option<Vec<f64>> {
+    let (head, rest) = per_subscriber.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let mut ranks = vec![Vec::new(); per_subscriber.len()];
+    for (seq, &us) in head {
+        let mut arrivals: Vec<f64> = std::iter::once(Some(us))
+            .chain(rest.iter().map(|m| m.get(seq).copied()))
+            .collect::<Option<_>>()
+            .unwrap_or_default();
+        if arrivals.len() != ranks.len() {
+            continue; // not everywhere
+        }
+        arrivals.sort_by(f64::total_cmp);
+        for (rank, us) in ranks.iter_mut().zip(arrivals) {
+            rank.push(us);
+        }
+    }
+    if ranks[0].is_empty() {
+        return None;
+    }
+    Some(ranks.iter_mut().map(|r| median(r)).collect())
+}
+
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    percentile(values, 0.5)
+}
+
+fn sum(row: &Row, key: &str) -> f64 {
+    row.received
+        .iter()
+        .map(|r| r.get(key).copied().unwrap_or(0.0))
+        .sum()
+}
+
+fn max_of(row: &Row, key: &str) -> f64 {
+    row.received
+        .iter()
+        .map(|r| r.get(key).copied().unwrap_or(0.0))
+        .fold(0.0, f64::max)
+}
+
+/// The runs of each cell (scenario, pair, transport), in the order they first ran.
+pub(super) fn cells(rows: &[Row]) -> Vec<Vec<&Row>> {
+    let mut cells: Vec<Vec<&Row>> = Vec::new();
+    for r in rows {
+        let same = |c: &&mut Vec<&Row>| {
+            (&c[0].scenario, &c[0].pair, &c[0].transport) == (&r.scenario, &r.pair, &r.transport)
+        };
+        match cells.iter_mut().find(same) {
+            Some(cell) => cell.push(r),
+            None => cells.push(vec![r]),
+        }
+    }
+    cells
+}
+
+/// A run's figures, as the main table shows them.
+struct Figures {
+    delivered_percent: f64,
+    /// A rate needs two messages and some time between them.
+    per_second: Option<f64>,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    pub_cpu_per_100k: f64,
+    sub_cpu_per_100k: f64,
+    pub_rss_mb: f64,
+    sub_rss_mb: f64,
+}
+
+impl Figures {
+    fn of(r: &Row) -> Figures {
+        let subs = r.received.len().max(1) as f64;
+        let per_sub = sum(r, "received") / subs;
+        let seconds = max_of(r, "seconds");
+        let cpu = |m: &BTreeMap<String, f64>| {
+            m.get("user").copied().unwrap_or(0.0) + m.get("sys").copied().unwrap_or(0.0)
+        };
+        let per_100k = |cpu: f64, n: f64| if n > 0.0 { cpu * 100_000.0 / n } else { 0.0 };
+        let sub_cpu: f64 = r.received.iter().map(cpu).sum::<f64>() / subs;
+        Figures {
+            delivered_percent: 100.0 * per_sub / r.sent,
+            per_second: (seconds > 0.0 && per_sub >= 2.0).then(|| (per_sub - 1.0) / seconds),
+            // Several subscribers: the worst one's.
+            p50_us: max_of(r, "p50_us"),
+            p99_us: max_of(r, "p99_us"),
+            max_us: max_of(r, "max_us"),
+            pub_cpu_per_100k: per_100k(cpu(&r.publisher), r.sent),
+            sub_cpu_per_100k: per_100k(sub_cpu, per_sub),
+            pub_rss_mb: r.publisher.get("rss_kb").copied().unwrap_or(0.0) / 1024.0,
+            sub_rss_mb: max_of(r, "rss_kb") / 1024.0,
+        }
+    }
+}
+
+pub(super) fn print_table(rows: &[Row]) {
+    println!("| scenario | pair | transport | delivered | msgs/s | p50 µs | p99 µs | max µs | pub CPU s/100k | sub CPU s/100k | pub RSS MB | sub RSS MB |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for runs in cells(rows) {
+        let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
+        // Each column's median over the runs.
+        let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
+        let rates: Vec<f64> = figures.iter().filter_map(|f| f.per_second).collect();
+        let rate = match rates.is_empty() {
+            true => "-".into(),
+            false => format!("{:.0}", median(&mut rates.clone())),
+        };
+        let r = runs[0];
+        println!(
+            "| {} | {} | {} | {:.1} % | {rate} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {:.1} |",
+            r.scenario,
+            r.pair,
+            r.transport,
+            m(|f| f.delivered_percent),
+            m(|f| f.p50_us),
+            m(|f| f.p99_us),
+            m(|f| f.max_us),
+            m(|f| f.pub_cpu_per_100k),
+            m(|f| f.sub_cpu_per_100k),
+            m(|f| f.pub_rss_mb),
+            m(|f| f.sub_rss_mb),
+        );
+    }
+}
+
+/// Each subscriber's latencies of a cell's runs, as if one long run: message numbers of
+/// run k are put past those of the runs before it.
+fn pooled_latencies(runs: &[&Row]) -> Vec<BTreeMap<u64, f64>> {
+    let subscribers = runs.iter().map(|r| r.latencies.len()).max().unwrap_or(0);
+    (0..subscribers)
+        .map(|k| {
+            runs.iter()
+                .filter_map(|r| Some((r.run, r.latencies.get(k)?)))
+                .flat_map(|(run, m)| {
+                    m.iter()
+                        .map(move |(&seq, &us)| ((u64::from(run) << 32) | seq, us))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The scenarios with several subscribers, seen two ways: per message (when it reached
+/// its first subscriber, its second, ... its last) and per subscriber (each one's median);
+/// then the same for raw UDP, the physical reference.
+pub(super) fn print_fan_out(rows: &[Row], raw: Option<&[BTreeMap<u64, f64>]>) {
+    let fanned: Vec<Vec<&Row>> = cells(rows)
+        .into_iter()
+        .filter(|runs| runs[0].latencies.len() > 1)
+        .collect();
+    if fanned.is_empty() {
+        return;
+    }
+    println!("\n| fan-out | pair | transport | per message p50 µs, by arrival | last − first µs | last / first | per subscriber p50 µs, best to worst | worst / best |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
+    for runs in fanned {
+        let r = runs[0];
+        let scenario = r.scenario.split(' ').next().unwrap_or("");
+        print_fan_out_row(scenario, &r.pair, &r.transport, &pooled_latencies(&runs));
+    }
+    if let Some(raw) = raw {
+        print_fan_out_row("raw UDP", "threads, blocking", "UDP", raw);
+    }
+}
+
+fn print_fan_out_row(
+    scenario: &str,
+    pair: &str,
+    transport: &str,
+    latencies: &[BTreeMap<u64, f64>],
+) {
+    let figures = |v: &[f64]| {
+        v.iter()
+            .map(|m| format!("{m:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let ratio = |lo: f64, hi: f64| match lo > 0.0 {
+        true => format!("{:.2}×", hi / lo),
+        false => "-".into(),
+    };
+    let (by_arrival, spread, message_ratio) = match arrival_ranks(latencies) {
+        Some(ranks) => {
+            let (first, last) = (ranks[0], ranks[ranks.len() - 1]);
+            (
+                figures(&ranks),
+                format!("{:.0}", last - first),
+                ratio(first, last),
+            )
+        }
+        None => ("-".into(), "-".into(), "-".into()),
+    };
+    let mut medians: Vec<f64> = latencies
+        .iter()
+        .map(|m| median(&mut m.values().copied().collect::<Vec<_>>()))
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let subscriber_ratio = match (medians.first(), medians.last()) {
+        (Some(&best), Some(&worst)) => ratio(best, worst),
+        _ => "-".into(),
+    };
+    println!(
+        "| {scenario} | {pair} | {transport} | {by_arrival} | {spread} | {message_ratio} | {} | {subscriber_ratio} |",
+        figures(&medians)
+    );
+}
+
+pub(super) fn write_csv(path: &Path, rows: &[Row]) -> CliResult {
+    let mut out = String::from("run,scenario,pair,transport,subscriber,sent,received,lost,seconds,p50_us,p99_us,max_us,pub_user,pub_sys,pub_rss_kb,sub_user,sub_sys,sub_rss_kb\n");
+    for r in rows {
+        for (i, s) in r.received.iter().enumerate() {
+            let g = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(0.0);
+            out += &format!(
+                "{},{},{},{},{i},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.run,
+                r.scenario,
+                r.pair,
+                r.transport,
+                r.sent,
+                g(s, "received"),
+                g(s, "lost"),
+                g(s, "seconds"),
+                g(s, "p50_us"),
+                g(s, "p99_us"),
+                g(s, "max_us"),
+                g(&r.publisher, "user"),
+                g(&r.publisher, "sys"),
+                g(&r.publisher, "rss_kb"),
+                g(s, "user"),
+                g(s, "sys"),
+                g(s, "rss_kb"),
+            );
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(path, out).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscriber(latencies: &[(u64, f64)]) -> BTreeMap<u64, f64> {
+        latencies.iter().copied().collect()
+    }
+
+    #[test]
+    fn arrival_ranks_sort_each_message_and_skip_the_ones_not_everywhere() {
+        let subscribers = [
+            subscriber(&[(0, 10.0), (1, 50.0), (2, 30.0), (3, 1.0)]),
+            subscriber(&[(0, 20.0), (1, 40.0), (2, 10.0)]),
+            subscriber(&[(0, 30.0), (1, 60.0), (2, 20.0), (3, 2.0)]),
+        ];
+        // Message 3 missed the second subscriber; the others sort to
+        // [10, 20, 30], [40, 50, 60], [10, 20, 30].
+        let ranks = arrival_ranks(&subscribers).expect("three messages everywhere");
+        assert_eq!(ranks, vec![10.0, 20.0, 30.0]);
+    }
+
+    #[test]
+    fn arrival_ranks_need_two_subscribers_and_a_shared_message() {
+        assert_eq!(arrival_ranks(&[subscriber(&[(0, 1.0)])]), None);
+        let apart = [subscriber(&[(0, 1.0)]), subscriber(&[(1, 1.0)])];
+        assert_eq!(arrival_ranks(&apart), None);
+    }
+}

@@ -1,0 +1,66 @@
+//! The scenarios of the benchmark issue, and the publisher/subscriber pairs each runs for.
+
+/// A scenario of the issue: message size, rate, count, subscribers.
+#[derive(Debug, Clone)]
+pub(super) struct Scenario {
+    pub(super) id: &'static str,
+    pub(super) what: &'static str,
+    pub(super) size: usize,
+    pub(super) rate: f64,
+    pub(super) count: u64,
+    pub(super) subscribers: usize,
+}
+
+pub(super) fn scenarios(quick: bool) -> Vec<Scenario> {
+    let n = |full: u64, small: u64| if quick { small } else { full };
+    vec![
+        Scenario {
+            id: "S1",
+            what: "64 B at 1 kHz",
+            size: 64,
+            rate: 1000.0,
+            count: n(5000, 200),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S2",
+            what: "64 B flood",
+            size: 64,
+            rate: 0.0,
+            count: n(100_000, 2000),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S3",
+            what: "100 kB at 100 Hz",
+            size: 100_000,
+            rate: 100.0,
+            count: n(500, 20),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S4",
+            what: "1 MB at 20 Hz",
+            size: 1_000_000,
+            rate: 20.0,
+            count: n(100, 5),
+            subscribers: 1,
+        },
+        Scenario {
+            id: "S5",
+            what: "10 kB at 500 Hz to 5 subscribers",
+            size: 10_000,
+            rate: 500.0,
+            count: n(2500, 100),
+            subscribers: 5,
+        },
+    ]
+}
+
+/// The pairs of the table: (publisher, subscriber) implementations.
+pub(super) const PAIRS: [(&str, &str); 4] = [
+    ("udpros", "udpros"),
+    ("roscpp", "roscpp"),
+    ("udpros", "roscpp"),
+    ("roscpp", "udpros"),
+];
