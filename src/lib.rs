@@ -108,7 +108,7 @@ pub mod master;
 pub mod msg;
 pub mod names;
 pub mod node;
-pub mod param_yaml;
+mod python;
 pub mod rosout;
 pub mod transport;
 pub mod xmlrpc;

@@ -63,7 +63,7 @@ impl NodeArgs {
                 "__log" => &mut out.log,
                 _ if from.starts_with("__") => continue, // other special arguments: roslaunch's own
                 _ if from.len() > 1 && from.starts_with('_') => {
-                    let value = crate::yaml::parse_flow(to)
+                    let value = crate::yaml::load(to)
                         .and_then(|y| y.to_xmlrpc())
                         .map_err(|e| ArgError(format!("private parameter {arg}: {e}")))?;
                     out.params.push((from[1..].to_string(), value));

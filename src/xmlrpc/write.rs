@@ -3,7 +3,7 @@
 
 use super::base64::encode_base64;
 use super::{Fault, Value};
-use crate::msg::dynamic::float_repr;
+use crate::python::float_repr;
 use std::fmt::Write;
 
 /// A `<methodCall>` document.

@@ -1,74 +1,5 @@
-//! Python's and PyYAML's ways of writing values, which `rostopic echo` output is made of.
-
-/// `repr(float)` in Python 3: the shortest digits that read back to the same double, in
-/// fixed notation when the decimal exponent is in `-4..16`, else `1e-05` style.
-pub fn float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
-    }
-    // Rust's `{:e}` gives the same shortest round-trip digits: "d.ddde±x".
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let sign = if x < 0.0 { "-" } else { "" };
-    if !(-4..16).contains(&exp) {
-        let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        return format!("{sign}{first}{frac}e{esign}{:02}", exp.abs());
-    }
-    let point = exp + 1; // digits before the decimal point
-    let body = if point <= 0 {
-        format!("0.{}{digits}", "0".repeat((-point) as usize))
-    } else if point as usize >= digits.len() {
-        format!("{digits}{}.0", "0".repeat(point as usize - digits.len()))
-    } else {
-        let (int, frac) = digits.split_at(point as usize);
-        format!("{int}.{frac}")
-    };
-    format!("{sign}{body}")
-}
-
-/// `repr(bytes)` in Python 3: `b'...'`.
-pub(crate) fn bytes_repr(data: &[u8]) -> String {
-    let quote = if data.contains(&b'\'') && !data.contains(&b'"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = format!("b{quote}");
-    for &b in data {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'\t' => out.push_str("\\t"),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            _ if b == quote as u8 => {
-                out.push('\\');
-                out.push(quote);
-            }
-            0x20..=0x7e => out.push(b as char),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push(quote);
-    out
-}
+//! PyYAML's way of writing values (quoting, escapes, line breaks), which `rostopic echo`
+//! output and `rosparam dump` files are made of.
 
 /// PyYAML's emitter width: scalars are folded past this column.
 const BEST_WIDTH: usize = 80;
@@ -87,6 +18,8 @@ pub(crate) struct Emitter {
     pub indention: bool,
     /// Where folded continuation lines start.
     pub indent: usize,
+    /// Whether long lines may fold (PyYAML's `split`): not in a simple mapping key.
+    pub split: bool,
 }
 
 impl Emitter {
@@ -98,6 +31,7 @@ impl Emitter {
             whitespace: true,
             indention: true,
             indent: SCALAR_INDENT,
+            split: true,
         }
     }
 
@@ -151,7 +85,7 @@ impl Emitter {
             if spaces {
                 if ch != Some(' ') {
                     let may_fold = !quoted || (start != 0 && end != text.len());
-                    if start + 1 == end && self.column > BEST_WIDTH && may_fold {
+                    if start + 1 == end && self.column > BEST_WIDTH && may_fold && self.split {
                         self.write_indent();
                         if !quoted {
                             self.whitespace = false;
@@ -231,7 +165,8 @@ impl Emitter {
                     start = end + 1;
                 }
             }
-            if 0 < end
+            if self.split
+                && 0 < end
                 && end + 1 < text.len()
                 && (ch == Some(' ') || start >= end)
                 && self.column as isize + end as isize - start as isize > BEST_WIDTH as isize
@@ -366,35 +301,6 @@ pub(crate) fn yaml_list_item(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn floats_print_like_python() {
-        let cases = [
-            (1.0, "1.0"),
-            (0.1, "0.1"),
-            (-2.5, "-2.5"),
-            (1e-5, "1e-05"),
-            (0.0001, "0.0001"),
-            (1e16, "1e+16"),
-            (1234567890123456.0, "1234567890123456.0"),
-            (123456789.0, "123456789.0"),
-            (f64::from(0.1f32), "0.10000000149011612"),
-            (1.5e300, "1.5e+300"),
-            (-0.0, "-0.0"),
-            (f64::NAN, "nan"),
-            (f64::NEG_INFINITY, "-inf"),
-            (2.2250738585072014e-308, "2.2250738585072014e-308"),
-        ];
-        for (x, want) in cases {
-            assert_eq!(float_repr(x), want, "{x:e}");
-        }
-    }
-
-    #[test]
-    fn bytes_print_like_python() {
-        assert_eq!(bytes_repr(b"ab\x00'"), "b\"ab\\x00'\"");
-        assert_eq!(bytes_repr(b"a\\\n"), "b'a\\\\\\n'");
-    }
 
     #[test]
     fn double_quoted_escapes_and_folds() {

@@ -1,6 +1,19 @@
-//! The YAML that ROS command lines carry: YAML 1.1 scalars typed as PyYAML's `safe_load`
-//! types them (`_rate:=10` is an int, `_on:=yes` a bool, `_name:='10'` a string), and flow
-//! collections (`[1, 2]`, `{a: 1, b: [x]}`) for lists and dicts.
+//! YAML as ROS's Python tools read and write it (PyYAML, YAML 1.1): scalars typed as
+//! `safe_load` types them (`_rate:=10` is an int, `_on:=yes` a bool, `_name:='10'` a
+//! string), rosparam files and command-line values read with [`load`] (a maintained
+//! parser, `saphyr-parser`, under this module's YAML 1.1 resolver), and the emitters that
+//! write `rosparam dump` files ([`params`]) and `rostopic echo` output byte for byte as
+//! PyYAML does.
+//!
+//! The layering is one way: XML-RPC values know nothing of YAML; this module converts YAML
+//! to them ([`Yaml::to_xmlrpc`]) and writes them ([`params`]); dynamic messages read and
+//! print YAML through it.
+
+pub(crate) mod emit;
+mod load;
+pub mod params;
+
+pub use load::{load, load_all, MAX_DEPTH, MAX_TEXT, MAX_VALUES};
 
 use crate::xmlrpc::Value;
 use std::fmt;
@@ -195,190 +208,13 @@ fn is_timestamp(s: &str) -> bool {
     b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[5].is_ascii_digit()
 }
 
-/// Parses one value: a scalar (plain, `'single'` or `"double"` quoted) or a flow
-/// collection. Nesting is bounded.
-pub fn parse_flow(text: &str) -> Result<Yaml, YamlError> {
-    let mut p = Flow {
-        chars: text.chars().collect(),
-        pos: 0,
-        depth: 0,
-    };
-    p.skip_ws();
-    let value = p.value(false)?;
-    p.skip_ws();
-    if p.peek() == Some('#') {
-        p.pos = p.chars.len(); // a comment
-    }
-    if p.pos < p.chars.len() {
-        return Err(YamlError(format!(
-            "unexpected '{}' after the value",
-            p.chars[p.pos]
-        )));
-    }
-    Ok(value)
-}
-
-struct Flow {
-    chars: Vec<char>,
-    pos: usize,
-    depth: usize,
-}
-
-const MAX_DEPTH: usize = 64;
-
-impl Flow {
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn skip_ws(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.pos += 1;
-        }
-    }
-
-    fn value(&mut self, in_flow: bool) -> Result<Yaml, YamlError> {
-        self.skip_ws();
-        match self.peek() {
-            Some('[') => self.collection(']'),
-            Some('{') => self.collection('}'),
-            Some('\'') | Some('"') => Ok(Yaml::Str(self.quoted()?)),
-            _ => Ok(resolve_plain(&self.plain(in_flow))),
-        }
-    }
-
-    fn plain(&mut self, in_flow: bool) -> String {
-        let start = self.pos;
-        while let Some(c) = self.peek() {
-            let ends = c == '#' && self.pos > start && self.chars[self.pos - 1].is_whitespace();
-            let flow_end = in_flow && matches!(c, ',' | ']' | '}');
-            let key_end = c == ':'
-                && self
-                    .chars
-                    .get(self.pos + 1)
-                    .is_none_or(|n| n.is_whitespace() || (in_flow && matches!(n, ',' | ']' | '}')));
-            if ends || flow_end || (in_flow && key_end) {
-                break;
-            }
-            self.pos += 1;
-        }
-        self.chars[start..self.pos]
-            .iter()
-            .collect::<String>()
-            .trim()
-            .to_string()
-    }
-
-    fn quoted(&mut self) -> Result<String, YamlError> {
-        let quote = self.peek().unwrap_or('"');
-        self.pos += 1;
-        let mut out = String::new();
-        loop {
-            let Some(c) = self.peek() else {
-                return Err(YamlError("unterminated quoted string".into()));
-            };
-            self.pos += 1;
-            match (quote, c) {
-                ('\'', '\'') if self.peek() == Some('\'') => {
-                    self.pos += 1;
-                    out.push('\'');
-                }
-                ('\'', '\'') | ('"', '"') => return Ok(out),
-                ('"', '\\') => {
-                    let Some(e) = self.peek() else {
-                        return Err(YamlError("dangling escape".into()));
-                    };
-                    self.pos += 1;
-                    match e {
-                        'n' => out.push('\n'),
-                        't' => out.push('\t'),
-                        'r' => out.push('\r'),
-                        '0' => out.push('\0'),
-                        '\\' | '"' | '/' | ' ' => out.push(e),
-                        'x' | 'u' | 'U' => {
-                            let n = match e {
-                                'x' => 2,
-                                'u' => 4,
-                                _ => 8,
-                            };
-                            let hex: String = self.chars.iter().skip(self.pos).take(n).collect();
-                            self.pos += n;
-                            let c = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32);
-                            out.push(c.ok_or_else(|| YamlError(format!("bad escape \\{e}{hex}")))?);
-                        }
-                        other => return Err(YamlError(format!("unknown escape \\{other}"))),
-                    }
-                }
-                _ => out.push(c),
-            }
-        }
-    }
-
-    fn collection(&mut self, close: char) -> Result<Yaml, YamlError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(YamlError("nesting too deep".into()));
-        }
-        self.pos += 1;
-        let mut items = Vec::new();
-        let mut pairs = Vec::new();
-        loop {
-            self.skip_ws();
-            if self.peek() == Some(close) {
-                self.pos += 1;
-                break;
-            }
-            let first = self.value(true)?;
-            self.skip_ws();
-            if self.peek() == Some(':') {
-                self.pos += 1;
-                self.skip_ws();
-                let value = if self.peek().is_some_and(|c| c == ',' || c == close) {
-                    Yaml::Null
-                } else {
-                    self.value(true)?
-                };
-                let key = match first {
-                    Yaml::Str(s) => s,
-                    other => scalar_text(&other),
-                };
-                pairs.push((key, value));
-            } else if close == '}' {
-                pairs.push((scalar_text(&first), Yaml::Null));
-            } else {
-                items.push(first);
-            }
-            self.skip_ws();
-            match self.peek() {
-                Some(',') => self.pos += 1,
-                Some(c) if c == close => {}
-                Some(c) => {
-                    return Err(YamlError(format!("expected ',' or '{close}', found '{c}'")))
-                }
-                None => return Err(YamlError(format!("missing '{close}'"))),
-            }
-        }
-        self.depth -= 1;
-        Ok(if close == '}' {
-            Yaml::Map(pairs)
-        } else if pairs.is_empty() {
-            Yaml::Seq(items)
-        } else {
-            // `[a: 1]` is a list holding a one-pair map per pair.
-            let mut seq = items;
-            seq.extend(pairs.into_iter().map(|p| Yaml::Map(vec![p])));
-            Yaml::Seq(seq)
-        })
-    }
-}
-
 /// A scalar as Python's `str()` writes it (how a non-string mapping key becomes a parameter name).
 pub(crate) fn scalar_text(y: &Yaml) -> String {
     match y {
         Yaml::Null => "null".into(),
         Yaml::Bool(b) => if *b { "True" } else { "False" }.into(),
         Yaml::Int(i) => i.to_string(),
-        Yaml::Float(f) => crate::msg::dynamic::float_repr(*f),
+        Yaml::Float(f) => crate::python::float_repr(*f),
         Yaml::Str(s) => s.clone(),
         Yaml::Seq(_) | Yaml::Map(_) => String::new(),
     }
@@ -413,7 +249,7 @@ mod tests {
     #[test]
     fn flow_collections_and_quotes() {
         assert_eq!(
-            parse_flow("[1, 'two', \"th\\\"ree\", {a: 1.5, b: [x, yes]}]").unwrap(),
+            load("[1, 'two', \"th\\\"ree\", {a: 1.5, b: [x, yes]}]").unwrap(),
             Yaml::Seq(vec![
                 Yaml::Int(1),
                 Yaml::Str("two".into()),
@@ -427,19 +263,19 @@ mod tests {
                 ]),
             ])
         );
-        assert_eq!(parse_flow("'it''s'").unwrap(), Yaml::Str("it's".into()));
-        assert_eq!(parse_flow("{}").unwrap(), Yaml::Map(vec![]));
+        assert_eq!(load("'it''s'").unwrap(), Yaml::Str("it's".into()));
+        assert_eq!(load("{}").unwrap(), Yaml::Map(vec![]));
         assert_eq!(
-            parse_flow("plain text # comment").unwrap(),
+            load("plain text # comment").unwrap(),
             Yaml::Str("plain text".into())
         );
-        assert!(parse_flow("[1, 2").is_err());
-        assert!(parse_flow(&"[".repeat(100)).is_err());
+        assert!(load("[1, 2").is_err());
+        assert!(load(&"[".repeat(100)).is_err());
     }
 
     #[test]
     fn converts_to_parameter_values() {
-        let v = parse_flow("{n: 5, big: 10000000000, l: [true]}")
+        let v = load("{n: 5, big: 10000000000, l: [true]}")
             .unwrap()
             .to_xmlrpc()
             .unwrap();

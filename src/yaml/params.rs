@@ -1,10 +1,11 @@
-//! rosparam's YAML: a parameter tree written as `yaml.dump` (PyYAML 6, block style, sorted
-//! keys) writes it, so `udpros param dump` and `rosparam dump` print the same text; and the
-//! block YAML of rosparam files read back into a tree, with PyYAML's YAML 1.1 scalar types.
+//! rosparam's YAML out: a parameter tree written as `yaml.dump` (PyYAML 6, block style,
+//! sorted keys) writes it, so `udpros param dump` and `rosparam dump` print the same text.
+//! Files are read back with [`load_all`](super::load_all).
 
-use crate::msg::dynamic::pyfmt::{analyze, float_repr, Emitter};
+use super::emit::{analyze, Emitter};
+use super::plain_is_not_a_string;
+use crate::python::float_repr;
 use crate::xmlrpc::Value;
-use crate::yaml::{parse_flow, plain_is_not_a_string, Yaml, YamlError};
 
 /// `yaml.dump(value)`: what `rosparam dump` prints.
 pub fn dump(value: &Value) -> String {
@@ -13,7 +14,8 @@ pub fn dump(value: &Value) -> String {
         Value::Struct(m) if !m.is_empty() => mapping(&mut out, m, 0),
         Value::Array(a) if !a.is_empty() => sequence(&mut out, a, 0),
         _ => {
-            let (text, plain) = scalar(value, 0, 0);
+            // A root scalar continues two columns in (PyYAML indents a flow-level node).
+            let (text, plain) = scalar(value, 0, 2);
             out.push_str(&text);
             out.push('\n');
             if plain {
@@ -65,12 +67,26 @@ fn pyyaml_float(d: f64) -> String {
 }
 
 fn string(s: &str, column: usize, indent: usize) -> (String, bool) {
+    styled_string(s, column, indent, true, column == 0)
+}
+
+/// `s` written at `column`, which is just after an indicator (`:`, `-`, `?`; the emitter
+/// puts the separating space) unless `line_start`; `split` lets long lines fold (not in a
+/// simple key).
+fn styled_string(
+    s: &str,
+    column: usize,
+    indent: usize,
+    split: bool,
+    line_start: bool,
+) -> (String, bool) {
     let chars: Vec<char> = s.chars().collect();
     let mut e = Emitter::new();
     e.column = column;
     e.indent = indent;
-    e.whitespace = column == 0;
-    e.indention = column == 0;
+    e.split = split;
+    e.whitespace = line_start;
+    e.indention = line_start;
     let analysis = analyze(&chars);
     let plain = !chars.is_empty() && analysis.plain && !plain_is_not_a_string(s);
     if plain {
@@ -102,28 +118,56 @@ fn mapping(out: &mut String, m: &std::collections::BTreeMap<String, Value>, inde
         if i > 0 {
             out.push_str(&" ".repeat(indent));
         }
-        let (k, _) = string(key, indent, indent);
-        out.push_str(&k);
-        out.push(':');
-        match value {
-            Value::Struct(inner) if !inner.is_empty() => {
+        // PyYAML's simple keys are under 128 characters and on one line; others are
+        // written as `? key` then `: value`, the value one level in.
+        if key.chars().count() < 128
+            && !key.contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'])
+        {
+            let (k, _) = styled_string(key, indent, indent, false, true);
+            out.push_str(&k);
+            out.push(':');
+            mapping_value(out, value, indent, indent + k.chars().count() + 1, true);
+        } else {
+            let (k, _) = string(key, indent + 1, indent + 2);
+            out.push_str("? ");
+            out.push_str(&k);
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            out.push(':');
+            mapping_value(out, value, indent + 2, indent + 1, false);
+        }
+    }
+}
+
+/// A mapping's value, after its `:` (at `column`). A simple key's nested collections start
+/// on the next line (a sequence not indented, as PyYAML writes it); after a complex key's
+/// `:` they start on the same line.
+fn mapping_value(out: &mut String, value: &Value, indent: usize, column: usize, simple: bool) {
+    match value {
+        Value::Struct(inner) if !inner.is_empty() => {
+            if simple {
                 out.push('\n');
                 out.push_str(&" ".repeat(indent + 2));
                 mapping(out, inner, indent + 2);
+            } else {
+                out.push(' ');
+                mapping(out, inner, indent);
             }
-            // PyYAML does not indent a sequence inside a mapping.
-            Value::Array(items) if !items.is_empty() => {
+        }
+        Value::Array(items) if !items.is_empty() => {
+            if simple {
                 out.push('\n');
                 out.push_str(&" ".repeat(indent));
-                sequence(out, items, indent);
-            }
-            scalar_value => {
-                let column = indent + k.chars().count() + 2;
-                let (text, _) = scalar(scalar_value, column, indent + 2);
+            } else {
                 out.push(' ');
-                out.push_str(&text);
-                out.push('\n');
             }
+            sequence(out, items, indent);
+        }
+        scalar_value => {
+            let (text, _) = scalar(scalar_value, column, indent + 2);
+            out.push(' ');
+            out.push_str(&text);
+            out.push('\n');
         }
     }
 }
@@ -138,7 +182,7 @@ fn sequence(out: &mut String, items: &[Value], indent: usize) {
             Value::Struct(inner) if !inner.is_empty() => mapping(out, inner, indent + 2),
             Value::Array(inner) if !inner.is_empty() => sequence(out, inner, indent + 2),
             scalar_value => {
-                let (text, _) = scalar(scalar_value, indent + 2, indent + 2);
+                let (text, _) = scalar(scalar_value, indent + 1, indent + 2);
                 out.push_str(&text);
                 out.push('\n');
             }
@@ -146,196 +190,10 @@ fn sequence(out: &mut String, items: &[Value], indent: usize) {
     }
 }
 
-/// Reads a rosparam file (block YAML; flow collections and quoted scalars inside it).
-pub fn load(text: &str) -> Result<Yaml, YamlError> {
-    let lines: Vec<Line> = text
-        .lines()
-        .enumerate()
-        .filter_map(|(n, raw)| Line::new(n + 1, raw))
-        .filter(|l| l.text != "---")
-        .collect();
-    if lines.len() > 100_000 {
-        return Err(YamlError("more than 100000 lines".into()));
-    }
-    let mut pos = 0;
-    let value = block(&lines, &mut pos, 0, 0)?;
-    match lines.get(pos) {
-        Some(l) => Err(YamlError(format!(
-            "line {}: unexpected '{}'",
-            l.number, l.text
-        ))),
-        None => Ok(value),
-    }
-}
-
-/// A line with content: its indentation and text (comments and trailing spaces removed).
-struct Line<'a> {
-    number: usize,
-    indent: usize,
-    text: &'a str,
-}
-
-impl<'a> Line<'a> {
-    fn new(number: usize, raw: &'a str) -> Option<Line<'a>> {
-        let trimmed = raw.trim_start_matches(' ');
-        let text = strip_comment(trimmed).trim_end();
-        (!text.is_empty() && text != "...").then(|| Line {
-            number,
-            indent: raw.len() - trimmed.len(),
-            text,
-        })
-    }
-}
-
-/// The text before a ` #` comment that is outside quotes.
-fn strip_comment(s: &str) -> &str {
-    let (mut single, mut double, mut previous) = (false, false, ' ');
-    for (i, c) in s.char_indices() {
-        match c {
-            '\'' if !double => single = !single,
-            '"' if !single && previous != '\\' => double = !double,
-            '#' if !single && !double && previous.is_whitespace() => return &s[..i],
-            _ => {}
-        }
-        previous = c;
-    }
-    s
-}
-
-/// Where `key: value` splits, for a line that is a mapping entry; the key as YAML types it.
-fn mapping_key(text: &str) -> Option<(Yaml, &str)> {
-    let (key, rest) = if let Some(q) = text.strip_prefix('\'').or_else(|| text.strip_prefix('"')) {
-        let quote = text.as_bytes()[0] as char;
-        let end = q.find(quote)? + 2;
-        let rest = text[end..].strip_prefix(':')?;
-        (parse_flow(&text[..end]).ok()?, rest)
-    } else {
-        let i = text
-            .match_indices(':')
-            .find(|(i, _)| text[i + 1..].is_empty() || text[i + 1..].starts_with(' '))?
-            .0;
-        (crate::yaml::resolve_plain(text[..i].trim()), &text[i + 1..])
-    };
-    Some((key, rest.trim_start()))
-}
-
-/// Parameter names are strings: rosparam refuses `on:` (a bool) or `1:` as keys.
-fn string_key(key: Yaml, number: usize) -> Result<String, YamlError> {
-    match key {
-        Yaml::Str(s) => Ok(s),
-        other => Err(YamlError(format!(
-            "line {number}: YAML dictionaries must have string keys, not {}",
-            crate::yaml::scalar_text(&other)
-        ))),
-    }
-}
-
-const MAX_DEPTH: usize = 64;
-
-/// The block starting at `lines[*pos]`, whose lines are indented `indent` or more.
-fn block(lines: &[Line], pos: &mut usize, indent: usize, depth: usize) -> Result<Yaml, YamlError> {
-    if depth > MAX_DEPTH {
-        return Err(YamlError("nested too deep".into()));
-    }
-    let Some(first) = lines.get(*pos) else {
-        return Ok(Yaml::Null);
-    };
-    if first.indent < indent {
-        return Ok(Yaml::Null);
-    }
-    let at = first.indent;
-    if first.text == "-" || first.text.starts_with("- ") {
-        let mut items = Vec::new();
-        while let Some(l) = lines.get(*pos) {
-            if l.indent != at || !(l.text == "-" || l.text.starts_with("- ")) {
-                break;
-            }
-            let rest = l.text[1..].trim_start();
-            *pos += 1;
-            if rest.is_empty() {
-                items.push(block(lines, pos, at + 1, depth + 1)?);
-            } else {
-                items.push(inline(lines, pos, rest, at + 2, l.number, depth)?);
-            }
-        }
-        return Ok(Yaml::Seq(items));
-    }
-    if mapping_key(first.text).is_some() {
-        return entries(lines, pos, at, Vec::new(), depth);
-    }
-    *pos += 1;
-    parse_flow(first.text).map_err(|e| YamlError(format!("line {}: {}", first.number, e.0)))
-}
-
-/// The rest of a `- ` item: a scalar, or the first entry of a mapping whose other entries
-/// follow at `indent`.
-fn inline(
-    lines: &[Line],
-    pos: &mut usize,
-    text: &str,
-    indent: usize,
-    number: usize,
-    depth: usize,
-) -> Result<Yaml, YamlError> {
-    match mapping_key(text) {
-        Some((key, rest)) if !text.starts_with('[') && !text.starts_with('{') => {
-            let key = string_key(key, number)?;
-            let value = entry_value(lines, pos, rest, indent, number, depth)?;
-            entries(lines, pos, indent, vec![(key, value)], depth)
-        }
-        _ => parse_flow(text).map_err(|e| YamlError(format!("line {number}: {}", e.0))),
-    }
-}
-
-/// Mapping entries at exactly `indent`.
-fn entries(
-    lines: &[Line],
-    pos: &mut usize,
-    indent: usize,
-    mut pairs: Vec<(String, Yaml)>,
-    depth: usize,
-) -> Result<Yaml, YamlError> {
-    while let Some(l) = lines.get(*pos) {
-        if l.indent != indent {
-            break;
-        }
-        let Some((key, rest)) = mapping_key(l.text) else {
-            break;
-        };
-        let key = string_key(key, l.number)?;
-        *pos += 1;
-        let value = entry_value(lines, pos, rest, indent, l.number, depth)?;
-        pairs.retain(|(k, _)| *k != key); // a repeated key: the last one wins, as in PyYAML
-        pairs.push((key, value));
-    }
-    Ok(Yaml::Map(pairs))
-}
-
-/// The value after `key:`: inline, or the block below it (deeper, or a sequence at the
-/// same indentation).
-fn entry_value(
-    lines: &[Line],
-    pos: &mut usize,
-    rest: &str,
-    indent: usize,
-    number: usize,
-    depth: usize,
-) -> Result<Yaml, YamlError> {
-    if !rest.is_empty() {
-        return parse_flow(rest).map_err(|e| YamlError(format!("line {number}: {}", e.0)));
-    }
-    match lines.get(*pos) {
-        Some(n) if n.indent > indent => block(lines, pos, indent + 1, depth + 1),
-        Some(n) if n.indent == indent && (n.text == "-" || n.text.starts_with("- ")) => {
-            block(lines, pos, indent, depth + 1)
-        }
-        _ => Ok(Yaml::Null),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::yaml::{load, Yaml};
     use std::collections::BTreeMap;
 
     fn tree() -> Value {
@@ -378,6 +236,78 @@ mod tests {
             Value::Array(vec![Value::Int(3), Value::Int(4)]),
         ]);
         assert_eq!(dump(&nested), "- a: 1\n  b:\n  - 1\n  - 2\n- - 3\n  - 4\n");
+    }
+
+    #[test]
+    fn long_values_fold_where_pyyaml_folds_them() {
+        let words = |w: &str, n: usize| vec![w; n].join(" ");
+        let v = Value::Struct(
+            [
+                (
+                    "a".to_string(),
+                    Value::Struct([("bb".to_string(), Value::String(words("word", 30)))].into()),
+                ),
+                ("c".to_string(), Value::String(words("w", 50))),
+            ]
+            .into(),
+        );
+        assert_eq!(
+            dump(&v),
+            "a:\n  bb: word word word word word word word word word word word word word word word word\n    word word word word word word word word word word word word word word\nc: w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w w\n  w w w w w w w w w w\n"
+        );
+    }
+
+    #[test]
+    fn root_scalars_continue_two_columns_in() {
+        // PyYAML 6: yaml.dump(s).
+        let words = ["w"; 50].join(" ");
+        assert_eq!(
+            dump(&Value::String(words)),
+            format!("{}\n  {}\n...\n", ["w"; 41].join(" "), ["w"; 9].join(" "))
+        );
+        let marker = "1,,\n\n\n---     )                       >";
+        assert_eq!(
+            dump(&Value::String(marker.into())),
+            "'1,,\n\n\n\n  ---     )                       >'\n"
+        );
+    }
+
+    #[test]
+    fn keys_follow_pyyaml_simple_key_rules() {
+        // Expected texts printed by PyYAML 6 (`yaml.dump(d, default_flow_style=False)`).
+        let tree = |pairs: Vec<(String, Value)>| Value::Struct(pairs.into_iter().collect());
+        let inner = tree(vec![
+            (
+                "x\ny".into(),
+                Value::Array(vec![Value::Int(1), Value::Int(2)]),
+            ),
+            ("z".into(), Value::String("q".into())),
+        ]);
+        let v = tree(vec![("a".repeat(130), Value::Int(1)), ("b".into(), inner)]);
+        assert_eq!(
+            dump(&v),
+            format!(
+                "? {}\n: 1\nb:\n  ? 'x\n\n    y'\n  : - 1\n    - 2\n  z: q\n",
+                "a".repeat(130)
+            )
+        );
+        let escaped = tree(vec![(
+            format!("A{}", "\u{13}".repeat(30)),
+            Value::String("v".into()),
+        )]);
+        assert_eq!(dump(&escaped), format!("\"A{}\": v\n", "\\x13".repeat(30)));
+        let long = tree(vec![(
+            "k ".repeat(70),
+            tree(vec![("n".into(), Value::Int(1))]),
+        )]);
+        assert_eq!(
+            dump(&long),
+            format!(
+                "? '{}\n  {}'\n: n: 1\n",
+                "k ".repeat(40).trim_end(),
+                "k ".repeat(30)
+            )
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@ use super::topic_cmd::tool_node;
 use super::CliResult;
 use clap::Subcommand;
 use udpros::node::Node;
-use udpros::param_yaml;
 use udpros::xmlrpc::Value;
+use udpros::yaml::params as param_yaml;
 
 #[derive(Subcommand)]
 pub enum ParamCommand {
@@ -66,7 +66,7 @@ async fn get(node: &Node, name: &str) -> CliResult {
 }
 
 async fn set(node: &Node, name: &str, text: &str) -> CliResult {
-    let value = udpros::yaml::parse_flow(text)
+    let value = udpros::yaml::load(text)
         .and_then(|y| y.to_xmlrpc())
         .map_err(|e| format!("{name}: {e}"))?;
     node.master()
@@ -120,10 +120,15 @@ async fn dump(node: &Node, file: Option<&str>, namespace: Option<&str>) -> CliRe
 
 async fn load(node: &Node, file: &str, namespace: Option<&str>) -> CliResult {
     let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))?;
-    let yaml = param_yaml::load(&text).map_err(|e| format!("{file}: {e}"))?;
-    let udpros::yaml::Yaml::Map(pairs) = yaml else {
-        return Err(format!("{file}: the file is not a mapping of parameters"));
-    };
+    // Each document of the file goes into the namespace, as rosparam loads them.
+    let documents = udpros::yaml::load_all(&text).map_err(|e| format!("{file}: {e}"))?;
+    let mut pairs = Vec::new();
+    for document in documents {
+        let udpros::yaml::Yaml::Map(entries) = document else {
+            return Err(format!("{file}: the file is not a mapping of parameters"));
+        };
+        pairs.extend(entries);
+    }
     let ns = node.resolve_name(namespace.unwrap_or("/"));
     for (key, value) in pairs {
         let value = value

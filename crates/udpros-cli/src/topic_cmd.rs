@@ -149,10 +149,10 @@ async fn publish(node: &Node, args: PubArgs) -> CliResult {
     let yaml = match args.yaml.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(text) if text.starts_with('{') || text.starts_with('[') => {
-            Some(udpros::yaml::parse_flow(text))
+            Some(udpros::yaml::load(text))
         }
         // `data: hi` and `x: 1, y: 2`: a block mapping on one line.
-        Some(text) => Some(udpros::yaml::parse_flow(&format!("{{{text}}}"))),
+        Some(text) => Some(udpros::yaml::load(&format!("{{{text}}}"))),
     };
     let yaml = yaml.transpose().map_err(|e| format!("message YAML: {e}"))?;
     let value = ty

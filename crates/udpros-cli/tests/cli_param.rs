@@ -31,6 +31,22 @@ autopilot:
   rates:
   - 1
   - 10.0
+defaults: &defaults
+  rate: 10
+  frame: sonar
+merged:
+  <<: *defaults
+  rate: 20
+description: |
+  two lines
+  of text
+folded: >
+  one
+  line
+long plain: this plain scalar
+  goes on
+angle: !degrees 90
+raw: !!str 010
 "#;
 
 fn run(cmd: &mut Command) -> (bool, String) {

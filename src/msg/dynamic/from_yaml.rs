@@ -167,7 +167,7 @@ impl DynamicType {
                 None | Some(Yaml::Null) => String::new(),
                 Some(Yaml::Str(s)) => s.clone(),
                 Some(Yaml::Int(i)) => i.to_string(),
-                Some(Yaml::Float(f)) => crate::msg::dynamic::float_repr(*f),
+                Some(Yaml::Float(f)) => crate::python::float_repr(*f),
                 Some(Yaml::Bool(b)) => if *b { "True" } else { "False" }.into(),
                 Some(other) => return Err(mismatch(format!("{other:?} is not a string"))),
             }),
@@ -210,7 +210,7 @@ fn time_parts(y: Option<&Yaml>) -> Result<(i64, i64), DynamicError> {
 #[cfg(test)]
 mod tests {
     use crate::msg::dynamic::DynamicType;
-    use crate::yaml::parse_flow;
+    use crate::yaml::load as parse_flow;
 
     fn ty(name: &str) -> DynamicType {
         let info = crate::msg::builtin(name).unwrap();

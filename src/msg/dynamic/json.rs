@@ -1,7 +1,7 @@
 //! One-line JSON for `udpros topic echo --json`.
 
-use super::pyfmt::float_repr;
 use super::Value;
+use crate::python::float_repr;
 use std::fmt::Write;
 
 pub(super) fn to_json(value: &Value) -> String {

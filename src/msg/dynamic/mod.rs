@@ -5,10 +5,7 @@
 
 mod from_yaml;
 mod json;
-pub(crate) mod pyfmt;
 mod yaml;
-
-pub use pyfmt::float_repr;
 
 use crate::codegen::spec::{FieldType, MsgSpec, Primitive, Shape, SpecError, SpecSet, MAX_NESTING};
 use crate::msg::{Duration, Time};

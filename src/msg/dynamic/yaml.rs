@@ -1,7 +1,8 @@
 //! `rostopic echo`'s YAML: genpy's `strify_message`, rule for rule.
 
-use super::pyfmt::{bytes_repr, float_repr, yaml_double_quoted, yaml_list_item};
 use super::Value;
+use crate::python::{bytes_repr, float_repr};
+use crate::yaml::emit::{yaml_double_quoted, yaml_list_item};
 use std::fmt::Write;
 
 pub(super) fn to_yaml(value: &Value) -> String {
