@@ -3,7 +3,6 @@
 
 use udpros_testkit as common;
 
-use common::assert_one_line_failure;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use udpros::master::Master;
@@ -14,7 +13,7 @@ async fn bad_rates_are_one_line_and_exit_1() {
         .await
         .unwrap();
     let uri = master.uri().to_string();
-    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+    let cases: Vec<common::BadCase> = vec![
         (
             env!("CARGO_BIN_EXE_udpros"),
             vec!["topic", "pub", "-r", "inf", "/x", "std_msgs/String"],
@@ -59,18 +58,9 @@ async fn bad_rates_are_one_line_and_exit_1() {
             "--rate",
         ),
     ];
-    for (i, (program, mut args, mentions)) in cases.into_iter().enumerate() {
-        // Private parameters stay on the master: each run is its own node.
-        let name = format!("__name:=bad_input_{i}");
-        args.push(&name);
-        let (uri, args): (String, Vec<String>) =
-            (uri.clone(), args.iter().map(|a| a.to_string()).collect());
-        tokio::task::spawn_blocking(move || {
-            assert_one_line_failure(program, &uri, &args, mentions)
-        })
+    tokio::task::spawn_blocking(move || common::assert_each_fails_in_one_line(&uri, cases))
         .await
         .unwrap();
-    }
 }
 
 /// `__name:=` and other ROS arguments are the tool's node's, not clap's.

@@ -312,3 +312,17 @@ pub fn assert_one_line_failure(program: &str, master: &str, args: &[String], men
     assert!(lines[0].contains(mentions), "{args:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
+
+/// One bad invocation: the program, its arguments, and what its one line must mention.
+pub type BadCase = (&'static str, Vec<&'static str>, &'static str);
+
+/// [`assert_one_line_failure`] for each case against `master`, each run as a node of its
+/// own name (private parameters stay on the master between runs). Blocking: call it from
+/// `spawn_blocking` in async tests.
+pub fn assert_each_fails_in_one_line(master: &str, cases: Vec<BadCase>) {
+    for (i, (program, args, mentions)) in cases.into_iter().enumerate() {
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.push(format!("__name:=bad_input_{i}"));
+        assert_one_line_failure(program, master, &args, mentions);
+    }
+}
