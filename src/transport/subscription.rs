@@ -592,11 +592,10 @@ async fn read_udp(
     // insert and removal each time.
     let mut wait = std::pin::pin!(tokio::time::sleep_until(liveness.poll_timeout().into()));
     loop {
-        let due = reassembler
-            .poll_timeout()
-            .map_or(liveness.poll_timeout(), |d| d.min(liveness.poll_timeout()));
-        if due != wait.deadline().into_std() {
-            wait.as_mut().reset(due.into());
+        if let Some(due) = reassembler.poll_timeout() {
+            if due < wait.deadline().into_std() {
+                wait.as_mut().reset(due.into());
+            }
         }
         tokio::select! {
             received = offer.recv() => {
@@ -656,6 +655,10 @@ async fn read_udp(
                     )),
                     None => {}
                 }
+                let next = reassembler
+                    .poll_timeout()
+                    .map_or(liveness.poll_timeout(), |d| d.min(liveness.poll_timeout()));
+                wait.as_mut().reset(next.into());
             }
         }
     }
