@@ -110,6 +110,7 @@ pub mod names;
 pub mod node;
 mod python;
 pub mod rosout;
+pub mod service;
 pub mod transport;
 pub mod xmlrpc;
 

@@ -13,13 +13,23 @@
 //! prefix decides. Programs that already build a `tracing-subscriber` stack enable the
 //! `tracing-subscriber` feature and add `udpros::rosout::layer()` to it instead.
 //! Spans are accepted and not printed.
+//!
+//! Loggers can be changed while the node runs, as roscpp's can: every node serves
+//! `~get_loggers` and `~set_logger_level` (roscpp's logger services, which `rosconsole`,
+//! `rosservice` and rqt_logger_level call). A logger is a tracing target or a prefix of
+//! one up to a `::` (`udpros`, `udpros::transport`, `my_node`); setting its level
+//! (`debug`, `info`, `warn`, `error`, `fatal`; any case) decides, for every target under
+//! it, both what is printed and what reaches `/rosout`, overriding `RUST_LOG` there.
+//! [`set_level`] and [`loggers`] are the same from code.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata};
+use tracing::{Event, Metadata};
 
 /// Installs the global subscriber (once; later calls, or a subscriber installed
 /// elsewhere first, leave the existing one in place).
@@ -97,14 +107,27 @@ struct StderrAndRosout {
 }
 
 impl tracing::Subscriber for StderrAndRosout {
+    fn register_callsite(
+        &self,
+        metadata: &'static Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        remember_target(metadata.target());
+        if self.enabled(metadata) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        // INFO and above also feed /rosout, whatever stderr's filter says.
-        *metadata.level() <= Level::INFO
-            || self.filter.level_for(metadata.target()) >= *metadata.level()
+        let (stderr, rosout) = self.levels_for(metadata.target());
+        stderr.max(rosout) >= *metadata.level()
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(self.filter.max_level().max(LevelFilter::INFO))
+        let overrides = read(&OVERRIDES).iter().map(|(_, level)| *level).max();
+        let max = self.filter.max_level().max(ROSOUT_DEFAULT);
+        Some(overrides.map_or(max, |o| o.max(max)))
     }
 
     fn new_span(&self, _: &Attributes<'_>) -> Id {
@@ -117,7 +140,8 @@ impl tracing::Subscriber for StderrAndRosout {
 
     fn event(&self, event: &Event<'_>) {
         let meta = event.metadata();
-        if self.filter.level_for(meta.target()) >= *meta.level() {
+        let (stderr, rosout) = self.levels_for(meta.target());
+        if stderr >= *meta.level() {
             let mut text = EventText::default();
             event.record(&mut text);
             let now = crate::msg::Time::now();
@@ -132,12 +156,154 @@ impl tracing::Subscriber for StderrAndRosout {
             // One write per line, so lines from several threads do not interleave.
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
-        crate::rosout::publish(event);
+        if rosout >= *meta.level() {
+            crate::rosout::publish(event);
+        }
     }
 
     fn enter(&self, _: &Id) {}
 
     fn exit(&self, _: &Id) {}
+}
+
+impl StderrAndRosout {
+    /// What `target` prints on stderr and publishes on `/rosout`: a logger level set at run
+    /// time decides both; otherwise `RUST_LOG` decides stderr and `/rosout` takes `INFO`
+    /// and above.
+    fn levels_for(&self, target: &str) -> (LevelFilter, LevelFilter) {
+        match override_for(target) {
+            Some(level) => (level, level),
+            None => (self.filter.level_for(target), ROSOUT_DEFAULT),
+        }
+    }
+}
+
+/// What reaches `/rosout` from a target no logger level was set for.
+const ROSOUT_DEFAULT: LevelFilter = LevelFilter::INFO;
+
+/// Logger levels set at run time: `(logger, level)`, longest logger first.
+static OVERRIDES: RwLock<Vec<(String, LevelFilter)>> = RwLock::new(Vec::new());
+
+/// Every target that has logged (or could: tracing registers each call site once), so
+/// `get_loggers` can list them. Call sites are static, so this stays small.
+static TARGETS: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn remember_target(target: &'static str) {
+    TARGETS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(target);
+}
+
+/// The level set for the longest logger that is `target` or a `::` prefix of it.
+fn override_for(target: &str) -> Option<LevelFilter> {
+    read(&OVERRIDES)
+        .iter()
+        .find(|(logger, _)| is_under(target, logger))
+        .map(|(_, level)| *level)
+}
+
+/// Whether `target` is `logger` or below it (`udpros::node` is under `udpros`, not
+/// under `udp`).
+fn is_under(target: &str, logger: &str) -> bool {
+    target
+        .strip_prefix(logger)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+}
+
+/// What reaches `/rosout` from `target`.
+#[cfg_attr(not(feature = "tracing-subscriber"), allow(dead_code))]
+pub(crate) fn rosout_level(target: &str) -> LevelFilter {
+    override_for(target).unwrap_or(ROSOUT_DEFAULT)
+}
+
+/// A ROS level name (any case, as roscpp and rospy accept them) as a tracing filter.
+/// ROS's `fatal` has no tracing level: it keeps every event out.
+pub fn parse_ros_level(level: &str) -> Option<LevelFilter> {
+    match level.to_ascii_lowercase().as_str() {
+        "debug" => Some(LevelFilter::DEBUG),
+        "info" => Some(LevelFilter::INFO),
+        "warn" => Some(LevelFilter::WARN),
+        "error" => Some(LevelFilter::ERROR),
+        "fatal" => Some(LevelFilter::OFF),
+        _ => None,
+    }
+}
+
+/// The lower-case ROS name of a filter, as roscpp's `get_loggers` reports levels.
+pub fn ros_level_name(level: LevelFilter) -> &'static str {
+    match level {
+        LevelFilter::TRACE | LevelFilter::DEBUG => "debug",
+        LevelFilter::INFO => "info",
+        LevelFilter::WARN => "warn",
+        LevelFilter::ERROR => "error",
+        _ => "fatal",
+    }
+}
+
+/// Sets the level of `logger` (a target, or a `::` prefix of targets) and everything under
+/// it, live: what is printed and what reaches `/rosout`. `level` is a ROS level name;
+/// an unknown one is an error and changes nothing.
+pub fn set_level(logger: &str, level: &str) -> Result<(), String> {
+    let filter = parse_ros_level(level).ok_or_else(|| {
+        format!("unknown level '{level}' (expected debug, info, warn, error or fatal)")
+    })?;
+    let logger = logger.trim();
+    if logger.is_empty() || logger.len() > 256 {
+        return Err("a logger name is 1 to 256 characters".into());
+    }
+    {
+        let mut overrides = OVERRIDES.write().unwrap_or_else(|e| e.into_inner());
+        let count = overrides.len();
+        match overrides.iter_mut().find(|(l, _)| l == logger) {
+            Some(entry) => entry.1 = filter,
+            // Bounded: a caller inventing names cannot grow this without limit.
+            None if count >= MAX_OVERRIDES => {
+                return Err(format!("at most {MAX_OVERRIDES} logger levels can be set"))
+            }
+            None => overrides.push((logger.to_string(), filter)),
+        }
+        overrides.sort_by_key(|(l, _)| std::cmp::Reverse(l.len()));
+    }
+    // Call sites cache whether they are enabled; this makes them ask again.
+    tracing::callsite::rebuild_interest_cache();
+    Ok(())
+}
+
+/// Most logger levels that may be set at run time.
+const MAX_OVERRIDES: usize = 1024;
+
+/// Every logger with its effective level, sorted by name: each target that has a call site
+/// registered, each `::` prefix of one, and each logger whose level was set. Without a
+/// level set, a logger reports the more verbose of `RUST_LOG`'s level for it and `/rosout`'s
+/// `INFO`.
+pub fn loggers() -> Vec<(String, &'static str)> {
+    let filter = std::env::var("RUST_LOG")
+        .map(|spec| Filter::parse(&spec))
+        .unwrap_or_default();
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for target in TARGETS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let mut end = 0;
+        while let Some(at) = target[end..].find("::") {
+            end += at;
+            names.insert(target[..end].to_string());
+            end += 2;
+        }
+        names.insert(target.to_string());
+    }
+    names.extend(read(&OVERRIDES).iter().map(|(l, _)| l.clone()));
+    names
+        .into_iter()
+        .map(|name| {
+            let level =
+                override_for(&name).unwrap_or_else(|| filter.level_for(&name).max(ROSOUT_DEFAULT));
+            (name, ros_level_name(level))
+        })
+        .collect()
 }
 
 /// An event's message followed by its other fields as ` name=value`.

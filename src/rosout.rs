@@ -40,10 +40,11 @@ pub(crate) fn set_target(node: &str, publication: Weak<Publication>, topics: Vec
     }
 }
 
-/// Publishes `event` on the node's `/rosout` when it is at `INFO` or above and a node has
-/// made its `/rosout` the target; events raised while publishing are dropped, not looped.
+/// Publishes `event` on the node's `/rosout` when a node has made its `/rosout` the
+/// target (the caller decided the level); events raised while publishing are dropped,
+/// not looped.
 pub(crate) fn publish(event: &Event<'_>) {
-    if PUBLISHING.with(Cell::get) || *event.metadata().level() > Level::INFO {
+    if PUBLISHING.with(Cell::get) {
         return;
     }
     let Ok(target) = TARGET.try_lock() else {
@@ -93,7 +94,8 @@ pub fn layer() -> RosoutLayer {
     RosoutLayer
 }
 
-/// Publishes events at `INFO` and above on the node's `/rosout`; see [`layer`].
+/// Publishes events on the node's `/rosout` (`INFO` and above, or what a logger level
+/// set at run time says); see [`layer`].
 #[cfg(feature = "tracing-subscriber")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RosoutLayer;
@@ -101,6 +103,8 @@ pub struct RosoutLayer;
 #[cfg(feature = "tracing-subscriber")]
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RosoutLayer {
     fn on_event(&self, event: &Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        publish(event);
+        if crate::logging::rosout_level(event.metadata().target()) >= *event.metadata().level() {
+            publish(event);
+        }
     }
 }

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod host;
 pub mod params;
+mod services;
 mod topics;
 
 pub use topics::{
@@ -36,6 +37,8 @@ pub enum NodeError {
     Api(ApiError),
     /// The master did not answer while the node started.
     Master(String, ApiError),
+    /// This node already serves a service of that name.
+    ServiceExists(String),
 }
 
 impl fmt::Display for NodeError {
@@ -45,6 +48,9 @@ impl fmt::Display for NodeError {
             NodeError::Bind(e) => write!(f, "cannot start the node's XML-RPC server: {e}"),
             NodeError::Api(e) => write!(f, "master call failed: {e}"),
             NodeError::Master(uri, e) => write!(f, "cannot reach the master at {uri}: {e}"),
+            NodeError::ServiceExists(name) => {
+                write!(f, "this node already advertises the service {name}")
+            }
         }
     }
 }
@@ -60,7 +66,7 @@ impl From<ApiError> for NodeError {
 /// A running node. Clones share it; it shuts down when the last clone is dropped.
 #[derive(Clone)]
 pub struct Node {
-    inner: Arc<NodeInner>,
+    pub(crate) inner: Arc<NodeInner>,
 }
 
 pub(crate) struct NodeInner {
@@ -75,9 +81,27 @@ pub(crate) struct NodeInner {
     /// Connection ids, shared by every link of this node (as roscpp shares one counter).
     pub(crate) link_ids: Arc<AtomicU32>,
     pub(crate) topics: topics::Topics,
+    pub(crate) services: services::Services,
     shutdown: watch::Sender<Option<String>>,
     watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
     rosout: Mutex<Option<RawPublisher>>,
+    logger_services: Mutex<Vec<crate::service::RawServiceServer>>,
+}
+
+/// What a node offers besides what the program asks for.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// Serve `~get_loggers` and `~set_logger_level`, as every roscpp and rospy node does
+    /// (see [`crate::logging`]). On by default.
+    pub logger_services: bool,
+}
+
+impl Default for NodeOptions {
+    fn default() -> NodeOptions {
+        NodeOptions {
+            logger_services: true,
+        }
+    }
 }
 
 impl Node {
@@ -99,6 +123,11 @@ impl Node {
 
     /// A node with an identity built by the caller.
     pub async fn with_identity(id: NodeIdentity) -> Result<Node, NodeError> {
+        Node::with_options(id, NodeOptions::default()).await
+    }
+
+    /// A node with an identity built by the caller and options of its own.
+    pub async fn with_options(id: NodeIdentity, options: NodeOptions) -> Result<Node, NodeError> {
         let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
         let master = MasterClient::new(&id.master_uri, &id.name, client.clone());
         let inner = Arc::new(NodeInner {
@@ -112,14 +141,14 @@ impl Node {
             tcp_port: OnceLock::new(),
             link_ids: Arc::new(AtomicU32::new(0)),
             topics: topics::Topics::default(),
+            services: services::Services::default(),
             shutdown: watch::channel(None).0,
             watchdog: Mutex::new(None),
             rosout: Mutex::new(None),
+            logger_services: Mutex::new(Vec::new()),
         });
         let bind = inner.id.bind;
-        let weak = Arc::downgrade(&inner);
-        let lookup: crate::transport::tcp_server::Lookup =
-            Arc::new(move |topic| weak.upgrade()?.publication(topic));
+        let lookup: crate::transport::tcp_server::Lookup = Arc::new(Arc::downgrade(&inner));
         let tcp = TcpRosServer::bind(SocketAddr::new(bind, 0), lookup)
             .await
             .map_err(NodeError::Bind)?;
@@ -167,12 +196,51 @@ impl Node {
             );
         }
         *lock(&node.inner.rosout) = Some(rosout);
+        if options.logger_services {
+            let servers = node
+                .advertise_logger_services()
+                .await
+                .map_err(|e| match e {
+                    NodeError::Api(e) => unreachable(e),
+                    other => other,
+                })?;
+            *lock(&node.inner.logger_services) = servers;
+        }
         // The master that just took our registrations: the watchdog's baseline, so it only
         // registers again after a restart (a new pid), never racing a quick shutdown.
         let pid = node.inner.master.get_pid().await.ok();
         *lock(&node.inner.watchdog) =
             Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner), pid)));
         Ok(node)
+    }
+
+    /// `~get_loggers` and `~set_logger_level`, backed by [`crate::logging`]'s levels.
+    async fn advertise_logger_services(
+        &self,
+    ) -> Result<Vec<crate::service::RawServiceServer>, NodeError> {
+        use crate::msgs::roscpp::{
+            GetLoggers, GetLoggersResponse, Logger, SetLoggerLevel, SetLoggerLevelResponse,
+        };
+        let get = self
+            .advertise_service::<GetLoggers, _, _>("~get_loggers", |_| async {
+                let loggers = crate::logging::loggers()
+                    .into_iter()
+                    .map(|(name, level)| Logger {
+                        name,
+                        level: level.to_string(),
+                    })
+                    .collect();
+                Ok(GetLoggersResponse { loggers })
+            })
+            .await?;
+        let set = self
+            .advertise_service::<SetLoggerLevel, _, _>("~set_logger_level", |req| async move {
+                crate::logging::set_level(&req.logger, &req.level)?;
+                tracing::info!("logger {} set to {}", req.logger, req.level);
+                Ok(SetLoggerLevelResponse {})
+            })
+            .await?;
+        Ok(vec![get.into_raw(), set.into_raw()])
     }
 
     /// Fully qualified name (`/ns/name`).
@@ -317,6 +385,18 @@ impl Node {
         for topic in subscribed {
             let _ = self.inner.master.unregister_subscriber(&topic, &uri).await;
         }
+        let services: Vec<_> = lock(&self.inner.services.0)
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for service in services {
+            service.close();
+            let _ = self
+                .inner
+                .master
+                .unregister_service(&service.identity.service, &service.uri)
+                .await;
+        }
         for key in self.inner.params.keys() {
             let _ = self.inner.master.unsubscribe_param(&key, self.uri()).await;
             self.inner.params.remove(&key);
@@ -326,6 +406,16 @@ impl Node {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+    }
+}
+
+impl crate::transport::tcp_server::Endpoints for Weak<NodeInner> {
+    fn publication(&self, topic: &str) -> Option<Arc<crate::transport::publication::Publication>> {
+        self.upgrade()?.publication(topic)
+    }
+
+    fn service(&self, service: &str) -> Option<Arc<crate::service::ServicePublication>> {
+        self.upgrade()?.service(service)
     }
 }
 
@@ -459,7 +549,9 @@ async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
 
 impl NodeInner {
     fn registered_anything(&self) -> bool {
-        !lock(&self.topics.publications).is_empty() || !lock(&self.topics.subscriptions).is_empty()
+        !lock(&self.topics.publications).is_empty()
+            || !lock(&self.topics.subscriptions).is_empty()
+            || !lock(&self.services.0).is_empty()
     }
 
     async fn register_again(&self) {
@@ -488,6 +580,12 @@ impl NodeInner {
                 self.params.update(&key, value);
             }
         }
+        for s in self.service_list() {
+            let _ = self
+                .master
+                .register_service(&s.identity.service, &s.uri, &uri)
+                .await;
+        }
     }
 }
 
@@ -504,8 +602,10 @@ impl Drop for NodeInner {
             .drain()
             .map(|(_, s)| s)
             .collect();
+        let services: Vec<_> = lock(&self.services.0).drain().map(|(_, s)| s).collect();
         pubs.iter().for_each(|p| p.close());
         subs.iter().for_each(|s| s.close());
+        services.iter().for_each(|s| s.close());
         if let Some(w) = lock(&self.watchdog).take() {
             w.abort();
         }
@@ -523,6 +623,9 @@ impl Drop for NodeInner {
             }
             for key in params {
                 let _ = master.unsubscribe_param(&key, &uri).await;
+            }
+            for s in services {
+                let _ = master.unregister_service(&s.identity.service, &s.uri).await;
             }
         });
     }

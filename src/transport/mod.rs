@@ -117,6 +117,34 @@ pub(crate) fn set_keepalive(stream: &tokio::net::TcpStream) {
     let _ = sock.set_tcp_keepalive(&keepalive);
 }
 
+/// Reads a peer's connection header within `limits`; with it, the decoder holding any
+/// bytes that came after it (a peer may send its first frame without waiting).
+pub(crate) async fn read_header(
+    stream: &mut tokio::net::TcpStream,
+    limits: &crate::wire::header::HeaderLimits,
+) -> Result<
+    (
+        crate::wire::header::ConnectionHeader,
+        crate::wire::tcpros::FrameDecoder,
+    ),
+    String,
+> {
+    use tokio::io::AsyncReadExt;
+    let mut decoder = crate::wire::tcpros::FrameDecoder::new(limits.max_total);
+    loop {
+        if let Some(body) = decoder.next_frame().map_err(|e| e.to_string())? {
+            let header = crate::wire::header::ConnectionHeader::decode_fields(&body, limits)
+                .map_err(|e| e.to_string())?;
+            return Ok((header, decoder));
+        }
+        match stream.read_buf(decoder.buffer_mut()).await {
+            Ok(0) => return Err("connection closed before its header".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// Resolves a host name to an IPv4 address (roscpp's UDPROS is IPv4 only).
 pub async fn resolve_ipv4(host: &str, port: u16) -> std::io::Result<SocketAddr> {
     tokio::net::lookup_host((host, port))

@@ -3,16 +3,23 @@
 
 use super::publication::Publication;
 use crate::connections::{accept_with_backoff, ConnectionSet};
+use crate::service::{serve_connection, ServicePublication};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
-use crate::wire::tcpros::FrameDecoder;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-/// Finds the publication of a topic.
-pub(crate) type Lookup = Arc<dyn Fn(&str) -> Option<Arc<Publication>> + Send + Sync>;
+/// What a connecting peer may ask for: a node's publications and services.
+pub(crate) trait Endpoints: Send + Sync {
+    /// The publication of a topic.
+    fn publication(&self, topic: &str) -> Option<Arc<Publication>>;
+    /// An advertised service.
+    fn service(&self, service: &str) -> Option<Arc<ServicePublication>>;
+}
+
+pub(crate) type Lookup = Arc<dyn Endpoints>;
 
 /// How long a connecting subscriber has to send its header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -64,47 +71,41 @@ impl Drop for TcpRosServer {
     }
 }
 
-async fn read_header(stream: &mut TcpStream) -> Result<ConnectionHeader, String> {
+async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
     let limits = HeaderLimits {
         max_total: MAX_HANDSHAKE_HEADER,
         ..HeaderLimits::default()
     };
-    let mut decoder = FrameDecoder::new(limits.max_total);
-    loop {
-        match decoder.next_frame() {
-            Ok(Some(body)) => {
-                return ConnectionHeader::decode_fields(&body, &limits).map_err(|e| e.to_string())
-            }
-            Ok(None) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-        match stream.read_buf(decoder.buffer_mut()).await {
-            Ok(0) => return Err("connection closed before its header".into()),
-            Ok(_) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-}
-
-async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
-    let header = match tokio::time::timeout(HEADER_TIMEOUT, read_header(&mut stream)).await {
-        Ok(Ok(header)) => header,
+    let (header, leftover) = match tokio::time::timeout(
+        HEADER_TIMEOUT,
+        super::read_header(&mut stream, &limits),
+    )
+    .await
+    {
+        Ok(Ok(read)) => read,
         Ok(Err(e)) => return tracing::debug!("TCPROS connection from {peer}: {e}"),
         Err(_) => return tracing::debug!("TCPROS connection from {peer} sent no header"),
     };
     let caller = header.get("callerid").unwrap_or("").to_string();
-    let verdict = if header.get("service").is_some() {
-        Err("udpros nodes provide no services".to_string())
-    } else {
-        let topic = header.get("topic").unwrap_or("");
-        match lookup(topic) {
+    // A topic first, then a service, as both ROS servers dispatch.
+    let verdict = match (header.get("topic"), header.get("service")) {
+        (Some(topic), _) => match lookup.publication(topic) {
             None => Err(format!(
                 "received a connection for a nonexistent topic [{topic}] from [{peer}] [{caller}]."
             )),
             Some(publication) => publication
                 .accept(&header)
                 .map(|reply| (publication, reply)),
-        }
+        },
+        (None, Some(service)) => match lookup.service(service) {
+            Some(service) => {
+                return serve_connection(service, stream, peer, &header, leftover).await
+            }
+            None => Err(format!(
+                "received a tcpros connection for a nonexistent service [{service}]."
+            )),
+        },
+        (None, None) => Err("no topic or service name detected".into()),
     };
     match verdict {
         Ok((publication, reply)) => {
@@ -113,7 +114,7 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
             }
         }
         Err(text) => {
-            tracing::warn!("refused a subscriber: {text}");
+            tracing::warn!("refused a TCPROS connection: {text}");
             let _ = stream
                 .write_all(&ConnectionHeader::new().with("error", text).encode_tcp())
                 .await;

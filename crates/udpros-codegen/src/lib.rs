@@ -1,5 +1,5 @@
-//! Rust code generation for ROS1 `.msg` files, with md5 sums and full definitions computed
-//! exactly as genmsg computes them.
+//! Rust code generation for ROS1 `.msg` and `.srv` files, with md5 sums and full
+//! definitions computed exactly as genmsg computes them.
 //!
 //! `udpros`'s own build script uses this crate to generate `udpros::msgs`; a user's
 //! `build.rs` uses it for their own message folders, with
@@ -12,7 +12,7 @@
 //! let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("msgs.rs");
 //! udpros_codegen::Generator::for_udpros_dependents()
 //!     .unwrap()
-//!     .msg_tree("msg") // msg/<package>/<Type>.msg, all generated
+//!     .msg_tree("msg") // msg/<package>/<Type>.msg and <Srv>.srv, all generated
 //!     .search_env() // other dependencies from ROS_PACKAGE_PATH, CMAKE_PREFIX_PATH
 //!     .write(&out)
 //!     .unwrap();
@@ -150,6 +150,9 @@ impl Generator {
         let mut wanted: BTreeSet<String> = own.iter().map(|s| s.name.clone()).collect();
         for spec in own.iter() {
             set.insert(spec.clone());
+        }
+        for srv in own.services() {
+            set.insert_service(srv.clone());
         }
         for dep in resolve_dependencies(&mut set, &self.search_and_trees())? {
             if !self

@@ -265,6 +265,57 @@ impl MsgSpec {
     }
 }
 
+/// One service type: a `.srv` text split into its request and response messages.
+#[derive(Debug, Clone)]
+pub struct SrvSpec {
+    /// `pkg/Srv`.
+    pub name: String,
+    /// The `.srv` text exactly as written.
+    pub text: String,
+    /// The request half, as the message `pkg/SrvRequest`.
+    pub request: MsgSpec,
+    /// The response half, as the message `pkg/SrvResponse`.
+    pub response: MsgSpec,
+}
+
+impl SrvSpec {
+    /// Parses `text` as the service `full_name` (`pkg/Srv`). As genmsg does, every line
+    /// that starts with `---` switches to the response half and is itself dropped (with
+    /// anything after the dashes); each half is then an ordinary message text.
+    pub fn parse(full_name: &str, text: &str) -> Result<SrvSpec, SpecError> {
+        split_type_name(full_name)?;
+        if text.len() > MAX_DEFINITION_LEN {
+            return err(format!("definition of {full_name} is too large"));
+        }
+        let (mut request, mut response) = (String::new(), String::new());
+        let mut half = &mut request;
+        for line in text.split('\n') {
+            if line.starts_with("---") {
+                half = &mut response;
+            } else {
+                half.push_str(line);
+                half.push('\n');
+            }
+        }
+        Ok(SrvSpec {
+            name: full_name.to_string(),
+            text: text.to_string(),
+            request: MsgSpec::parse(&format!("{full_name}Request"), &request)?,
+            response: MsgSpec::parse(&format!("{full_name}Response"), &response)?,
+        })
+    }
+
+    /// The package (`pkg` of `pkg/Srv`).
+    pub fn package(&self) -> &str {
+        self.name.split('/').next().unwrap_or("")
+    }
+
+    /// The service's own name (`Srv` of `pkg/Srv`).
+    pub fn short_name(&self) -> &str {
+        self.name.rsplit('/').next().unwrap_or("")
+    }
+}
+
 /// Splits `pkg/Type` and checks both parts.
 pub fn split_type_name(full_name: &str) -> Result<(&str, &str), SpecError> {
     let mut parts = full_name.split('/');
@@ -407,6 +458,7 @@ fn parse_field(full_name: &str, package: &str, code: &str) -> Result<Field, Spec
 #[derive(Debug, Clone, Default)]
 pub struct SpecSet {
     specs: BTreeMap<String, MsgSpec>,
+    services: BTreeMap<String, SrvSpec>,
 }
 
 impl SpecSet {
@@ -433,6 +485,35 @@ impl SpecSet {
     /// Every message of the set.
     pub fn iter(&self) -> impl Iterator<Item = &MsgSpec> {
         self.specs.values()
+    }
+
+    /// Adds (or replaces) one service, and its request and response as messages.
+    pub fn insert_service(&mut self, srv: SrvSpec) {
+        self.insert(srv.request.clone());
+        self.insert(srv.response.clone());
+        self.services.insert(srv.name.clone(), srv);
+    }
+
+    /// The service `name` (`pkg/Srv`), if the set has it.
+    pub fn service(&self, name: &str) -> Option<&SrvSpec> {
+        self.services.get(name)
+    }
+
+    /// Every service of the set.
+    pub fn services(&self) -> impl Iterator<Item = &SrvSpec> {
+        self.services.values()
+    }
+
+    /// The service md5sum of `name`: the md5 of the request's md5 text immediately
+    /// followed by the response's, as genmsg computes it (it is neither half's md5sum).
+    pub fn service_md5sum(&self, name: &str) -> Result<String, SpecError> {
+        let srv = self
+            .services
+            .get(name)
+            .ok_or_else(|| SpecError(format!("service type {name} is not known")))?;
+        let request = self.md5_text(&srv.request.name)?;
+        let response = self.md5_text(&srv.response.name)?;
+        Ok(md5_hex(format!("{request}{response}").as_bytes()))
     }
 
     fn require(&self, name: &str) -> Result<&MsgSpec, SpecError> {
@@ -603,61 +684,81 @@ impl SpecSet {
         Ok(count)
     }
 
-    /// Loads `dir/*.msg` as messages of `package`.
+    /// Loads `dir/*.msg` as messages of `package` and `dir/*.srv` as its services; when
+    /// `dir` is a package's `msg` folder, the `srv` folder beside it too.
     pub fn load_package_dir(
         &mut self,
         package: &str,
         dir: &std::path::Path,
     ) -> Result<usize, SpecError> {
-        let mut files: Vec<_> = read_dir_sorted(dir)
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "msg"))
-            .collect();
-        files.sort();
-        for file in &files {
-            let Some(stem) = file.file_stem().and_then(|s| s.to_str()) else {
-                continue;
-            };
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| SpecError(format!("cannot read {}: {e}", file.display())))?;
-            self.insert(MsgSpec::parse(&format!("{package}/{stem}"), &text)?);
+        let mut count = 0;
+        for file in files_with_extension(dir, "msg") {
+            let (name, text) = read_spec_file(package, &file)?;
+            self.insert(MsgSpec::parse(&name, &text)?);
+            count += 1;
         }
-        Ok(files.len())
+        let mut srv_dirs = vec![dir.to_path_buf()];
+        if dir.file_name().is_some_and(|n| n == "msg") {
+            srv_dirs.extend(dir.parent().map(|p| p.join("srv")));
+        }
+        for file in srv_dirs.iter().flat_map(|d| files_with_extension(d, "srv")) {
+            let (name, text) = read_spec_file(package, &file)?;
+            self.insert_service(SrvSpec::parse(&name, &text)?);
+            count += 1;
+        }
+        Ok(count)
     }
 }
 
-/// Package folders below `root`: `root/<pkg>/msg` when it exists, else `root/<pkg>` when it
-/// holds `.msg` files; `root` itself counts when it is a package (it has a `msg` folder and
-/// a `package.xml`).
+/// The files of `dir` whose names end in `.extension`, sorted.
+fn files_with_extension(dir: &std::path::Path, extension: &str) -> Vec<std::path::PathBuf> {
+    read_dir_sorted(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == extension) && p.is_file())
+        .collect()
+}
+
+/// `pkg/Stem` and the text of a `.msg` or `.srv` file.
+fn read_spec_file(package: &str, file: &std::path::Path) -> Result<(String, String), SpecError> {
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| SpecError(format!("{} has no usable name", file.display())))?;
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| SpecError(format!("cannot read {}: {e}", file.display())))?;
+    Ok((format!("{package}/{stem}"), text))
+}
+
+/// Package folders below `root`: `root/<pkg>/msg` when it exists (its `srv` sibling is
+/// read with it), else `root/<pkg>/srv`, else `root/<pkg>` when it holds `.msg` or `.srv`
+/// files; `root` itself counts when it is a package (it has a `package.xml` and a `msg`
+/// or `srv` folder).
 pub fn package_dirs(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
-    let mut out = Vec::new();
     let name_of = |p: &std::path::Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
-    if root.join("package.xml").is_file() && root.join("msg").is_dir() {
-        if let Some(name) = name_of(root) {
-            out.push((name, root.join("msg")));
-        }
-        return out;
-    }
-    for child in read_dir_sorted(root) {
-        if !child.is_dir() {
-            continue;
-        }
-        let Some(name) = name_of(&child) else {
-            continue;
+    let spec_dir = |pkg: &std::path::Path| {
+        let holds_specs = |d: &std::path::Path| {
+            !files_with_extension(d, "msg").is_empty() || !files_with_extension(d, "srv").is_empty()
         };
-        if !is_valid_package(&name) {
-            continue;
-        }
-        if child.join("msg").is_dir() {
-            out.push((name, child.join("msg")));
-        } else if read_dir_sorted(&child)
-            .iter()
-            .any(|p| p.extension().is_some_and(|e| e == "msg"))
-        {
-            out.push((name, child));
+        [pkg.join("msg"), pkg.join("srv")]
+            .into_iter()
+            .find(|d| d.is_dir())
+            .or_else(|| holds_specs(pkg).then(|| pkg.to_path_buf()))
+    };
+    if root.join("package.xml").is_file() {
+        if let (Some(name), Some(dir)) = (name_of(root), spec_dir(root)) {
+            if dir != root {
+                return vec![(name, dir)];
+            }
         }
     }
-    out
+    read_dir_sorted(root)
+        .into_iter()
+        .filter(|child| child.is_dir())
+        .filter_map(|child| {
+            let name = name_of(&child).filter(|n| is_valid_package(n))?;
+            Some((name, spec_dir(&child)?))
+        })
+        .collect()
 }
 
 fn read_dir_sorted(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

@@ -14,6 +14,7 @@ pub mod header;
 pub mod link;
 pub mod negotiation;
 pub mod ros1;
+pub mod service;
 pub mod tcpros;
 pub mod udpros;
 pub mod zero_copy;

@@ -69,25 +69,41 @@ impl FrameDecoder {
         self.buf.len()
     }
 
+    /// The length the next frame's prefix announces, once its four bytes are here.
+    pub fn announced(&self) -> Option<usize> {
+        let prefix = self.buf.first_chunk::<4>()?;
+        Some(u32::from_le_bytes(*prefix) as usize)
+    }
+
     /// The next complete frame's body, `None` until one is complete.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameTooLarge> {
-        let Some(prefix) = self.buf.first_chunk::<4>() else {
+        Ok(self.next_frame_after(0)?.map(|(_, body)| body))
+    }
+
+    /// The next complete frame that starts with `lead` bytes before its length prefix
+    /// (a service response's `ok` byte), with those bytes; `None` until one is complete.
+    pub(crate) fn next_frame_after(
+        &mut self,
+        lead: usize,
+    ) -> Result<Option<(Bytes, Bytes)>, FrameTooLarge> {
+        let Some(prefix) = self.buf.get(lead..lead + 4) else {
             return Ok(None);
         };
-        let len = u32::from_le_bytes(*prefix) as usize;
+        let len = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
         if len > self.max_frame {
             return Err(FrameTooLarge {
                 len,
                 max: self.max_frame,
             });
         }
-        if self.buf.len() < 4 + len {
-            let missing = 4 + len - self.buf.len();
+        if self.buf.len() < lead + 4 + len {
+            let missing = lead + 4 + len - self.buf.len();
             self.buf.reserve(missing.min(MAX_RESERVE));
             return Ok(None);
         }
+        let lead_bytes = self.buf.split_to(lead).freeze();
         self.buf.advance(4);
-        Ok(Some(self.buf.split_to(len).freeze()))
+        Ok(Some((lead_bytes, self.buf.split_to(len).freeze())))
     }
 }
 

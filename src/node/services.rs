@@ -1,0 +1,76 @@
+//! The node's registry of advertised services: names to handlers, the `rosrpc://` URI
+//! they are registered under, and the unregistration when one goes away.
+
+use super::{lock, NodeError, NodeInner};
+use crate::service::{ServerOptions, ServicePublication};
+use crate::wire::service::ServiceIdentity;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Advertised services by resolved name.
+#[derive(Default)]
+pub(crate) struct Services(pub(crate) Mutex<HashMap<String, Arc<ServicePublication>>>);
+
+impl NodeInner {
+    /// The node's `rosrpc://host:port` URI: its TCPROS port, which topics and services share.
+    pub(crate) fn rosrpc_uri(&self) -> String {
+        let port = self.tcp_port.get().copied().unwrap_or(0);
+        match self.id.host.contains(':') {
+            true => format!("rosrpc://[{}]:{port}", self.id.host),
+            false => format!("rosrpc://{}:{port}", self.id.host),
+        }
+    }
+
+    /// Adds a service to the registry (before it is registered with the master, so the
+    /// first client finds it). One node serves a name once, as in roscpp.
+    pub(crate) fn add_service(
+        &self,
+        identity: ServiceIdentity,
+        options: ServerOptions,
+        handler: crate::service::RawHandler,
+    ) -> Result<Arc<ServicePublication>, NodeError> {
+        let mut services = lock(&self.services.0);
+        if services.contains_key(&identity.service) {
+            return Err(NodeError::ServiceExists(identity.service));
+        }
+        let name = identity.service.clone();
+        let publication = Arc::new(ServicePublication::new(
+            identity,
+            self.rosrpc_uri(),
+            handler,
+            options,
+        ));
+        services.insert(name, publication.clone());
+        Ok(publication)
+    }
+
+    /// Removes a service (if it is still this one) and unregisters it in the background.
+    pub(crate) fn remove_service(&self, publication: &Arc<ServicePublication>) {
+        let name = &publication.identity.service;
+        {
+            let mut services = lock(&self.services.0);
+            match services.get(name) {
+                Some(current) if Arc::ptr_eq(current, publication) => services.remove(name),
+                _ => return,
+            };
+        }
+        let master = self.master.clone();
+        let (name, uri) = (name.clone(), publication.uri.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = master.unregister_service(&name, &uri).await;
+            });
+        }
+    }
+
+    pub(crate) fn service(&self, name: &str) -> Option<Arc<ServicePublication>> {
+        lock(&self.services.0).get(name).cloned()
+    }
+
+    /// Every advertised service, sorted by name.
+    pub(crate) fn service_list(&self) -> Vec<Arc<ServicePublication>> {
+        let mut v: Vec<_> = lock(&self.services.0).values().cloned().collect();
+        v.sort_by(|a, b| a.identity.service.cmp(&b.identity.service));
+        v
+    }
+}

@@ -1,0 +1,364 @@
+//! The server side: a node's advertised services, and the task that serves one client
+//! connection (header, then requests until the client leaves or the call was not
+//! persistent).
+
+use super::Service;
+use crate::connections::ConnectionSet;
+use crate::node::{Node, NodeError, NodeInner};
+use crate::wire::header::ConnectionHeader;
+use crate::wire::service::{response_frame, ServiceIdentity};
+use crate::wire::tcpros::FrameDecoder;
+use bytes::Bytes;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+/// What a raw handler gets (a serialized request) and returns (a serialized response, or
+/// the error text sent to the client with `ok = 0`).
+pub(crate) type RawHandler = Arc<
+    dyn Fn(Bytes) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, String>> + Send>> + Send + Sync,
+>;
+
+/// Limits of one advertised service.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// The largest request accepted, in bytes; a client that announces a larger one is
+    /// disconnected before its bytes are read.
+    pub max_request: usize,
+    /// Client connections held at once. When all are taken, the one idle longest is closed
+    /// to make room (a connection whose call is being handled is never closed); when all
+    /// are busy, the newcomer is refused.
+    pub max_connections: usize,
+    /// Bytes of requests larger than 64 KiB that may be read and handled at once, over all
+    /// connections; a large request waits for its share before its bytes are read, so
+    /// memory stays bounded however many clients send large requests.
+    pub large_request_budget: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> ServerOptions {
+        ServerOptions {
+            max_request: 64 << 20,
+            max_connections: 256,
+            large_request_budget: 64 << 20,
+        }
+    }
+}
+
+/// Requests up to this size never wait for the large-request budget.
+const SMALL_REQUEST: usize = 64 << 10;
+
+/// One advertised service of a node: what it is, its handler and its connections.
+pub(crate) struct ServicePublication {
+    pub(crate) identity: ServiceIdentity,
+    /// The `rosrpc://host:port` URI registered with the master, kept byte for byte:
+    /// unregistering needs the same string.
+    pub(crate) uri: String,
+    handler: RawHandler,
+    options: ServerOptions,
+    connections: Arc<ConnectionSet>,
+    large_requests: Arc<Semaphore>,
+    pub(crate) calls: AtomicU64,
+}
+
+impl ServicePublication {
+    pub(crate) fn new(
+        identity: ServiceIdentity,
+        uri: String,
+        handler: RawHandler,
+        options: ServerOptions,
+    ) -> ServicePublication {
+        ServicePublication {
+            identity,
+            uri,
+            handler,
+            connections: ConnectionSet::new(options.max_connections),
+            large_requests: Arc::new(Semaphore::new(
+                options
+                    .large_request_budget
+                    .clamp(1, Semaphore::MAX_PERMITS),
+            )),
+            options,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Closes every client connection (the service is going away).
+    pub(crate) fn close(&self) {
+        self.connections.close_all();
+    }
+}
+
+/// Takes a client connection whose header named this service: answers the header and,
+/// unless it was refused or a probe, serves its calls in a task of the service's own.
+/// `leftover` holds bytes that came after the header (a roscpp client may not wait).
+pub(crate) async fn serve_connection(
+    service: Arc<ServicePublication>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    header: &ConnectionHeader,
+    leftover: FrameDecoder,
+) {
+    let accepted = match service.identity.accept(header) {
+        Ok(accepted) => accepted,
+        Err(text) => {
+            tracing::warn!("refused a service client from {peer}: {text}");
+            return refuse(&mut stream, text).await;
+        }
+    };
+    if !service.connections.make_room() {
+        let text = format!(
+            "service {} is busy with {} calls",
+            service.identity.service, service.options.max_connections
+        );
+        tracing::warn!("refused a service client from {peer}: {text}");
+        return refuse(&mut stream, text).await;
+    }
+    if stream
+        .write_all(&accepted.reply.encode_tcp())
+        .await
+        .is_err()
+        || accepted.probe
+    {
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    let connections = service.connections.clone();
+    connections.spawn(move |activity| async move {
+        let mut requests = leftover;
+        requests.set_max_frame(service.options.max_request);
+        loop {
+            let body = match read_request(&service, &mut stream, &mut requests).await {
+                Ok(Some(request)) => request,
+                Ok(None) => return,
+                Err(e) => return tracing::debug!("service client {peer}: {e}"),
+            };
+            let _busy = activity.busy();
+            let (request, _budget) = body;
+            service.calls.fetch_add(1, Ordering::Relaxed);
+            let outcome = call_handler(&service.handler, request).await;
+            let frame = response_frame(outcome.as_deref().map_err(String::as_str));
+            if let Err(e) = stream.write_all(&frame).await {
+                return tracing::debug!("service client {peer}: {e}");
+            }
+            if !accepted.persistent {
+                let _ = stream.shutdown().await;
+                return;
+            }
+        }
+    });
+}
+
+async fn refuse(stream: &mut TcpStream, text: String) {
+    let _ = stream
+        .write_all(&ConnectionHeader::new().with("error", text).encode_tcp())
+        .await;
+    let _ = stream.shutdown().await;
+}
+
+/// Reads the next request; `None` when the client closed between requests. A request
+/// over [`SMALL_REQUEST`] first takes its share of the large-request budget (held, with
+/// the returned permit, until its response is written).
+async fn read_request(
+    service: &ServicePublication,
+    stream: &mut TcpStream,
+    requests: &mut FrameDecoder,
+) -> Result<Option<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>)>, String> {
+    let mut permit = None;
+    loop {
+        if let Some(body) = requests.next_frame().map_err(|e| e.to_string())? {
+            return Ok(Some((body, permit)));
+        }
+        let announced = requests.announced().unwrap_or(0);
+        if permit.is_none() && announced > SMALL_REQUEST {
+            let share = announced.min(service.options.large_request_budget);
+            let share = u32::try_from(share).unwrap_or(u32::MAX);
+            permit = Some(
+                service
+                    .large_requests
+                    .clone()
+                    .acquire_many_owned(share)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        match stream.read_buf(requests.buffer_mut()).await {
+            Ok(0) if requests.buffered() == 0 => return Ok(None),
+            Ok(0) => return Err("closed in the middle of a request".into()),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Runs the handler in a task of its own, so a handler that panics costs its client an
+/// error response, not the connection.
+async fn call_handler(handler: &RawHandler, request: Bytes) -> Result<Vec<u8>, String> {
+    match tokio::spawn(handler(request)).await {
+        Ok(outcome) => outcome,
+        Err(e) if e.is_panic() => Err("service handler panicked".into()),
+        Err(_) => Err("service handler was cancelled".into()),
+    }
+}
+
+/// An advertised service of serialized requests and responses; dropping the last handle
+/// unadvertises it (unregisters it from the master and closes its connections).
+pub struct RawServiceServer {
+    node: Weak<NodeInner>,
+    publication: Arc<ServicePublication>,
+}
+
+impl RawServiceServer {
+    /// The resolved service name.
+    pub fn service(&self) -> &str {
+        &self.publication.identity.service
+    }
+
+    /// The `rosrpc://` URI clients reach it at.
+    pub fn uri(&self) -> &str {
+        &self.publication.uri
+    }
+
+    /// Calls answered or being answered so far.
+    pub fn calls(&self) -> u64 {
+        self.publication.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RawServiceServer {
+    fn drop(&mut self) {
+        self.publication.close();
+        if let Some(node) = self.node.upgrade() {
+            node.remove_service(&self.publication);
+        }
+    }
+}
+
+/// An advertised service of type `S`; dropping it unadvertises the service.
+pub struct ServiceServer<S: Service> {
+    raw: RawServiceServer,
+    _type: std::marker::PhantomData<fn() -> S>,
+}
+
+impl<S: Service> ServiceServer<S> {
+    /// The resolved service name.
+    pub fn service(&self) -> &str {
+        self.raw.service()
+    }
+
+    /// The `rosrpc://` URI clients reach it at.
+    pub fn uri(&self) -> &str {
+        self.raw.uri()
+    }
+
+    /// Calls answered or being answered so far.
+    pub fn calls(&self) -> u64 {
+        self.raw.calls()
+    }
+
+    /// The untyped handle, which keeps the service advertised the same way.
+    pub fn into_raw(self) -> RawServiceServer {
+        self.raw
+    }
+}
+
+impl Node {
+    /// Advertises the service `name` of type `S`. Each call runs `handler`; its `Err`
+    /// text reaches the client as a failed call (roscpp's `call()` returns false, rospy
+    /// raises `ServiceException` with it). Calls from different connections run
+    /// concurrently: a slow call delays only its own client.
+    pub async fn advertise_service<S, F, Fut>(
+        &self,
+        name: &str,
+        handler: F,
+    ) -> Result<ServiceServer<S>, NodeError>
+    where
+        S: Service,
+        F: Fn(S::Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S::Response, String>> + Send + 'static,
+    {
+        self.advertise_service_with::<S, F, Fut>(name, ServerOptions::default(), handler)
+            .await
+    }
+
+    /// [`Node::advertise_service`] with limits of its own.
+    pub async fn advertise_service_with<S, F, Fut>(
+        &self,
+        name: &str,
+        options: ServerOptions,
+        handler: F,
+    ) -> Result<ServiceServer<S>, NodeError>
+    where
+        S: Service,
+        F: Fn(S::Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S::Response, String>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let raw: RawHandler = Arc::new(move |body: Bytes| {
+            let request = crate::wire::from_bytes::<S::Request>(&body);
+            let handler = handler.clone();
+            Box::pin(async move {
+                let request = request.map_err(|e| format!("bad request: {e}"))?;
+                let response = handler(request).await?;
+                crate::wire::to_vec(&response).map_err(|e| format!("bad response: {e}"))
+            })
+        });
+        let raw = self
+            .advertise_service_handler(name, S::TYPE, S::MD5SUM, options, raw)
+            .await?;
+        Ok(ServiceServer {
+            raw,
+            _type: std::marker::PhantomData,
+        })
+    }
+
+    /// Advertises a service whose handler takes and returns serialized messages, of the
+    /// type `service_type` with the service md5sum `md5sum` (`*` takes any client).
+    pub async fn advertise_service_raw<F, Fut>(
+        &self,
+        name: &str,
+        service_type: &str,
+        md5sum: &str,
+        options: ServerOptions,
+        handler: F,
+    ) -> Result<RawServiceServer, NodeError>
+    where
+        F: Fn(Bytes) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, String>> + Send + 'static,
+    {
+        let handler: RawHandler = Arc::new(move |body| Box::pin(handler(body)));
+        self.advertise_service_handler(name, service_type, md5sum, options, handler)
+            .await
+    }
+
+    async fn advertise_service_handler(
+        &self,
+        name: &str,
+        service_type: &str,
+        md5sum: &str,
+        options: ServerOptions,
+        handler: RawHandler,
+    ) -> Result<RawServiceServer, NodeError> {
+        let identity = ServiceIdentity {
+            node: self.name().to_string(),
+            service: self.resolve_name(name),
+            service_type: service_type.to_string(),
+            md5sum: md5sum.to_string(),
+        };
+        let publication = self.inner.add_service(identity, options, handler)?;
+        let server = RawServiceServer {
+            node: Arc::downgrade(&self.inner),
+            publication: publication.clone(),
+        };
+        self.inner
+            .master
+            .register_service(&publication.identity.service, &publication.uri, self.uri())
+            .await?;
+        Ok(server)
+    }
+}

@@ -1,0 +1,209 @@
+//! Services between udpros nodes through the embedded master: typed and raw calls,
+//! persistent and not, handler errors, md5 refusals, concurrency, big requests, limits,
+//! and the logger services every node serves.
+
+use std::time::{Duration, Instant};
+use udpros::master::Master;
+use udpros::msgs::std_srvs::{
+    SetBool, SetBoolRequest, SetBoolResponse, Trigger, TriggerRequest, TriggerResponse,
+};
+use udpros::node::Node;
+use udpros::service::{ClientOptions, ServiceError};
+
+async fn master() -> Master {
+    Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .expect("master starts")
+}
+
+async fn node(master: &Master, name: &str) -> Node {
+    udpros_testkit::node(master.uri(), name).await
+}
+
+async fn set_bool_server(node: &Node, name: &str) -> udpros::service::ServiceServer<SetBool> {
+    node.advertise_service::<SetBool, _, _>(name, |req: SetBoolRequest| async move {
+        if req.data {
+            Ok(SetBoolResponse {
+                success: true,
+                message: "on".into(),
+            })
+        } else {
+            Err("refusing to switch off".into())
+        }
+    })
+    .await
+    .expect("advertise")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_calls_persistent_and_not_with_handler_errors() {
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let _server = set_bool_server(&server_node, "/switch").await;
+    let client_node = node(&master, "client").await;
+    for options in [ClientOptions::default(), ClientOptions::persistent()] {
+        let client = client_node.service_client::<SetBool>("/switch", options.clone());
+        for _ in 0..3 {
+            let answer = client.call(&SetBoolRequest { data: true }).await.unwrap();
+            assert_eq!((answer.success, answer.message.as_str()), (true, "on"));
+            match client.call(&SetBoolRequest { data: false }).await {
+                Err(ServiceError::Failed(text)) => assert_eq!(text, "refusing to switch off"),
+                other => panic!("expected the handler's error, got {other:?}"),
+            }
+        }
+    }
+    let missing = client_node.service_client::<Trigger>("/nobody", ClientOptions::default());
+    assert!(matches!(
+        missing.call(&TriggerRequest {}).await,
+        Err(ServiceError::NotFound(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_md5_mismatch_is_refused_with_the_reason() {
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let _server = set_bool_server(&server_node, "/switch").await;
+    let client_node = node(&master, "client").await;
+    let wrong = client_node.service_client::<Trigger>("/switch", ClientOptions::default());
+    match wrong.call(&TriggerRequest {}).await {
+        Err(ServiceError::Refused(text)) => {
+            assert!(text.contains("to have md5sum 937c9679"), "{text}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_handler_delays_only_its_own_client() {
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let _server = server_node
+        .advertise_service::<SetBool, _, _>("/maybe_slow", |req: SetBoolRequest| async move {
+            if req.data {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Ok(SetBoolResponse::default())
+        })
+        .await
+        .unwrap();
+    let client_node = node(&master, "client").await;
+    let slow = client_node.service_client::<SetBool>("/maybe_slow", ClientOptions::default());
+    let fast = client_node.service_client::<SetBool>("/maybe_slow", ClientOptions::default());
+    let slow_call = tokio::spawn(async move { slow.call(&SetBoolRequest { data: true }).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    fast.call(&SetBoolRequest { data: false }).await.unwrap();
+    let fast_took = started.elapsed();
+    println!("a fast call while a 2 s call runs took {fast_took:?}");
+    assert!(fast_took < Duration::from_millis(1500), "{fast_took:?}");
+    slow_call.await.unwrap().unwrap();
+    // And a call that takes longer than its timeout fails with Timeout.
+    let impatient = client_node.service_client::<SetBool>(
+        "/maybe_slow",
+        ClientOptions::default().with_timeout(Duration::from_millis(300)),
+    );
+    assert!(matches!(
+        impatient.call(&SetBoolRequest { data: true }).await,
+        Err(ServiceError::Timeout(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn megabyte_requests_and_responses_and_the_request_limit() {
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let options = udpros::service::ServerOptions {
+        max_request: 4 << 20,
+        ..Default::default()
+    };
+    let _echo = server_node
+        .advertise_service_raw("/echo", "pkg/Echo", "*", options, |body| async move {
+            Ok(body.to_vec())
+        })
+        .await
+        .unwrap();
+    let client_node = node(&master, "client").await;
+    let client = client_node.service_client_raw("/echo", "*", ClientOptions::persistent());
+    let big: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
+    assert_eq!(&client.call(&big).await.unwrap()[..], &big[..]);
+    // Over the limit: the server drops the connection without reading the bytes.
+    let huge = vec![0u8; 5 << 20];
+    assert!(matches!(client.call(&huge).await, Err(ServiceError::Io(_))));
+    // The persistent client opens a new connection for the next call.
+    assert_eq!(&client.call(b"small").await.unwrap()[..], b"small");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_client_reconnects_to_a_restarted_server_and_a_dead_one_fails() {
+    let master = master().await;
+    let client_node = node(&master, "client").await;
+    let client = client_node.service_client::<Trigger>(
+        "/restart",
+        ClientOptions::persistent().with_timeout(Duration::from_secs(5)),
+    );
+    for round in 0..2 {
+        let server_node = node(&master, "server").await;
+        let _server = server_node
+            .advertise_service::<Trigger, _, _>("/restart", move |_| async move {
+                Ok(TriggerResponse {
+                    success: true,
+                    message: format!("round {round}"),
+                })
+            })
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            let answer = client.call(&TriggerRequest {}).await.unwrap();
+            assert_eq!(answer.message, format!("round {round}"));
+        }
+        server_node.shutdown().await;
+    }
+    // Gone: the call fails (not found, or refused), well within its timeout.
+    let started = Instant::now();
+    assert!(client.call(&TriggerRequest {}).await.is_err());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_are_listed_unregistered_on_drop_and_refuse_duplicates() {
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let server = set_bool_server(&server_node, "~switch").await;
+    assert_eq!(server.service(), "/server/switch");
+    assert!(server.uri().starts_with("rosrpc://127.0.0.1:"));
+    assert!(matches!(
+        server_node
+            .advertise_service::<SetBool, _, _>("~switch", |_| async {
+                Ok(SetBoolResponse::default())
+            })
+            .await,
+        Err(udpros::node::NodeError::ServiceExists(_))
+    ));
+    let state = server_node.master().get_system_state().await.unwrap();
+    let services: Vec<&str> = state.services.iter().map(|(s, _)| s.as_str()).collect();
+    assert!(services.contains(&"/server/switch"), "{services:?}");
+    assert!(services.contains(&"/server/get_loggers"), "{services:?}");
+    assert!(
+        services.contains(&"/server/set_logger_level"),
+        "{services:?}"
+    );
+    drop(server);
+    let gone = udpros_testkit::wait_for(Duration::from_secs(5), || {
+        futures_lite_block(server_node.master().lookup_service("/server/switch")).is_err()
+    });
+    assert!(gone, "the dropped service is unregistered");
+    let client_node = node(&master, "client").await;
+    client_node
+        .wait_for_service("/server/get_loggers", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(client_node
+        .wait_for_service("/server/switch", Duration::from_millis(300))
+        .await
+        .is_err());
+}
+
+fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
