@@ -6,7 +6,7 @@
 pub mod cpp_peer;
 pub mod random;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Set by CI (`.ci/run`): a missing ROS peer is then a failure, never a skip.
@@ -136,6 +136,37 @@ pub fn roscpp_bench_peer() -> Option<PathBuf> {
     built
         .map_err(|e| skip_cpp_peer("roscpp_bench", &packages, e))
         .ok()
+}
+
+/// The roscpp service peer (`peers/roscpp_service_peer.cpp`: std_srvs/SetBool and
+/// udpros_test/Blob servers and clients), built as [`roscpp_peer`] is.
+pub fn roscpp_service_peer() -> Option<PathBuf> {
+    let packages = ["roscpp", "std_msgs", "std_srvs"];
+    let source = peer_script("roscpp_service_peer.cpp");
+    let built = cpp_peer::build_once(&source, "roscpp_service_peer", &packages);
+    built
+        .map_err(|e| skip_cpp_peer("roscpp_service_peer", &packages, e))
+        .ok()
+}
+
+/// Generates the Python classes of the services `srvs` (`(name, .srv text)`) of
+/// `package` with genpy into `root`, as catkin would; put `root` on `PYTHONPATH`.
+pub fn genpy_services(python: &Path, root: &Path, package: &str, srvs: &[(&str, &str)]) {
+    let sources = root.join("srv-sources");
+    std::fs::create_dir_all(&sources).expect("srv source folder");
+    let mut cmd = Command::new(python);
+    cmd.arg(peer_script("genpy_srv.py")).arg(root).arg(package);
+    for (name, text) in srvs {
+        let file = sources.join(format!("{name}.srv"));
+        std::fs::write(&file, text).expect("write .srv");
+        cmd.arg(file);
+    }
+    let out = cmd.output().expect("run genpy_srv.py");
+    assert!(
+        out.status.success(),
+        "genpy could not generate {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn skip_cpp_peer(name: &str, packages: &[&str], error: String) {
