@@ -277,15 +277,16 @@ pub fn set_level(logger: &str, level: &str) -> Result<(), String> {
 /// Most logger levels that may be set at run time.
 const MAX_OVERRIDES: usize = 1024;
 
-/// Every logger with its effective level, sorted by name: each target that has a call site
-/// registered, each `::` prefix of one, and each logger whose level was set. Without a
+/// Every logger with its effective level, sorted by name: `udpros`, each target that has
+/// a call site registered (by the subscriber [`init`] installs), each `::` prefix of one, and each logger whose level was set. Without a
 /// level set, a logger reports the more verbose of `RUST_LOG`'s level for it and `/rosout`'s
 /// `INFO`.
 pub fn loggers() -> Vec<(String, &'static str)> {
     let filter = std::env::var("RUST_LOG")
         .map(|spec| Filter::parse(&spec))
         .unwrap_or_default();
-    let mut names: BTreeSet<String> = BTreeSet::new();
+    // The library's own logger is always there, even before anything logged.
+    let mut names: BTreeSet<String> = BTreeSet::from(["udpros".to_string()]);
     for target in TARGETS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         let mut end = 0;
         while let Some(at) = target[end..].find("::") {

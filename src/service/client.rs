@@ -227,7 +227,10 @@ impl RawServiceClient {
     /// Waits until the service is registered and answers a probe, or `timeout` passes
     /// (the last error then).
     pub async fn wait_for_service(&self, timeout: Duration) -> Result<(), ServiceError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let error = match tokio::time::timeout(left, self.probe()).await {

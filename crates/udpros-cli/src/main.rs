@@ -8,6 +8,7 @@ mod msg_cmd;
 mod node_cmd;
 mod param_cmd;
 mod proxy_cmd;
+mod service_cmd;
 mod topic_cmd;
 
 use clap::{Parser, Subcommand};
@@ -27,7 +28,7 @@ fn ros_args() -> Vec<String> {
 #[command(
     name = "udpros",
     version,
-    about = "ROS1 with UDPROS: tools for messages, topics, nodes and parameters"
+    about = "ROS1 with UDPROS: tools for messages, topics, nodes, services and parameters"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,6 +52,9 @@ enum Command {
     /// Nodes: list, info, ping, kill, cleanup (like `rosnode`).
     #[command(subcommand)]
     Node(node_cmd::NodeCommand),
+    /// Services: list, info, type, args, uri, find, call (like `rosservice`).
+    #[command(subcommand)]
+    Service(service_cmd::ServiceCommand),
     /// Parameters: get, set, list, delete, dump, load (like `rosparam`).
     #[command(subcommand)]
     Param(param_cmd::ParamCommand),
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Master(args) => master_cmd::run(args),
         Command::Node(cmd) => node_cmd::run(cmd),
         Command::Param(cmd) => param_cmd::run(cmd),
+        Command::Service(cmd) => service_cmd::run(cmd),
         Command::Topic(cmd) => topic_cmd::run(cmd),
         Command::Proxy(args) => proxy_cmd::run(args),
     };

@@ -116,9 +116,17 @@ pub fn run(cmd: TopicCommand) -> CliResult {
 }
 
 /// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...).
+/// Like rosservice's and rostopic's, it serves no logger services, so listing services shows
+/// only the graph's.
 pub async fn tool_node(prefix: &str) -> Result<Node, String> {
     let name = format!("{prefix}_{}", std::process::id());
-    let node = Node::new(&name, super::ros_args())
+    let args = udpros::node::args::NodeArgs::parse(super::ros_args()).map_err(|e| e.to_string())?;
+    let id =
+        udpros::node::args::NodeIdentity::from_args(&name, &args).map_err(|e| e.to_string())?;
+    let options = udpros::node::NodeOptions {
+        logger_services: false,
+    };
+    let node = Node::with_options(id, options)
         .await
         .map_err(|e| e.to_string())?;
     node.master()
