@@ -156,6 +156,43 @@ async fn reacquires_within_seconds_after_the_autopilot_reboots() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_timesync_restarts_both_estimators_and_they_converge_again() {
+    let fcu = sim(SimConfig {
+        clock_offset_ns: Some(42_000_000_000),
+        ..SimConfig::default()
+    });
+    let (_master, listener, _task) = bridge(config(format!("udpout:{}", fcu.local_addr()))).await;
+    let before = latency_until(&listener, Duration::from_secs(15), |m| {
+        m.converged && m.timesync_received >= 30
+    })
+    .await
+    .unwrap();
+    assert!(before.converged, "{before:?}");
+    let reset = listener.service_client::<udpros::msgs::std_srvs::Trigger>(
+        "/mavlink_bridge/reset_timesync",
+        udpros::service::ClientOptions::default().with_timeout(Duration::from_secs(5)),
+    );
+    let answer = reset
+        .call(&udpros::msgs::std_srvs::TriggerRequest {})
+        .await
+        .unwrap();
+    assert!(answer.success, "{answer:?}");
+    // Both count the restart, and our estimator converges on the offset again.
+    let after = latency_until(&listener, Duration::from_secs(15), |m| {
+        m.resets > before.resets
+            && m.px4_resets > before.px4_resets
+            && m.converged
+            && (m.offset_ns - truth_at(m.header.stamp, |t| fcu.remote_at(t))).abs() < 1_000_000
+    })
+    .await
+    .unwrap();
+    assert!(
+        after.resets > before.resets && after.px4_resets > before.px4_resets && after.converged,
+        "{after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_fault_proxy_loss_and_bias_match_what_was_injected() {
     let fcu = sim(SimConfig {
         clock_offset_ns: Some(-42_000_000_000),

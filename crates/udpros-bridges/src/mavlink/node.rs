@@ -14,7 +14,7 @@ use crate::sim::Faults;
 use crate::Params;
 use std::time::Duration;
 use udpros::msg::Time;
-use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
+use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, std_srvs, udpros as umsg};
 use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher, SubscribeOptions};
 
 /// The node's private parameters.
@@ -215,6 +215,28 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
         ),
         None => None,
     };
+    // `~reset_timesync` asks the loop, which owns the session, and waits for its word.
+    let (reset_tx, mut resets) = tokio::sync::mpsc::channel::<tokio::sync::oneshot::Sender<()>>(4);
+    let _reset_service = node
+        .advertise_service::<std_srvs::Trigger, _, _>("~reset_timesync", move |_| {
+            let reset_tx = reset_tx.clone();
+            async move {
+                let (done, restarted) = tokio::sync::oneshot::channel();
+                reset_tx
+                    .send(done)
+                    .await
+                    .map_err(|_| "the bridge is shutting down".to_string())?;
+                restarted
+                    .await
+                    .map_err(|_| "the bridge is shutting down".to_string())?;
+                Ok(std_srvs::TriggerResponse {
+                    success: true,
+                    message: "both TIMESYNC estimators restarted".into(),
+                })
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
     let mut link = Link::spawn(address, cfg.session.ours);
     let mut session = Session::new(cfg.session.clone());
     let mut link_state = LinkState::default();
@@ -266,6 +288,11 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                 let r = session.report(now);
                 let _ = pubs.latency.publish(&latency(&r, now));
                 let _ = pubs.diagnostics.publish(&diagnostics(&node, &cfg, &link, &link_state, &r));
+            }
+            Some(done) = resets.recv() => {
+                session.reset_estimators();
+                tracing::info!("TIMESYNC estimators restarted on request");
+                let _ = done.send(());
             }
             Some(command) = next_command(&mut sim_commands) => {
                 if let Some(sim) = &sim {

@@ -107,6 +107,16 @@ impl Session {
         }
     }
 
+    /// Starts both offset estimators afresh (the `~reset_timesync` service): each counts
+    /// it as one reset, and the next replies converge them again from nothing.
+    pub fn reset_estimators(&mut self) {
+        let (px4_resets, fit_resets) = (self.px4.resets, self.fit.resets);
+        self.px4 = Px4Filter::new(self.cfg.px4);
+        self.fit = WindowFit::new(self.cfg.fit);
+        self.px4.resets = px4_resets.saturating_add(1);
+        self.fit.resets = fit_resets.saturating_add(1);
+    }
+
     pub fn autopilot(&self) -> Option<Ids> {
         self.autopilot
     }
