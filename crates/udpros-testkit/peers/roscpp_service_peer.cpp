@@ -4,14 +4,17 @@
 //       setbool: data=true -> (true, "on"); data=false -> the callback returns false
 //       blob: echoes the string; prints "READY" once advertised
 //   roscpp_service_peer call NAME setbool|blob [--persistent] [--count N] [--size N]
-//                                              [--md5 MD5]
-//       prints "OK <success> <message>" / "OK <size> <same|different>" per call, or "FAIL"
+//                                              [--dump FILE]
+//       prints "OK <success> <message>" / "OK <size> <same|different>" per call, or "FAIL";
+//       with --dump (the benchmark), writes "<call> <round trip us>" per call to FILE
+//       instead and prints "CALLS ok=N failed=M" at the end
 //
 // blob is udpros_test/Blob, "string data --- string data", declared here by hand: both
 // halves are std_msgs/String, so the service traits are all roscpp needs.
 #include <ros/ros.h>
 #include <std_msgs/String.h>
 #include <std_srvs/SetBool.h>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -86,6 +89,9 @@ int main(int argc, char** argv) {
   if (arg(argc, argv, "--count", &value)) count = std::stol(value);
   if (arg(argc, argv, "--size", &value)) size = std::stoul(value);
   bool persistent = flag(argc, argv, "--persistent");
+  std::string dump_path;
+  FILE* dump = arg(argc, argv, "--dump", &dump_path) ? std::fopen(dump_path.c_str(), "w") : nullptr;
+  long ok_calls = 0;
   ros::ServiceClient client = type == "blob"
       ? nh.serviceClient<std_msgs::String, std_msgs::String>(name, persistent)
       : nh.serviceClient<std_srvs::SetBool>(name, persistent);
@@ -94,7 +100,14 @@ int main(int argc, char** argv) {
     if (type == "blob") {
       std_msgs::String req, res;
       req.data = blob_of(size);
+      auto started = std::chrono::steady_clock::now();
       ok = client.call(req, res);
+      auto us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count();
+      if (dump) {
+        if (ok) std::fprintf(dump, "%ld %.1f\n", i, us);
+        ok_calls += ok ? 1 : 0;
+        continue;
+      }
       if (ok) std::printf("OK %zu %s\n", res.data.size(), res.data == req.data ? "same" : "different");
     } else {
       std_srvs::SetBool srv;
@@ -104,6 +117,10 @@ int main(int argc, char** argv) {
     }
     if (!ok) std::printf("FAIL\n");
     std::fflush(stdout);
+  }
+  if (dump) {
+    std::fclose(dump);
+    std::printf("CALLS ok=%ld failed=%ld\n", ok_calls, count - ok_calls);
   }
   return 0;
 }

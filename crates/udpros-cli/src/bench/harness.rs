@@ -24,7 +24,7 @@ fn fields(line: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-struct Peer {
+pub(super) struct Peer {
     child: Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
@@ -36,7 +36,7 @@ impl Drop for Peer {
     }
 }
 
-fn spawn(mut cmd: Command) -> Result<Peer, String> {
+pub(super) fn spawn(mut cmd: Command) -> Result<Peer, String> {
     cmd.stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| e.to_string())?;
     let out = child.stdout.take().ok_or("no stdout")?;
@@ -52,7 +52,7 @@ fn spawn(mut cmd: Command) -> Result<Peer, String> {
 }
 
 impl Peer {
-    fn wait_line(&self, prefix: &str, limit: Duration) -> Option<String> {
+    pub(super) fn wait_line(&self, prefix: &str, limit: Duration) -> Option<String> {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -191,8 +191,17 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
             }
         }
     }
+    let services_wanted = wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == "S6"));
+    if !rows.is_empty() {
+        print_table(&rows);
+    }
+    if services_wanted {
+        let (quick, uri, dumps) = (args.quick, uri.clone(), dumps.clone());
+        tokio::task::spawn_blocking(move || super::services::run_table(quick, &uri, &dumps))
+            .await
+            .map_err(|e| e.to_string())??;
+    }
     let _ = std::fs::remove_dir_all(&dumps);
-    print_table(&rows);
     // The fan-out scenario's physical reference: its message as one datagram, same pace.
     let raw_fan_out = match chosen.iter().find(|s| s.subscribers > 1).cloned() {
         Some(s) => tokio::task::spawn_blocking(move || {

@@ -8,7 +8,8 @@
 //!
 //! Modules: [`peer`] (udpros's side of a cell), [`scenarios`], [`harness`] (processes,
 //! cells, the whole run), [`report`] (tables and CSV), [`plot`] (the SVG of latency
-//! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference).
+//! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference), [`services`]
+//! (S6, the service round trip, and its peer).
 
 mod harness;
 mod peer;
@@ -17,6 +18,7 @@ mod plot_svg;
 mod raw;
 mod report;
 mod scenarios;
+mod services;
 
 use super::CliResult;
 use clap::{Args, Subcommand};
@@ -28,6 +30,8 @@ pub enum BenchCommand {
     Run(RunArgs),
     /// One side of a scenario (what the harness starts).
     Peer(PeerArgs),
+    /// One side of the service scenario, S6: an echo server or a timing client.
+    ServicePeer(services::ServicePeerArgs),
 }
 
 #[derive(Args)]
@@ -35,7 +39,7 @@ pub struct RunArgs {
     /// Tiny counts: checks that everything runs (CI), measures nothing worth reading.
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, e.g. `S1,S3` (default: all).
+    /// Scenarios to run, e.g. `S1,S3` (default: all; S6 is the service round trip).
     #[arg(long)]
     scenarios: Option<String>,
     /// Where to write the CSV (default: target/bench/udpros_bench.csv).
@@ -83,6 +87,9 @@ pub struct PeerArgs {
 
 pub fn run(cmd: BenchCommand) -> CliResult {
     let runtime = match &cmd {
+        BenchCommand::ServicePeer(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
         BenchCommand::Peer(args) if !args.multi_thread => {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -93,6 +100,7 @@ pub fn run(cmd: BenchCommand) -> CliResult {
     .map_err(|e| format!("cannot start the runtime: {e}"))?;
     match cmd {
         BenchCommand::Peer(args) => runtime.block_on(peer::run(args)),
+        BenchCommand::ServicePeer(args) => runtime.block_on(services::peer(args)),
         BenchCommand::Run(args) => runtime.block_on(harness::run(args)),
     }
 }
