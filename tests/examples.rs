@@ -270,12 +270,90 @@ async fn parameters_come_from_the_command_line_and_go_back_to_the_master() {
     node.shutdown().await;
 }
 
+fn service_peer(master: &str, args: &[&str]) -> Option<Command> {
+    let mut cmd = Command::new(common::ros_python()?);
+    cmd.arg(peer_script("rospy_service_peer.py")).args(args);
+    ros_env(&mut cmd, master);
+    Some(cmd)
+}
+
+/// The service examples with rospy and roscpp on the other side: rospy and roscpp clients
+/// call the server example; the client example calls rospy and roscpp servers.
+#[test]
+fn service_examples_serve_and_call_rospy_and_roscpp() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let Some(cpp) = common::roscpp_service_peer() else {
+        return;
+    };
+    let mut server = run_example("service_server", &uri, &["__name:=example_server"]);
+    server.stderr(Stdio::null());
+    let (_server, mut lines) = spawn_lines(server);
+    assert!(lines
+        .wait_for(Duration::from_secs(30), |l| l == "serving /switch")
+        .is_some());
+    let Some(mut py) = service_peer(&uri, &["call", "/switch", "setbool", "--count", "2"]) else {
+        return;
+    };
+    let out = py.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("OK 1 light on\nERR ") && text.contains("this light stays on"),
+        "{text}"
+    );
+    let mut roscpp_client = Command::new(&cpp);
+    roscpp_client.args(["call", "/switch", "setbool", "--count", "2"]);
+    ros_env(&mut roscpp_client, &uri);
+    let out = roscpp_client.output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "OK 1 light on\nFAIL\n"
+    );
+    drop(_server);
+
+    // The client example against rospy's and roscpp's servers of the same name.
+    for who in ["rospy", "roscpp"] {
+        let server = match who {
+            "rospy" => service_peer(&uri, &["serve", "/switch", "setbool"]).unwrap(),
+            _ => {
+                let mut cmd = Command::new(&cpp);
+                cmd.args(["serve", "/switch", "setbool"]);
+                ros_env(&mut cmd, &uri);
+                cmd
+            }
+        };
+        for (data, expected) in [
+            ("true", "success: true, message: on"),
+            ("false", "refused: "),
+        ] {
+            let client = run_example("service_client", &uri, &[&format!("_data:={data}")]);
+            let out = example_beside(clone_command(&server), client, Duration::from_secs(30));
+            println!("service_client example against {who} (data {data}): {out}");
+            assert!(out.contains(expected), "{who}, data {data}: {out}");
+        }
+    }
+}
+
+/// A second run of the same program with the same arguments and environment.
+fn clone_command(cmd: &Command) -> Command {
+    let mut copy = Command::new(cmd.get_program());
+    copy.args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(v) => copy.env(key, v),
+            None => copy.env_remove(key),
+        };
+    }
+    copy
+}
+
 /// The README shows these programs: they must be the files, verbatim.
 #[test]
 fn the_readme_shows_the_examples_verbatim() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    for name in ["talker", "listener"] {
+    for name in ["talker", "listener", "service_server", "service_client"] {
         let source = std::fs::read_to_string(root.join(format!("examples/{name}.rs"))).unwrap();
         let block = format!("```rust\n{source}```");
         assert!(

@@ -55,7 +55,7 @@ pub(super) async fn peer(args: ServicePeerArgs) -> CliResult {
     }
     let options = ClientOptions {
         persistent: args.persistent,
-        ..ClientOptions::default().with_timeout(Duration::from_secs(10))
+        ..ClientOptions::default()
     };
     let client = node.service_client_raw(&args.name, BLOB_MD5, options);
     let request = udpros::wire::to_vec(&"x".repeat(SIZE)).map_err(|e| e.to_string())?;
