@@ -148,6 +148,8 @@ fn typed_round_trips() -> Vec<(&'static str, TypedRoundTrip)> {
     ]
 }
 
+/// Every shipped message genpy has, service halves included (genpy_peer.py finds those in
+/// the package's `srv` module).
 fn genpy_types() -> Vec<&'static str> {
     msgs::MESSAGES
         .iter()
@@ -298,17 +300,37 @@ fn md5_of_every_installed_message_and_of_tricky_definitions_equals_genmsg() {
     let mut set = udpros::codegen::spec::SpecSet::new();
     set.load_tree(std::path::Path::new("/usr/share")).unwrap();
     set.load_tree(&tricky).unwrap();
-    let names: Vec<String> = set.iter().map(|s| s.name.clone()).collect();
+    // Messages, then services (Debian installs a few `.srv` files: diagnostic_msgs,
+    // sensor_msgs); a service's halves are checked through the service's md5.
+    let halves: Vec<String> = set
+        .services()
+        .flat_map(|s| [s.request.name.clone(), s.response.name.clone()])
+        .collect();
+    let services: Vec<String> = set.services().map(|s| s.name.clone()).collect();
+    let names: Vec<String> = set
+        .iter()
+        .map(|s| s.name.clone())
+        .filter(|n| !halves.contains(n))
+        .collect();
     assert!(names.len() > 50, "only {} messages installed", names.len());
+    assert!(!services.is_empty(), "no services installed");
     let script = r#"
 import sys, glob, os, genmsg, genmsg.msg_loader as ml
 ctx = ml.MsgContext.create_default()
 search = {}
 for d in glob.glob('/usr/share/*/msg') + [sys.argv[1] + '/tricky/msg']:
     search.setdefault(os.path.basename(os.path.dirname(d)), []).append(d)
-for t in sys.stdin.read().split():
-    spec = ml.load_msg_by_type(ctx, t, search)
-    ml.load_depends(ctx, spec, search)
+srv_search = {}
+for d in glob.glob('/usr/share/*/srv'):
+    srv_search.setdefault(os.path.basename(os.path.dirname(d)), []).append(d)
+for line in sys.stdin.read().splitlines():
+    kind, t = line.split()
+    if kind == 'srv':
+        spec = ml.load_srv_by_type(ctx, t, srv_search)
+        ml.load_depends(ctx, spec, search)
+    else:
+        spec = ml.load_msg_by_type(ctx, t, search)
+        ml.load_depends(ctx, spec, search)
     print(t, genmsg.compute_md5(ctx, spec))
 "#;
     let mut child = Command::new(&python)
@@ -322,7 +344,14 @@ for t in sys.stdin.read().split():
         .stdin
         .take()
         .unwrap()
-        .write_all(names.join("\n").as_bytes())
+        .write_all(
+            names
+                .iter()
+                .map(|n| format!("msg {n}\n"))
+                .chain(services.iter().map(|n| format!("srv {n}\n")))
+                .collect::<String>()
+                .as_bytes(),
+        )
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -336,9 +365,16 @@ for t in sys.stdin.read().split():
         .filter_map(|l| l.split_once(' '))
         .map(|(t, m)| (t.to_string(), m.to_string()))
         .collect();
-    assert_eq!(genmsg.len(), names.len());
+    assert_eq!(genmsg.len(), names.len() + services.len());
     for name in &names {
         assert_eq!(set.md5sum(name).unwrap(), genmsg[name], "md5 of {name}");
+    }
+    for name in &services {
+        assert_eq!(
+            set.service_md5sum(name).unwrap(),
+            genmsg[name],
+            "md5 of service {name}"
+        );
     }
     let consts = set.get("tricky/Consts").unwrap();
     let s = consts.constants.iter().find(|c| c.name == "S").unwrap();

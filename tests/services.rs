@@ -207,3 +207,96 @@ async fn services_are_listed_unregistered_on_drop_and_refuse_duplicates() {
 fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
+
+/// Peak resident memory of this process, from /proc (VmHWM), in MB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Opens a client connection to `service` at `uri` and exchanges headers.
+async fn raw_connection(uri: &str, service: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = uri.trim_start_matches("rosrpc://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let header = udpros::wire::service::call_header("/attacker", service, "*", true);
+    stream.write_all(&header.encode_tcp()).await.unwrap();
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.unwrap();
+    let mut reply = vec![0u8; u32::from_le_bytes(len) as usize];
+    stream.read_exact(&mut reply).await.unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_and_large_requests_stay_bounded() {
+    use tokio::io::AsyncWriteExt;
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let server = server_node
+        .advertise_service_raw(
+            "/bounded",
+            "pkg/Echo",
+            "*",
+            udpros::service::ServerOptions::default(),
+            |body| async move { Ok(body.len().to_le_bytes().to_vec()) },
+        )
+        .await
+        .unwrap();
+    let uri = server.uri().to_string();
+    let client_node = node(&master, "client").await;
+    let client = client_node.service_client_raw(
+        "/bounded",
+        "*",
+        ClientOptions::default().with_timeout(Duration::from_secs(10)),
+    );
+
+    // 600 connections that send a header and then nothing (the cap is 256: the longest
+    // idle make room for newcomers), then a real call.
+    let mut idle = Vec::new();
+    for _ in 0..600 {
+        idle.push(raw_connection(&uri, "/bounded").await);
+    }
+    assert_eq!(
+        &client.call(b"hello").await.unwrap()[..],
+        &5usize.to_le_bytes()
+    );
+    drop(idle);
+
+    // 12 connections each announce a 60 MB request and push 16 MB of it: together 192 MB,
+    // three times the 64 MiB budget for large requests. What the server holds stays near
+    // the budget, and a small call is answered meanwhile.
+    let before = peak_rss_mb();
+    let chunk = bytes::Bytes::from(vec![7u8; 16 << 20]);
+    let mut pushers = Vec::new();
+    for _ in 0..12 {
+        let mut stream = raw_connection(&uri, "/bounded").await;
+        let chunk = chunk.clone();
+        pushers.push(tokio::spawn(async move {
+            let announce = (60u32 << 20).to_le_bytes();
+            let _ = stream.write_all(&announce).await;
+            let _ = tokio::time::timeout(Duration::from_secs(3), stream.write_all(&chunk)).await;
+            stream
+        }));
+    }
+    let started = Instant::now();
+    assert_eq!(
+        &client.call(b"small").await.unwrap()[..],
+        &5usize.to_le_bytes()
+    );
+    println!(
+        "a small call among 12 large requests took {:?}",
+        started.elapsed()
+    );
+    let mut streams = Vec::new();
+    for p in pushers {
+        streams.push(p.await.unwrap());
+    }
+    let grown = peak_rss_mb() - before;
+    println!("peak RSS grew by {grown:.1} MB for 192 MB of large requests pushed");
+    assert!(grown < 150.0, "peak RSS grew by {grown:.1} MB");
+}

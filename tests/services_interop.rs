@@ -242,6 +242,30 @@ async fn rosservice_on_udpros_servers() {
     assert!(text.contains("summary: \"names - a - b\""), "{text}");
 }
 
+/// What the client and server tests need: Debian's Python, the roscpp service peer, a
+/// rosmaster and the generated Python classes of the custom services.
+struct Peers {
+    python: PathBuf,
+    cpp: PathBuf,
+    _master: common::Child,
+    uri: String,
+    classes: Scratch,
+}
+
+fn peers() -> Option<Peers> {
+    let python = common::ros_python()?;
+    let cpp = common::roscpp_service_peer()?;
+    let (master, uri) = common::start_rosmaster()?;
+    let classes = Scratch::new(&python);
+    Some(Peers {
+        python,
+        cpp,
+        _master: master,
+        uri,
+        classes,
+    })
+}
+
 /// One client run: the lines it printed.
 fn client_lines(mut cmd: Command) -> Vec<String> {
     cmd.stdin(std::process::Stdio::null());
@@ -252,16 +276,16 @@ fn client_lines(mut cmd: Command) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rospy_and_roscpp_clients_call_udpros_servers() {
-    let Some(python) = common::ros_python() else {
+    let Some(Peers {
+        python,
+        cpp,
+        _master,
+        uri,
+        classes,
+    }) = peers()
+    else {
         return;
     };
-    let Some(cpp) = common::roscpp_service_peer() else {
-        return;
-    };
-    let Some((_master, uri)) = common::start_rosmaster() else {
-        return;
-    };
-    let classes = Scratch::new(&python);
     let server = node(&uri, "u").await;
     let set_bool = serve_set_bool(&server, "~set_bool").await;
     let _blob = serve_blob(&server, "~blob").await;
@@ -329,16 +353,16 @@ fn serve_peer(mut cmd: Command, master: &str) -> (common::Child, common::Lines) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udpros_clients_call_rospy_and_roscpp_servers() {
-    let Some(python) = common::ros_python() else {
+    let Some(Peers {
+        python,
+        cpp,
+        _master,
+        uri,
+        classes,
+    }) = peers()
+    else {
         return;
     };
-    let Some(cpp) = common::roscpp_service_peer() else {
-        return;
-    };
-    let Some((_master, uri)) = common::start_rosmaster() else {
-        return;
-    };
-    let classes = Scratch::new(&python);
     let rospy_server = |name: &str, ty: &str| {
         let mut cmd = Command::new(&python);
         cmd.arg(common::peer_script("rospy_service_peer.py"))

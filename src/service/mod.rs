@@ -5,11 +5,11 @@
 //! file: `std_srvs/SetBool` becomes [`crate::msgs::std_srvs::SetBool`], a marker type
 //! implementing [`Service`], with the messages `SetBoolRequest` and `SetBoolResponse`.
 //!
-//! A server is a [`Node::advertise_service`](crate::Node::advertise_service) with an async
-//! handler; a client is a [`Node::service_client`](crate::Node::service_client):
+//! A server is a [`Node::advertise_service`](crate::node::Node::advertise_service) with an async
+//! handler; a client is a [`Node::service_client`](crate::node::Node::service_client):
 //!
 //! ```no_run
-//! # async fn demo(node: udpros::Node) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(node: udpros::node::Node) -> Result<(), Box<dyn std::error::Error>> {
 //! use udpros::msgs::std_srvs::{SetBool, SetBoolRequest, SetBoolResponse};
 //! let _server = node
 //!     .advertise_service::<SetBool, _, _>("~enable", |req: SetBoolRequest| async move {

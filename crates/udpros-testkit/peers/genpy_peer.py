@@ -18,11 +18,14 @@ from genmsg.msgs import parse_type
 
 
 def message_class(type_name):
+    """The class of a message, or of a service's request or response half."""
     package, name = type_name.split('/')
-    try:
-        return getattr(importlib.import_module(package + '.msg'), name)
-    except (ImportError, AttributeError):
-        return None
+    for module in ('.msg', '.srv'):
+        try:
+            return getattr(importlib.import_module(package + module), name)
+        except (ImportError, AttributeError):
+            pass
+    return None
 
 
 def info(types):

@@ -76,11 +76,16 @@ fn peer_command(kind: &str, roscpp: &Path, master: &str, multi_thread: bool) -> 
         }
         c
     };
+    loopback_ros_env(&mut cmd, master);
+    cmd
+}
+
+/// A bench peer's ROS environment: `master`, on loopback, at the root namespace.
+pub(super) fn loopback_ros_env(cmd: &mut Command, master: &str) {
     cmd.env("ROS_MASTER_URI", master)
         .env("ROS_IP", "127.0.0.1")
         .env_remove("ROS_HOSTNAME")
         .env_remove("ROS_NAMESPACE");
-    cmd
 }
 
 fn run_cell(

@@ -147,10 +147,7 @@ fn command(kind: &str, roscpp: &Path, master: &str) -> std::process::Command {
             c
         }
     };
-    cmd.env("ROS_MASTER_URI", master)
-        .env("ROS_IP", "127.0.0.1")
-        .env_remove("ROS_HOSTNAME")
-        .env_remove("ROS_NAMESPACE");
+    super::harness::loopback_ros_env(&mut cmd, master);
     cmd
 }
 
