@@ -295,3 +295,40 @@ async fn latched_topics_reach_late_subscribers_of_every_kind() {
         .unwrap();
     assert_eq!(got.data, "once");
 }
+
+/// `header.seq` is filled in as rospy fills it: the first message a subscriber can receive
+/// is 1, publishing to nobody uses no number, and the caller's value is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_seq_counts_as_rospy_counts_it() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let talker = node(&uri, "stamper").await;
+    let publisher = talker
+        .advertise::<udpros::msgs::geometry_msgs::PointStamped>(
+            "/stamped",
+            AdvertiseOptions::default(),
+        )
+        .await
+        .unwrap();
+    let sending = tokio::spawn(async move {
+        let mut message = udpros::msgs::geometry_msgs::PointStamped::default();
+        message.header.seq = 777;
+        loop {
+            publisher.publish(&message).unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    // Published to nobody for a while: no number is used up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = tokio::task::block_in_place(|| {
+        let mut echo = ros_tool(&python, "rostopic", &uri);
+        echo.args(["echo", "-n", "3", "/stamped/header/seq"]);
+        output(echo)
+    });
+    assert_eq!(text, "1\n---\n2\n---\n3\n---\n");
+    sending.abort();
+}

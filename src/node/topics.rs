@@ -132,6 +132,7 @@ impl Node {
             msg_type: msg_type.into(),
             md5sum: md5sum.into(),
             definition: definition.into(),
+            has_header: definition_has_header(msg_type, definition),
         };
         let publication = {
             let mut pubs = locked(&self.inner.topics.publications);
@@ -240,6 +241,14 @@ impl Node {
             link_ids: self.inner.link_ids.clone(),
         }
     }
+}
+
+/// Whether a type's full definition starts with `Header header` (its own text is the part
+/// before the first section separator); unknown or unparsable definitions have none.
+fn definition_has_header(msg_type: &str, definition: &str) -> bool {
+    use crate::codegen::spec::{MsgSpec, SECTION_SEPARATOR};
+    let own = definition.split(SECTION_SEPARATOR).next().unwrap_or("");
+    MsgSpec::parse(msg_type, own).is_ok_and(|spec| spec.has_header())
 }
 
 /// A handle on an advertised topic; the last one dropped unadvertises it.

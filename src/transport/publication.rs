@@ -22,6 +22,8 @@ pub(crate) struct TopicInfo {
     pub msg_type: String,
     pub md5sum: String,
     pub definition: String,
+    /// The type's first field is `std_msgs/Header header`: its `seq` is filled in.
+    pub has_header: bool,
 }
 
 /// One subscriber's connection.
@@ -83,6 +85,8 @@ pub(crate) struct Publication {
     latched: Mutex<Option<Bytes>>,
     messages: AtomicU64,
     link_ids: Arc<AtomicU32>,
+    /// The last `header.seq` given out (see [`Publication::number`]).
+    seq: AtomicU32,
 }
 
 impl std::fmt::Debug for Publication {
@@ -110,6 +114,7 @@ impl Publication {
             latched: Mutex::new(None),
             messages: AtomicU64::new(0),
             link_ids,
+            seq: AtomicU32::new(0),
         }
     }
 
@@ -123,12 +128,32 @@ impl Publication {
         self.hand_out(frame, true);
     }
 
+    /// Writes the topic's next sequence number into the frame's `header.seq` (the first
+    /// four bytes of the body of a type whose first field is a Header), as rospy does: the
+    /// first message a subscriber can receive is 1, and publishing to nobody uses no number.
+    /// Whatever the caller put there is replaced (on the wire; the caller's message is not
+    /// touched). A latched frame is later sent unchanged to late subscribers, as roscpp
+    /// does (rospy numbers each anew).
+    fn number(&self, links: &[Arc<SubscriberLink>], frame: Bytes) -> Bytes {
+        if !self.info.has_header || frame.len() < 8 || links.iter().all(|l| l.is_closed()) {
+            return frame;
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        // A frame just serialized is not shared: this writes in place, without a copy.
+        let mut frame = frame
+            .try_into_mut()
+            .unwrap_or_else(|shared| bytes::BytesMut::from(&shared[..]));
+        frame[4..8].copy_from_slice(&seq.to_le_bytes());
+        frame.freeze()
+    }
+
     fn hand_out(&self, frame: Bytes, direct: bool) {
+        let mut links = self.links();
+        let frame = self.number(&links, frame);
         if self.latch {
             *self.latched.lock().unwrap_or_else(|e| e.into_inner()) = Some(frame.clone());
         }
         self.messages.fetch_add(1, Ordering::Relaxed);
-        let mut links = self.links();
         links.retain(|l| !l.is_closed());
         for link in links.iter() {
             match direct {
