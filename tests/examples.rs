@@ -362,3 +362,67 @@ fn the_readme_shows_the_examples_verbatim() {
         );
     }
 }
+
+/// Whether `node` is named anywhere in the master's system state.
+fn registered(python: &std::path::Path, master: &str, node: &str) -> bool {
+    let mut list = common::ros_tool(python, "rosnode", master);
+    list.arg("list");
+    let out = list.output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l == node)
+}
+
+/// SIGINT, SIGTERM and `rosnode kill` end the listener example, which watches none of
+/// SIGTERM itself: the node shuts down, its `recv()` returns `None`, it exits 0, and
+/// nothing of it stays registered.
+#[test]
+fn signals_and_rosnode_kill_end_an_example_cleanly() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    for how in ["INT", "TERM", "rosnode kill"] {
+        let name = format!("/ended_by_{}", how.replace(' ', "_"));
+        let mut cmd = run_example("listener", &uri, &[&format!("__name:={}", &name[1..])]);
+        let mut child = Child(cmd.stdout(Stdio::null()).spawn().unwrap());
+        assert!(
+            common::wait_for(Duration::from_secs(30), || registered(&python, &uri, &name)),
+            "{name} did not register"
+        );
+        let started = std::time::Instant::now();
+        match how {
+            "rosnode kill" => {
+                let mut kill = common::ros_tool(&python, "rosnode", &uri);
+                assert!(kill
+                    .args(["kill", &name])
+                    .output()
+                    .unwrap()
+                    .status
+                    .success());
+            }
+            signal => {
+                let pid = child.0.id().to_string();
+                let sent = Command::new("kill")
+                    .args([&format!("-{signal}"), &pid])
+                    .status();
+                assert!(sent.unwrap().success());
+            }
+        }
+        let mut status = None;
+        while started.elapsed() < Duration::from_secs(10) && status.is_none() {
+            status = child.0.try_wait().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let took = started.elapsed();
+        println!("{how}: the listener example exited after {took:?} with {status:?}");
+        assert!(status.is_some_and(|s| s.success()), "{how}: {status:?}");
+        assert!(
+            !registered(&python, &uri, &name),
+            "{how}: {name} still registered"
+        );
+        assert!(took < Duration::from_secs(5), "{how}: {took:?}");
+    }
+}

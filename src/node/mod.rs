@@ -86,6 +86,10 @@ pub(crate) struct NodeInner {
     watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
     rosout: Mutex<Option<RawPublisher>>,
     logger_services: Mutex<Vec<crate::service::RawServiceServer>>,
+    /// Waits for SIGINT or SIGTERM (see [`NodeOptions::handle_signals`]).
+    signals: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Held through [`Node::shutdown`]; true once one completed.
+    shut_down: tokio::sync::Mutex<bool>,
 }
 
 /// What a node offers besides what the program asks for.
@@ -94,12 +98,19 @@ pub struct NodeOptions {
     /// Serve `~get_loggers` and `~set_logger_level`, as every roscpp and rospy node does
     /// (see [`crate::logging`]). On by default.
     pub logger_services: bool,
+    /// Shut the node down cleanly on SIGINT (Ctrl-C) and SIGTERM, as roscpp's and rospy's
+    /// default handlers do: everything is unregistered, udpros peers get ERR, every `recv()`
+    /// returns `None` and [`Node::shutdown_requested`] completes, so a program written
+    /// around them ends by itself. A second signal then ends the process at once. On by
+    /// default; programs that handle signals themselves turn it off.
+    pub handle_signals: bool,
 }
 
 impl Default for NodeOptions {
     fn default() -> NodeOptions {
         NodeOptions {
             logger_services: true,
+            handle_signals: true,
         }
     }
 }
@@ -146,6 +157,8 @@ impl Node {
             watchdog: Mutex::new(None),
             rosout: Mutex::new(None),
             logger_services: Mutex::new(Vec::new()),
+            signals: Mutex::new(None),
+            shut_down: tokio::sync::Mutex::new(false),
         });
         let bind = inner.id.bind;
         let lookup: crate::transport::tcp_server::Lookup = Arc::new(Arc::downgrade(&inner));
@@ -205,6 +218,11 @@ impl Node {
                     other => other,
                 })?;
             *lock(&node.inner.logger_services) = servers;
+        }
+        if options.handle_signals {
+            *lock(&node.inner.signals) = Some(tokio::spawn(shut_down_on_signal(Arc::downgrade(
+                &node.inner,
+            ))));
         }
         // The master that just took our registrations: the watchdog's baseline, so it only
         // registers again after a restart (a new pid), never racing a quick shutdown.
@@ -358,14 +376,22 @@ impl Node {
     }
 
     /// Leaves the graph: unregisters every publication and subscription (so nothing stays
-    /// registered, as roscpp's shutdown does), unsubscribes cached parameters and stops
-    /// serving.
+    /// registered, as roscpp's shutdown does), unsubscribes cached parameters, closes
+    /// every link (udpros subscribers get ERR; every `recv()` returns `None`) and stops
+    /// serving. SIGINT, SIGTERM (see [`NodeOptions::handle_signals`]) and `rosnode kill`
+    /// do the same.
     pub async fn shutdown(&self) {
         self.inner.shutdown.send_if_modified(|reason| {
             let first = reason.is_none();
             reason.get_or_insert_with(|| "shutdown".into());
             first
         });
+        // One shutdown at a time, and once: a program's own `shutdown()` after a signal
+        // waits for the one the signal started (and does it, if that one was cancelled).
+        let mut done = self.inner.shut_down.lock().await;
+        if *done {
+            return;
+        }
         // The watchdog re-registers what the master lost; it must not undo what follows.
         if let Some(watchdog) = lock(&self.inner.watchdog).take() {
             watchdog.abort();
@@ -385,11 +411,7 @@ impl Node {
         for topic in subscribed {
             let _ = self.inner.master.unregister_subscriber(&topic, &uri).await;
         }
-        let services: Vec<_> = lock(&self.inner.services.0)
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
-        for service in services {
+        for service in self.inner.service_list() {
             service.close();
             let _ = self
                 .inner
@@ -401,11 +423,19 @@ impl Node {
             let _ = self.inner.master.unsubscribe_param(&key, self.uri()).await;
             self.inner.params.remove(&key);
         }
+        // Publications tell udpros subscribers (ERR) and drop their links; subscriptions
+        // close their queues, so every `recv()` returns `None`.
+        self.inner.publication_list().iter().for_each(|p| p.close());
+        self.inner
+            .subscription_list()
+            .iter()
+            .for_each(|s| s.close());
         self.inner
             .slave
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+        *done = true;
     }
 }
 
@@ -518,6 +548,38 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Waits for SIGINT or SIGTERM, then shuts the node down as `rosnode kill` would. A
+/// second signal then ends the process (exit status 128 + the signal's number), for a
+/// program that does not end by itself.
+async fn shut_down_on_signal(node: Weak<NodeInner>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return tracing::warn!(
+            "cannot watch SIGINT and SIGTERM; the node will not shut down on them"
+        );
+    };
+    let name = tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+    };
+    // The second signal is waited for by a task of its own: this one is aborted when the
+    // node goes away, and the process must still answer it then.
+    tokio::spawn(async move {
+        let status = tokio::select! {
+            _ = interrupt.recv() => 130,
+            _ = terminate.recv() => 143,
+        };
+        std::process::exit(status);
+    });
+    let Some(inner) = node.upgrade() else { return };
+    tracing::info!("{name}: shutting down");
+    inner.shutdown.send_replace(Some(name.to_string()));
+    Node { inner }.shutdown().await;
+}
+
 /// Notices a master restart (its pid changes, or it answers again after failing) and
 /// registers everything again: publications, subscriptions, cached parameters, private
 /// parameters from the command line. No ROS1 client library does this.
@@ -608,6 +670,9 @@ impl Drop for NodeInner {
         services.iter().for_each(|s| s.close());
         if let Some(w) = lock(&self.watchdog).take() {
             w.abort();
+        }
+        if let Some(s) = lock(&self.signals).take() {
+            s.abort();
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;

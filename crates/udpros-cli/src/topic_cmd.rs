@@ -125,6 +125,7 @@ pub async fn tool_node(prefix: &str) -> Result<Node, String> {
         udpros::node::args::NodeIdentity::from_args(&name, &args).map_err(|e| e.to_string())?;
     let options = udpros::node::NodeOptions {
         logger_services: false,
+        ..udpros::node::NodeOptions::default()
     };
     let node = Node::with_options(id, options)
         .await
