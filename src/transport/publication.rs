@@ -134,8 +134,8 @@ impl Publication {
     /// Whatever the caller put there is replaced (on the wire; the caller's message is not
     /// touched). A latched frame is later sent unchanged to late subscribers, as roscpp
     /// does (rospy numbers each anew).
-    fn number(&self, links: &[Arc<SubscriberLink>], frame: Bytes) -> Bytes {
-        if !self.info.has_header || frame.len() < 8 || links.iter().all(|l| l.is_closed()) {
+    fn number(&self, open_links: &[Arc<SubscriberLink>], frame: Bytes) -> Bytes {
+        if !self.info.has_header || frame.len() < 8 || open_links.is_empty() {
             return frame;
         }
         let seq = self.seq.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -149,12 +149,12 @@ impl Publication {
 
     fn hand_out(&self, frame: Bytes, direct: bool) {
         let mut links = self.links();
+        links.retain(|l| !l.is_closed());
         let frame = self.number(&links, frame);
         if self.latch {
             *self.latched.lock().unwrap_or_else(|e| e.into_inner()) = Some(frame.clone());
         }
         self.messages.fetch_add(1, Ordering::Relaxed);
-        links.retain(|l| !l.is_closed());
         for link in links.iter() {
             match direct {
                 true => link.offer(&frame),
