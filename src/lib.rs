@@ -61,6 +61,8 @@
 //! - [`node`]: the [`Node`](node::Node): names, parameters, publishers, subscribers.
 //! - [`master`]: an embedded master with rosmaster's semantics.
 //! - [`logging`], [`rosout`]: logging to stderr and `/rosout`.
+//! - [`time`]: ROS time: the node's clock (wall, or sim time from `/clock` under
+//!   `/use_sim_time`), sleeps that follow it, and [`Rate`](time::Rate).
 //!
 //! # UDPROS and TCPROS
 //!
@@ -89,15 +91,20 @@
 //!
 //! # Shutting down
 //!
-//! The library installs no signal handler: the program decides what Ctrl-C means. A node
-//! reports that the master or `rosnode kill` asked it to stop through
-//! [`Node::shutdown_requested`](node::Node::shutdown_requested);
-//! [`Node::shutdown`](node::Node::shutdown) then unregisters every publication,
-//! subscription and parameter subscription, tells udpros UDPROS peers the link closed, and
-//! stops serving. Dropping the last handle of a node does the same in the background, as
-//! far as a running tokio runtime lets it. A process killed outright leaves its
-//! registrations with the master, as any ROS node does, until `rosnode cleanup` or the
-//! next node of the same name.
+//! By default a node shuts down cleanly on SIGINT (Ctrl-C) and SIGTERM, as roscpp and rospy
+//! nodes do, and so it does when the master or `rosnode kill` asks it to; programs that
+//! handle signals themselves turn that off with
+//! [`NodeOptions::handle_signals`](node::NodeOptions::handle_signals). Shutting down
+//! unregisters every publication, subscription, service and parameter subscription, tells
+//! udpros UDPROS peers the link closed, and stops serving; then every `recv()` returns
+//! `None`, [`Node::ok`](node::Node::ok) is false, sleeps on the node's clock end with
+//! [`ClockError::Shutdown`](time::ClockError::Shutdown), and
+//! [`Node::shutdown_requested`](node::Node::shutdown_requested) and
+//! [`Node::spin`](node::Node::spin) return, so a program written around any of them ends by
+//! itself. [`Node::shutdown`](node::Node::shutdown) does the same from code. Dropping the
+//! last handle of a node unregisters in the background, as far as a running tokio runtime
+//! lets it. A process killed outright leaves its registrations with the master, as any ROS
+//! node does, until `rosnode cleanup` or the next node of the same name.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -111,6 +118,7 @@ pub mod node;
 mod python;
 pub mod rosout;
 pub mod service;
+pub mod time;
 pub mod transport;
 pub mod xmlrpc;
 

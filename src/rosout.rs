@@ -6,8 +6,8 @@
 //! (`tracing_subscriber::registry().with(udpros::rosout::layer())`).
 
 use crate::logging::EventText;
-use crate::msg::Time;
 use crate::msgs::rosgraph_msgs::Log;
+use crate::time::Clock;
 use crate::transport::publication::Publication;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,6 +18,7 @@ struct Target {
     node: String,
     publication: Weak<Publication>,
     topics: Vec<String>,
+    clock: Clock,
 }
 
 static TARGET: Mutex<Option<Target>> = Mutex::new(None);
@@ -29,13 +30,19 @@ thread_local! {
 }
 
 /// Makes `publication` (a node's `/rosout`) where log events go; the node's topics are
-/// listed in each message.
-pub(crate) fn set_target(node: &str, publication: Weak<Publication>, topics: Vec<String>) {
+/// listed in each message, stamped with the node's `clock` (sim time in sim time).
+pub(crate) fn set_target(
+    node: &str,
+    publication: Weak<Publication>,
+    topics: Vec<String>,
+    clock: Clock,
+) {
     if let Ok(mut target) = TARGET.lock() {
         *target = Some(Target {
             node: node.to_string(),
             publication,
             topics,
+            clock,
         });
     }
 }
@@ -68,7 +75,7 @@ pub(crate) fn publish(event: &Event<'_>) {
         ..Default::default()
     };
     log.header.seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    log.header.stamp = Time::now();
+    log.header.stamp = t.clock.now();
     drop(target);
     PUBLISHING.with(|p| p.set(true));
     if let Ok(frame) = crate::wire::to_frame(&log) {

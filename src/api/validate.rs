@@ -25,19 +25,6 @@ pub(crate) enum Check {
     PublishersList(&'static str),
 }
 
-/// Python's truth value, which rosmaster's validators test with `not x`.
-pub(crate) fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Int(i) => *i != 0,
-        Value::Bool(b) => *b,
-        Value::String(s) | Value::DateTime(s) => !s.is_empty(),
-        Value::Double(d) => *d != 0.0,
-        Value::Base64(b) => !b.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Struct(s) => !s.is_empty(),
-    }
-}
-
 fn invalid(message: String) -> (i32, String) {
     (-1, message)
 }
@@ -62,7 +49,7 @@ impl Check {
         Ok(match self {
             Check::Any => value,
             Check::NonEmptyStr(name) => {
-                if !truthy(&value) {
+                if !value.is_truthy() {
                     return Err(invalid(format!(
                         "ERROR: parameter [{name}] must be specified and non-empty"
                     )));
@@ -75,7 +62,7 @@ impl Check {
                 value
             }
             Check::NonEmpty(name) => {
-                if !truthy(&value) {
+                if !value.is_truthy() {
                     return Err(invalid(format!(
                         "ERROR: parameter [{name}] must be specified and non-empty"
                     )));

@@ -62,6 +62,52 @@ impl Time {
     pub fn as_secs_f64(self) -> f64 {
         f64::from(self.sec) + f64::from(self.nsec) * 1e-9
     }
+
+    /// Whether this is time zero: in sim time, the clock before its first `/clock` message
+    /// (roscpp's `!Time::isValid()`).
+    pub fn is_zero(self) -> bool {
+        self.sec == 0 && self.nsec == 0
+    }
+
+    /// `self + d`, saturating at zero and at the largest representable time.
+    pub fn saturating_add(self, d: Duration) -> Time {
+        let nanos = i128::from(self.as_nanos()) + i128::from(d.as_nanos());
+        Time::from_nanos(nanos.clamp(0, i128::from(u64::MAX)) as u64)
+    }
+
+    /// `self - earlier` as a signed duration (negative when `earlier` is later), saturating
+    /// at the `i32` seconds range.
+    pub fn since(self, earlier: Time) -> Duration {
+        let nanos = i128::from(self.as_nanos()) - i128::from(earlier.as_nanos());
+        Duration::from_nanos(nanos.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
+    }
+}
+
+impl std::ops::Add<Duration> for Time {
+    type Output = Time;
+
+    /// Saturating, as [`Time::saturating_add`].
+    fn add(self, d: Duration) -> Time {
+        self.saturating_add(d)
+    }
+}
+
+impl std::ops::Sub<Duration> for Time {
+    type Output = Time;
+
+    /// Saturating at zero, as [`Time::saturating_add`] of the negated duration.
+    fn sub(self, d: Duration) -> Time {
+        self.saturating_add(Duration::from_nanos(d.as_nanos().saturating_neg()))
+    }
+}
+
+impl std::ops::Sub for Time {
+    type Output = Duration;
+
+    /// Saturating, as [`Time::since`].
+    fn sub(self, earlier: Time) -> Duration {
+        self.since(earlier)
+    }
 }
 
 impl Duration {
@@ -96,6 +142,18 @@ impl Duration {
     pub fn as_secs_f64(self) -> f64 {
         f64::from(self.sec) + f64::from(self.nsec) * 1e-9
     }
+
+    /// `secs` seconds, rounded to the nanosecond; saturates at the `i32` seconds range
+    /// (NaN gives zero).
+    pub fn from_secs_f64(secs: f64) -> Duration {
+        // `as` saturates, and maps NaN to 0.
+        Duration::from_nanos((secs * 1e9).round() as i64)
+    }
+
+    /// The duration as a `std::time::Duration`; a negative one is zero.
+    pub fn to_std(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(u64::try_from(self.as_nanos()).unwrap_or(0))
+    }
 }
 
 impl From<std::time::Duration> for Duration {
@@ -122,5 +180,27 @@ mod tests {
         assert_eq!(d, Duration::new(-2, 500_000_000));
         assert_eq!(d.as_nanos(), -1_500_000_000);
         assert_eq!(Duration::from_nanos(i64::MIN).sec, i32::MIN);
+    }
+
+    #[test]
+    fn time_arithmetic_saturates_and_signs() {
+        let t = Time::new(10, 500_000_000);
+        assert_eq!(
+            t + Duration::from_secs_f64(0.75),
+            Time::new(11, 250_000_000)
+        );
+        assert_eq!(t + Duration::from_secs_f64(-20.0), Time::new(0, 0));
+        assert_eq!(
+            Time::new(u32::MAX, 0) + Duration::new(5, 0),
+            Time::from_nanos(u64::MAX)
+        );
+        assert_eq!(Time::new(3, 0) - t, Duration::from_nanos(-7_500_000_000));
+        assert_eq!((t - Time::new(3, 0)).as_secs_f64(), 7.5);
+        assert_eq!(Duration::from_secs_f64(f64::NAN), Duration::default());
+        assert_eq!(Duration::from_secs_f64(f64::INFINITY).sec, i32::MAX);
+        assert_eq!(Duration::from_nanos(-5).to_std(), std::time::Duration::ZERO);
+        assert!(Time::default().is_zero() && !t.is_zero());
+        assert_eq!(t - Duration::new(1, 0), Time::new(9, 500_000_000));
+        assert_eq!(t - Duration::new(11, 0), Time::default());
     }
 }

@@ -13,6 +13,8 @@ pub use topics::{
 };
 
 use crate::api::{ApiError, MasterClient, SlaveBackend, SlaveHandler, SlaveReply};
+use crate::msg::Time;
+use crate::time::{Clock, Rate, SimTimeSource};
 use crate::transport::tcp_server::TcpRosServer;
 use crate::xmlrpc::{Value, XmlRpcClient, XmlRpcServer};
 use args::{ArgError, NodeArgs, NodeIdentity};
@@ -90,6 +92,8 @@ pub(crate) struct NodeInner {
     signals: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Held through [`Node::shutdown`]; true once one completed.
     shut_down: tokio::sync::Mutex<bool>,
+    /// Wall or sim time, decided once at start (see [`crate::time`]).
+    clock: OnceLock<Clock>,
 }
 
 /// What a node offers besides what the program asks for.
@@ -159,6 +163,7 @@ impl Node {
             logger_services: Mutex::new(Vec::new()),
             signals: Mutex::new(None),
             shut_down: tokio::sync::Mutex::new(false),
+            clock: OnceLock::new(),
         });
         let bind = inner.id.bind;
         let lookup: crate::transport::tcp_server::Lookup = Arc::new(Arc::downgrade(&inner));
@@ -185,6 +190,14 @@ impl Node {
                 .await
                 .map_err(unreachable)?;
         }
+        let sim_time = node
+            .inner
+            .master
+            .get_param("/use_sim_time")
+            .await
+            .map_err(unreachable)?
+            .is_some_and(|v| v.is_truthy());
+        let sim_source = node.start_clock(sim_time);
         // Like roscpp, every node publishes its log on /rosout.
         use crate::msg::Message;
         use crate::msgs::rosgraph_msgs::Log;
@@ -206,9 +219,16 @@ impl Node {
                 node.name(),
                 Arc::downgrade(&publication),
                 vec!["/rosout".into()],
+                node.clock(),
             );
         }
         *lock(&node.inner.rosout) = Some(rosout);
+        if let Some(source) = sim_source {
+            node.follow_clock_topic(source).await.map_err(|e| match e {
+                NodeError::Api(e) => unreachable(e),
+                other => other,
+            })?;
+        }
         if options.logger_services {
             let servers = node
                 .advertise_logger_services()
@@ -230,6 +250,59 @@ impl Node {
         *lock(&node.inner.watchdog) =
             Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner), pid)));
         Ok(node)
+    }
+
+    /// Decides the node's clock: sim time (returning the source `/clock` drives) or wall.
+    fn start_clock(&self, sim_time: bool) -> Option<SimTimeSource> {
+        let shutdown = self.inner.shutdown.subscribe();
+        let (clock, source) = if sim_time {
+            let (source, clock) = Clock::simulated();
+            (clock, Some(source))
+        } else {
+            (Clock::wall(), None)
+        };
+        let _ = self.inner.clock.set(clock.until(shutdown));
+        source
+    }
+
+    /// Subscribes `/clock` as roscpp and rospy do in sim time (queue 1) and sets the
+    /// node's time from every message, until the node shuts down.
+    async fn follow_clock_topic(&self, source: SimTimeSource) -> Result<(), NodeError> {
+        use crate::msgs::rosgraph_msgs::Clock as ClockMsg;
+        let options = SubscribeOptions {
+            queue_size: 1,
+            // A Clock is 8 bytes: a publisher of anything much larger is not a clock.
+            max_message_size: 1024,
+            ..SubscribeOptions::default()
+        };
+        let mut ticks = self.subscribe::<ClockMsg>("/clock", options).await?;
+        tokio::spawn(async move {
+            while let Some(tick) = ticks.recv().await {
+                source.set(tick.clock);
+            }
+        });
+        Ok(())
+    }
+
+    /// The node's clock: wall time, or sim time from `/clock` when `/use_sim_time` was
+    /// true as the node started (see [`crate::time`]). Its sleeps end when the node shuts
+    /// down.
+    pub fn clock(&self) -> Clock {
+        self.inner.clock().clone()
+    }
+
+    /// The node's ROS time now ([`Node::clock`]'s): what to stamp headers with. In sim
+    /// time, zero until the first `/clock`.
+    pub fn now(&self) -> Time {
+        self.inner.clock().now()
+    }
+
+    /// A [`Rate`] of `hz` per second of the node's time. Its `sleep` ends with
+    /// [`ClockError::Shutdown`](crate::time::ClockError::Shutdown) when the node shuts
+    /// down, so a loop around it ends with the node, and reports a backward jump of sim
+    /// time with [`ClockError::MovedBackwards`](crate::time::ClockError::MovedBackwards).
+    pub fn rate(&self, hz: f64) -> Rate {
+        self.clock().rate(hz)
     }
 
     /// `~get_loggers` and `~set_logger_level`, backed by [`crate::logging`]'s levels.
@@ -373,6 +446,23 @@ impl Node {
     /// Whether the node shut down (by `shutdown`, the master, or `rosnode kill`).
     pub fn is_shutdown(&self) -> bool {
         self.inner.shutdown.borrow().is_some()
+    }
+
+    /// Whether the node is still running: false from the moment anything asked it to shut
+    /// down (a signal, `rosnode kill`, [`Node::shutdown`]). roscpp's `ros::ok()` and
+    /// rospy's `not is_shutdown()`, for `while node.ok() { ... }` loops.
+    pub fn ok(&self) -> bool {
+        !self.is_shutdown()
+    }
+
+    /// Runs until the node is asked to shut down (a signal, `rosnode kill`, the master, or
+    /// [`Node::shutdown`] from another task), then finishes the shutdown (everything
+    /// unregistered) and returns the reason: roscpp's `ros::spin()` for a node whose work
+    /// happens in its subscribers' and services' tasks.
+    pub async fn spin(&self) -> String {
+        let reason = self.shutdown_requested().await;
+        self.shutdown().await;
+        reason
     }
 
     /// Leaves the graph: unregisters every publication and subscription (so nothing stays
@@ -544,6 +634,9 @@ impl SlaveBackend for Backend {
     }
 }
 
+/// The clock of a node whose own is not decided yet.
+static WALL: std::sync::LazyLock<Clock> = std::sync::LazyLock::new(Clock::wall);
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -610,6 +703,11 @@ async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
 }
 
 impl NodeInner {
+    /// The clock; the wall clock in the moments before it was decided.
+    pub(crate) fn clock(&self) -> &Clock {
+        self.clock.get().unwrap_or(&WALL)
+    }
+
     fn registered_anything(&self) -> bool {
         !lock(&self.topics.publications).is_empty()
             || !lock(&self.topics.subscriptions).is_empty()

@@ -24,6 +24,21 @@ pub enum Value {
 }
 
 impl Value {
+    /// Python's truth value (`bool(x)`), which rosmaster's validators and rospy's
+    /// `/use_sim_time` check use: false, 0, 0.0 and empty strings, lists and structs are
+    /// false; everything else is true.
+    pub fn is_truthy(&self) -> bool {
+        match self {
+            Value::Int(i) => *i != 0,
+            Value::Bool(b) => *b,
+            Value::String(s) | Value::DateTime(s) => !s.is_empty(),
+            Value::Double(d) => *d != 0.0,
+            Value::Base64(b) => !b.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::Struct(s) => !s.is_empty(),
+        }
+    }
+
     /// The integer, if this is one.
     pub fn as_i32(&self) -> Option<i32> {
         match self {

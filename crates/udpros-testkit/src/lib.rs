@@ -357,3 +357,56 @@ pub fn assert_each_fails_in_one_line(master: &str, cases: Vec<BadCase>) {
         assert_one_line_failure(program, master, &args, mentions);
     }
 }
+
+/// Records `topics` into the bag `path` with Debian's `rosbag record`, which stops by itself
+/// after `seconds` (its `--duration`); the caller publishes meanwhile. Panics if no bag was
+/// written.
+pub fn record_bag(python: &Path, master_uri: &str, path: &Path, topics: &[&str], seconds: u32) {
+    let mut cmd = ros_tool(python, "rosbag", master_uri);
+    cmd.args(["record", "-O"])
+        .arg(path)
+        .arg(format!("--duration={seconds}"))
+        .args(topics)
+        .stdout(std::process::Stdio::null());
+    let status = cmd.status().expect("run rosbag record");
+    assert!(status.success(), "rosbag record failed: {status}");
+    assert!(path.exists(), "rosbag record wrote no {}", path.display());
+}
+
+/// `rosbag play --clock` of `bag` as the node `/player` (its `pause_playback` service is
+/// `/player/pause_playback`), with `extra` options such as `--pause` or `-l`.
+pub fn play_bag(python: &Path, master_uri: &str, bag: &Path, extra: &[&str]) -> Child {
+    let mut cmd = ros_tool(python, "rosbag", master_uri);
+    cmd.args(["play", "--clock", "--quiet"])
+        .args(extra)
+        .arg(bag)
+        .arg("__name:=player")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
+    Child(cmd.spawn().expect("run rosbag play"))
+}
+
+/// `/clock` published from `node` as a simulator publishes it: `start` first, then at wall
+/// speed, every 10 ms, until the task is aborted. Also gives the simulated time now.
+pub async fn simulated_clock(
+    node: &udpros::node::Node,
+    start: udpros::msg::Time,
+) -> (
+    tokio::task::JoinHandle<()>,
+    impl Fn() -> udpros::msg::Time + Clone + Send + 'static,
+) {
+    use udpros::msgs::rosgraph_msgs::Clock;
+    let clock = node
+        .advertise::<Clock>("/clock", Default::default())
+        .await
+        .expect("advertise /clock");
+    let started = std::time::Instant::now();
+    let now = move || start + started.elapsed().into();
+    let ticking = tokio::spawn(async move {
+        loop {
+            let _ = clock.publish(&Clock { clock: now() });
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+    (ticking, now)
+}
