@@ -62,7 +62,7 @@ async fn latency_until(
 /// The true offset (ROS time − autopilot time, ns) at a message's stamp, for an autopilot
 /// clock given on CLOCK_MONOTONIC.
 fn truth_at(stamp: udpros::msg::Time, remote_at: impl Fn(i64) -> i64) -> i64 {
-    let base = ros_minus_monotonic_ns();
+    let base = ros_minus_monotonic_ns(&udpros::time::Clock::wall());
     let local = stamp.as_nanos() as i64 - base;
     local - remote_at(local) + base
 }
@@ -474,5 +474,44 @@ async fn a_pymavlink_v1_responder_is_detected() {
     assert!(
         error.abs() < 2_000_000,
         "a v1 responder still gives an offset: {error} ns"
+    );
+}
+
+/// Under `/use_sim_time`, stamps and offsets are against `/clock`'s time: a simulator at
+/// 1000 s, while the autopilot's clock reads ten days plus the host's uptime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_sim_time_stamps_and_offsets_are_against_clock() {
+    let fcu = sim(SimConfig {
+        clock_offset_ns: Some(864_000_000_000_000),
+        ..SimConfig::default()
+    });
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let simulator = node(master.uri(), "simulator").await;
+    simulator
+        .set_param("/use_sim_time", udpros::xmlrpc::Value::Bool(true))
+        .await
+        .unwrap();
+    let (_ticking, sim_now) =
+        common::simulated_clock(&simulator, udpros::msg::Time::new(1000, 0)).await;
+    let bridge = node(master.uri(), "mavlink_bridge").await;
+    assert!(bridge.clock().is_sim_time());
+    let _task = tokio::spawn(run(bridge, config(format!("udpout:{}", fcu.local_addr()))));
+    let listener = node(master.uri(), "listener").await;
+    let last = latency_until(&listener, Duration::from_secs(20), |m| {
+        m.converged && !m.header.stamp.is_zero()
+    })
+    .await
+    .expect("latency published");
+    assert!(last.converged, "{last:?}");
+    let age = (sim_now() - last.header.stamp).as_secs_f64();
+    assert!((0.0..5.0).contains(&age), "stamped in sim time: {last:?}");
+    let remote_now = fcu.remote_at(udpros_bridges::mavlink::clock::monotonic_ns());
+    let expected = sim_now().as_nanos() as i64 - remote_now;
+    let error_s = (last.offset_ns - expected) as f64 / 1e9;
+    assert!(
+        error_s.abs() < 5.0,
+        "offset against sim time, off by {error_s} s: {last:?}"
     );
 }

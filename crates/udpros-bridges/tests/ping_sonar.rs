@@ -392,3 +392,73 @@ async fn a_roscpp_udp_subscriber_receives_range() {
     });
     assert_eq!(got, 5, "{:?}", lines.seen);
 }
+
+/// Under `/use_sim_time`, the `ping_sonar` program stamps `~range` with the time of
+/// `rosbag play --clock` (a bag recorded from a udpros publisher), not the wall clock: each
+/// stamp lies within one ping period (0.1 s) of the bag's time when the message arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_stamps_follow_clock_from_rosbag_play() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_rosmaster, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let talker = node(&uri, "talker").await;
+    let chatter = talker
+        .advertise::<udpros::msgs::std_msgs::String>("/chatter", Default::default())
+        .await
+        .unwrap();
+    let sending = tokio::spawn(async move {
+        loop {
+            let _ = chatter.publish(&Default::default());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let bag = std::env::temp_dir().join(format!("udpros-ping-clock-{}.bag", std::process::id()));
+    let _ = std::fs::remove_file(&bag);
+    tokio::task::block_in_place(|| common::record_bag(&python, &uri, &bag, &["/chatter"], 4));
+    sending.abort();
+
+    let set = common::ros_tool(&python, "rosparam", &uri)
+        .args(["set", "/use_sim_time", "true"])
+        .status()
+        .unwrap();
+    assert!(set.success());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ping_sonar"));
+    cmd.args(["__name:=sonar", "_device:=sim:ping1d"])
+        .stdout(std::process::Stdio::null());
+    common::ros_env(&mut cmd, &uri);
+    let _sonar = common::Child(cmd.spawn().unwrap());
+    let listener = node(&uri, "listener").await;
+    assert!(listener.clock().is_sim_time());
+    let mut ranges = listener
+        .subscribe::<sensor_msgs::Range>("/sonar/range", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let _play = common::play_bag(&python, &uri, &bag, &[]);
+    let mut offsets = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while offsets.len() < 20 {
+        let Ok(Some(range)) = tokio::time::timeout_at(deadline, ranges.recv()).await else {
+            break;
+        };
+        let now = listener.now();
+        if now.is_zero() || range.header.stamp.is_zero() {
+            continue; // before the bag's first /clock
+        }
+        let wall_gap = udpros::msg::Time::now() - range.header.stamp;
+        assert!(
+            wall_gap.as_secs_f64() > 3.0,
+            "the stamp is the bag's time, seconds before the wall clock: {wall_gap:?}"
+        );
+        offsets.push((now - range.header.stamp).as_secs_f64());
+    }
+    let _ = std::fs::remove_file(&bag);
+    assert_eq!(offsets.len(), 20, "ranges stamped in sim time: {offsets:?}");
+    let within = offsets.iter().filter(|o| o.abs() <= 0.1).count();
+    assert!(
+        within * 10 >= offsets.len() * 9,
+        "stamps within one ping period of /clock: {offsets:?}"
+    );
+}

@@ -14,11 +14,11 @@ pub fn monotonic_ns() -> i64 {
     i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_nsec)
 }
 
-/// ROS time minus CLOCK_MONOTONIC (ns), sampled now: adds to a monotonic-based offset to
-/// express it against ROS time.
-pub fn ros_minus_monotonic_ns() -> i64 {
+/// `clock`'s ROS time minus CLOCK_MONOTONIC (ns), sampled now: adds to a monotonic-based
+/// offset to express it against ROS time (wall, or sim time under `/use_sim_time`).
+pub fn ros_minus_monotonic_ns(clock: &udpros::time::Clock) -> i64 {
     let mono = monotonic_ns();
-    let ros = udpros::msg::Time::now();
+    let ros = clock.now();
     let ros_ns = i64::from(ros.sec) * 1_000_000_000 + i64::from(ros.nsec);
     ros_ns - mono
 }

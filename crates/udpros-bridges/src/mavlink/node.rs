@@ -16,6 +16,7 @@ use std::time::Duration;
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, std_srvs, udpros as umsg};
 use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher, SubscribeOptions};
+use udpros::time::Clock;
 
 /// The node's private parameters.
 #[derive(Debug, Clone)]
@@ -246,6 +247,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
     let mut timesync = every(cfg.timesync_rate);
     let mut report = tokio::time::interval(Duration::from_secs(1));
     report.reset(); // the first report after a second of data
+    let clock = node.clock();
     let mut shutdown = std::pin::pin!(node.shutdown_requested());
     loop {
         tokio::select! {
@@ -264,10 +266,10 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                         match session.on_message(from, msg, at_ns) {
                             Some(Event::Send(out)) => { link.send(out); }
                             Some(Event::Timesync(sample)) => {
-                                let _ = pubs.timesync_status.publish(&timesync_status(&cfg, &sample));
+                                let _ = pubs.timesync_status.publish(&timesync_status(&cfg, &sample, &clock));
                             }
                             Some(Event::SystemTime { unix_usec, at_ns }) => {
-                                if let Some(msg) = time_reference(&cfg, unix_usec, at_ns) {
+                                if let Some(msg) = time_reference(&cfg, unix_usec, at_ns, &clock) {
                                     let _ = pubs.time_reference.publish(&msg);
                                 }
                             }
@@ -286,7 +288,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                 let now = monotonic_ns();
                 session.expire(now);
                 let r = session.report(now);
-                let _ = pubs.latency.publish(&latency(&r, now));
+                let _ = pubs.latency.publish(&latency(&r, now, &clock));
                 let _ = pubs.diagnostics.publish(&diagnostics(&node, &cfg, &link, &link_state, &r));
             }
             Some(done) = resets.recv() => {
@@ -362,9 +364,10 @@ fn ros_time(mono_ns: i64, base: i64) -> Time {
     Time::from_nanos((mono_ns + base).max(0) as u64)
 }
 
-fn timesync_status(cfg: &Config, s: &TimesyncSample) -> mavros_msgs::TimesyncStatus {
-    // Offsets against ROS time, as mavros publishes them.
-    let base = ros_minus_monotonic_ns();
+fn timesync_status(cfg: &Config, s: &TimesyncSample, clock: &Clock) -> mavros_msgs::TimesyncStatus {
+    // Offsets against ROS time (the node's: sim time under /use_sim_time), as mavros
+    // publishes them.
+    let base = ros_minus_monotonic_ns(clock);
     let estimate = if cfg.use_px4_filter {
         s.px4_offset
     } else {
@@ -383,11 +386,16 @@ fn timesync_status(cfg: &Config, s: &TimesyncSample) -> mavros_msgs::TimesyncSta
 }
 
 /// The autopilot's wall clock, as mavros publishes it (ignoring clocks not set yet).
-fn time_reference(cfg: &Config, unix_usec: u64, at_ns: i64) -> Option<sensor_msgs::TimeReference> {
+fn time_reference(
+    cfg: &Config,
+    unix_usec: u64,
+    at_ns: i64,
+    clock: &Clock,
+) -> Option<sensor_msgs::TimeReference> {
     const PLAUSIBLE_USEC: u64 = 1_234_567_890_000_000; // 2009-02-13
     (unix_usec > PLAUSIBLE_USEC).then(|| sensor_msgs::TimeReference {
         header: std_msgs::Header {
-            stamp: ros_time(at_ns, ros_minus_monotonic_ns()),
+            stamp: ros_time(at_ns, ros_minus_monotonic_ns(clock)),
             ..Default::default()
         },
         time_ref: Time::from_nanos(unix_usec.saturating_mul(1000)),
@@ -399,8 +407,8 @@ fn seconds(ns: Option<i64>) -> f64 {
     ns.map_or(f64::NAN, |v| v as f64 / 1e9)
 }
 
-fn latency(r: &Report, now: i64) -> umsg::MavlinkLatency {
-    let base = ros_minus_monotonic_ns();
+fn latency(r: &Report, now: i64, clock: &Clock) -> umsg::MavlinkLatency {
+    let base = ros_minus_monotonic_ns(clock);
     let us = |v: Option<u64>| v.map_or(f64::NAN, |v| v as f64 / 1e6);
     let rtt_min = r
         .timesync_rtt
@@ -551,7 +559,7 @@ fn diagnostics(
     };
     diagnostic_msgs::DiagnosticArray {
         header: std_msgs::Header {
-            stamp: Time::now(),
+            stamp: node.now(),
             ..Default::default()
         },
         status: vec![connection, time_sync],

@@ -117,12 +117,12 @@ struct Sweep {
 }
 
 impl Sweep {
-    fn new(image_size: u32) -> Sweep {
+    fn new(image_size: u32, now: Time) -> Sweep {
         Sweep {
             ranges: vec![f32::INFINITY; 400],
             intensities: vec![0.0; 400],
             image: vec![0; (image_size * image_size) as usize],
-            started: Time::now(),
+            started: now,
             last_angle: None,
             last_image: None,
         }
@@ -143,7 +143,8 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         diagnostics: node.advertise("/diagnostics", opts).await?,
     });
     let latency = std::sync::Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
-    let hook = fast_path(cfg.clone(), pubs.clone(), latency.clone());
+    let clock = node.clock();
+    let hook = fast_path(cfg.clone(), pubs.clone(), latency.clone(), clock.clone());
     let mut link = Link::spawn_with_hook(
         cfg.device.clone(),
         cfg.dialect,
@@ -151,7 +152,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         Some(hook),
     );
     let mut session = Session::new(cfg.clone(), Instant::now());
-    let mut sweep = Sweep::new(cfg.image_size);
+    let mut sweep = Sweep::new(cfg.image_size, clock.now());
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
     let mut shutdown = std::pin::pin!(node.shutdown_requested());
     loop {
@@ -172,7 +173,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                         trouble.recovered();
                         let data = matches!(frame.id, m::DeviceData::ID | m::AutoDeviceData::ID);
                         if let Some(echo) = session.handle_frame(&frame, arrived) {
-                            publish_echo(&cfg, &pubs, &mut sweep, stamp_at(arrived), &echo);
+                            publish_echo(&cfg, &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
                         }
                         if data {
                             latency.lock().unwrap_or_else(|e| e.into_inner()).record(arrived.elapsed());
@@ -217,9 +218,10 @@ fn fast_path(
     cfg: Config,
     pubs: std::sync::Arc<Publishers>,
     latency: std::sync::Arc<std::sync::Mutex<LatencyWindow>>,
+    clock: udpros::time::Clock,
 ) -> super::link::FrameHook {
     std::sync::Arc::new(move |frame: &Frame, arrived: Instant| {
-        let stamp = stamp_at(arrived);
+        let stamp = stamp_at(&clock, arrived);
         let published = match cfg.dialect {
             Dialect::Draft2017 => match draft::DraftMessage::decode(frame.id, &frame.payload) {
                 Ok(draft::DraftMessage::EsProfile(p)) => {
@@ -286,9 +288,10 @@ fn fast_path(
     })
 }
 
-fn stamp_at(arrived: Instant) -> Time {
-    let now = Time::now().as_nanos();
-    Time::from_nanos(now.saturating_sub(arrived.elapsed().as_nanos() as u64))
+/// The node's time (ROS time: sim time under `/use_sim_time`) when the frame's last byte
+/// `arrived`.
+fn stamp_at(clock: &udpros::time::Clock, arrived: Instant) -> Time {
+    clock.now() - udpros::msg::Duration::from(arrived.elapsed())
 }
 
 fn header(cfg: &Config, stamp: Time) -> udpros::msgs::std_msgs::Header {
@@ -539,7 +542,7 @@ fn diagnostics(
     };
     diagnostic_msgs::DiagnosticArray {
         header: udpros::msgs::std_msgs::Header {
-            stamp: Time::now(),
+            stamp: node.now(),
             ..Default::default()
         },
         status: vec![diagnostic_msgs::DiagnosticStatus {
