@@ -77,6 +77,10 @@ pub struct EchoArgs {
     /// One JSON object per line instead of YAML.
     #[arg(long)]
     json: bool,
+    /// Show every time field as its offset from the node's ROS time when printed (`time -
+    /// now`, negative for the past), as `rostopic echo --offset`.
+    #[arg(long)]
+    offset: bool,
     topic: String,
 }
 
@@ -137,6 +141,22 @@ pub async fn tool_node(prefix: &str) -> Result<Node, String> {
     Ok(node)
 }
 
+/// The node's ROS time, once it has one: in sim time, after the first `/clock` (said on
+/// stderr when that takes more than a second), so nothing is stamped or offset with zero.
+async fn valid_now(node: &Node) -> Result<udpros::msg::Time, String> {
+    let clock = node.clock();
+    let valid = clock.wait_for_valid();
+    tokio::pin!(valid);
+    let waited = tokio::select! {
+        now = &mut valid => now,
+        _ = tokio::time::sleep(Duration::from_secs(1)) => {
+            eprintln!("udpros: /use_sim_time is true; waiting for the first /clock");
+            valid.await
+        }
+    };
+    waited.map_err(|e| e.to_string())
+}
+
 /// The fastest `topic pub -r` publishes: a period under a microsecond is no rate a timer
 /// can keep.
 const MAX_PUB_RATE: f64 = 1e6;
@@ -164,8 +184,9 @@ async fn publish(node: &Node, args: PubArgs) -> CliResult {
         Some(text) => Some(udpros::yaml::load(&format!("{{{text}}}"))),
     };
     let yaml = yaml.transpose().map_err(|e| format!("message YAML: {e}"))?;
+    // `now` and `header: auto` take the node's ROS time (sim time under /use_sim_time).
     let value = ty
-        .value_from_yaml(yaml.as_ref())
+        .value_from_yaml_at(yaml.as_ref(), valid_now(node).await?)
         .map_err(|e| e.to_string())?;
     let body = ty.encode(&value).map_err(|e| e.to_string())?;
     let definition = ty.definition().map_err(|e| e.to_string())?;
@@ -267,13 +288,16 @@ async fn echo(node: &Node, args: EchoArgs) -> CliResult {
             return Ok(());
         };
         let decoder = decoders.get(&received.publisher)?;
-        let value = match decoder.decode(&received.body) {
+        let mut value = match decoder.decode(&received.body) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("udpros: skipping a message that does not decode: {e}");
                 continue;
             }
         };
+        if args.offset {
+            value.offset_times(valid_now(node).await?);
+        }
         let text = if args.json {
             format!("{}\n", value.to_json())
         } else {
@@ -527,10 +551,12 @@ async fn delay(node: &Node, args: HzArgs) -> CliResult {
         &args,
         (std::collections::VecDeque::<f64>::new(), false),
         |(delays, headerless), m| match header_stamp(m) {
-            Some(stamp) => {
-                let now = udpros::msg::Time::now().as_nanos() as f64 * 1e-9;
-                push_window(delays, now - stamp);
+            // The node's ROS time, as rostopic delay uses rospy's (sim time too); none
+            // before the first /clock.
+            Some(stamp) if node.clock().is_valid() => {
+                push_window(delays, node.now().as_secs_f64() - stamp);
             }
+            Some(_) => {}
             None => *headerless = true,
         },
         |(delays, headerless), _| {

@@ -197,3 +197,110 @@ async fn type_find_bw_and_delay_report_a_stamped_topic() {
     assert!((0.0..0.5).contains(&seconds), "{delay}");
     talking.abort();
 }
+
+/// The `secs`/`nsecs` pair under `stamp:` in echo's YAML, as seconds.
+fn stamp_seconds(yaml: &str) -> f64 {
+    let mut lines = yaml
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("stamp:"));
+    let mut field = |name: &str| -> f64 {
+        lines
+            .find_map(|l| l.trim().strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} under stamp in {yaml}"))
+    };
+    let secs = field("secs:");
+    secs + field("nsecs:") * 1e-9
+}
+
+/// Under `/use_sim_time`, the tool is a sim-time node too: `topic pub` stamps
+/// `header: auto` with `/clock`'s time, `topic echo --offset` shows stamps as offsets from
+/// it (as `rostopic echo --offset` does), and `topic delay` measures against it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_sim_time_pub_echo_offset_and_delay_use_ros_time() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let driver = common::node(&uri, "clock_driver").await;
+    driver
+        .set_param("/use_sim_time", udpros::xmlrpc::Value::Bool(true))
+        .await
+        .unwrap();
+    let (ticking, sim_now) =
+        common::simulated_clock(&driver, udpros::msg::Time::new(1000, 0)).await;
+    // Stamped 2.5 s in the past of sim time.
+    let stamped = driver
+        .advertise::<udpros::msgs::geometry_msgs::PointStamped>(
+            "/stamped",
+            AdvertiseOptions::default(),
+        )
+        .await
+        .unwrap();
+    let stamp_now = sim_now.clone();
+    let talking = tokio::spawn(async move {
+        loop {
+            let mut msg = udpros::msgs::geometry_msgs::PointStamped::default();
+            msg.header.stamp = stamp_now() - udpros::msg::Duration::from_secs_f64(2.5);
+            let _ = stamped.publish(&msg);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let run = |args: &'static [&'static str]| {
+        let uri = uri.clone();
+        tokio::task::spawn_blocking(move || output(udpros_cmd(&uri, args)))
+    };
+    let ours = run(&["topic", "echo", "--offset", "-n", "1", "/stamped"])
+        .await
+        .unwrap();
+    let theirs = tokio::task::block_in_place(|| {
+        let mut echo = ros_tool(&python, "rostopic", &uri);
+        echo.args(["echo", "--offset", "-n", "1", "/stamped"]);
+        output(echo)
+    });
+    for (who, text) in [("udpros", &ours), ("rostopic", &theirs)] {
+        let offset = stamp_seconds(text);
+        assert!((-3.0..-2.4).contains(&offset), "{who}: {offset} in {text}");
+    }
+
+    let mut auto = driver
+        .subscribe::<udpros::msgs::geometry_msgs::PointStamped>(
+            "/auto",
+            udpros::node::SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut publish = udpros_cmd(
+        &uri,
+        &[
+            "topic",
+            "pub",
+            "/auto",
+            "geometry_msgs/PointStamped",
+            "header: auto",
+        ],
+    );
+    let _published = common::Child(publish.spawn().unwrap());
+    let got = tokio::time::timeout(Duration::from_secs(20), auto.recv())
+        .await
+        .expect("the latched message arrives")
+        .unwrap();
+    let age = (sim_now() - got.header.stamp).as_secs_f64();
+    assert!(
+        (0.0..15.0).contains(&age),
+        "stamped in sim time: {:?}",
+        got.header
+    );
+
+    let delay = run(&["topic", "delay", "--duration", "2.5", "/stamped"])
+        .await
+        .unwrap();
+    let average: f64 = delay
+        .lines()
+        .find_map(|l| l.strip_prefix("average delay: ")?.parse().ok())
+        .unwrap_or_else(|| panic!("{delay}"));
+    assert!((2.4..3.0).contains(&average), "{delay}");
+    ticking.abort();
+    talking.abort();
+}

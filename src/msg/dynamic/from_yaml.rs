@@ -1,6 +1,7 @@
 //! Message values from YAML, as `rostopic pub` takes them: a map of field names (missing
 //! fields take their defaults) or a list of field values in order; `time` and `duration`
-//! as `{secs, nsecs}`, a number of seconds, or `now`.
+//! as `{secs, nsecs}` or a number of seconds; a `time` as `now` (or `auto`), and a
+//! `std_msgs/Header` as `auto` (stamped now), as rostopic's keywords.
 
 use super::{DynamicError, DynamicType, Value};
 use crate::codegen::spec::{FieldType, Primitive, Shape, MAX_NESTING};
@@ -13,9 +14,19 @@ fn mismatch(what: String) -> DynamicError {
 }
 
 impl DynamicType {
-    /// Builds a message value from YAML (`None`: all defaults).
+    /// Builds a message value from YAML (`None`: all defaults); `now` is the wall clock.
     pub fn value_from_yaml(&self, yaml: Option<&Yaml>) -> Result<Value, DynamicError> {
-        self.message_from_yaml(self.type_name(), yaml, 0)
+        self.value_from_yaml_at(yaml, Time::now())
+    }
+
+    /// Builds a message value from YAML, with `now` for the `now` and `auto` keywords (a
+    /// node's ROS time, as rostopic uses `rospy.get_rostime()`).
+    pub fn value_from_yaml_at(
+        &self,
+        yaml: Option<&Yaml>,
+        now: Time,
+    ) -> Result<Value, DynamicError> {
+        self.message_from_yaml(self.type_name(), yaml, 0, now)
     }
 
     fn message_from_yaml(
@@ -23,6 +34,7 @@ impl DynamicType {
         name: &str,
         yaml: Option<&Yaml>,
         depth: usize,
+        now: Time,
     ) -> Result<Value, DynamicError> {
         if depth > MAX_NESTING {
             return Err(mismatch("nesting too deep".into()));
@@ -54,7 +66,7 @@ impl DynamicType {
         for (i, field) in fields.iter().enumerate() {
             let y = given(i, &field.name)?;
             let value = match field.shape {
-                Shape::Scalar => self.element_from_yaml(&field.ty, y, depth)?,
+                Shape::Scalar => self.element_from_yaml(&field.ty, y, depth, now)?,
                 shape => {
                     let items: Vec<Option<&Yaml>> = match y {
                         None => match shape {
@@ -107,7 +119,7 @@ impl DynamicType {
                         ty => Value::Array(
                             items
                                 .into_iter()
-                                .map(|y| self.element_from_yaml(ty, y, depth))
+                                .map(|y| self.element_from_yaml(ty, y, depth, now))
                                 .collect::<Result<_, _>>()?,
                         ),
                     }
@@ -123,9 +135,16 @@ impl DynamicType {
         ty: &FieldType,
         y: Option<&Yaml>,
         depth: usize,
+        now: Time,
     ) -> Result<Value, DynamicError> {
         let p = match ty {
-            FieldType::Message(m) => return self.message_from_yaml(m, y, depth + 1),
+            FieldType::Message(m)
+                if m == "std_msgs/Header" && matches!(y, Some(Yaml::Str(s)) if s == "auto") =>
+            {
+                let stamped = Yaml::Map(vec![("stamp".into(), Yaml::Str("now".into()))]);
+                return self.message_from_yaml(m, Some(&stamped), depth + 1, now);
+            }
+            FieldType::Message(m) => return self.message_from_yaml(m, y, depth + 1, now),
             FieldType::Primitive(p) => *p,
         };
         let int = |lo: i128, hi: i128| -> Result<i128, DynamicError> {
@@ -174,7 +193,7 @@ impl DynamicType {
             Primitive::Time => {
                 let (sec, nsec) = time_parts(y)?;
                 if y.is_some_and(|y| matches!(y, Yaml::Str(s) if s == "now" || s == "auto")) {
-                    Value::Time(Time::now())
+                    Value::Time(now)
                 } else {
                     Value::Time(Time::new(sec as u32, nsec as u32))
                 }
@@ -249,5 +268,32 @@ mod tests {
             v.to_json(),
             "{\"layout\":{\"dim\":[],\"data_offset\":0},\"data\":[1.0,2.5]}"
         );
+    }
+
+    #[test]
+    fn now_and_auto_take_the_given_time() {
+        use crate::msg::dynamic::Value;
+        use crate::msg::Time;
+        let at = Time::new(42, 7);
+        let range = ty("sensor_msgs/Range");
+        let v = range
+            .value_from_yaml_at(Some(&parse_flow("{header: auto, range: 1}").unwrap()), at)
+            .unwrap();
+        assert_eq!(v.path(["header", "stamp"]), Some(&Value::Time(at)));
+        let v = range
+            .value_from_yaml_at(
+                Some(&parse_flow("{header: {stamp: now, frame_id: f}}").unwrap()),
+                at,
+            )
+            .unwrap();
+        assert_eq!(v.path(["header", "stamp"]), Some(&Value::Time(at)));
+        assert_eq!(
+            v.path(["header", "frame_id"]),
+            Some(&Value::String("f".into()))
+        );
+        // Any other string for a header is an error, not an empty header.
+        assert!(range
+            .value_from_yaml_at(Some(&parse_flow("{header: later}").unwrap()), at)
+            .is_err());
     }
 }

@@ -54,6 +54,17 @@ pub enum Value {
 }
 
 impl Value {
+    /// Turns every `time` in this value into a `duration`, its offset from `now` (`time -
+    /// now`, negative for a stamp in the past), as `rostopic echo --offset` shows them.
+    pub fn offset_times(&mut self, now: Time) {
+        match self {
+            Value::Time(t) => *self = Value::Duration(*t - now),
+            Value::Array(items) => items.iter_mut().for_each(|v| v.offset_times(now)),
+            Value::Message(fields) => fields.iter_mut().for_each(|(_, v)| v.offset_times(now)),
+            _ => {}
+        }
+    }
+
     /// The field `name` of a message value.
     pub fn field(&self, name: &str) -> Option<&Value> {
         match self {
