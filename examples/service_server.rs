@@ -25,10 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     println!("serving {}", server.service());
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = node.shutdown_requested() => {}
-    }
-    node.shutdown().await;
+    // Serves until Ctrl-C, SIGTERM or `rosnode kill`, then leaves the graph (ros::spin()).
+    node.spin().await;
     Ok(())
 }

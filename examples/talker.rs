@@ -5,9 +5,9 @@
 //! cargo run --example talker                          # against $ROS_MASTER_URI
 //! cargo run --example talker -- _count:=20 chatter:=/other
 //! ```
-use std::time::Duration;
 use udpros::msgs::std_msgs;
 use udpros::node::{AdvertiseOptions, Node};
+use udpros::time::ClockError;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,18 +22,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .advertise::<std_msgs::String>("chatter", AdvertiseOptions::default())
         .await?;
     udpros::tracing::info!("publishing on {}", chatter.topic());
-    let mut rate = tokio::time::interval(Duration::from_millis(100));
+    // 10 Hz of ROS time: the wall clock, or /clock when /use_sim_time is true (then the
+    // loop follows a simulator or `rosbag play --clock`, and waits while it is paused).
+    let mut rate = node.rate(10.0);
     let mut sent = 0;
-    while count == 0 || sent < count {
-        tokio::select! {
-            _ = rate.tick() => {}
-            _ = tokio::signal::ctrl_c() => break,
-            _ = node.shutdown_requested() => break,
-        }
+    // `ok()` turns false on Ctrl-C, SIGTERM or `rosnode kill` (and `rate.sleep()` returns).
+    while node.ok() && (count == 0 || sent < count) {
         let data = format!("hello world {sent}");
         println!("{data}");
         chatter.publish(&std_msgs::String { data })?;
         sent += 1;
+        if let Err(ClockError::MovedBackwards { .. }) = rate.sleep().await {
+            // A bag played again: the rate has restarted from the new time.
+            udpros::tracing::warn!("ROS time moved backwards");
+        }
     }
     node.shutdown().await; // unregisters everything (also done on drop)
     Ok(())
