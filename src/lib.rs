@@ -116,6 +116,7 @@ pub mod msg;
 pub mod names;
 pub mod node;
 mod python;
+pub mod reconfigure;
 pub mod rosout;
 pub mod service;
 pub mod time;

@@ -1,5 +1,5 @@
 //! Python's text forms of values, which rospy, rostopic, PyYAML and xmlrpclib write and
-//! udpros writes the same: `repr` of floats and of bytes.
+//! udpros writes the same: `repr` of floats, bytes and strings.
 
 /// `repr(float)` in Python 3: the shortest digits that read back to the same double, in
 /// fixed notation when the decimal exponent is in `-4..16`, else `1e-05` style.
@@ -71,6 +71,37 @@ pub(crate) fn bytes_repr(data: &[u8]) -> String {
     out
 }
 
+/// `repr(str)` in Python 3: quoted as Python picks the quote, with backslashes, quotes and
+/// control characters escaped, and other characters as they are.
+pub(crate) fn str_repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            _ if c == quote => {
+                out.push('\\');
+                out.push(quote);
+            }
+            _ if c.is_control() && (c as u32) < 0x100 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            _ if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            _ => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +133,13 @@ mod tests {
     fn bytes_print_like_python() {
         assert_eq!(bytes_repr(b"ab\x00'"), "b\"ab\\x00'\"");
         assert_eq!(bytes_repr(b"a\\\n"), "b'a\\\\\\n'");
+    }
+
+    #[test]
+    fn strings_print_like_python() {
+        assert_eq!(str_repr("Small"), "'Small'");
+        assert_eq!(str_repr("it's"), "\"it's\"");
+        assert_eq!(str_repr("a'\"b"), "'a\\'\"b'");
+        assert_eq!(str_repr("x\\y\n\u{1}é"), "'x\\\\y\\n\\x01é'");
     }
 }
