@@ -6,7 +6,9 @@
 
 use udpros_testkit as common;
 
-use std::process::{Command, Stdio};
+use common::Dynparam;
+
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use udpros::reconfigure::{Choice, Config, Description, GroupId, GroupKind, Param};
@@ -122,70 +124,6 @@ fn test_cfg() -> Description {
     d
 }
 
-/// Debian's `dynparam`, which needs a `dynamic_reconfigure` package on ROS_PACKAGE_PATH
-/// that Debian does not install, and which can spin after SIGTERM: killed after 60 s.
-struct Dynparam {
-    python: std::path::PathBuf,
-    uri: String,
-    stub: std::path::PathBuf,
-}
-
-impl Dynparam {
-    fn new(python: &std::path::Path, uri: &str, name: &str) -> Dynparam {
-        let stub =
-            std::env::temp_dir().join(format!("udpros-dynparam-{}-{name}", std::process::id()));
-        let pkg = stub.join("dynamic_reconfigure");
-        std::fs::create_dir_all(&pkg).unwrap();
-        std::fs::write(
-            pkg.join("package.xml"),
-            "<package format=\"2\"><name>dynamic_reconfigure</name><version>1.7.3</version>\
-             <description>stub</description><maintainer email=\"dev@example.com\">udpros</maintainer>\
-             <license>BSD</license></package>\n",
-        )
-        .unwrap();
-        Dynparam {
-            python: python.to_path_buf(),
-            uri: uri.to_string(),
-            stub,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let mut cmd = Command::new("timeout");
-        cmd.args(["-s", "KILL", "60"])
-            .arg(&self.python)
-            .arg("/usr/lib/dynamic_reconfigure/dynparam")
-            .args(args);
-        common::ros_env(&mut cmd, &self.uri);
-        cmd.env(
-            "ROS_PACKAGE_PATH",
-            format!("{}:/usr/share", self.stub.display()),
-        );
-        let out = cmd.stdin(Stdio::null()).output().unwrap();
-        assert!(
-            out.status.success(),
-            "dynparam {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-}
-
-impl Drop for Dynparam {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.stub);
-    }
-}
-
-fn peer(python: &std::path::Path, uri: &str, args: &[&str]) -> (common::Child, common::Lines) {
-    let mut cmd = Command::new(python);
-    cmd.arg(common::peer_script("reconfigure_peer.py"))
-        .args(args);
-    common::ros_env(&mut cmd, uri);
-    common::spawn_lines(cmd)
-}
-
 fn describe(python: &std::path::Path, uri: &str, ns: &str) -> String {
     let mut cmd = Command::new(python);
     cmd.arg(common::peer_script("reconfigure_peer.py"))
@@ -226,7 +164,7 @@ async fn test_cfg_served_by_udpros_and_by_rospy_looks_and_behaves_the_same() {
     let Some((_master, uri)) = common::start_rosmaster() else {
         return;
     };
-    let (_py, mut py_lines) = peer(&python, &uri, &["server"]);
+    let (_py, mut py_lines) = common::reconfigure_peer(&python, &uri, &["server"]);
     assert!(
         tokio::task::block_in_place(|| py_lines.wait_for(Duration::from_secs(30), |l| l == "READY"))
             .is_some(),
@@ -320,7 +258,8 @@ async fn dynparam_dump_load_and_a_rospy_client_follow_a_udpros_server() {
     let calls = Calls::default();
     let server = serve(&node, calls.clone()).await;
     assert_eq!(server.config().await.int("int_"), Some(10));
-    let (_client, mut client) = peer(&python, &uri, &["client", "/udpros_server"]);
+    let (_client, mut client) =
+        common::reconfigure_peer(&python, &uri, &["client", "/udpros_server"]);
     let sees = |lines: &mut common::Lines, what: &str| {
         tokio::task::block_in_place(|| {
             lines.wait_for(Duration::from_secs(30), |l| {

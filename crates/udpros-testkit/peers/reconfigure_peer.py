@@ -5,9 +5,10 @@
       Debian's reference Python server of dynamic_reconfigure's own Test.cfg
       (dynamic_reconfigure.cfg.TestConfig) under ~; prints "READY", then
       "CALLBACK level=<level> int_=<v> double_=<v> str_=<v> bool_=<v>" per change.
-  reconfigure_peer.py client NODE
+  reconfigure_peer.py client NODE [KEY...]
       a dynamic_reconfigure.client.Client with a config callback; prints
-      "CONFIG int_=<v> double_=<v> str_=<v> bool_=<v>" for every config it sees.
+      "CONFIG <key>=<v> ..." for every config it sees (keys: int_ double_ str_ bool_
+      unless given).
   reconfigure_peer.py describe NS
       the latched parameter_descriptions of NS as one canonical JSON line: every message
       field, with each edit_method evaluated as clients evaluate it and its source lines
@@ -19,8 +20,8 @@ import sys
 import rospy
 
 
-def summary(config):
-    return ' '.join('%s=%s' % (k, config.get(k)) for k in ('int_', 'double_', 'str_', 'bool_'))
+def summary(config, keys=('int_', 'double_', 'str_', 'bool_')):
+    return ' '.join('%s=%s' % (k, config.get(k)) for k in keys)
 
 
 def canonical(value):
@@ -63,8 +64,10 @@ def main():
         from dynamic_reconfigure.client import Client
         rospy.init_node('reconfigure_client', anonymous=True)
 
+        keys = sys.argv[3:] or ('int_', 'double_', 'str_', 'bool_')
+
         def callback(config):
-            print('CONFIG %s' % summary(config), flush=True)
+            print('CONFIG %s' % summary(config, keys), flush=True)
 
         Client(sys.argv[2], timeout=30, config_callback=callback)
         print('READY', flush=True)

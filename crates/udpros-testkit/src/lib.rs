@@ -410,3 +410,70 @@ pub async fn simulated_clock(
     });
     (ticking, now)
 }
+
+/// Debian's `dynparam`, which needs a `dynamic_reconfigure` package on ROS_PACKAGE_PATH
+/// that Debian does not install, and which can spin after SIGTERM: killed after 60 s.
+pub struct Dynparam {
+    python: std::path::PathBuf,
+    uri: String,
+    stub: std::path::PathBuf,
+}
+
+impl Dynparam {
+    /// `dynparam` against `uri`, with a stub package of its own named after `name`.
+    pub fn new(python: &std::path::Path, uri: &str, name: &str) -> Dynparam {
+        let stub =
+            std::env::temp_dir().join(format!("udpros-dynparam-{}-{name}", std::process::id()));
+        let pkg = stub.join("dynamic_reconfigure");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(
+            pkg.join("package.xml"),
+            "<package format=\"2\"><name>dynamic_reconfigure</name><version>1.7.3</version>\
+             <description>stub</description><maintainer email=\"dev@example.com\">udpros</maintainer>\
+             <license>BSD</license></package>\n",
+        )
+        .unwrap();
+        Dynparam {
+            python: python.to_path_buf(),
+            uri: uri.to_string(),
+            stub,
+        }
+    }
+
+    /// Runs `dynparam ARGS`; panics with its output if it fails. Its standard output.
+    pub fn run(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-s", "KILL", "60"])
+            .arg(&self.python)
+            .arg("/usr/lib/dynamic_reconfigure/dynparam")
+            .args(args);
+        ros_env(&mut cmd, &self.uri);
+        cmd.env(
+            "ROS_PACKAGE_PATH",
+            format!("{}:/usr/share", self.stub.display()),
+        );
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        assert!(
+            out.status.success(),
+            "dynparam {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+}
+
+impl Drop for Dynparam {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.stub);
+    }
+}
+
+/// `peers/reconfigure_peer.py ARGS` (a dynamic_reconfigure server, client or describer)
+/// against `uri`, its lines read as they come.
+pub fn reconfigure_peer(python: &Path, uri: &str, args: &[&str]) -> (Child, Lines) {
+    let mut cmd = Command::new(python);
+    cmd.arg(peer_script("reconfigure_peer.py")).args(args);
+    ros_env(&mut cmd, uri);
+    spawn_lines(cmd)
+}

@@ -8,6 +8,7 @@ pub mod link;
 pub mod messages;
 pub mod node;
 pub mod protocol;
+pub mod reconfigure;
 pub mod scenario;
 pub mod session;
 pub mod sim;

@@ -8,6 +8,7 @@ use super::estimator::{FitParams, Px4Params};
 use super::link::{FcuUrl, Link, LinkEvent};
 use super::messages::Outgoing;
 use super::protocol::{Ids, Responder};
+use super::reconfigure::Change;
 use super::session::{Event, Report, Session, SessionConfig, TimesyncSample};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
 use crate::sim::Faults;
@@ -195,7 +196,7 @@ async fn advertise(node: &Node) -> Result<Publishers, NodeError> {
 }
 
 /// Runs the node until it is shut down; fails only when it cannot start.
-pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
+pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
     let pubs = advertise(&node).await.map_err(|e| e.to_string())?;
     // The simulator lives as long as the node.
     let (sim, address) = match &cfg.fcu_url {
@@ -238,6 +239,9 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
         })
         .await
         .map_err(|e| e.to_string())?;
+    // dynamic_reconfigure changes go to the loop, which owns the session and the timers.
+    let (changes_tx, mut changes) = tokio::sync::mpsc::channel(4);
+    serve_settings(&node, &cfg, changes_tx);
     let mut link = Link::spawn(address, cfg.session.ours);
     let mut session = Session::new(cfg.session.clone());
     let mut link_state = LinkState::default();
@@ -296,6 +300,10 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                 tracing::info!("TIMESYNC estimators restarted on request");
                 let _ = done.send(());
             }
+            Some((change, done)) = changes.recv() => {
+                apply_change(&mut cfg, &mut session, &mut ping, &mut timesync, change);
+                let _ = done.send(());
+            }
             Some(command) = next_command(&mut sim_commands) => {
                 if let Some(sim) = &sim {
                     sim_command(sim, &command.data);
@@ -305,6 +313,94 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A reconfiguration, applied in the loop: timers restart at their new rates, the timeout
+/// and the estimator published change at once, the window estimator starts afresh.
+fn apply_change(
+    cfg: &mut Config,
+    session: &mut Session,
+    ping: &mut Option<tokio::time::Interval>,
+    timesync: &mut Option<tokio::time::Interval>,
+    change: Change,
+) {
+    match change {
+        Change::Main {
+            ping_rate,
+            timesync_rate,
+            timeout,
+            use_px4_filter,
+        } => {
+            if ping_rate != cfg.ping_rate {
+                cfg.ping_rate = ping_rate;
+                *ping = every(ping_rate);
+            }
+            if timesync_rate != cfg.timesync_rate {
+                cfg.timesync_rate = timesync_rate;
+                *timesync = every(timesync_rate);
+            }
+            cfg.session.timeout_ns = (timeout * 1e9) as i64;
+            session.set_timeout(cfg.session.timeout_ns);
+            cfg.use_px4_filter = use_px4_filter;
+        }
+        Change::Fit(fit) => {
+            cfg.session.fit = fit;
+            session.set_fit(fit);
+        }
+    }
+}
+
+/// Serves the settings to dynamic_reconfigure, `~` and `~fit`, for as long as the node
+/// runs, in a task of its own: each callback waits for the loop to apply its change.
+fn serve_settings(
+    node: &Node,
+    cfg: &Config,
+    changes: tokio::sync::mpsc::Sender<(Change, tokio::sync::oneshot::Sender<()>)>,
+) {
+    use super::reconfigure::{fit_change, fit_description, main_change, main_description};
+    let node = node.clone();
+    let (main, fit_settings, base_fit) = (
+        main_description(cfg),
+        fit_description(&cfg.session.fit),
+        cfg.session.fit,
+    );
+    let send = move |change: Change| {
+        let changes = changes.clone();
+        async move {
+            let (done, applied) = tokio::sync::oneshot::channel();
+            if changes.send((change, done)).await.is_ok() {
+                let _ = applied.await;
+            }
+        }
+    };
+    tokio::spawn(async move {
+        let send_main = send.clone();
+        let main = node
+            .reconfigure_server("~", main, move |settings, _level| {
+                let send = send_main.clone();
+                async move {
+                    send(main_change(&settings)).await;
+                    settings
+                }
+            })
+            .await;
+        let fit = node
+            .reconfigure_server("~fit", fit_settings, move |settings, _level| {
+                let send = send.clone();
+                async move {
+                    send(fit_change(&base_fit, &settings)).await;
+                    settings
+                }
+            })
+            .await;
+        match (main, fit) {
+            (Ok(main), Ok(fit)) => {
+                node.shutdown_requested().await;
+                drop((main, fit));
+            }
+            (Err(e), _) | (_, Err(e)) => tracing::error!("cannot serve dynamic_reconfigure: {e}"),
+        }
+    });
 }
 
 async fn next_command(

@@ -170,6 +170,11 @@ impl Pinger {
         }
     }
 
+    /// How long a request may wait for its reply from now on (µs).
+    pub fn set_timeout_us(&mut self, timeout_us: u64) {
+        self.timeout_us = timeout_us;
+    }
+
     /// A request to broadcast (target 0/0), with the next sequence number.
     pub fn request(&mut self, now_us: u64) -> Ping {
         let seq = self.next_seq;

@@ -117,6 +117,25 @@ impl Session {
         self.fit.resets = fit_resets.saturating_add(1);
     }
 
+    /// How long a request may wait for its reply before it counts as lost, from now on.
+    pub fn set_timeout(&mut self, timeout_ns: i64) {
+        self.cfg.timeout_ns = timeout_ns;
+        self.pinger
+            .set_timeout_us((timeout_ns / 1000).max(1) as u64);
+    }
+
+    /// New settings for the window estimator, which then starts afresh (its samples were
+    /// gathered under the old ones); its reset count carries on.
+    pub fn set_fit(&mut self, fit: FitParams) {
+        if fit == self.cfg.fit {
+            return;
+        }
+        self.cfg.fit = fit;
+        let resets = self.fit.resets;
+        self.fit = WindowFit::new(fit);
+        self.fit.resets = resets;
+    }
+
     pub fn autopilot(&self) -> Option<Ids> {
         self.autopilot
     }

@@ -10,6 +10,7 @@ pub use super::session::{Config, DeviceType, Ping360Settings};
 use super::{draft2017 as draft, DeviceKind, Dialect};
 use crate::Params;
 use bytes::Bytes;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
@@ -73,14 +74,77 @@ impl Config {
     }
 }
 
-struct Publishers {
+/// A Ping1D's topics.
+struct Ping1dTopics {
     range: Publisher<sensor_msgs::Range>,
     profile: Publisher<umsg::PingProfile>,
+}
+
+/// A Ping360's topics.
+struct Ping360Topics {
     echo: Publisher<umsg::Ping360Echo>,
     scan: Publisher<sensor_msgs::LaserScan>,
     image: Publisher<sensor_msgs::Image>,
+}
+
+/// The node's topics: a device's are advertised once it is known (identified, or named by
+/// `~device_type`), so a Ping1D never shows Ping360 topics and the other way round.
+struct Publishers {
+    ping1d: OnceLock<Ping1dTopics>,
+    ping360: OnceLock<Ping360Topics>,
     diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
 }
+
+impl Publishers {
+    /// Advertises `kind`'s topics, the first time only.
+    async fn advertise_for(&self, node: &Node, kind: DeviceKind) -> Result<(), NodeError> {
+        let opts = AdvertiseOptions::default();
+        match kind {
+            DeviceKind::Ping1d if self.ping1d.get().is_none() => {
+                let topics = Ping1dTopics {
+                    range: node.advertise("~range", opts.clone()).await?,
+                    profile: node.advertise("~profile", opts).await?,
+                };
+                let _ = self.ping1d.set(topics);
+            }
+            DeviceKind::Ping360 if self.ping360.get().is_none() => {
+                let topics = Ping360Topics {
+                    echo: node.advertise("~echo", opts.clone()).await?,
+                    scan: node.advertise("~scan", opts.clone()).await?,
+                    image: node.advertise("~image", opts).await?,
+                };
+                let _ = self.ping360.set(topics);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The settings publishing reads, changed at run time by dynamic_reconfigure.
+type Live = Arc<RwLock<Config>>;
+
+fn read(live: &Live) -> std::sync::RwLockReadGuard<'_, Config> {
+    live.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A reconfiguration for the node's loop: the settings to try, and where the settings
+/// applied go (refused ones put back).
+struct Change {
+    tried: Config,
+    applied: tokio::sync::oneshot::Sender<Config>,
+}
+
+/// A change sent to the device and not yet confirmed.
+struct Waiting {
+    before: Config,
+    tried: Config,
+    applied: tokio::sync::oneshot::Sender<Config>,
+    deadline: Instant,
+}
+
+/// How long a reconfiguration waits for the device's confirmations at most.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The latest data-path latencies, for percentiles in /diagnostics.
 #[derive(Debug, Default, Clone)]
@@ -131,20 +195,21 @@ impl Sweep {
 
 /// Runs the node until it is asked to shut down: the link's events feed the
 /// [`Session`], whose frames go to the link; Ping360 echoes are published here, Ping1D data
-/// by the link's fast path.
+/// by the link's fast path. Once the device is known, its topics are advertised and its
+/// settings served to dynamic_reconfigure; a change goes to the device, and what it
+/// refuses is put back.
 pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
-    let opts = AdvertiseOptions::default();
-    let pubs = std::sync::Arc::new(Publishers {
-        range: node.advertise("~range", opts.clone()).await?,
-        profile: node.advertise("~profile", opts.clone()).await?,
-        echo: node.advertise("~echo", opts.clone()).await?,
-        scan: node.advertise("~scan", opts.clone()).await?,
-        image: node.advertise("~image", opts.clone()).await?,
-        diagnostics: node.advertise("/diagnostics", opts).await?,
+    let pubs = Arc::new(Publishers {
+        ping1d: OnceLock::new(),
+        ping360: OnceLock::new(),
+        diagnostics: node
+            .advertise("/diagnostics", AdvertiseOptions::default())
+            .await?,
     });
-    let latency = std::sync::Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
+    let live: Live = Arc::new(RwLock::new(cfg.clone()));
+    let latency = Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
     let clock = node.clock();
-    let hook = fast_path(cfg.clone(), pubs.clone(), latency.clone(), clock.clone());
+    let hook = fast_path(live.clone(), pubs.clone(), latency.clone(), clock.clone());
     let mut link = Link::spawn_with_hook(
         cfg.device.clone(),
         cfg.dialect,
@@ -154,12 +219,18 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
     let mut session = Session::new(cfg.clone(), Instant::now());
     let mut sweep = Sweep::new(cfg.image_size, clock.now());
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
+    let (changes_tx, mut changes) = tokio::sync::mpsc::channel::<Change>(1);
+    let mut serving: Option<DeviceKind> = None;
+    let mut waiting: Option<Waiting> = None;
     let mut shutdown = std::pin::pin!(node.shutdown_requested());
     loop {
         // Never sooner than a millisecond: what is due is done below, after every wake.
-        let wake = session
+        let mut wake = session
             .poll_timeout()
             .max(Instant::now() + Duration::from_millis(1));
+        if let Some(w) = &waiting {
+            wake = wake.min(w.deadline);
+        }
         tokio::select! {
             event = link.events.recv() => {
                 let Some(event) = event else { break };
@@ -173,7 +244,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                         trouble.recovered();
                         let data = matches!(frame.id, m::DeviceData::ID | m::AutoDeviceData::ID);
                         if let Some(echo) = session.handle_frame(&frame, arrived) {
-                            publish_echo(&cfg, &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
+                            publish_echo(&read(&live), &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
                         }
                         if data {
                             latency.lock().unwrap_or_else(|e| e.into_inner()).record(arrived.elapsed());
@@ -181,19 +252,127 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                     }
                 }
             }
+            Some(change) = changes.recv(), if waiting.is_none() => {
+                let before = session.config().clone();
+                let _ = session.take_refused();
+                session.reconfigure(change.tried.clone(), Instant::now());
+                if change.tried.image_size != before.image_size {
+                    sweep = Sweep::new(change.tried.image_size, clock.now());
+                }
+                // What the node applies itself takes effect at once.
+                *live.write().unwrap_or_else(|e| e.into_inner()) = change.tried.clone();
+                waiting = Some(Waiting {
+                    before,
+                    tried: change.tried,
+                    applied: change.applied,
+                    deadline: Instant::now() + CHANGE_TIMEOUT,
+                });
+            }
             _ = tokio::time::sleep_until(wake.into()) => {}
             _ = &mut shutdown => break,
         }
-        if session.handle_timeout(Instant::now()) {
-            publish_diagnostics(&node, &cfg, &pubs, session.device(), &link, &latency);
+        let now = Instant::now();
+        if session.handle_timeout(now) {
+            publish_diagnostics(
+                &node,
+                &read(&live),
+                &pubs,
+                session.device(),
+                &link,
+                &latency,
+            );
         }
         send_actions(&mut session, &link);
+        if waiting
+            .as_ref()
+            .is_some_and(|w| session.settled() || now >= w.deadline)
+        {
+            if let Some(w) = waiting.take() {
+                let applied = settle_change(&mut session, &w);
+                *live.write().unwrap_or_else(|e| e.into_inner()) = applied.clone();
+                let _ = w.applied.send(applied);
+            }
+        }
+        let known = match cfg.device_type {
+            DeviceType::Ping1d => Some(DeviceKind::Ping1d),
+            DeviceType::Ping360 => Some(DeviceKind::Ping360),
+            DeviceType::Auto => session.device().kind,
+        };
+        if let Some(kind) = known.filter(|k| serving != Some(*k)) {
+            pubs.advertise_for(&node, kind).await?;
+            if serving.is_none() {
+                serve_settings(&node, kind, changes_tx.clone(), live.clone());
+            }
+            serving = Some(kind);
+        }
     }
     session.stop();
     if send_actions(&mut session, &link) {
         tokio::time::sleep(Duration::from_millis(50)).await; // let the last frames leave
     }
     Ok(())
+}
+
+/// The settings a change ends with: what the device refused goes back (and is said in
+/// the log; diagnostics count it); a setting still unconfirmed at the deadline counts as
+/// applied, as the device has not refused it.
+fn settle_change(session: &mut Session, w: &Waiting) -> Config {
+    let refused = session.take_refused();
+    for id in &refused {
+        tracing::warn!(
+            "the device refused {}; it stays as it was",
+            super::reconfigure::setting_of(*id)
+        );
+    }
+    let applied = super::reconfigure::revert_refused(&w.tried, &w.before, &refused);
+    session.settle_config(applied.clone());
+    applied
+}
+
+/// Serves `kind`'s settings to dynamic_reconfigure under `~`, for as long as the node
+/// runs. The server starts in a task of its own: its first callback waits for the node's
+/// loop, which must not be waiting for it.
+fn serve_settings(
+    node: &Node,
+    kind: DeviceKind,
+    changes: tokio::sync::mpsc::Sender<Change>,
+    live: Live,
+) {
+    use super::reconfigure::{apply, description, report};
+    let node = node.clone();
+    let settings = description(kind, &read(&live));
+    tokio::spawn(async move {
+        let callback = move |settings: udpros::reconfigure::Config, _level: u32| {
+            let (changes, live) = (changes.clone(), live.clone());
+            async move {
+                let base = read(&live).clone();
+                let tried = apply(&base, &settings);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let applied = if tried == base {
+                    base
+                } else if changes.send(Change { tried, applied: tx }).await.is_ok() {
+                    // The loop answers within CHANGE_TIMEOUT; a node shutting down may not.
+                    tokio::time::timeout(CHANGE_TIMEOUT * 2, rx)
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .unwrap_or(base)
+                } else {
+                    base
+                };
+                let mut reported = settings;
+                report(&applied, &mut reported);
+                reported
+            }
+        };
+        match node.reconfigure_server("~", settings, callback).await {
+            Ok(server) => {
+                node.shutdown_requested().await;
+                drop(server);
+            }
+            Err(e) => tracing::error!("cannot serve dynamic_reconfigure: {e}"),
+        }
+    });
 }
 
 /// Hands the session's actions to the link; whether there were any.
@@ -215,13 +394,14 @@ fn send_actions(session: &mut Session, link: &Link) -> bool {
 /// from a frame's last byte to its ROS messages is then decode-and-serialize, with no hop
 /// to another task.
 fn fast_path(
-    cfg: Config,
-    pubs: std::sync::Arc<Publishers>,
-    latency: std::sync::Arc<std::sync::Mutex<LatencyWindow>>,
+    live: Live,
+    pubs: Arc<Publishers>,
+    latency: Arc<std::sync::Mutex<LatencyWindow>>,
     clock: udpros::time::Clock,
 ) -> super::link::FrameHook {
-    std::sync::Arc::new(move |frame: &Frame, arrived: Instant| {
+    Arc::new(move |frame: &Frame, arrived: Instant| {
         let stamp = stamp_at(&clock, arrived);
+        let cfg = read(&live);
         let published = match cfg.dialect {
             Dialect::Draft2017 => match draft::DraftMessage::decode(frame.id, &frame.payload) {
                 Ok(draft::DraftMessage::EsProfile(p)) => {
@@ -333,8 +513,11 @@ fn publish_profile(
         max_range: max,
         range,
     };
-    let _ = pubs.range.publish(&r);
-    if pubs.profile.num_subscribers() > 0 {
+    let Some(topics) = pubs.ping1d.get() else {
+        return;
+    };
+    let _ = topics.range.publish(&r);
+    if topics.profile.num_subscribers() > 0 {
         let p = umsg::PingProfile {
             header: header(cfg, stamp),
             distance,
@@ -352,7 +535,7 @@ fn publish_profile(
             scan_length_mm: scan.1,
             profile_data: data,
         };
-        let _ = pubs.profile.publish(&p);
+        let _ = topics.profile.publish(&p);
     }
 }
 
@@ -367,6 +550,9 @@ fn publish_echo(cfg: &Config, pubs: &Publishers, sweep: &mut Sweep, stamp: Time,
         sample_period: period,
         ref data,
     } = *echo;
+    let Some(topics) = pubs.ping360.get() else {
+        return;
+    };
     if data.is_empty() {
         return;
     }
@@ -387,7 +573,7 @@ fn publish_echo(cfg: &Config, pubs: &Publishers, sweep: &mut Sweep, stamp: Time,
         range_resolution: resolution as f32,
         intensities: data.clone(),
     };
-    let _ = pubs.echo.publish(&echo);
+    let _ = topics.echo.publish(&echo);
     // The scan: first return above the threshold (skipping the transmit ringing).
     let slot = usize::from(angle % 400);
     let first = data
@@ -398,7 +584,7 @@ fn publish_echo(cfg: &Config, pubs: &Publishers, sweep: &mut Sweep, stamp: Time,
     sweep.ranges[slot] = first.map_or(f32::INFINITY, |(i, _)| ((i + 1) as f64 * resolution) as f32);
     sweep.intensities[slot] = first.map_or(0.0, |(_, v)| f32::from(*v) / 255.0);
     // The fan image, only while someone looks at it.
-    if pubs.image.num_subscribers() > 0 {
+    if topics.image.num_subscribers() > 0 {
         paint(&mut sweep.image, cfg.image_size, radians, data);
         let period = Duration::from_secs_f64(1.0 / cfg.image_rate.max(0.01));
         if sweep.last_image.is_none_or(|last| last.elapsed() >= period) {
@@ -412,7 +598,7 @@ fn publish_echo(cfg: &Config, pubs: &Publishers, sweep: &mut Sweep, stamp: Time,
                 step: cfg.image_size,
                 data: Bytes::copy_from_slice(&sweep.image),
             };
-            let _ = pubs.image.publish(&image);
+            let _ = topics.image.publish(&image);
         }
     }
     // A sweep ends when the angle wraps (or turns back at a sector's edge).
@@ -433,7 +619,7 @@ fn publish_echo(cfg: &Config, pubs: &Publishers, sweep: &mut Sweep, stamp: Time,
             ranges: sweep.ranges.clone(),
             intensities: sweep.intensities.clone(),
         };
-        let _ = pubs.scan.publish(&scan);
+        let _ = topics.scan.publish(&scan);
         sweep.started = stamp;
         sweep.ranges.iter_mut().for_each(|r| *r = f32::INFINITY);
         sweep.intensities.iter_mut().for_each(|i| *i = 0.0);

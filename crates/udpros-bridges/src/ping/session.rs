@@ -24,7 +24,7 @@ pub enum DeviceType {
 }
 
 /// The node's private parameters.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Where the device is (`~device`).
     pub device: LinkSpec,
@@ -157,6 +157,9 @@ pub struct DeviceState {
     pub refused: u32,
     /// (major, minor, patch) from device_information.
     firmware_version: Option<(u8, u8, u8)>,
+    /// The set messages refused since [`Session::take_refused`] last took them (the
+    /// newest [`REFUSED_KEPT`]).
+    refused_ids: Vec<u16>,
     /// Settings sent and not yet confirmed by ACK or read-back.
     pending: Vec<PendingSet>,
 }
@@ -172,6 +175,8 @@ struct PendingSet {
     read_back: bool,
 }
 
+/// How many refused settings are kept for [`Session::take_refused`].
+const REFUSED_KEPT: usize = 32;
 /// How long the device has to ACK a setting, or to answer its read-back.
 const SET_TIMEOUT: Duration = Duration::from_millis(250);
 /// How often an unidentified device is asked again.
@@ -222,6 +227,10 @@ impl DeviceState {
                 self.confirmed += 1;
             } else {
                 self.refused += 1;
+                if self.refused_ids.len() == REFUSED_KEPT {
+                    self.refused_ids.remove(0);
+                }
+                self.refused_ids.push(set_id);
                 tracing::warn!("the device did not take setting {set_id}: {why}");
             }
         }
@@ -506,6 +515,66 @@ impl Session {
         diagnostics
     }
 
+    /// The settings in force (the node's parameters as the session applies them).
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// New settings while running (dynamic_reconfigure). A configured Ping1D gets the
+    /// settings that changed, each confirmed by ACK or read-back as at start (the 2017
+    /// draft gets them all again); a Ping360 uses them from its next transmit, or, when it
+    /// transmits by itself, is configured again. Before the device is configured they are
+    /// simply what it will be configured with.
+    pub fn reconfigure(&mut self, cfg: Config, now: Instant) {
+        let old = std::mem::replace(&mut self.cfg, cfg);
+        self.settings = Ping360Settings::for_range(self.cfg.range, self.cfg.speed_of_sound);
+        if (old.start_angle, old.stop_angle) != (self.cfg.start_angle, self.cfg.stop_angle) {
+            self.angle = angle_grad(self.cfg.start_angle);
+            self.direction = 1;
+        }
+        if !self.configured {
+            return;
+        }
+        match (self.device.kind, self.cfg.dialect) {
+            (Some(DeviceKind::Ping1d), Dialect::Current) => {
+                let before = ping1d_settings(&old);
+                for (set, expected) in ping1d_settings(&self.cfg) {
+                    if before.contains(&(set.clone(), expected.clone())) {
+                        continue;
+                    }
+                    self.send(set.to_frame());
+                    self.device.pending.retain(|p| p.set_id != set.id());
+                    self.device.pending.push(PendingSet {
+                        set_id: set.id(),
+                        expected,
+                        deadline: now + SET_TIMEOUT,
+                        read_back: false,
+                    });
+                }
+            }
+            (Some(DeviceKind::Ping360), _) if self.use_auto_transmit() => self.configured = false,
+            (Some(DeviceKind::Ping1d), Dialect::Draft2017) => self.configured = false,
+            _ => {}
+        }
+    }
+
+    /// Takes the settings the node applied after some were refused: kept for the next
+    /// configuration, sent to nobody.
+    pub fn settle_config(&mut self, cfg: Config) {
+        self.cfg = cfg;
+        self.settings = Ping360Settings::for_range(self.cfg.range, self.cfg.speed_of_sound);
+    }
+
+    /// Whether every setting sent has been confirmed or refused.
+    pub fn settled(&self) -> bool {
+        self.device.pending.is_empty()
+    }
+
+    /// The ids of the set messages the device refused since the last call.
+    pub fn take_refused(&mut self) -> Vec<u16> {
+        std::mem::take(&mut self.device.refused_ids)
+    }
+
     /// What to send before the link closes: a Ping360's motor is switched off.
     pub fn stop(&mut self) {
         if self.device.kind == Some(DeviceKind::Ping360) {
@@ -701,7 +770,9 @@ fn ping1d_settings(cfg: &Config) -> Vec<(Message, Message)> {
         ),
     ];
     if !cfg.mode_auto {
-        let length = mm(cfg.range).max(1000);
+        // Sent as asked: a Ping1D refuses under 1 m (NACK), and the refusal is reported
+        // and undone instead of the setting being changed behind the user's back.
+        let length = mm(cfg.range);
         let gain = cfg.gain.min(255) as u8;
         sets.push((
             m::SetRange {
@@ -833,6 +904,39 @@ mod tests {
             d.processor_temperature.is_some() && d.voltage.is_some(),
             "health asked"
         );
+    }
+
+    #[test]
+    fn a_reconfigured_ping1d_gets_only_what_changed_and_a_refusal_is_reported() {
+        let mut cfg = udp();
+        cfg.mode_auto = false;
+        let mut b = Bench::new(DeviceKind::Ping1d, cfg.clone());
+        b.run(Duration::from_secs(1));
+        assert!(b.session.settled());
+        let sets_before = b.sent.len();
+        cfg.range = 20.0;
+        b.session.reconfigure(cfg.clone(), b.now);
+        assert!(!b.session.settled());
+        b.run(Duration::from_millis(500));
+        let new: Vec<&Message> = b.sent[sets_before..]
+            .iter()
+            .filter(|m| !matches!(m, Message::GeneralRequest(_)))
+            .collect();
+        assert_eq!(
+            new,
+            [&Message::SetRange(m::SetRange {
+                scan_start: 0,
+                scan_length: 20_000
+            })],
+            "only the range is sent again"
+        );
+        assert!(b.session.settled() && b.session.take_refused().is_empty());
+        cfg.range = 0.5; // a Ping1D scans 1 m and more
+        b.session.reconfigure(cfg, b.now);
+        b.run(Duration::from_millis(500));
+        assert!(b.session.settled());
+        assert_eq!(b.session.take_refused(), [m::SetRange::ID]);
+        assert!(b.session.take_refused().is_empty(), "taken once");
     }
 
     #[test]
