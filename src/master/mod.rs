@@ -1,15 +1,18 @@
 //! An embedded ROS master with rosmaster's semantics: registrations, node replacement,
 //! publisherUpdate notifications, the parameter server with subscriptions, and rosmaster's
 //! argument checks and status messages, so stock roscpp and rospy nodes and tools work
-//! against it unchanged.
+//! against it unchanged. [`Roscore`] adds what `roscore` adds: its parameters and the
+//! `/rosout` node.
 
 mod handler;
 mod notify;
 mod ordered;
 mod params;
 mod registrations;
+mod roscore;
 
 pub use params::{compute_updates, Param, ParamTree, ParamUpdate};
+pub use roscore::{Roscore, RoscoreOptions};
 
 use crate::xmlrpc::{XmlRpcClient, XmlRpcServer};
 use handler::MasterHandler;

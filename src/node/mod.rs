@@ -108,6 +108,9 @@ pub struct NodeOptions {
     /// around them ends by itself. A second signal then ends the process at once. On by
     /// default; programs that handle signals themselves turn it off.
     pub handle_signals: bool,
+    /// Publish the node's log on `/rosout`, as every roscpp and rospy node does. On by
+    /// default; off for the node that aggregates `/rosout` (roscpp's `NoRosout`).
+    pub rosout: bool,
 }
 
 impl Default for NodeOptions {
@@ -115,6 +118,7 @@ impl Default for NodeOptions {
         NodeOptions {
             logger_services: true,
             handle_signals: true,
+            rosout: true,
         }
     }
 }
@@ -198,45 +202,20 @@ impl Node {
             .map_err(unreachable)?
             .is_some_and(|v| v.is_truthy());
         let sim_source = node.start_clock(sim_time);
+        // A master call that fails while the node starts is a master that cannot be reached.
+        let at_start = |e: NodeError| match e {
+            NodeError::Api(e) => unreachable(e),
+            other => other,
+        };
         // Like roscpp, every node publishes its log on /rosout.
-        use crate::msg::Message;
-        use crate::msgs::rosgraph_msgs::Log;
-        let rosout = node
-            .advertise_raw(
-                "/rosout",
-                Log::TYPE,
-                Log::MD5SUM,
-                Log::DEFINITION,
-                AdvertiseOptions::default(),
-            )
-            .await
-            .map_err(|e| match e {
-                NodeError::Api(e) => unreachable(e),
-                other => other,
-            })?;
-        if let Some(publication) = node.inner.publication("/rosout") {
-            crate::rosout::set_target(
-                node.name(),
-                Arc::downgrade(&publication),
-                vec!["/rosout".into()],
-                node.clock(),
-            );
+        if options.rosout {
+            node.publish_log().await.map_err(at_start)?;
         }
-        *lock(&node.inner.rosout) = Some(rosout);
         if let Some(source) = sim_source {
-            node.follow_clock_topic(source).await.map_err(|e| match e {
-                NodeError::Api(e) => unreachable(e),
-                other => other,
-            })?;
+            node.follow_clock_topic(source).await.map_err(at_start)?;
         }
         if options.logger_services {
-            let servers = node
-                .advertise_logger_services()
-                .await
-                .map_err(|e| match e {
-                    NodeError::Api(e) => unreachable(e),
-                    other => other,
-                })?;
+            let servers = node.advertise_logger_services().await.map_err(at_start)?;
             *lock(&node.inner.logger_services) = servers;
         }
         if options.handle_signals {
@@ -250,6 +229,31 @@ impl Node {
         *lock(&node.inner.watchdog) =
             Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner), pid)));
         Ok(node)
+    }
+
+    /// Advertises `/rosout` and makes it where this process's log events go.
+    async fn publish_log(&self) -> Result<(), NodeError> {
+        use crate::msg::Message;
+        use crate::msgs::rosgraph_msgs::Log;
+        let rosout = self
+            .advertise_raw(
+                "/rosout",
+                Log::TYPE,
+                Log::MD5SUM,
+                Log::DEFINITION,
+                AdvertiseOptions::default(),
+            )
+            .await?;
+        if let Some(publication) = self.inner.publication("/rosout") {
+            crate::rosout::set_target(
+                self.name(),
+                Arc::downgrade(&publication),
+                vec!["/rosout".into()],
+                self.clock(),
+            );
+        }
+        *lock(&self.inner.rosout) = Some(rosout);
+        Ok(())
     }
 
     /// Decides the node's clock: sim time (returning the source `/clock` drives) or wall.

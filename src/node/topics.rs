@@ -184,7 +184,7 @@ impl Node {
         self.subscribe_with(topic, "*", "*", "", options).await
     }
 
-    async fn subscribe_with(
+    pub(crate) async fn subscribe_with(
         &self,
         topic: &str,
         msg_type: &str,

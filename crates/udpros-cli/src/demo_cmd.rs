@@ -70,14 +70,16 @@ async fn demo(args: DemoArgs) -> CliResult {
         let host =
             udpros::node::host::advertised_host(&udpros::node::host::HostOverrides::from_env());
         let bind = std::net::SocketAddr::from(([0, 0, 0, 0], uri_port(&uri)?));
-        let master = udpros::master::Master::start(bind, &host)
+        let core = udpros::master::Roscore::start(bind, &host, Default::default())
             .await
             .map_err(|e| {
                 format!("no master answers at {uri}, and none can start on {bind}: {e}")
             })?;
-        Some(master)
+        Some(core)
     };
-    let uri = embedded.as_ref().map_or(uri, |m| m.uri().to_string());
+    let uri = embedded
+        .as_ref()
+        .map_or(uri, |core| core.master().uri().to_string());
 
     let ping1d = demo_node(&uri, "ping1d").await?;
     let ping360 = demo_node(&uri, "ping360").await?;

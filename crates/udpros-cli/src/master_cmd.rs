@@ -10,6 +10,9 @@ pub struct MasterArgs {
     /// Address to bind; the host name in the master's URI follows ROS_HOSTNAME / ROS_IP.
     #[arg(long, default_value = "0.0.0.0")]
     host: IpAddr,
+    /// Run no /rosout node (when a stock `rosout` node aggregates /rosout instead).
+    #[arg(long)]
+    no_rosout: bool,
 }
 
 pub fn run(args: MasterArgs) -> CliResult {
@@ -18,19 +21,21 @@ pub fn run(args: MasterArgs) -> CliResult {
     runtime.block_on(async {
         let host =
             udpros::node::host::advertised_host(&udpros::node::host::HostOverrides::from_env());
-        let master = udpros::master::Master::start(SocketAddr::new(args.host, args.port), &host)
+        // A roscore: its parameters, and the /rosout node unless told otherwise.
+        let options = udpros::master::RoscoreOptions {
+            rosout: !args.no_rosout,
+            ..udpros::master::RoscoreOptions::default()
+        };
+        let addr = SocketAddr::new(args.host, args.port);
+        let core = udpros::master::Roscore::start(addr, &host, options)
             .await
-            .map_err(|e| {
-                format!(
-                    "cannot serve the master on {}:{}: {e}",
-                    args.host, args.port
-                )
-            })?;
-        println!("udpros master listening at {}", master.uri());
+            .map_err(|e| format!("cannot serve the master on {addr}: {e}"))?;
+        println!("udpros master listening at {}", core.master().uri());
         tokio::select! {
-            reason = master.shutdown_requested() => println!("shutdown requested: {reason}"),
+            reason = core.master().shutdown_requested() => println!("shutdown requested: {reason}"),
             _ = tokio::signal::ctrl_c() => {}
         }
+        core.shutdown().await;
         Ok(())
     })
 }

@@ -1,0 +1,116 @@
+//! `udpros master` as a roscore, with only udpros programs running: the parameters roscore
+//! sets (`rosparam get /rosdistro`), and `/rosout` aggregated into `/rosout_agg`
+//! (`rostopic echo /rosout_agg`, what rqt_console listens to); `--no-rosout` leaves that to
+//! a stock rosout node.
+
+use udpros_testkit as common;
+
+use common::{free_port, ros_tool, wait_for, Child};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn udpros(uri: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+    cmd.args(args)
+        .env("ROS_MASTER_URI", uri)
+        .env("ROS_IP", "127.0.0.1")
+        .env_remove("ROS_HOSTNAME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    cmd
+}
+
+/// `udpros master` on a free port, and its URI.
+fn master(extra: &[&str]) -> (Child, String) {
+    let port = free_port();
+    let uri = format!("http://127.0.0.1:{port}/");
+    let mut args = vec!["master", "--host", "127.0.0.1", "--port"];
+    let port_text = port.to_string();
+    args.push(&port_text);
+    args.extend_from_slice(extra);
+    let child = Child(udpros(&uri, &args).spawn().unwrap());
+    assert!(wait_for(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    (child, uri)
+}
+
+fn tool(python: &std::path::Path, uri: &str, tool: &str, args: &[&str]) -> String {
+    let out = ros_tool(python, tool, uri)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{tool} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn udpros_master_is_a_roscore_with_rosdistro_and_rosout_agg() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let (_master, uri) = master(&[]);
+    // roscore's parameters, as rosparam prints them (roslaunch ends both with a newline,
+    // which PyYAML quotes so).
+    assert_eq!(
+        tool(&python, &uri, "rosparam", &["get", "/rosdistro"]).trim(),
+        "'noetic\n\n  '"
+    );
+    assert_eq!(
+        tool(&python, &uri, "rosparam", &["get", "/rosversion"]).trim(),
+        "'1.15.15\n\n  '"
+    );
+    let run_id = tool(&python, &uri, "rosparam", &["get", "/run_id"]);
+    assert_eq!(run_id.trim().len(), 36, "{run_id}");
+    // The /rosout node is there, as under roscore.
+    assert!(wait_for(Duration::from_secs(10), || tool(
+        &python,
+        &uri,
+        "rosnode",
+        &["list"]
+    )
+    .lines()
+    .any(|l| l == "/rosout")));
+    // A udpros program logs on /rosout; rostopic hears it on /rosout_agg.
+    let _logger = Child(
+        udpros(
+            &uri,
+            &[
+                "topic",
+                "pub",
+                "-r",
+                "10",
+                "/rosout",
+                "rosgraph_msgs/Log",
+                "{level: 2, name: /logger, msg: hello from udpros}",
+            ],
+        )
+        .spawn()
+        .unwrap(),
+    );
+    let heard = tool(
+        &python,
+        &uri,
+        "rostopic",
+        &["echo", "-n", "1", "/rosout_agg/msg"],
+    );
+    assert_eq!(heard, "\"hello from udpros\"\n---\n");
+}
+
+#[test]
+fn no_rosout_leaves_aggregation_to_a_stock_rosout_node() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let (_master, uri) = master(&["--no-rosout"]);
+    let params = tool(&python, &uri, "rosparam", &["list"]);
+    assert!(
+        params.contains("/rosdistro") && params.contains("/run_id"),
+        "{params}"
+    );
+    let nodes = tool(&python, &uri, "rosnode", &["list"]);
+    assert!(!nodes.lines().any(|l| l == "/rosout"), "{nodes}");
+    let topics = tool(&python, &uri, "rostopic", &["list"]);
+    assert!(!topics.contains("/rosout_agg"), "{topics}");
+}
