@@ -32,7 +32,10 @@ impl Master {
     pub async fn start(addr: SocketAddr, host: &str) -> std::io::Result<Master> {
         let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
         let listener = tokio::net::TcpListener::bind(addr).await?;
-        let uri = format!("http://{host}:{}/", listener.local_addr()?.port());
+        let uri = format!(
+            "http://{}/",
+            crate::node::host::authority(host, listener.local_addr()?.port())
+        );
         let handler = MasterHandler::new(uri.clone(), client);
         let server = XmlRpcServer::serve(listener, handler.clone())?;
         Ok(Master {

@@ -145,6 +145,7 @@ impl NodeIdentity {
             ip_arg: args.ip.clone(),
             ros_hostname: env("ROS_HOSTNAME"),
             ros_ip: env("ROS_IP"),
+            ipv6: env("ROS_IPV6").as_deref() == Some("on"),
         };
         let remaps = Remappings::new(
             args.remaps.iter().map(|(f, t)| (f.as_str(), t.as_str())),

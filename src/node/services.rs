@@ -15,10 +15,7 @@ impl NodeInner {
     /// The node's `rosrpc://host:port` URI: its TCPROS port, which topics and services share.
     pub(crate) fn rosrpc_uri(&self) -> String {
         let port = self.tcp_port.get().copied().unwrap_or(0);
-        match self.id.host.contains(':') {
-            true => format!("rosrpc://[{}]:{port}", self.id.host),
-            false => format!("rosrpc://{}:{port}", self.id.host),
-        }
+        format!("rosrpc://{}", super::host::authority(&self.id.host, port))
     }
 
     /// Adds a service to the registry (before it is registered with the master, so the

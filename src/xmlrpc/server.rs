@@ -126,9 +126,12 @@ impl XmlRpcServer {
         self.local_addr
     }
 
-    /// The URI peers call: `http://host:port/`.
+    /// The URI peers call: `http://host:port/` (`http://[::1]:port/` for an IPv6 literal).
     pub fn uri(&self, host: &str) -> String {
-        format!("http://{}:{}/", host, self.local_addr.port())
+        format!(
+            "http://{}/",
+            crate::node::host::authority(host, self.local_addr.port())
+        )
     }
 
     /// Connections open now.

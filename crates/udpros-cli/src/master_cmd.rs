@@ -7,9 +7,11 @@ pub struct MasterArgs {
     /// Port to serve on (11311 is ROS's default).
     #[arg(short, long, default_value_t = 11311)]
     port: u16,
-    /// Address to bind; the host name in the master's URI follows ROS_HOSTNAME / ROS_IP.
-    #[arg(long, default_value = "0.0.0.0")]
-    host: IpAddr,
+    /// Address to bind (default: as roscore binds, from ROS_IP / ROS_HOSTNAME / ROS_IPV6:
+    /// loopback for a loopback override, else every interface, IPv6 with ROS_IPV6=on); the
+    /// host name in the master's URI follows ROS_HOSTNAME / ROS_IP.
+    #[arg(long)]
+    host: Option<IpAddr>,
     /// Run no /rosout node (when a stock `rosout` node aggregates /rosout instead).
     #[arg(long)]
     no_rosout: bool,
@@ -19,14 +21,17 @@ pub fn run(args: MasterArgs) -> CliResult {
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        let host =
-            udpros::node::host::advertised_host(&udpros::node::host::HostOverrides::from_env());
+        let overrides = udpros::node::host::HostOverrides::from_env();
+        let host = udpros::node::host::advertised_host(&overrides);
+        let bind = args
+            .host
+            .unwrap_or_else(|| udpros::node::host::bind_address(&overrides));
         // A roscore: its parameters, and the /rosout node unless told otherwise.
         let options = udpros::master::RoscoreOptions {
             rosout: !args.no_rosout,
             ..udpros::master::RoscoreOptions::default()
         };
-        let addr = SocketAddr::new(args.host, args.port);
+        let addr = SocketAddr::new(bind, args.port);
         let core = udpros::master::Roscore::start(addr, &host, options)
             .await
             .map_err(|e| format!("cannot serve the master on {addr}: {e}"))?;
