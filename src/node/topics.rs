@@ -9,7 +9,7 @@ use crate::transport::queue::DropOldest;
 use crate::transport::subscription::{
     Local, PublisherLinkStats, Received, Subscription, SubscriptionConfig,
 };
-use crate::transport::{resolve_ipv4, udp_socket, Protocol, UDPROS_PEER_FIELD};
+use crate::transport::{resolve_udp_peer, udp_socket, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
 use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
@@ -728,8 +728,10 @@ impl NodeInner {
             ROSCPP_MAX_DATAGRAM
         };
         let max_datagram = max_datagram.min(limit);
-        let peer = resolve_ipv4(&host, port).await.map_err(|e| e.to_string())?;
-        if self.id.bind.is_loopback() && !peer.ip().is_loopback() {
+        let peer = resolve_udp_peer(self.id.bind, &host, port)
+            .await
+            .map_err(|e| e.to_string())?;
+        if self.id.bind.is_loopback() && !peer.ip().to_canonical().is_loopback() {
             return Err(format!(
                 "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
             ));
@@ -750,7 +752,7 @@ impl NodeInner {
         // routes keep the asked size and IP fragments.
         let route_mtu = crate::transport::route_mtu(&socket);
         let max_datagram = route_mtu
-            .map(|mtu| mtu.saturating_sub(crate::transport::IPV4_UDP_HEADERS))
+            .map(|mtu| mtu.saturating_sub(crate::transport::udp_headers(peer)))
             .filter(|&fits| fits >= MIN_UNFRAGMENTED)
             .map_or(max_datagram, |fits| max_datagram.min(fits));
         // Declared in the answer: roscpp treats this port as informational, udpros

@@ -71,7 +71,11 @@ pub(crate) fn udp_socket(
     buffer_bytes: usize,
 ) -> std::io::Result<(tokio::net::UdpSocket, Option<usize>)> {
     use socket2::{Domain, Protocol as P, Socket, Type};
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(P::UDP))?;
+    // An IPv6 socket (ROS_IPV6=on) stays dual-stack, as the kernel makes it by default.
+    let socket = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(P::UDP))?;
+    if bind.is_ipv6() {
+        let _ = socket.set_only_v6(false);
+    }
     let _ = socket.set_recv_buffer_size(buffer_bytes);
     let _ = socket.set_send_buffer_size(buffer_bytes);
     // Linux reports twice what it granted (bookkeeping overhead included).
@@ -84,6 +88,16 @@ pub(crate) fn udp_socket(
 
 /// IPv4 and UDP headers in front of a datagram's payload.
 pub(crate) const IPV4_UDP_HEADERS: usize = 28;
+/// IPv6 and UDP headers in front of a datagram's payload.
+pub(crate) const IPV6_UDP_HEADERS: usize = 48;
+
+/// The IP and UDP headers in front of a datagram sent to `peer`.
+pub(crate) fn udp_headers(peer: SocketAddr) -> usize {
+    match peer.ip().to_canonical() {
+        std::net::IpAddr::V4(_) => IPV4_UDP_HEADERS,
+        std::net::IpAddr::V6(_) => IPV6_UDP_HEADERS,
+    }
+}
 
 /// The MTU of the route a connected socket sends on (the device's, or a smaller path MTU
 /// the kernel has learned), or `None` when the kernel does not say.
@@ -143,6 +157,33 @@ pub(crate) async fn read_header(
             Err(e) => return Err(e.to_string()),
         }
     }
+}
+
+/// Resolves a UDPROS peer for a socket bound to `bind`: an IPv4 address for an IPv4
+/// socket (roscpp's UDPROS is IPv4 only); for an IPv6 (dual-stack, `ROS_IPV6=on`) socket,
+/// the first address of either family, an IPv4 one as its IPv4-mapped IPv6 address, which
+/// is how such a socket reaches it.
+pub async fn resolve_udp_peer(
+    bind: std::net::IpAddr,
+    host: &str,
+    port: u16,
+) -> std::io::Result<SocketAddr> {
+    if bind.is_ipv4() {
+        return resolve_ipv4(host, port).await;
+    }
+    let first = tokio::net::lookup_host((host, port))
+        .await?
+        .next()
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no address for {host}"),
+            )
+        })?;
+    Ok(match first {
+        SocketAddr::V4(v4) => SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port()),
+        v6 => v6,
+    })
 }
 
 /// Resolves a host name to an IPv4 address (roscpp's UDPROS is IPv4 only).

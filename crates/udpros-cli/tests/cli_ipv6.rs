@@ -140,3 +140,31 @@ fn udpros_master_serves_ros_tools_over_ipv6() {
     let nodes = output(ros(&python, &uri, "rosnode", &["list"]));
     assert!(nodes.lines().any(|l| l == "/rosout"), "{nodes}");
 }
+
+#[test]
+fn udpros_peers_use_udpros_over_ipv6() {
+    let port = free_port();
+    let uri = format!("http://[::1]:{port}/");
+    let mut master = udpros(&uri, &["master", "--port", &port.to_string()]);
+    let _master = Child(master.stdout(Stdio::null()).spawn().unwrap());
+    assert!(listening_v6(port), "udpros master on [::1]");
+    let mut talker = udpros(
+        &uri,
+        &[
+            "topic",
+            "pub",
+            "-r",
+            "20",
+            "/v6u",
+            "std_msgs/String",
+            "data: over UDPROS",
+        ],
+    );
+    let _talker = Child(talker.stdout(Stdio::null()).spawn().unwrap());
+    // UDP only: nothing arrives unless the UDPROS link works over IPv6.
+    let heard = output(udpros(
+        &uri,
+        &["topic", "echo", "--transport", "udp", "-n", "1", "/v6u"],
+    ));
+    assert_eq!(heard, "data: \"over UDPROS\"\n---\n");
+}
