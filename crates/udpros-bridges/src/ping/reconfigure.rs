@@ -24,6 +24,16 @@ pub fn description(kind: DeviceKind, defaults: &Config) -> Description {
     };
     let device = |p: Param| p.level(LEVEL_DEVICE);
     let node = |p: Param| p.level(LEVEL_NODE);
+    // Both devices have it, alike.
+    let speed_of_sound = || {
+        device(double(
+            "speed_of_sound",
+            defaults.speed_of_sound,
+            1000.0,
+            2500.0,
+        ))
+        .description("m/s")
+    };
     let mut d = Description::new();
     match kind {
         DeviceKind::Ping1d => {
@@ -48,15 +58,7 @@ pub fn description(kind: DeviceKind, defaults: &Config) -> Description {
                 ))
                 .description("ms between pings"),
             );
-            d.add(
-                device(double(
-                    "speed_of_sound",
-                    defaults.speed_of_sound,
-                    1000.0,
-                    2500.0,
-                ))
-                .description("m/s"),
-            );
+            d.add(speed_of_sound());
             d.add(
                 node(double("min_confidence", defaults.min_confidence, 0.0, 1.0))
                     .description("below it ~range reports +inf (REP 117: no return)"),
@@ -84,15 +86,7 @@ pub fn description(kind: DeviceKind, defaults: &Config) -> Description {
                 ))
                 .description("kHz"),
             );
-            d.add(
-                device(double(
-                    "speed_of_sound",
-                    defaults.speed_of_sound,
-                    1000.0,
-                    2500.0,
-                ))
-                .description("m/s"),
-            );
+            d.add(speed_of_sound());
             let sector = d.group(GroupId::DEFAULT, "sector", GroupKind::Box, true);
             d.add_in(
                 sector,
