@@ -663,6 +663,7 @@ impl NodeInner {
                 Value::Array(vec![]),
             );
         };
+        let mut udp_refused = None;
         for entry in &protocols {
             let Some(items) = entry.as_array() else {
                 continue;
@@ -687,9 +688,11 @@ impl NodeInner {
                         Ok(answer) => {
                             return (1, String::new(), crate::xmlrpc::entry(answer.to_params()))
                         }
+                        // The next offer (TCPROS, usually) may still work: an IPv4-only node
+                        // cannot send to an IPv6-only subscriber, but it can accept its TCP.
                         Err(e) => {
-                            tracing::warn!("UDPROS request for {topic} from {caller_id}: {e}");
-                            return (0, e, Value::Array(vec![]));
+                            tracing::info!("UDPROS request for {topic} from {caller_id}: {e}");
+                            udp_refused = Some(e);
                         }
                     }
                 }
@@ -700,11 +703,8 @@ impl NodeInner {
                 }
             }
         }
-        (
-            0,
-            "no supported protocol implementations".into(),
-            Value::Array(vec![]),
-        )
+        let why = udp_refused.unwrap_or_else(|| "no supported protocol implementations".into());
+        (0, why, Value::Array(vec![]))
     }
 
     async fn udp_link(
@@ -718,6 +718,7 @@ impl NodeInner {
             host,
             port,
             max_datagram,
+            ipv6_only: _,
         } = offer;
         let mut reply = publication.accept(&header)?;
         let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
@@ -728,7 +729,7 @@ impl NodeInner {
             ROSCPP_MAX_DATAGRAM
         };
         let max_datagram = max_datagram.min(limit);
-        let peer = resolve_udp_peer(self.id.bind, &host, port)
+        let peer = resolve_udp_peer(self.id.bind, &host, port, !udpros_peer)
             .await
             .map_err(|e| e.to_string())?;
         if self.id.bind.is_loopback() && !peer.ip().to_canonical().is_loopback() {

@@ -159,31 +159,46 @@ pub(crate) async fn read_header(
     }
 }
 
-/// Resolves a UDPROS peer for a socket bound to `bind`: an IPv4 address for an IPv4
-/// socket (roscpp's UDPROS is IPv4 only); for an IPv6 (dual-stack, `ROS_IPV6=on`) socket,
-/// the first address of either family, an IPv4 one as its IPv4-mapped IPv6 address, which
-/// is how such a socket reaches it.
+/// Resolves a UDPROS peer for a socket bound to `bind`. An IPv4 socket reaches IPv4
+/// addresses only. A dual-stack one (`ROS_IPV6=on`) reaches the first address of either
+/// family, an IPv4 one as its IPv4-mapped IPv6 address; but a roscpp subscriber
+/// (`ipv4_peer`) reads on an IPv4 socket whatever its host resolves to, so it is sent to
+/// over IPv4 only.
 pub async fn resolve_udp_peer(
     bind: std::net::IpAddr,
     host: &str,
     port: u16,
+    ipv4_peer: bool,
 ) -> std::io::Result<SocketAddr> {
-    if bind.is_ipv4() {
-        return resolve_ipv4(host, port).await;
-    }
-    let first = tokio::net::lookup_host((host, port))
-        .await?
-        .next()
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("no address for {host}"),
-            )
-        })?;
+    let first = if bind.is_ipv4() || ipv4_peer {
+        resolve_ipv4(host, port).await?
+    } else {
+        tokio::net::lookup_host((host, port))
+            .await?
+            .next()
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("no address for {host}"),
+                )
+            })?
+    };
     Ok(match first {
-        SocketAddr::V4(v4) => SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port()),
-        v6 => v6,
+        SocketAddr::V4(v4) if !bind.is_ipv4() => {
+            SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
+        }
+        other => other,
     })
+}
+
+/// Whether `host` (an address or a name) has an IPv4 address, which a roscpp publisher
+/// needs to send UDPROS to it; a subscriber whose host has none offers
+/// [`UDPROS6`](crate::wire::negotiation::UDPROS6) instead.
+pub(crate) async fn has_ipv4_address(host: &str) -> bool {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return ip.to_canonical().is_ipv4();
+    }
+    resolve_ipv4(host, 0).await.is_ok()
 }
 
 /// Resolves a host name to an IPv4 address (roscpp's UDPROS is IPv4 only).

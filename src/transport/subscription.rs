@@ -296,7 +296,7 @@ impl Subscription {
         }
     }
 
-    fn udp_offer(&self, port: u16) -> Offer {
+    fn udp_offer(&self, port: u16, ipv6_only: bool) -> Offer {
         let header = ConnectionHeader::new()
             .with("callerid", self.local.node_name.as_str())
             .with("md5sum", self.config.md5sum.as_str())
@@ -308,6 +308,7 @@ impl Subscription {
             host: self.local.host.clone(),
             port,
             max_datagram: self.config.max_datagram_size,
+            ipv6_only,
         })
     }
 
@@ -425,7 +426,10 @@ async fn connect_and_read(
             Protocol::Udp if !offer_udp => {}
             Protocol::Udp => match open_udp(sub) {
                 Ok(offer) => {
-                    offers.push(crate::xmlrpc::entry(sub.udp_offer(offer.port).to_params()));
+                    let ipv6_only = !sub.local.bind.is_ipv4()
+                        && !super::has_ipv4_address(&sub.local.host).await;
+                    let entry = sub.udp_offer(offer.port, ipv6_only).to_params();
+                    offers.push(crate::xmlrpc::entry(entry));
                     udp = Some(offer);
                 }
                 Err(e) => tracing::warn!("cannot offer UDPROS for {}: {e}", sub.config.topic),

@@ -10,11 +10,18 @@
 //! | TCPROS offer | none |
 //! | TCPROS answer | host, port |
 //! | UDPROS offer | connection header (base64), host, port the subscriber reads on, largest datagram |
+//! | UDPROS6 offer (udpros) | as a UDPROS offer, for a host with no IPv4 address |
 //! | UDPROS answer | host, port the publisher sends from, connection id, largest datagram, connection header (base64) |
 //!
 //! [`Offer`] and [`Answer`] hold those entries as types, and convert them to and from
 //! [`Param`] lists (the node library maps a `Param` to an XML-RPC value one to one), so the
 //! meaning of each position lives here, once, and both sides are tested without sockets.
+//!
+//! roscpp's UDPROS is IPv4 only, and a roscpp publisher offered UDPROS toward a host with no
+//! IPv4 address does not refuse: it aborts (a failed assertion as the half-made transport
+//! is destroyed). A subscriber whose host has no IPv4 address therefore names its offer
+//! [`UDPROS6`], which roscpp and rospy skip as an unknown protocol, picking the TCPROS offer
+//! after it, and which udpros publishers serve as UDPROS.
 
 use crate::header::{ConnectionHeader, HeaderError, HeaderLimits};
 use crate::udpros::{HEADER_LEN, MAX_UDP_PAYLOAD};
@@ -38,6 +45,9 @@ pub enum Param {
 pub const TCPROS: &str = "TCPROS";
 /// The protocol name of UDPROS entries.
 pub const UDPROS: &str = "UDPROS";
+/// The protocol name of a UDPROS offer toward a host with no IPv4 address, which only
+/// udpros publishers take (see the [module docs](self)).
+pub const UDPROS6: &str = "UDPROS6";
 
 /// Why an entry could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +97,8 @@ pub struct UdprosOffer {
     pub port: u16,
     /// The largest datagram the subscriber asks for, UDPROS header included.
     pub max_datagram: usize,
+    /// The host has no IPv4 address: offered as [`UDPROS6`], which roscpp cannot take.
+    pub ipv6_only: bool,
 }
 
 /// The transport a publisher picked, and where it is.
@@ -125,7 +137,7 @@ impl Offer {
         match self {
             Offer::Tcpros => vec![Param::Str(TCPROS.into())],
             Offer::Udpros(o) => vec![
-                Param::Str(UDPROS.into()),
+                Param::Str(if o.ipv6_only { UDPROS6 } else { UDPROS }.into()),
                 Param::Bytes(o.header.encode_fields().into()),
                 Param::Str(o.host.clone()),
                 Param::Int(i32::from(o.port)),
@@ -142,18 +154,20 @@ impl Offer {
     ) -> Result<Option<Offer>, NegotiationError> {
         match params.first() {
             Some(Param::Str(name)) if name == TCPROS => Ok(Some(Offer::Tcpros)),
-            Some(Param::Str(name)) if name == UDPROS => {
+            Some(Param::Str(name)) if name == UDPROS || name == UDPROS6 => {
+                let protocol = if name == UDPROS { UDPROS } else { UDPROS6 };
                 let [_, Param::Bytes(header), Param::Str(host), Param::Int(port), Param::Int(max)] =
                     params
                 else {
-                    return malformed(UDPROS, "expected header, host, port, datagram size");
+                    return malformed(protocol, "expected header, host, port, datagram size");
                 };
                 Ok(Some(Offer::Udpros(UdprosOffer {
                     header: ConnectionHeader::decode_fields(header, limits)
                         .map_err(NegotiationError::Header)?,
                     host: host.clone(),
-                    port: port_of(UDPROS, *port)?,
-                    max_datagram: datagram_size(UDPROS, *max)?,
+                    port: port_of(protocol, *port)?,
+                    max_datagram: datagram_size(protocol, *max)?,
+                    ipv6_only: protocol == UDPROS6,
                 })))
             }
             _ => Ok(None),
@@ -275,6 +289,22 @@ mod tests {
     }
 
     #[test]
+    fn an_offer_toward_an_ipv6_only_host_is_named_so_roscpp_skips_it() {
+        let mut offer = UdprosOffer {
+            header: header(),
+            host: "fd00::2".into(),
+            port: 40000,
+            max_datagram: 1500,
+            ipv6_only: true,
+        };
+        let params = Offer::Udpros(offer.clone()).to_params();
+        assert_eq!(params[0], Param::Str("UDPROS6".into()));
+        offer.ipv6_only = false;
+        let params = Offer::Udpros(offer).to_params();
+        assert_eq!(params[0], Param::Str("UDPROS".into()));
+    }
+
+    #[test]
     fn offers_and_answers_round_trip_through_their_params() {
         let limits = HeaderLimits::default();
         let offers = [
@@ -284,6 +314,14 @@ mod tests {
                 host: "robot".into(),
                 port: 40000,
                 max_datagram: 1500,
+                ipv6_only: false,
+            }),
+            Offer::Udpros(UdprosOffer {
+                header: header(),
+                host: "fd00::2".into(),
+                port: 40000,
+                max_datagram: 1500,
+                ipv6_only: true,
             }),
         ];
         for offer in offers {
