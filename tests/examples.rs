@@ -3,30 +3,10 @@
 
 use udpros_testkit as common;
 
-use common::{peer_script, ros_env, spawn_lines, Child};
+use common::{example, peer_script, ros_env, spawn_lines, Child};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// An example's binary, built by `cargo test --all-targets` (or here, when missing).
-fn example(name: &str) -> PathBuf {
-    let deps = std::env::current_exe().expect("test binary");
-    let profile = deps
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let binary = profile.join("examples").join(name);
-    if !binary.exists() {
-        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-        let built = Command::new(env!("CARGO"))
-            .args(["build", "--examples", "--manifest-path"])
-            .arg(manifest)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(built, "cargo build --examples");
-    }
-    binary
-}
 
 fn run_example(name: &str, master: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(example(name));

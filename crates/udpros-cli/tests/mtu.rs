@@ -1,4 +1,4 @@
-//! UDPROS across a path MTU below 1500: two network namespaces joined by a veth pair with
+//! UDPROS across a path MTU below 1500: two network namespaces on a switch, links with
 //! MTU 1400 (a WireGuard tunnel) and 576 (the IPv4 minimum), 100 kB and 1 MB messages,
 //! udpros ↔ roscpp both ways and udpros → udpros. A udpros publisher used to lose every
 //! such link to EMSGSIZE from its segmented sends; now IP fragments its datagrams, as it
@@ -6,108 +6,21 @@
 
 use udpros_testkit as common;
 
+use common::netns::{Family, Identity, Network};
 use common::{Child, Lines};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-const HOST_A: &str = "10.213.0.1";
-const HOST_B: &str = "10.213.0.2";
-
-/// Two namespaces joined by a veth pair, removed when dropped.
-struct Hosts {
-    a: String,
-    b: String,
-}
-
-impl Hosts {
-    fn new(mtu: u32) -> Option<Hosts> {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{}{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let hosts = Hosts {
-            a: format!("udprosA{id}"),
-            b: format!("udprosB{id}"),
-        };
-        let (va, vb) = (format!("va{id}"), format!("vb{id}"));
-        let mtu = mtu.to_string();
-        let steps: [&[&str]; 10] = [
-            &["netns", "add", &hosts.a],
-            &["netns", "add", &hosts.b],
-            &[
-                "link", "add", &va, "netns", &hosts.a, "type", "veth", "peer", "name", &vb,
-                "netns", &hosts.b,
-            ],
-            &[
-                "-n",
-                &hosts.a,
-                "addr",
-                "add",
-                &format!("{HOST_A}/24"),
-                "dev",
-                &va,
-            ],
-            &[
-                "-n",
-                &hosts.b,
-                "addr",
-                "add",
-                &format!("{HOST_B}/24"),
-                "dev",
-                &vb,
-            ],
-            &["-n", &hosts.a, "link", "set", &va, "mtu", &mtu, "up"],
-            &["-n", &hosts.b, "link", "set", &vb, "mtu", &mtu, "up"],
-            &["-n", &hosts.a, "link", "set", "lo", "up"],
-            &["-n", &hosts.b, "link", "set", "lo", "up"],
-            &["-n", &hosts.a, "link", "show", &va],
-        ];
-        for step in steps {
-            let ok = Command::new("ip")
-                .args(step)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                common::skip_or_fail(&format!(
-                    "network namespaces (root and iproute2: `ip {}` failed)",
-                    step.join(" ")
-                ));
-                return None;
-            }
-        }
-        Some(hosts)
-    }
-
-    /// `program args` run inside namespace `ns` as host `ip`, with the graph's master on A.
-    fn command(&self, ns: &str, ip: &str, program: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", ns])
-            .arg(program)
-            .args(args)
-            .env("ROS_MASTER_URI", format!("http://{HOST_A}:11311/"))
-            .env("ROS_IP", ip)
-            .env_remove("ROS_HOSTNAME")
-            .env(
-                "ROS_HOME",
-                std::env::temp_dir().join(format!("udpros-mtu-{ns}")),
-            )
-            .env("RUST_LOG", "warn");
-        cmd
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
+/// `program args` run on `host` as a node of the master on host A (`udpros master`).
+fn on(net: &Network, host: &str, program: &Path, args: &[&str]) -> Command {
+    let a = net.host("a");
+    let master_uri = format!("http://{}:11311/", a.ipv4);
+    let mut cmd = net
+        .host(host)
+        .ros_command(program, &master_uri, Identity::Ip, Family::Ipv4);
+    cmd.args(args);
+    cmd
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -142,13 +55,14 @@ fn delivered(
     count: u32,
     roscpp: &Path,
 ) -> Option<u32> {
-    let hosts = Hosts::new(mtu)?;
+    let net = Network::new(&["a", "b"], mtu)?;
+    let host_a = net.host("a").ipv4.clone();
     let udpros = PathBuf::from(env!("CARGO_BIN_EXE_udpros"));
-    let mut master = hosts.command(
-        &hosts.a,
-        HOST_A,
+    let mut master = on(
+        &net,
+        "a",
         &udpros,
-        &["master", "--host", HOST_A, "--port", "11311"],
+        &["master", "--host", &host_a, "--port", "11311"],
     );
     let _master = Child(
         master
@@ -159,8 +73,7 @@ fn delivered(
     );
     // Reachable from host B, across the veth pair, before any node starts.
     let reachable = common::wait_for(Duration::from_secs(30), || {
-        hosts
-            .command(&hosts.b, HOST_B, &udpros, &["node", "list"])
+        on(&net, "b", &udpros, &["node", "list"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -168,9 +81,9 @@ fn delivered(
     });
     assert!(reachable, "the master on host A, from host B");
     let (size_s, count_s) = (size.to_string(), count.to_string());
-    let mut sub = hosts.command(
-        &hosts.b,
-        HOST_B,
+    let mut sub = on(
+        &net,
+        "b",
         &peer(to, roscpp),
         &peer_args(
             to,
@@ -197,9 +110,9 @@ fn delivered(
             .is_some(),
         "subscriber ready"
     );
-    let mut publisher = hosts.command(
-        &hosts.a,
-        HOST_A,
+    let mut publisher = on(
+        &net,
+        "a",
         &peer(from, roscpp),
         &peer_args(
             from,

@@ -4,6 +4,7 @@
 //! test, lines read with deadlines, and random messages. Not published.
 
 pub mod cpp_peer;
+pub mod netns;
 pub mod random;
 
 use std::path::{Path, PathBuf};
@@ -105,6 +106,27 @@ pub fn start_rosmaster() -> Option<(Child, String)> {
     Some((child, uri))
 }
 
+/// A program of the workspace's `examples/`, built by `cargo test --all-targets` (or here,
+/// when missing), beside the test binary that asks.
+pub fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().expect("test binary");
+    let profile = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
+    let binary = profile.join("examples").join(name);
+    if !binary.exists() {
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let built = Command::new(env!("CARGO"))
+            .args(["build", "--examples", "--manifest-path"])
+            .arg(manifest)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built, "cargo build --examples");
+    }
+    binary
+}
+
 /// Polls `ready` until it holds or `limit` passes; returns whether it held.
 pub fn wait_for(limit: std::time::Duration, mut ready: impl FnMut() -> bool) -> bool {
     let start = std::time::Instant::now();
@@ -188,8 +210,10 @@ pub fn ros_tool(python: &std::path::Path, tool: &str, master_uri: &str) -> Comma
 
 /// Lines a child prints, read on a thread so a test can wait for them with a deadline.
 pub struct Lines {
-    rx: std::sync::mpsc::Receiver<String>,
+    rx: std::sync::mpsc::Receiver<(String, std::time::Instant)>,
     pub seen: Vec<String>,
+    /// When each line of `seen` was read, as the reading thread saw it.
+    pub arrived: Vec<std::time::Instant>,
 }
 
 impl Lines {
@@ -199,7 +223,7 @@ impl Lines {
             use std::io::BufRead;
             for line in std::io::BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if tx.send((line, std::time::Instant::now())).is_err() {
                     break;
                 }
             }
@@ -207,6 +231,7 @@ impl Lines {
         Lines {
             rx,
             seen: Vec::new(),
+            arrived: Vec::new(),
         }
     }
 
@@ -220,8 +245,9 @@ impl Lines {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok(line) => {
+                Ok((line, at)) => {
                     self.seen.push(line.clone());
+                    self.arrived.push(at);
                     if matches(&line) {
                         return Some(line);
                     }
@@ -253,11 +279,12 @@ impl Lines {
     /// Everything the child printed until it exits (or `limit` passes).
     pub fn rest(&mut self, limit: std::time::Duration) -> String {
         let deadline = std::time::Instant::now() + limit;
-        while let Ok(line) = self
+        while let Ok((line, at)) = self
             .rx
             .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
         {
             self.seen.push(line);
+            self.arrived.push(at);
         }
         self.seen.join("\n")
     }

@@ -1,0 +1,258 @@
+//! Several hosts on one machine: a network namespace per host, each joined by a veth pair to
+//! a bridge in a switch namespace of its own, so a test's traffic never leaves the
+//! namespaces it made and tests run in parallel (each network has its own namespaces; the
+//! same addresses in two networks never meet). Needs root and iproute2, as CI has.
+//!
+//! Host `i` (from 0) is `10.77.0.(i+1)` and `fd77::(i+1)`. Each host has its own hosts file
+//! (`ip netns exec` mounts `/etc/netns/NS/hosts` over `/etc/hosts`), which names every host
+//! of the network twice: `NAME` for its IPv4 address and `NAME6` for its IPv6 one, so
+//! `ROS_HOSTNAME` resolves as it would on a robot's LAN, through the host's own files.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How a node on a host names itself to the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    /// `ROS_IP` set to the host's address.
+    Ip,
+    /// `ROS_HOSTNAME` set to the host's name, resolved through the hosts files.
+    Hostname,
+}
+
+/// Which family a node's addresses and names are of (`Ipv6` sets `ROS_IPV6=on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+/// One host of a [`Network`].
+#[derive(Debug)]
+pub struct Host {
+    /// The name its hosts files give it (and `NAME6` for its IPv6 address).
+    pub name: String,
+    /// Its network namespace.
+    pub ns: String,
+    pub ipv4: String,
+    pub ipv6: String,
+    /// The switch's end of its cable.
+    switch_port: String,
+}
+
+/// Hosts on one switch, removed (namespaces and hosts files) when dropped.
+pub struct Network {
+    switch: String,
+    pub hosts: Vec<Host>,
+}
+
+impl Network {
+    /// Hosts named `names` on one switch, every link of `mtu` bytes. `None` (after failing
+    /// the test when interop is required) when namespaces cannot be made here.
+    pub fn new(names: &[&str], mtu: u32) -> Option<Network> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Interface names have 15 bytes at most: keep the tag short.
+        let tag = format!(
+            "{}x{}",
+            std::process::id() % 1_000_000,
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut net = Network {
+            switch: format!("udpros-sw{tag}"),
+            hosts: Vec::new(),
+        };
+        let mtu = mtu.to_string();
+        let mut steps: Vec<Vec<String>> = vec![
+            args(&["netns", "add", &net.switch]),
+            args(&["-n", &net.switch, "link", "add", "br0", "type", "bridge"]),
+            args(&["-n", &net.switch, "link", "set", "br0", "mtu", &mtu, "up"]),
+        ];
+        for (i, name) in names.iter().enumerate() {
+            let host = Host {
+                name: name.to_string(),
+                ns: format!("udpros-{name}{tag}"),
+                ipv4: format!("10.77.0.{}", i + 1),
+                ipv6: format!("fd77::{}", i + 1),
+                switch_port: format!("s{tag}h{i}"),
+            };
+            let dev = format!("h{tag}h{i}");
+            steps.extend([
+                args(&["netns", "add", &host.ns]),
+                args(&[
+                    "link",
+                    "add",
+                    &dev,
+                    "netns",
+                    &host.ns,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &host.switch_port,
+                    "netns",
+                    &net.switch,
+                ]),
+                args(&["-n", &host.ns, "link", "set", &dev, "name", "eth0"]),
+                args(&[
+                    "-n",
+                    &net.switch,
+                    "link",
+                    "set",
+                    &host.switch_port,
+                    "master",
+                    "br0",
+                    "mtu",
+                    &mtu,
+                    "up",
+                ]),
+                args(&[
+                    "-n",
+                    &host.ns,
+                    "addr",
+                    "add",
+                    &format!("{}/24", host.ipv4),
+                    "dev",
+                    "eth0",
+                ]),
+                // No duplicate address detection: the address is usable at once.
+                args(&[
+                    "-n",
+                    &host.ns,
+                    "addr",
+                    "add",
+                    &format!("{}/64", host.ipv6),
+                    "dev",
+                    "eth0",
+                    "nodad",
+                ]),
+                args(&["-n", &host.ns, "link", "set", "eth0", "mtu", &mtu, "up"]),
+                args(&["-n", &host.ns, "link", "set", "lo", "up"]),
+            ]);
+            net.hosts.push(host);
+        }
+        for step in steps {
+            let ok = Command::new("ip")
+                .args(&step)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                crate::skip_or_fail(&format!(
+                    "network namespaces (root and iproute2: `ip {}` failed)",
+                    step.join(" ")
+                ));
+                return None;
+            }
+        }
+        let mut hosts_file = String::from("127.0.0.1 localhost\n::1 localhost ip6-localhost\n");
+        for host in &net.hosts {
+            hosts_file += &format!(
+                "{} {}\n{} {}6\n",
+                host.ipv4, host.name, host.ipv6, host.name
+            );
+        }
+        for host in &net.hosts {
+            let dir = hosts_dir(&host.ns);
+            std::fs::create_dir_all(&dir).expect("create /etc/netns/NS");
+            std::fs::write(dir.join("hosts"), &hosts_file).expect("write the host's hosts file");
+        }
+        Some(net)
+    }
+
+    /// The host named `name`.
+    pub fn host(&self, name: &str) -> &Host {
+        self.hosts
+            .iter()
+            .find(|h| h.name == name)
+            .unwrap_or_else(|| panic!("no host {name}"))
+    }
+
+    /// Plugs `host`'s cable in or pulls it out at the switch: the host keeps its addresses
+    /// and sockets, and its packets go nowhere until the cable is back.
+    pub fn set_link(&self, host: &Host, up: bool) {
+        let state = if up { "up" } else { "down" };
+        let ok = Command::new("ip")
+            .args(["-n", &self.switch, "link", "set", &host.switch_port, state])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip link set {} {state}", host.switch_port);
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        for host in &self.hosts {
+            let _ = Command::new("ip").args(["netns", "del", &host.ns]).status();
+            let _ = std::fs::remove_dir_all(hosts_dir(&host.ns));
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.switch])
+            .status();
+    }
+}
+
+impl Host {
+    /// `program` run on this host (inside its namespace), with a ROS_HOME of its own.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns])
+            .arg(program)
+            .env(
+                "ROS_HOME",
+                std::env::temp_dir().join(format!("udpros-test-{}", self.ns)),
+            )
+            .env_remove("ROS_NAMESPACE")
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `program` run on this host as a ROS node of `master_uri`, naming itself by `identity`
+    /// in `family`.
+    pub fn ros_command(
+        &self,
+        program: impl AsRef<OsStr>,
+        master_uri: &str,
+        identity: Identity,
+        family: Family,
+    ) -> Command {
+        let mut cmd = self.command(program);
+        cmd.env("ROS_MASTER_URI", master_uri)
+            .env_remove("ROS_IP")
+            .env_remove("ROS_HOSTNAME")
+            .env_remove("ROS_IPV6");
+        match (identity, family) {
+            (Identity::Ip, Family::Ipv4) => cmd.env("ROS_IP", &self.ipv4),
+            (Identity::Ip, Family::Ipv6) => cmd.env("ROS_IP", &self.ipv6),
+            (Identity::Hostname, Family::Ipv4) => cmd.env("ROS_HOSTNAME", &self.name),
+            (Identity::Hostname, Family::Ipv6) => {
+                cmd.env("ROS_HOSTNAME", format!("{}6", self.name))
+            }
+        };
+        if family == Family::Ipv6 {
+            cmd.env("ROS_IPV6", "on");
+        }
+        cmd.env("RUST_LOG", "warn");
+        cmd
+    }
+
+    /// The master URI of a master on this host at `port`, by name (`NAME` or `NAME6`: roscpp
+    /// cannot parse a bracketed IPv6 address in `ROS_MASTER_URI`).
+    pub fn master_uri(&self, family: Family, port: u16) -> String {
+        match family {
+            Family::Ipv4 => format!("http://{}:{port}/", self.name),
+            Family::Ipv6 => format!("http://{}6:{port}/", self.name),
+        }
+    }
+}
+
+fn hosts_dir(ns: &str) -> PathBuf {
+    PathBuf::from("/etc/netns").join(ns)
+}
+
+fn args(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
