@@ -3,6 +3,8 @@
 //! reading from it, and the sockets both need.
 
 pub(crate) mod offload;
+#[cfg(target_os = "linux")]
+pub use offload::socket_addr;
 pub(crate) mod publication;
 pub(crate) mod queue;
 mod sender;

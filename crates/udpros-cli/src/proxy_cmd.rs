@@ -2,19 +2,26 @@ use super::CliResult;
 use clap::Args;
 use std::net::SocketAddr;
 use std::time::Duration;
-use udpros_bridges::sim::{Faults, Proxy};
+use udpros_bridges::sim::{Faults, Proxy, TransparentProxy};
 
 /// A UDP fault proxy between a client and an upstream (both on this host, usually): the
 /// client sends to `--listen`, the proxy relays to `--upstream` and back, with seeded loss,
-/// duplication, delay and jitter per direction (what `tc netem` would do).
+/// duplication, delay and jitter per direction (what `tc netem` would do). With
+/// `--transparent`, on a router: a TPROXY rule hands it the UDP crossing the host, and each
+/// datagram goes on from its own source to its own destination, with the `up` faults.
 #[derive(Args)]
 pub struct ProxyArgs {
-    /// Address the client sends to (port 0 picks one; the line printed says which).
+    /// Address the client sends to (port 0 picks one; the line printed says which); with
+    /// --transparent, the port the TPROXY rule names.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
     /// Address datagrams are relayed to.
-    #[arg(long)]
-    upstream: SocketAddr,
+    #[arg(long, required_unless_present = "transparent")]
+    upstream: Option<SocketAddr>,
+    /// Relay what a TPROXY rule hands over, each datagram from its source to its original
+    /// destination (Linux, root; see the README's "Across machines").
+    #[arg(long, conflicts_with = "upstream")]
+    transparent: bool,
     /// Loss probability in both directions (0-1); --loss-up/--loss-down override it.
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -82,27 +89,41 @@ pub fn run(args: ProxyArgs) -> CliResult {
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        let proxy = Proxy::start(args.listen, args.upstream, up, down, args.seed)
+        let until = async {
+            let limit = args
+                .duration
+                .and_then(|s| Duration::try_from_secs_f64(s).ok());
+            tokio::select! {
+                _ = async {
+                    match limit {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        };
+        let Some(upstream) = args.upstream else {
+            let proxy = TransparentProxy::start(args.listen, up, args.seed)
+                .await
+                .map_err(|e| format!("cannot take datagrams on {}: {e}", args.listen))?;
+            println!(
+                "udpros proxy listening on {}, transparent",
+                proxy.local_addr()
+            );
+            until.await;
+            let s = proxy.stats();
+            println!("relayed: {} datagrams, {} dropped", s.received, s.dropped);
+            return Ok(());
+        };
+        let proxy = Proxy::start(args.listen, upstream, up, down, args.seed)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
         println!(
-            "udpros proxy listening on {}, relaying to {}",
+            "udpros proxy listening on {}, relaying to {upstream}",
             proxy.local_addr(),
-            args.upstream
         );
-        let until = async {
-            match args
-                .duration
-                .and_then(|s| Duration::try_from_secs_f64(s).ok())
-            {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = until => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
+        until.await;
         let s = proxy.stats();
         println!(
             "up: {} datagrams, {} dropped; down: {} datagrams, {} dropped",

@@ -42,6 +42,10 @@ pub struct PubArgs {
     /// Latch the last message for late subscribers.
     #[arg(long)]
     latch: bool,
+    /// With -r, take `now` and `header: auto` anew for each message (rostopic's -s), so
+    /// each message carries the time it was sent.
+    #[arg(short = 's', long = "substitute-keywords")]
+    substitute_keywords: bool,
     topic: String,
     /// `package/Type`
     msg_type: String,
@@ -185,10 +189,13 @@ async fn publish(node: &Node, args: PubArgs) -> CliResult {
     };
     let yaml = yaml.transpose().map_err(|e| format!("message YAML: {e}"))?;
     // `now` and `header: auto` take the node's ROS time (sim time under /use_sim_time).
-    let value = ty
-        .value_from_yaml_at(yaml.as_ref(), valid_now(node).await?)
-        .map_err(|e| e.to_string())?;
-    let body = ty.encode(&value).map_err(|e| e.to_string())?;
+    let body_at = |now| {
+        let value = ty
+            .value_from_yaml_at(yaml.as_ref(), now)
+            .map_err(|e| e.to_string())?;
+        ty.encode(&value).map_err(|e| e.to_string())
+    };
+    let mut body = body_at(valid_now(node).await?)?;
     let definition = ty.definition().map_err(|e| e.to_string())?;
     let latch = args.latch || args.rate.is_none();
     let publisher = node
@@ -214,6 +221,9 @@ async fn publish(node: &Node, args: PubArgs) -> CliResult {
             _ = node.shutdown_requested() => return Ok(()),
         }
         if period.is_some() || sent == 0 {
+            if args.substitute_keywords && sent > 0 {
+                body = body_at(node.now())?;
+            }
             publisher.publish_body(&body);
             sent += 1;
         }

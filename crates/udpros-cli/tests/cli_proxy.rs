@@ -108,3 +108,20 @@ fn a_bad_probability_is_one_clear_line() {
         "udpros: --loss 1.5 is not a probability between 0 and 1"
     );
 }
+
+#[test]
+fn needs_an_upstream_or_transparent_and_not_both() {
+    let udpros = env!("CARGO_BIN_EXE_udpros");
+    for args in [
+        vec!["proxy"],
+        vec!["proxy", "--transparent", "--upstream", "127.0.0.1:9"],
+    ] {
+        let out = Command::new(udpros).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: a usage error");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--upstream") || stderr.contains("--transparent"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

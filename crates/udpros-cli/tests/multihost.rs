@@ -31,7 +31,8 @@ impl Graph {
     fn start(family: Family) -> Option<Graph> {
         let python = common::ros_python()?;
         let roscpp = common::roscpp_peer()?;
-        let net = Network::new(&["master", "vehicle", "topside"], 1500)?;
+        // The radio forwards between vehicle and topside when a test routes them through it.
+        let net = Network::new(&["master", "vehicle", "topside", "radio"], 1500)?;
         let master_uri = net.host("master").master_uri(family, 11311);
         let mut master =
             net.host("master")
@@ -487,6 +488,114 @@ fn a_pulled_cable_loses_data_that_resumes_by_itself_when_it_is_back() {
             failures.push(format!(
                 "{what}: nothing lost over UDPROS while the cable was out"
             ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The last line of `lines` that starts with `prefix`, the first number after it.
+fn last_figure(lines: &[String], prefix: &str) -> Option<f64> {
+    let line = lines
+        .iter()
+        .rev()
+        .find(|l| l.trim_start().starts_with(prefix))?;
+    line.trim_start()[prefix.len()..]
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find(|w| !w.is_empty())?
+        .parse()
+        .ok()
+}
+
+/// The fault proxy on the path: the vehicle and the topside talk through the radio host,
+/// whose TPROXY rule hands the vehicle's UDP to `udpros proxy --transparent` (5 % loss,
+/// 20 ms delay); TCP is forwarded untouched. UDPROS streams from udpros and roscpp
+/// publishers show the loss and the delay, which `udpros topic hz` and `topic delay`
+/// measure on the topside; a TCPROS stream shows neither. The figures are printed; the
+/// bars are generous (delay at least the injected 20 ms and under 1 s, loss 1-15 %).
+#[test]
+fn through_the_fault_proxy_on_the_path_udpros_sees_the_loss_and_delay_injected() {
+    let Some(g) = Graph::start(Family::Ipv4) else {
+        return;
+    };
+    let (vehicle, topside, radio) = (
+        g.net.host("vehicle"),
+        g.net.host("topside"),
+        g.net.host("radio"),
+    );
+    g.net.route_through(vehicle, topside, radio);
+    g.net.divert_udp(radio, vehicle, topside, 5000);
+    let mut proxy = radio.command(UDPROS);
+    #[rustfmt::skip]
+    proxy.args(["proxy", "--transparent", "--listen", "0.0.0.0:5000", "--loss", "0.05", "--delay-up", "20", "--duration", "60"]);
+    let (_proxy, mut proxy_lines) = spawn_lines(proxy);
+    assert!(
+        proxy_lines
+            .wait_for(Duration::from_secs(20), |l| l.contains("transparent"))
+            .is_some(),
+        "udpros proxy --transparent starts"
+    );
+    let (v, t) = (Identity::Ip, Identity::Ip);
+    #[rustfmt::skip]
+    let _publishers = [
+        // Stamped as each message is sent (-s), so the topside can tell their age.
+        g.udpros("vehicle", v, &["topic", "pub", "-s", "-r", "50", "/radio", "geometry_msgs/PointStamped", "header: auto"]),
+        g.roscpp("vehicle", v, &["pub", "/radio_roscpp", "--rate", "50"]),
+    ]
+    .map(background);
+    let seconds = "10";
+    #[rustfmt::skip]
+    let mut meters = [
+        ("udpros -> udpros, UDPROS: delay", g.udpros("topside", t, &["topic", "delay", "--transport", "udp", "--duration", seconds, "/radio"])),
+        ("udpros -> udpros, TCPROS: delay", g.udpros("topside", t, &["topic", "delay", "--transport", "tcp", "--duration", seconds, "/radio"])),
+        ("udpros -> udpros, UDPROS: loss", g.udpros("topside", t, &["topic", "hz", "--transport", "udp", "--duration", seconds, "/radio"])),
+        ("roscpp -> udpros, UDPROS: loss", g.udpros("topside", t, &["topic", "hz", "--transport", "udp", "--duration", seconds, "/radio_roscpp"])),
+    ]
+    .map(|(what, cmd)| {
+        let (child, lines) = spawn_lines(cmd);
+        (what, child, lines)
+    });
+    println!("through udpros proxy --transparent: 5 % loss, 20 ms delay, vehicle -> topside UDP");
+    let mut failures = Vec::new();
+    for (what, _, lines) in &mut meters {
+        lines.rest(Duration::from_secs(40));
+        if what.ends_with("delay") {
+            let mean = last_figure(&lines.seen, "average delay:");
+            println!(
+                "{what}: average {}",
+                mean.map_or("none".into(), |d| format!("{:.1} ms", d * 1e3))
+            );
+            let bar = if what.contains("UDPROS") {
+                0.019..1.0
+            } else {
+                0.0..0.019
+            };
+            if !mean.is_some_and(|d| bar.contains(&d)) {
+                failures.push(format!(
+                    "{what}: {mean:?} s, want {bar:?}: {:?}",
+                    lines.seen
+                ));
+            }
+        } else {
+            let report = lines
+                .seen
+                .iter()
+                .rev()
+                .find(|l| l.contains("UDP from"))
+                .cloned();
+            println!(
+                "{what}: {}",
+                report.as_deref().unwrap_or("no UDP report").trim()
+            );
+            let lost = report.as_deref().and_then(|r| {
+                let pct = r.split('(').nth(1)?.split('%').next()?;
+                pct.parse::<f64>().ok()
+            });
+            if !lost.is_some_and(|p| (1.0..15.0).contains(&p)) {
+                failures.push(format!(
+                    "{what}: lost {lost:?} %, want 1-15 %: {:?}",
+                    lines.seen
+                ));
+            }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

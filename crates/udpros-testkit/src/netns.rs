@@ -182,6 +182,66 @@ impl Network {
     }
 }
 
+impl Network {
+    /// Sends what `a` and `b` say to each other through `via`, which forwards it (a radio
+    /// or a router between them): host routes on both ends, no ICMP redirects to undo them.
+    pub fn route_through(&self, a: &Host, b: &Host, via: &Host) {
+        via.sysctl(&[
+            ("net/ipv4/ip_forward", "1"),
+            ("net/ipv4/conf/all/send_redirects", "0"),
+            ("net/ipv4/conf/eth0/send_redirects", "0"),
+        ]);
+        for (from, to) in [(a, b), (b, a)] {
+            from.sysctl(&[
+                ("net/ipv4/conf/all/accept_redirects", "0"),
+                ("net/ipv4/conf/eth0/accept_redirects", "0"),
+            ]);
+            let route = format!("{}/32", to.ipv4);
+            run_ip(&["-n", &from.ns, "route", "add", &route, "via", &via.ipv4]);
+        }
+    }
+
+    /// Hands the UDP datagrams `via` forwards from `from` to `to` to a transparent proxy on
+    /// `via` at `port` (`udpros proxy --transparent`): a TPROXY rule, and the policy route
+    /// that delivers its marked packets locally. Needs nftables.
+    pub fn divert_udp(&self, via: &Host, from: &Host, to: &Host, port: u16) {
+        let rules = format!(
+            "table ip udpros_fault {{\n  chain pre {{\n    type filter hook prerouting priority mangle; policy accept;\n    ip saddr {} ip daddr {} meta l4proto udp tproxy to :{port} meta mark set 1 accept\n  }}\n}}\n",
+            from.ipv4, to.ipv4
+        );
+        let mut nft = via.command("nft");
+        nft.args(["-f", "-"]).stdin(Stdio::piped());
+        let mut child = nft.spawn().expect("nft (apt install nftables)");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("nft stdin");
+            stdin.write_all(rules.as_bytes()).expect("nft rules");
+        }
+        assert!(child.wait().is_ok_and(|s| s.success()), "nft -f: {rules}");
+        run_ip(&["-n", &via.ns, "rule", "add", "fwmark", "1", "lookup", "100"]);
+        run_ip(&[
+            "-n",
+            &via.ns,
+            "route",
+            "add",
+            "local",
+            "0.0.0.0/0",
+            "dev",
+            "lo",
+            "table",
+            "100",
+        ]);
+    }
+}
+
+fn run_ip(args: &[&str]) {
+    let ok = Command::new("ip")
+        .args(args)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "ip {}", args.join(" "));
+}
+
 impl Drop for Network {
     fn drop(&mut self) {
         for host in &self.hosts {
@@ -195,6 +255,19 @@ impl Drop for Network {
 }
 
 impl Host {
+    /// Sets kernel parameters of this host's network stack (`/proc/sys/...` as seen inside
+    /// its namespace).
+    pub fn sysctl(&self, settings: &[(&str, &str)]) {
+        for (key, value) in settings {
+            let ok = self
+                .command("sh")
+                .args(["-c", &format!("echo {value} > /proc/sys/{key}")])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "{key} = {value} on {}", self.name);
+        }
+    }
+
     /// `program` run on this host (inside its namespace), with a ROS_HOME of its own.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
         let mut cmd = Command::new("ip");
