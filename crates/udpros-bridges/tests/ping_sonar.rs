@@ -163,6 +163,22 @@ async fn built_in_simulator_over_udp_with_profiles_and_no_draft_ids() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_at_an_ipv6_address() {
+    let socket = tokio::net::UdpSocket::bind("[::1]:0").await.unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let _sim = tokio::spawn(serve_udp(
+        socket,
+        DeviceKind::Ping1d,
+        Dialect::Current,
+        None,
+    ));
+    let spec: LinkSpec = format!("udp:[::1]:{port}").parse().unwrap();
+    let (_m, listener, _task) = sonar(Config::new(spec)).await;
+    let got = ranges(&listener, 5, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 5, "ranges from a sonar at [::1]:{port}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_setting_is_reported() {
     let mut cfg = Config::new(LinkSpec::Sim(DeviceKind::Ping1d));
     cfg.mode_auto = false;

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-/// Where the device is: `serial:PATH:BAUD`, `udp:HOST:PORT` or `sim:ping1d` / `sim:ping360`.
+/// Where the device is: `serial:PATH:BAUD`, `udp:HOST:PORT` (an IPv6 literal in brackets,
+/// `udp:[fd00::2]:9090`) or `sim:ping1d` / `sim:ping360`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkSpec {
     Serial { path: String, baud: u32 },
@@ -42,7 +43,7 @@ impl FromStr for LinkSpec {
             "udp" => {
                 let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
                 Ok(LinkSpec::Udp {
-                    host: host.to_string(),
+                    host: udpros::node::host::unbracketed(host).to_string(),
                     port: port.parse().map_err(|_| bad())?,
                 })
             }
@@ -60,7 +61,9 @@ impl fmt::Display for LinkSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LinkSpec::Serial { path, baud } => write!(f, "serial:{path}:{baud}"),
-            LinkSpec::Udp { host, port } => write!(f, "udp:{host}:{port}"),
+            LinkSpec::Udp { host, port } => {
+                write!(f, "udp:{}", udpros::node::host::authority(host, *port))
+            }
             LinkSpec::Sim(DeviceKind::Ping1d) => f.write_str("sim:ping1d"),
             LinkSpec::Sim(DeviceKind::Ping360) => f.write_str("sim:ping360"),
         }
@@ -224,14 +227,20 @@ async fn udp(
     out: &mut mpsc::UnboundedReceiver<Outgoing>,
     shared: &Shared,
 ) -> String {
-    let peer = match udpros::transport::resolve_ipv4(host, port).await {
-        Ok(peer) => peer,
+    // A device of either family: the first address its name has, as a TCP client would.
+    let peer = match tokio::net::lookup_host((host, port))
+        .await
+        .map(|mut a| a.next())
+    {
+        Ok(Some(peer)) => peer,
+        Ok(None) => return format!("cannot resolve {host}: no address"),
         Err(e) => return format!("cannot resolve {host}: {e}"),
     };
-    let local = if peer.ip().is_loopback() {
-        "127.0.0.1:0"
-    } else {
-        "0.0.0.0:0"
+    let local = match (peer.is_ipv4(), peer.ip().is_loopback()) {
+        (true, true) => "127.0.0.1:0",
+        (true, false) => "0.0.0.0:0",
+        (false, true) => "[::1]:0",
+        (false, false) => "[::]:0",
     };
     let socket = match tokio::net::UdpSocket::bind(local).await {
         Ok(s) => s,
@@ -352,6 +361,12 @@ mod tests {
             "sim:ping360".parse(),
             Ok(LinkSpec::Sim(DeviceKind::Ping360))
         );
+        let v6 = LinkSpec::Udp {
+            host: "fd00::2".into(),
+            port: 9090,
+        };
+        assert_eq!("udp:[fd00::2]:9090".parse(), Ok(v6.clone()));
+        assert_eq!(v6.to_string(), "udp:[fd00::2]:9090");
         assert!("tcp:x:1".parse::<LinkSpec>().is_err());
         assert!("udp:host:notaport".parse::<LinkSpec>().is_err());
         assert_eq!(
