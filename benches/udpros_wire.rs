@@ -1,5 +1,6 @@
 //! Fragmenting and reassembling UDPROS messages, beside a plain copy of the same bytes; and
-//! serializing a message into its frame, beside allocating and copying the same bytes.
+//! serializing a message into its frame, beside allocating and copying the same bytes; and
+//! a LaserScan's float arrays written and read as blocks.
 //!
 //! `cargo bench --bench udpros_wire` prints a table; `-- --quick` runs a few iterations only
 //! (CI uses it so the benchmark cannot rot). Timings are printed, never asserted.
@@ -7,7 +8,7 @@
 use bytes::Bytes;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use udpros::msgs::sensor_msgs::CompressedImage;
+use udpros::msgs::sensor_msgs::{CompressedImage, LaserScan};
 use udpros::wire::tcpros::frame;
 use udpros::wire::udpros::{Event, Fragmenter, Reassembler, ReassemblerConfig};
 
@@ -86,6 +87,7 @@ fn main() {
         );
     }
     serialization(quick);
+    numeric_arrays(quick);
 }
 
 /// `to_frame` sizes the frame first (a walk that copies nothing), then writes it once.
@@ -120,5 +122,47 @@ fn serialization(quick: bool) {
         });
         let ratio = to_frame.as_secs_f64() / alloc_copy.as_secs_f64();
         println!("| {size} B | {walk:.2?} | {to_frame:.2?} | {alloc_copy:.2?} | {ratio:.2}x |");
+    }
+}
+
+/// A LaserScan's float arrays: written and read as blocks (`wire::numeric_array`).
+fn numeric_arrays(quick: bool) {
+    println!();
+    println!("A sensor_msgs/LaserScan of N ranges and N intensities: to_frame and decode, beside one memcpy of the frame");
+    println!();
+    println!("| N | frame | to_frame | per float | decode | per float | alloc + memcpy of the frame | to_frame / memcpy |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for n in [1_000usize, 10_000, 250_000] {
+        let iterations = if quick {
+            3
+        } else {
+            (50_000_000 / n as u32).clamp(20, 50_000)
+        };
+        let scan = LaserScan {
+            ranges: (0..n).map(|i| i as f32 * 0.001).collect(),
+            intensities: (0..n).map(|i| (i % 255) as f32).collect(),
+            ..LaserScan::default()
+        };
+        let to_frame = per_iteration(iterations, || {
+            black_box(udpros::wire::to_frame(black_box(&scan)).expect("fits"));
+        });
+        let frame = udpros::wire::to_frame(&scan).expect("fits");
+        let body = frame.slice(4..);
+        let decode = per_iteration(iterations, || {
+            black_box(udpros::wire::from_bytes::<LaserScan>(black_box(&body)).expect("decodes"));
+        });
+        let alloc_copy = per_iteration(iterations, || {
+            let mut v = Vec::with_capacity(frame.len());
+            v.extend_from_slice(black_box(&frame));
+            black_box(v);
+        });
+        let floats = 2.0 * n as f64;
+        println!(
+            "| {n} | {} B | {to_frame:.2?} | {:.2} ns | {decode:.2?} | {:.2} ns | {alloc_copy:.2?} | {:.2}x |",
+            frame.len(),
+            to_frame.as_secs_f64() * 1e9 / floats,
+            decode.as_secs_f64() * 1e9 / floats,
+            to_frame.as_secs_f64() / alloc_copy.as_secs_f64()
+        );
     }
 }

@@ -223,6 +223,9 @@ fn serde_with(field: &Field, cp: &str) -> Option<String> {
         (Shape::Vec, FieldType::Primitive(p)) if p.is_byte_like() => {
             Some(format!("{cp}::wire::zero_copy"))
         }
+        (Shape::Vec, FieldType::Primitive(p)) if p.is_fixed_size_number() => {
+            Some(format!("{cp}::wire::numeric_array"))
+        }
         (Shape::Array(_), _) => Some(format!("{cp}::wire::fixed_array")),
         _ => None,
     }

@@ -124,6 +124,24 @@ impl Primitive {
         matches!(self, Primitive::UInt8 | Primitive::Char)
     }
 
+    /// A number of fixed size other than the byte-like ones: its arrays are written and
+    /// read as one block (`udpros::wire::numeric_array`).
+    pub fn is_fixed_size_number(self) -> bool {
+        matches!(
+            self,
+            Primitive::Int8
+                | Primitive::Byte
+                | Primitive::Int16
+                | Primitive::Int32
+                | Primitive::Int64
+                | Primitive::UInt16
+                | Primitive::UInt32
+                | Primitive::UInt64
+                | Primitive::Float32
+                | Primitive::Float64
+        )
+    }
+
     /// The builtin type named `name` as written in a `.msg` file.
     pub fn from_ros_name(name: &str) -> Option<Primitive> {
         Some(match name {

@@ -13,6 +13,7 @@ pub mod fixed_array;
 pub mod header;
 pub mod link;
 pub mod negotiation;
+pub mod numeric_array;
 pub mod ros1;
 pub mod service;
 pub mod tcpros;

@@ -126,9 +126,25 @@ impl<'de> de::Deserializer<'de> for &mut Deserializer<'de> {
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
-        _: &'static str,
+        name: &'static str,
         visitor: V,
     ) -> Result<V::Value, Error> {
+        // A numeric array read as one block (crate::numeric_array): the ROS1 array's bytes,
+        // whole, for the visitor to convert in one pass.
+        if let Some(size) = crate::numeric_array::block_size(name) {
+            let count = u32::from_le_bytes(self.take_array()?) as usize;
+            let len = count.checked_mul(size).ok_or(Error::LengthPrefix {
+                len: count as u32,
+                remaining: self.input.len(),
+            })?;
+            if len > self.input.len() {
+                return Err(Error::LengthPrefix {
+                    len: count as u32,
+                    remaining: self.input.len(),
+                });
+            }
+            return visitor.visit_borrowed_bytes(self.take(len)?);
+        }
         visitor.visit_newtype_struct(self)
     }
 

@@ -27,15 +27,21 @@ impl Output for ByteCount {
 /// Writes ROS1 binary form into an [`Output`], a `Vec<u8>` unless told otherwise.
 pub struct Serializer<'a, W: Output = Vec<u8>> {
     out: &'a mut W,
+    /// Inside a numeric block (crate::numeric_array): its count was written as the array's
+    /// length prefix, and its chunks go out as bare bytes, without prefixes of their own.
+    raw: bool,
 }
 
 impl<'a, W: Output> Serializer<'a, W> {
     /// A serializer that writes ROS1's format to `out`.
     pub fn new(out: &'a mut W) -> Self {
-        Serializer { out }
+        Serializer { out, raw: false }
     }
 
     fn write_len(&mut self, len: usize) -> Result<(), Error> {
+        if self.raw {
+            return Ok(());
+        }
         let len = u32::try_from(len).map_err(|_| Error::TooLong(len))?;
         self.out.put(&len.to_le_bytes());
         Ok(())
@@ -107,9 +113,15 @@ impl<W: Output> ser::Serializer for &mut Serializer<'_, W> {
 
     fn serialize_newtype_struct<T: ?Sized + Serialize>(
         self,
-        _: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Result<(), Error> {
+        if crate::numeric_array::block_size(name).is_some() {
+            let outer = std::mem::replace(&mut self.raw, true);
+            let written = value.serialize(&mut *self);
+            self.raw = outer;
+            return written;
+        }
         value.serialize(self)
     }
 
