@@ -248,3 +248,88 @@ async fn a_queued_burst_of_mixed_sizes_arrives_whole_and_in_order_over_udp() {
     }
     drop(sending.await.unwrap());
 }
+
+/// std_msgs/String whose serializations are counted.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+struct CountedString {
+    data: String,
+}
+
+static SERIALIZED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl serde::Serialize for CountedString {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        SERIALIZED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        s.serialize_str(&self.data)
+    }
+}
+
+impl udpros::msg::Message for CountedString {
+    const TYPE: &'static str = <std_msgs::String as udpros::msg::Message>::TYPE;
+    const MD5SUM: &'static str = <std_msgs::String as udpros::msg::Message>::MD5SUM;
+    const DEFINITION: &'static str = <std_msgs::String as udpros::msg::Message>::DEFINITION;
+    const TEXT: &'static str = <std_msgs::String as udpros::msg::Message>::TEXT;
+    const HAS_HEADER: bool = false;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishing_to_nobody_serializes_nothing_unless_latched() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (_master, talker, listener) = graph().await;
+    let quiet = talker
+        .advertise::<CountedString>("/nobody", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let msg = CountedString { data: "x".into() };
+    let before = SERIALIZED.load(SeqCst);
+    for _ in 0..100 {
+        quiet.publish(&msg).unwrap();
+    }
+    assert_eq!(
+        SERIALIZED.load(SeqCst),
+        before,
+        "no subscriber, no serializing"
+    );
+    // Latched: the last message must wait for late subscribers, so it is serialized.
+    let latched = talker
+        .advertise::<CountedString>(
+            "/latched_nobody",
+            AdvertiseOptions {
+                latch: true,
+                ..AdvertiseOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    latched.publish(&msg).unwrap();
+    assert!(SERIALIZED.load(SeqCst) > before, "latched: serialized");
+    let mut late = listener
+        .subscribe::<std_msgs::String>("/latched_nobody", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), late.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.data, "x");
+    // With a subscriber, each message is serialized (sized, then written).
+    let mut sub = listener
+        .subscribe::<std_msgs::String>("/nobody", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let linked = tokio::time::timeout(Duration::from_secs(10), async {
+        while quiet.num_subscribers() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(linked.is_ok(), "the subscriber links");
+    let before = SERIALIZED.load(SeqCst);
+    quiet.publish(&msg).unwrap();
+    assert!(SERIALIZED.load(SeqCst) > before, "linked: serialized");
+    let got = tokio::time::timeout(Duration::from_secs(10), sub.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.data, "x");
+}

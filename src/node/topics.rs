@@ -311,8 +311,13 @@ pub struct Publisher<M> {
 }
 
 impl<M: Message> Publisher<M> {
-    /// Serializes once and queues the message for every subscriber; never waits.
+    /// Serializes once and queues the message for every subscriber; never waits. With no
+    /// subscriber linked and no latching, the message is not serialized at all (as roscpp).
     pub fn publish(&self, msg: &M) -> Result<(), crate::wire::Error> {
+        if !self.raw.publication.wants_frames() {
+            self.raw.publication.count_unsent();
+            return Ok(());
+        }
         self.raw.publish_frame(crate::wire::to_frame(msg)?);
         Ok(())
     }

@@ -175,6 +175,18 @@ impl Publication {
         self.hand_out(frame, false);
     }
 
+    /// Whether a message published now goes anywhere: a subscriber is linked, or the topic
+    /// latches (the frame waits for late subscribers). When not, a typed publisher skips
+    /// serializing it, as roscpp does, and only counts it ([`count_unsent`](Self::count_unsent)).
+    pub(crate) fn wants_frames(&self) -> bool {
+        self.latch || self.links().iter().any(|l| !l.is_closed())
+    }
+
+    /// Counts a message published while nobody was linked, never serialized.
+    pub(crate) fn count_unsent(&self) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn num_subscribers(&self) -> usize {
         self.links().iter().filter(|l| !l.is_closed()).count()
     }
