@@ -183,14 +183,13 @@ fn roscpp_to_udpros_below_mtu_1500() {
 }
 
 /// roscpp subscribers read with the kernel's default receive buffer, one datagram per
-/// call, and every IP fragment takes a packet's share of it. Measured here, of 20: udpros
-/// → roscpp 20, 20, 12-19, 0-5 (MTU 1400: 100 kB, 1 MB; MTU 576: 100 kB, 1 MB, the last
-/// 0 when other tests load the machine); roscpp → roscpp 20, 1-2, 10-12, 5-6, printed below
-/// as the reference. 1 MB through MTU 576 toward roscpp is printed, not asserted: pacing
-/// toward roscpp within the publishing period is issue 22's. What this test keeps is that
-/// no link is lost and the other cells deliver.
+/// call, and every IP fragment takes a packet's share of it. udpros spreads a large
+/// message's datagrams over half its publishing period toward roscpp (issue 22). Measured
+/// here, of 20: udpros → roscpp 20, 20, 20, 20 (MTU 1400: 100 kB, 1 MB; MTU 576: 100 kB,
+/// 1 MB; before the spreading: 20, 20, 12-19, 0-5); roscpp → roscpp 20, 5, 16, 4, printed
+/// below as the reference. The floors leave room for a loaded machine.
 #[test]
 fn udpros_to_roscpp_below_mtu_1500() {
-    run_pair(Side::Udpros, Side::Roscpp, Some([[90, 50], [30, 0]]));
+    run_pair(Side::Udpros, Side::Roscpp, Some([[90, 80], [80, 60]]));
     run_pair(Side::Roscpp, Side::Roscpp, None);
 }

@@ -14,7 +14,23 @@ pub struct Pacer {
     burst: f64,
     tokens: f64,
     last: Option<Instant>,
+    /// Set for a reader that keeps a small buffer: the rate follows each message.
+    spread: Option<Spread>,
 }
+
+/// How a [`Pacer::spreading`] pacer picks each message's rate.
+#[derive(Debug, Clone)]
+struct Spread {
+    fast: f64,
+    safe: f64,
+    whole: usize,
+    last_message: Option<Instant>,
+    /// Seconds between messages, a moving average.
+    interval: Option<f64>,
+}
+
+/// The share of the publishing period a large message's datagrams are spread over.
+const SPREAD_SHARE: f64 = 0.5;
 
 impl Pacer {
     /// At most `burst_bytes` at once, then `rate_bytes_per_sec` on average.
@@ -25,6 +41,58 @@ impl Pacer {
             burst,
             tokens: burst,
             last: None,
+            spread: None,
+        }
+    }
+
+    /// Toward a reader with a small socket buffer that reads a datagram per call (a roscpp
+    /// subscriber): a message of up to `whole` bytes leaves at `fast` bytes per second
+    /// (the `burst` covers most of it); a larger one is spread over half the publishing
+    /// period, measured from the messages themselves ([`message`](Self::message)), but
+    /// never slower than `safe`, a rate the reader keeps up with: spreading further would
+    /// only delay it. Before the period is known, larger messages go at `safe`.
+    pub fn spreading(fast: u64, safe: u64, burst_bytes: usize, whole: usize) -> Pacer {
+        let mut pacer = Pacer::new(fast, burst_bytes);
+        let fast = fast.max(1) as f64;
+        pacer.spread = Some(Spread {
+            fast,
+            safe: (safe.max(1) as f64).min(fast),
+            whole,
+            last_message: None,
+            interval: None,
+        });
+        pacer
+    }
+
+    /// A message of `bytes` starts at `now`: a spreading pacer takes its rate for it (a
+    /// plain one does nothing). Called once per message, before its datagrams reserve.
+    pub fn message(&mut self, now: Instant, bytes: usize) {
+        let Some(rate) = self.rate else { return };
+        let Some(spread) = &mut self.spread else {
+            return;
+        };
+        if let Some(last) = spread.last_message {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            spread.interval = Some(match spread.interval {
+                None => dt,
+                Some(avg) => avg + (dt - avg) / 8.0,
+            });
+        }
+        spread.last_message = Some(now);
+        let next = if bytes <= spread.whole {
+            spread.fast
+        } else {
+            match spread.interval {
+                Some(interval) if interval > 0.0 => {
+                    (bytes as f64 / (SPREAD_SHARE * interval)).clamp(spread.safe, spread.fast)
+                }
+                _ => spread.safe,
+            }
+        };
+        if next != rate {
+            // What the bucket holds was earned at the old rate.
+            self.refill(now, rate);
+            self.rate = Some(next);
         }
     }
 
@@ -35,6 +103,7 @@ impl Pacer {
             burst: 0.0,
             tokens: 0.0,
             last: None,
+            spread: None,
         }
     }
 
@@ -107,6 +176,42 @@ mod tests {
         let later = t0 + Duration::from_secs(1);
         assert_eq!(p.reserve(later, 3000), later);
         assert!(p.reserve(later, 1) > later);
+    }
+
+    #[test]
+    fn a_spreading_pacer_spreads_large_messages_over_half_their_period() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // 250 MB/s for messages up to 128 KiB, at least 40 MB/s for larger ones.
+        let mut p = Pacer::spreading(250_000_000, 40_000_000, 96 << 10, 128 << 10);
+        // 1 MB before the period is known: the safe rate.
+        p.message(t0, 1_000_000);
+        assert_eq!(p.rate, Some(40e6));
+        // Small messages: the fast rate, whatever the period.
+        p.message(t0 + ms(10), 100_000);
+        assert_eq!(p.rate, Some(250e6));
+        // 1 MB every 10 ms: 1 MB over 5 ms, 200 MB/s.
+        let mut p = Pacer::spreading(250_000_000, 40_000_000, 96 << 10, 128 << 10);
+        for i in 0..50 {
+            p.message(t0 + ms(10 * i), 1_000_000);
+        }
+        let rate = p.rate.unwrap();
+        assert!((rate - 200e6).abs() < 1e6, "{rate}");
+        // 1 MB at 1 Hz: never slower than the safe rate.
+        let mut p = Pacer::spreading(250_000_000, 40_000_000, 96 << 10, 128 << 10);
+        for i in 0..5 {
+            p.message(t0 + Duration::from_secs(i), 1_000_000);
+        }
+        assert_eq!(p.rate, Some(40e6));
+        // 1 MB every 1 ms: no faster than the fast rate.
+        for i in 0..100 {
+            p.message(t0 + Duration::from_secs(5) + ms(i), 1_000_000);
+        }
+        assert_eq!(p.rate, Some(250e6));
+        // A plain pacer keeps its rate.
+        let mut plain = Pacer::new(1_000_000, 3000);
+        plain.message(t0, 1_000_000);
+        assert_eq!(plain.rate, Some(1e6));
     }
 
     #[test]
