@@ -231,6 +231,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("raw UDP reference: {e}"))?;
     raw::print_table(&raw);
+    print_s1_against_raw(&rows, &raw);
     let csv = args.csv.unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench/udpros_bench.csv")
     });
@@ -240,4 +241,45 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     std::fs::write(&svg, plot::plot(&rows)).map_err(|e| format!("{}: {e}", svg.display()))?;
     println!("Latency distributions (SVG): {}", svg.display());
     Ok(())
+}
+
+/// S1 over UDPROS beside raw UDP's one-way latency at the same pace, for the datagram S1
+/// puts on the wire: how close each pair comes to what the kernel allows here.
+fn print_s1_against_raw(rows: &[super::report::Row], raw: &[raw::RawUdp]) {
+    let Some(reference) = raw.iter().find(|r| r.size == raw::SIZES[0]) else {
+        return;
+    };
+    let s1: Vec<_> = rows
+        .iter()
+        .filter(|r| r.scenario.starts_with("S1") && r.transport == "UDP")
+        .collect();
+    if s1.is_empty() {
+        return;
+    }
+    println!(
+        "\nS1 over UDPROS against raw UDP one way at {:.0} Hz ({} B datagrams: p50 {:.0} µs, p99 {:.0} µs)\n",
+        raw::ONE_WAY_RATE,
+        reference.size,
+        reference.one_way_p50_us,
+        reference.one_way_p99_us
+    );
+    println!("| pair | p50 µs | p50 / raw | p99 µs | p99 / raw |");
+    println!("|---|---:|---:|---:|---:|");
+    for runs in super::report::cells(&s1.into_iter().cloned().collect::<Vec<_>>()) {
+        let mut all: Vec<f64> = runs
+            .iter()
+            .flat_map(|r| r.latencies.iter().flat_map(|m| m.values().copied()))
+            .collect();
+        all.sort_by(f64::total_cmp);
+        let (p50, p99) = (
+            super::report::percentile(&all, 0.5),
+            super::report::percentile(&all, 0.99),
+        );
+        println!(
+            "| {} | {p50:.0} | {:.2}x | {p99:.0} | {:.2}x |",
+            runs[0].pair,
+            p50 / reference.one_way_p50_us.max(1e-9),
+            p99 / reference.one_way_p99_us.max(1e-9)
+        );
+    }
 }

@@ -1,7 +1,9 @@
 //! The physical reference for the scenarios: plain UDP on loopback between threads with
 //! blocking sockets, no ROS and no runtime. What no ROS library can beat on this machine:
-//! datagrams per second one way, the round trip of one datagram, and how far apart one
-//! sender's datagrams reach several receivers (the fan-out of S5).
+//! datagrams per second one way, the round trip of one datagram, one datagram's one-way
+//! latency at S1's pace (each a wake of a sleeping receiver, stamped as the bench's peers
+//! stamp), and how far apart one sender's datagrams reach several receivers (the fan-out
+//! of S5).
 
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
@@ -17,7 +19,13 @@ pub struct RawUdp {
     pub per_second: f64,
     pub rtt_p50_us: f64,
     pub rtt_p99_us: f64,
+    /// One way at [`ONE_WAY_RATE`] Hz, the receiver blocked in `recv` between datagrams.
+    pub one_way_p50_us: f64,
+    pub one_way_p99_us: f64,
 }
+
+/// The pace of the one-way reference: S1's.
+pub const ONE_WAY_RATE: f64 = 1000.0;
 
 /// The datagram sizes the scenarios put on the wire: a `CompressedImage` with 64 B of
 /// data (97 B serialized with its length, plus the 8-byte UDPROS header), and a fragment
@@ -33,14 +41,26 @@ pub fn measure(size: usize, quick: bool) -> std::io::Result<RawUdp> {
     let (sent, received, per_second) = flood(size, count)?;
     let mut rtts = round_trip(size, round_trips)?;
     rtts.sort_by(f64::total_cmp);
-    let pick = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize];
+    let pick = |sorted: &[f64], p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
+    let paced = if quick { 200 } else { 5_000 };
+    let interval = Duration::from_secs_f64(1.0 / ONE_WAY_RATE);
+    let mut one_way: Vec<f64> = fan_out(1, size, paced, interval)?
+        .pop()
+        .map(|latencies| latencies.into_values().collect())
+        .unwrap_or_default();
+    if one_way.is_empty() {
+        return Err(std::io::Error::other("no paced datagram arrived"));
+    }
+    one_way.sort_by(f64::total_cmp);
     Ok(RawUdp {
         size,
         sent,
         received,
         per_second,
-        rtt_p50_us: pick(0.5),
-        rtt_p99_us: pick(0.99),
+        rtt_p50_us: pick(&rtts, 0.5),
+        rtt_p99_us: pick(&rtts, 0.99),
+        one_way_p50_us: pick(&one_way, 0.5),
+        one_way_p99_us: pick(&one_way, 0.99),
     })
 }
 
@@ -193,18 +213,20 @@ fn read_stamp(datagram: &[u8]) -> Option<(u64, u64)> {
 pub fn print_table(rows: &[RawUdp]) {
     println!("\nThe physical reference: raw UDP on loopback, two threads, blocking sockets.\n");
     println!(
-        "| datagram | delivered | datagrams/s | MB/s | round trip p50 µs | round trip p99 µs |"
+        "| datagram | delivered | datagrams/s | MB/s | round trip p50 µs | round trip p99 µs | one way at {ONE_WAY_RATE:.0} Hz p50 µs | p99 µs |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         println!(
-            "| {} B | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {} B | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
             r.size,
             100.0 * r.received as f64 / r.sent.max(1) as f64,
             r.per_second,
             r.per_second * r.size as f64 / 1e6,
             r.rtt_p50_us,
-            r.rtt_p99_us
+            r.rtt_p99_us,
+            r.one_way_p50_us,
+            r.one_way_p99_us
         );
     }
 }
