@@ -2,7 +2,7 @@
 //! transport) as processes, and hands the rows to the report and the plot.
 
 use super::report::{print_fan_out, print_table, read_dump, write_csv, Row};
-use super::scenarios::{scenarios, Scenario, PAIRS};
+use super::scenarios::{scenarios, transports, Scenario, PAIRS, ROSRUST_PAIRS};
 use super::{plot, raw, CliResult, RunArgs};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -14,6 +14,46 @@ use std::time::{Duration, Instant};
 fn build_roscpp_peer() -> Result<PathBuf, String> {
     let source = udpros_testkit::peer_script("roscpp_bench.cpp");
     udpros_testkit::cpp_peer::build_once(&source, "roscpp_bench", &["roscpp", "sensor_msgs"])
+}
+
+/// Builds the Rust peers (`peers/rust/`, a cargo workspace of its own) in release mode into
+/// `target/rust-peers`; the rosrust peer's path, or why it could not be built (the bench
+/// then runs without its cells and says so).
+fn build_rosrust_peer(quick: bool) -> Result<PathBuf, String> {
+    let manifest = udpros_testkit::peer_script("rust/Cargo.toml");
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/rust-peers");
+    let profile = if quick { "dev" } else { "release" };
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "--locked",
+            "--profile",
+            profile,
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", &target)
+        // rosrust_msg generates messages from the .msg files Debian's ROS packages install;
+        // given all of /usr/share it meets packages it cannot generate and leaves every
+        // message empty, so it is given the three the bench needs.
+        .env(
+            "ROSRUST_MSG_PATH",
+            "/usr/share/std_msgs:/usr/share/sensor_msgs:/usr/share/geometry_msgs",
+        )
+        .env_remove("ROS_PACKAGE_PATH")
+        .env_remove("CMAKE_PREFIX_PATH")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = why.lines().rev().take(5).collect();
+        return Err(tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
+    }
+    let dir = if quick { "debug" } else { "release" };
+    Ok(target.join(dir).join("rosrust_bench"))
 }
 
 /// `key=value` pairs of a peer's summary line.
@@ -65,9 +105,18 @@ impl Peer {
     }
 }
 
-fn peer_command(kind: &str, roscpp: &Path, master: &str, multi_thread: bool) -> Command {
+/// Where the peer programs other than udpros itself are.
+#[derive(Clone)]
+struct Peers {
+    roscpp: PathBuf,
+    rosrust: Option<PathBuf>,
+}
+
+fn peer_command(kind: &str, peers: &Peers, master: &str, multi_thread: bool) -> Command {
     let mut cmd = if kind == "roscpp" {
-        Command::new(roscpp)
+        Command::new(&peers.roscpp)
+    } else if let (Some(rosrust), "rosrust") = (&peers.rosrust, kind) {
+        Command::new(rosrust)
     } else {
         let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "udpros".into()));
         c.args(["bench", "peer"]);
@@ -90,7 +139,7 @@ pub(super) fn loopback_ros_env(cmd: &mut Command, master: &str) {
 
 fn run_cell(
     (s, (publisher, subscriber), transport): (&Scenario, (&str, &str), &str),
-    roscpp: &Path,
+    peers: &Peers,
     master: &str,
     topic: &str,
     multi_thread: bool,
@@ -101,7 +150,7 @@ fn run_cell(
         .map(|k| dumps.join(format!("{}_{k}.txt", topic.trim_start_matches('/'))))
         .collect();
     for dump in &dump_files {
-        let mut cmd = peer_command(subscriber, roscpp, master, multi_thread);
+        let mut cmd = peer_command(subscriber, peers, master, multi_thread);
         cmd.args([
             "sub",
             topic,
@@ -116,7 +165,7 @@ fn run_cell(
             .ok_or_else(|| format!("{subscriber} subscriber did not start"))?;
         subs.push(p);
     }
-    let mut cmd = peer_command(publisher, roscpp, master, multi_thread);
+    let mut cmd = peer_command(publisher, peers, master, multi_thread);
     cmd.args([
         "pub",
         topic,
@@ -153,7 +202,21 @@ fn run_cell(
 }
 
 pub(super) async fn run(args: RunArgs) -> CliResult {
-    let roscpp = build_roscpp_peer()?;
+    let rosrust = match build_rosrust_peer(args.quick) {
+        Ok(path) => Some(path),
+        Err(why) => {
+            eprintln!("rosrust peer not built, its cells are left out: {why}");
+            None
+        }
+    };
+    let peers = Peers {
+        roscpp: build_roscpp_peer()?,
+        rosrust,
+    };
+    let mut pairs: Vec<(&'static str, &'static str)> = PAIRS.to_vec();
+    if peers.rosrust.is_some() {
+        pairs.extend(ROSRUST_PAIRS);
+    }
     let master =
         udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")
             .await
@@ -173,14 +236,14 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     // Sweep after sweep, so a drift of the machine touches every cell alike.
     for run in 0..args.repeat.max(1) {
         for (i, s) in chosen.iter().enumerate() {
-            for (j, pair) in PAIRS.iter().enumerate() {
-                for transport in ["udp", "tcp"] {
+            for (j, pair) in pairs.iter().enumerate() {
+                for &transport in transports(*pair) {
                     let topic = format!("/bench_{run}_{i}_{j}_{transport}");
-                    let (roscpp2, uri2, s2) = (roscpp.clone(), uri.clone(), s.clone());
+                    let (peers2, uri2, s2) = (peers.clone(), uri.clone(), s.clone());
                     let (pair, multi_thread, dumps) = (*pair, args.multi_thread, dumps.clone());
                     let row = tokio::task::spawn_blocking(move || {
                         let cell = (&s2, pair, transport);
-                        run_cell(cell, &roscpp2, &uri2, &topic, multi_thread, &dumps)
+                        run_cell(cell, &peers2, &uri2, &topic, multi_thread, &dumps)
                     })
                     .await
                     .map_err(|e| e.to_string())?;

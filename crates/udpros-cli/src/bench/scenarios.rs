@@ -64,3 +64,23 @@ pub(super) const PAIRS: [(&str, &str); 4] = [
     ("udpros", "roscpp"),
     ("roscpp", "udpros"),
 ];
+
+/// The pairs with rosrust, the Rust library a user would pick instead (TCPROS only: it has
+/// no UDPROS), run when its peer builds.
+pub(super) const ROSRUST_PAIRS: [(&str, &str); 5] = [
+    ("rosrust", "rosrust"),
+    ("udpros", "rosrust"),
+    ("rosrust", "udpros"),
+    ("roscpp", "rosrust"),
+    ("rosrust", "roscpp"),
+];
+
+/// The transports a pair is measured over: both, unless a side has TCPROS only.
+pub(super) fn transports(pair: (&str, &str)) -> &'static [&'static str] {
+    let tcp_only = |kind: &str| kind == "rosrust";
+    if tcp_only(pair.0) || tcp_only(pair.1) {
+        &["tcp"]
+    } else {
+        &["udp", "tcp"]
+    }
+}
