@@ -2,7 +2,7 @@
 //! transport) as processes, and hands the rows to the report and the plot.
 
 use super::report::{print_fan_out, print_table, read_dump, write_csv, Row};
-use super::scenarios::{scenarios, transports, Scenario, PAIRS, ROSRUST_PAIRS};
+use super::scenarios::{scenarios, transports, Scenario, PAIRS, ROSLIBRUST_PAIRS, ROSRUST_PAIRS};
 use super::{plot, raw, CliResult, RunArgs};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -16,10 +16,11 @@ fn build_roscpp_peer() -> Result<PathBuf, String> {
     udpros_testkit::cpp_peer::build_once(&source, "roscpp_bench", &["roscpp", "sensor_msgs"])
 }
 
-/// Builds the Rust peers (`peers/rust/`, a cargo workspace of its own) in release mode into
-/// `target/rust-peers`; the rosrust peer's path, or why it could not be built (the bench
-/// then runs without its cells and says so).
-fn build_rosrust_peer(quick: bool) -> Result<PathBuf, String> {
+/// Builds one of the Rust peers (`peers/rust/`, a cargo workspace of its own: `rosrust` or
+/// `roslibrust`) into `target/rust-peers`, in release mode (dev with `--quick`); its path,
+/// or why it could not be built (the bench then runs without its cells and says so).
+fn build_rust_peer(library: &str, quick: bool) -> Result<PathBuf, String> {
+    let package = format!("{library}_bench");
     let manifest = udpros_testkit::peer_script("rust/Cargo.toml");
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/rust-peers");
     let profile = if quick { "dev" } else { "release" };
@@ -30,6 +31,8 @@ fn build_rosrust_peer(quick: bool) -> Result<PathBuf, String> {
             "--locked",
             "--profile",
             profile,
+            "-p",
+            &package,
             "--manifest-path",
         ])
         .arg(&manifest)
@@ -53,7 +56,7 @@ fn build_rosrust_peer(quick: bool) -> Result<PathBuf, String> {
         return Err(tail.into_iter().rev().collect::<Vec<_>>().join(" | "));
     }
     let dir = if quick { "debug" } else { "release" };
-    Ok(target.join(dir).join("rosrust_bench"))
+    Ok(target.join(dir).join(package))
 }
 
 /// `key=value` pairs of a peer's summary line.
@@ -110,6 +113,7 @@ impl Peer {
 struct Peers {
     roscpp: PathBuf,
     rosrust: Option<PathBuf>,
+    roslibrust: Option<PathBuf>,
 }
 
 fn peer_command(kind: &str, peers: &Peers, master: &str, multi_thread: bool) -> Command {
@@ -117,6 +121,8 @@ fn peer_command(kind: &str, peers: &Peers, master: &str, multi_thread: bool) -> 
         Command::new(&peers.roscpp)
     } else if let (Some(rosrust), "rosrust") = (&peers.rosrust, kind) {
         Command::new(rosrust)
+    } else if let (Some(roslibrust), "roslibrust") = (&peers.roslibrust, kind) {
+        Command::new(roslibrust)
     } else {
         let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "udpros".into()));
         c.args(["bench", "peer"]);
@@ -202,20 +208,29 @@ fn run_cell(
 }
 
 pub(super) async fn run(args: RunArgs) -> CliResult {
-    let rosrust = match build_rosrust_peer(args.quick) {
+    let rust_peer = |library: &str| match build_rust_peer(library, args.quick) {
         Ok(path) => Some(path),
         Err(why) => {
-            eprintln!("rosrust peer not built, its cells are left out: {why}");
+            eprintln!("{library} peer not built, its cells are left out: {why}");
             None
         }
     };
     let peers = Peers {
         roscpp: build_roscpp_peer()?,
-        rosrust,
+        rosrust: rust_peer("rosrust"),
+        roslibrust: rust_peer("roslibrust"),
     };
     let mut pairs: Vec<(&'static str, &'static str)> = PAIRS.to_vec();
     if peers.rosrust.is_some() {
         pairs.extend(ROSRUST_PAIRS);
+    }
+    if peers.roslibrust.is_some() {
+        let with_rosrust = peers.rosrust.is_some();
+        pairs.extend(
+            ROSLIBRUST_PAIRS
+                .into_iter()
+                .filter(|p| with_rosrust || (p.0 != "rosrust" && p.1 != "rosrust")),
+        );
     }
     let master =
         udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")

@@ -75,9 +75,20 @@ pub(super) const ROSRUST_PAIRS: [(&str, &str); 5] = [
     ("rosrust", "roscpp"),
 ];
 
+/// The pairs with roslibrust's ROS1 backend (TCPROS only), run when its peer builds.
+pub(super) const ROSLIBRUST_PAIRS: [(&str, &str); 7] = [
+    ("roslibrust", "roslibrust"),
+    ("udpros", "roslibrust"),
+    ("roslibrust", "udpros"),
+    ("roscpp", "roslibrust"),
+    ("roslibrust", "roscpp"),
+    ("rosrust", "roslibrust"),
+    ("roslibrust", "rosrust"),
+];
+
 /// The transports a pair is measured over: both, unless a side has TCPROS only.
 pub(super) fn transports(pair: (&str, &str)) -> &'static [&'static str] {
-    let tcp_only = |kind: &str| kind == "rosrust";
+    let tcp_only = |kind: &str| kind == "rosrust" || kind == "roslibrust";
     if tcp_only(pair.0) || tcp_only(pair.1) {
         &["tcp"]
     } else {
