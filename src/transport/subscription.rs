@@ -504,6 +504,7 @@ async fn read_tcp(
     let mut decoder = FrameDecoder::new(limits.max_total);
     let mut header: Option<Arc<ConnectionHeader>> = None;
     loop {
+        let mut delivered = false;
         loop {
             match decoder.next_frame() {
                 Ok(Some(body)) => match &header {
@@ -537,12 +538,19 @@ async fn read_tcp(
                         decoder.set_max_frame(sub.config.max_message_size);
                         header = Some(h);
                     }
-                    Some(h) => sub.deliver(link, body, h, Protocol::Tcp),
+                    Some(h) => {
+                        sub.deliver(link, body, h, Protocol::Tcp);
+                        delivered = true;
+                    }
                 },
                 Ok(None) => break,
                 Err(e) => return Ended::Retry(format!("publisher sent {e}")),
             }
         }
+        if delivered {
+            super::let_readers_run().await;
+        }
+        super::acknowledge_promptly(&stream);
         match stream.read_buf(decoder.buffer_mut()).await {
             Ok(0) => return Ended::Retry("publisher closed the connection".into()),
             Ok(_) => {}
@@ -628,12 +636,14 @@ async fn read_udp(
                     link.set_status(|s| s.peer = peer);
                 }
                 let now = Instant::now();
+                let mut delivered = false;
                 for start in (0..datagrams.len()).step_by(segment.max(1)) {
                     let datagram = datagrams.slice(start..(start + segment).min(datagrams.len()));
                     match reassembler.handle(now, datagram) {
                         Some(Event::Message(body)) => {
                             liveness.heard(now);
                             sub.deliver(link, body, &header, Protocol::Udp);
+                            delivered = true;
                         }
                         Some(Event::Ping) => liveness.heard(now),
                         Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
@@ -643,6 +653,9 @@ async fn read_udp(
                 let mut stats = *reassembler.stats();
                 stats.foreign += foreign;
                 link.set_status(|s| s.udp = stats);
+                if delivered {
+                    super::let_readers_run().await;
+                }
             }
             _ = &mut wait => {
                 let now = Instant::now();

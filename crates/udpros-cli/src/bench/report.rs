@@ -118,7 +118,9 @@ impl Figures {
     fn of(r: &Row) -> Figures {
         let subs = r.received.len().max(1) as f64;
         let per_sub = sum(r, "received") / subs;
-        let seconds = max_of(r, "seconds");
+        // Over the publisher's sending time too: a subscriber that kept 1 % of a flood
+        // received it in a short span, and its rate over that span is no delivered rate.
+        let seconds = max_of(r, "seconds").max(r.publisher.get("seconds").copied().unwrap_or(0.0));
         let cpu = |m: &BTreeMap<String, f64>| {
             m.get("user").copied().unwrap_or(0.0) + m.get("sys").copied().unwrap_or(0.0)
         };
