@@ -263,12 +263,19 @@ impl Publication {
     }
 
     /// Serves a TCP subscriber whose handshake succeeded (our reply already written).
-    pub(crate) fn add_tcp_link(&self, stream: TcpStream, caller_id: &str, nodelay: bool) {
+    ///
+    /// With `TCP_NODELAY` whatever the subscriber's `tcp_nodelay` says (the field asks for
+    /// it; a "0" asks for nothing). A link writes each message whole, and what queued
+    /// behind a send in one call, so Nagle's algorithm has nothing left to merge: it can
+    /// only hold a message until the previous one is acknowledged, and a subscriber that
+    /// delays its acknowledgements (roslibrust's, which sends "0") then got each S5
+    /// message up to 11 ms late.
+    pub(crate) fn add_tcp_link(&self, stream: TcpStream, caller_id: &str) {
         let peer = stream
             .peer_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
-        let _ = stream.set_nodelay(nodelay);
+        let _ = stream.set_nodelay(true);
         super::set_keepalive(&stream);
         let (mut reader, writer) = stream.into_split();
         let link = self.add_link(
