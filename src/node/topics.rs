@@ -747,7 +747,6 @@ impl NodeInner {
             udp_socket(SocketAddr::new(self.id.bind, 0), buffer).map_err(|e| e.to_string())?;
         socket
             .connect(peer)
-            .await
             .map_err(|e| format!("connect UDP to {peer}: {e}"))?;
         // Datagrams that fit the route's MTU leave as one packet each: IP fragments of a
         // larger one each take a packet's share of the subscriber's receive buffer, and one

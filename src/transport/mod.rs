@@ -7,6 +7,7 @@ pub(crate) mod offload;
 pub use offload::socket_addr;
 pub(crate) mod publication;
 pub(crate) mod queue;
+mod send_socket;
 mod sender;
 pub(crate) mod subscription;
 pub(crate) mod tcp_server;
@@ -66,12 +67,13 @@ impl LinkStats {
     }
 }
 
-/// A UDP socket with buffers sized for `bytes` of messages in flight. Returns the socket
-/// and, when the kernel granted less than asked, what it granted (to be reported).
+/// A non-blocking UDP socket with buffers sized for `bytes` of messages in flight, not yet
+/// on the runtime. Returns the socket and, when the kernel granted less than asked, what
+/// it granted (to be reported).
 pub(crate) fn udp_socket(
     bind: SocketAddr,
     buffer_bytes: usize,
-) -> std::io::Result<(tokio::net::UdpSocket, Option<usize>)> {
+) -> std::io::Result<(std::net::UdpSocket, Option<usize>)> {
     use socket2::{Domain, Protocol as P, Socket, Type};
     // An IPv6 socket (ROS_IPV6=on) stays dual-stack, as the kernel makes it by default.
     let socket = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(P::UDP))?;
@@ -85,7 +87,7 @@ pub(crate) fn udp_socket(
     socket.set_nonblocking(true)?;
     socket.bind(&bind.into())?;
     let capped = (granted < buffer_bytes).then_some(granted);
-    Ok((tokio::net::UdpSocket::from_std(socket.into())?, capped))
+    Ok((socket.into(), capped))
 }
 
 /// IPv4 and UDP headers in front of a datagram's payload.
@@ -103,7 +105,7 @@ pub(crate) fn udp_headers(peer: SocketAddr) -> usize {
 
 /// The MTU of the route a connected socket sends on (the device's, or a smaller path MTU
 /// the kernel has learned), or `None` when the kernel does not say.
-pub(crate) fn route_mtu(socket: &tokio::net::UdpSocket) -> Option<usize> {
+pub(crate) fn route_mtu(socket: &std::net::UdpSocket) -> Option<usize> {
     use std::os::fd::AsRawFd;
     let mut mtu: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;

@@ -27,7 +27,7 @@ pub(crate) fn max_send(segment: usize) -> usize {
 /// Whether the kernel can cut a send into datagrams (Linux 4.18 and later). Asked by
 /// setting the option to its default: older kernels reject the option, and would send a
 /// segmented send as one large datagram, ignoring what they do not know.
-pub(crate) fn can_segment(socket: &UdpSocket) -> bool {
+pub(crate) fn can_segment(socket: &std::net::UdpSocket) -> bool {
     #[cfg(target_os = "linux")]
     {
         set_udp_option(socket, libc::UDP_SEGMENT, 0)
@@ -40,43 +40,19 @@ pub(crate) fn can_segment(socket: &UdpSocket) -> bool {
 }
 
 /// Sends `contents` as datagrams of `segment` bytes each (the last may be shorter) in one
-/// system call, without waiting. Only where [`can_segment`] said so.
+/// system call on a connected non-blocking socket, without waiting. Only where
+/// [`can_segment`] said so.
 pub(crate) fn try_send_segments(
-    socket: &UdpSocket,
+    socket: &std::net::UdpSocket,
     contents: &[u8],
     segment: usize,
 ) -> io::Result<()> {
     if contents.len() <= segment {
-        return socket.try_send(contents).map(drop);
+        return socket.send(contents).map(drop);
     }
     #[cfg(target_os = "linux")]
     {
-        socket.try_io(tokio::io::Interest::WRITABLE, || {
-            sendmsg_segmented(socket, contents, segment)
-        })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Err(io::Error::from(io::ErrorKind::Unsupported))
-    }
-}
-
-/// [`try_send_segments`], waiting until the socket takes it.
-pub(crate) async fn send_segments(
-    socket: &UdpSocket,
-    contents: &[u8],
-    segment: usize,
-) -> io::Result<()> {
-    if contents.len() <= segment {
-        return socket.send(contents).await.map(drop);
-    }
-    #[cfg(target_os = "linux")]
-    {
-        socket
-            .async_io(tokio::io::Interest::WRITABLE, || {
-                sendmsg_segmented(socket, contents, segment)
-            })
-            .await
+        sendmsg_segmented(socket, contents, segment)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -85,7 +61,11 @@ pub(crate) async fn send_segments(
 }
 
 #[cfg(target_os = "linux")]
-fn sendmsg_segmented(socket: &UdpSocket, contents: &[u8], segment: usize) -> io::Result<()> {
+fn sendmsg_segmented(
+    socket: &std::net::UdpSocket,
+    contents: &[u8],
+    segment: usize,
+) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let segment = u16::try_from(segment)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment over 65535 bytes"))?;
@@ -131,8 +111,11 @@ pub(crate) fn enable_coalescing(socket: &UdpSocket) -> bool {
 }
 
 #[cfg(target_os = "linux")]
-fn set_udp_option(socket: &UdpSocket, option: libc::c_int, value: libc::c_int) -> bool {
-    use std::os::fd::AsRawFd;
+fn set_udp_option(
+    socket: &impl std::os::fd::AsRawFd,
+    option: libc::c_int,
+    value: libc::c_int,
+) -> bool {
     // SAFETY: a live socket's descriptor, and an int option passed by pointer and size.
     let rc = unsafe {
         libc::setsockopt(
@@ -264,11 +247,12 @@ mod tests {
         assert!(max_send(0) > 0, "no division by zero");
     }
 
+    /// A connected sender and a receiver on the runtime.
     #[cfg(target_os = "linux")]
-    async fn pair() -> (UdpSocket, UdpSocket) {
-        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    async fn pair() -> (std::net::UdpSocket, UdpSocket) {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        a.connect(b.local_addr().unwrap()).await.unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
         (a, b)
     }
 
@@ -278,7 +262,7 @@ mod tests {
         let (tx, rx) = pair().await;
         let contents: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
         assert!(can_segment(&tx), "Linux since 4.18 has UDP_SEGMENT");
-        send_segments(&tx, &contents, 1000).await.unwrap();
+        try_send_segments(&tx, &contents, 1000).unwrap();
         // Without UDP_GRO on the receiver the kernel delivers the three datagrams apart.
         let mut buf = BytesMut::with_capacity(MAX_READ);
         let mut sizes = Vec::new();
@@ -298,7 +282,7 @@ mod tests {
         let (tx, rx) = pair().await;
         assert!(enable_coalescing(&rx), "Linux since 5.0 has UDP_GRO");
         let contents = vec![7u8; 2500];
-        send_segments(&tx, &contents, 1000).await.unwrap();
+        try_send_segments(&tx, &contents, 1000).unwrap();
         let mut buf = BytesMut::with_capacity(MAX_READ);
         let read = recv(&rx, &mut buf).await.unwrap();
         // Loopback hands the segmented send over whole.

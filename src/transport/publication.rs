@@ -3,6 +3,7 @@
 //! `publish` never waits for a slow subscriber.
 
 use super::queue::DropOldest;
+use super::send_socket::SendSocket;
 use super::sender::{Attempt, Wire};
 use super::{LinkStats, Protocol};
 use crate::wire::header::ConnectionHeader;
@@ -13,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::TcpStream;
 
 /// What a topic carries, as the handshake states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,7 +297,7 @@ impl Publication {
     /// Opens a UDP link to a subscriber (negotiated through requestTopic).
     pub(crate) fn add_udp_link(
         &self,
-        socket: UdpSocket,
+        socket: std::net::UdpSocket,
         caller_id: &str,
         connection_id: u32,
         max_datagram: usize,
@@ -306,6 +307,7 @@ impl Publication {
         let fragmenter = Fragmenter::new(connection_id, max_datagram).map_err(|e| e.to_string())?;
         let peer = socket.peer_addr().map_err(|e| e.to_string())?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
+        let socket = SendSocket::new(socket).map_err(|e| e.to_string())?;
         let wire = Wire::udp(socket, fragmenter, udpros_peer, route_mtu);
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, wire))
     }
@@ -347,6 +349,7 @@ async fn serve(link: Arc<SubscriberLink>) {
             while link.queue.take_all(&mut frames) {
                 wire.send_all(&mut frames, &link.stats).await?;
             }
+            wire.unwatch();
             if link.queue.is_closed() {
                 return Ok(());
             }

@@ -6,6 +6,7 @@
 //! without waking another task, which on a multi-threaded runtime is a cross-thread wake
 //! per message, the largest part of the latency on a quiet link.
 
+use super::send_socket::SendSocket;
 use super::{offload, LinkStats};
 use crate::wire::link::HEARTBEAT;
 use crate::wire::udpros::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
@@ -14,7 +15,6 @@ use std::io;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::UdpSocket;
 
 /// Without segmentation offload, messages of more datagrams than this always go through
 /// the link's task: sending them would hold up the publishing thread. With it, messages
@@ -55,7 +55,7 @@ impl std::fmt::Debug for Wire {
 impl Wire {
     /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known.
     pub(super) fn udp(
-        socket: UdpSocket,
+        socket: SendSocket,
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
@@ -103,6 +103,14 @@ impl Wire {
         match self {
             Wire::Udp(w) => w.send_all(frames, stats).await,
             Wire::Tcp(w) => w.send_all(frames, stats).await,
+        }
+    }
+
+    /// The queue is drained: a UDP socket that had to wait for room leaves the runtime's
+    /// poll set (see [`SendSocket`]).
+    pub(super) fn unwatch(&mut self) {
+        if let Wire::Udp(w) = self {
+            w.socket.unwatch();
         }
     }
 
@@ -164,7 +172,7 @@ fn fragments_per_datagram(route_mtu: Option<usize>, size: usize) -> usize {
 }
 
 pub(super) struct UdpWire {
-    socket: UdpSocket,
+    socket: SendSocket,
     fragmenter: Fragmenter,
     pacer: Pacer,
     /// Datagrams to send, back to back, each `segment` bytes but the last, as one
@@ -183,14 +191,14 @@ pub(super) struct UdpWire {
 
 impl UdpWire {
     fn new(
-        socket: UdpSocket,
+        socket: SendSocket,
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
     ) -> UdpWire {
         let fragments = fragments_per_datagram(route_mtu, fragmenter.max_datagram_size());
         UdpWire {
-            segmenting: offload::can_segment(&socket),
+            segmenting: offload::can_segment(socket.socket()),
             socket,
             segment: fragmenter.max_datagram_size(),
             pacer: pacer_for(udpros_peer, fragments),
@@ -296,7 +304,7 @@ impl UdpWire {
     fn try_send_some(&mut self) -> io::Result<()> {
         let len = self.next_send_len();
         let datagrams = &self.out[self.sent..self.sent + len];
-        match offload::try_send_segments(&self.socket, datagrams, self.segment) {
+        match offload::try_send_segments(self.socket.socket(), datagrams, self.segment) {
             Ok(()) => {
                 self.sent += len;
                 Ok(())
@@ -310,7 +318,12 @@ impl UdpWire {
     async fn send_some(&mut self) -> io::Result<()> {
         let len = self.next_send_len();
         let datagrams = &self.out[self.sent..self.sent + len];
-        match offload::send_segments(&self.socket, datagrams, self.segment).await {
+        let segment = self.segment;
+        let sent = self
+            .socket
+            .send_with(|socket| offload::try_send_segments(socket, datagrams, segment))
+            .await;
+        match sent {
             Ok(()) => {
                 self.sent += len;
                 Ok(())

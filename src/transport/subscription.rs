@@ -398,6 +398,7 @@ impl UdpOffer {
 fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
     let buffer = (sub.config.max_message_size.saturating_mul(2)).clamp(1 << 20, 4 << 20);
     let (socket, capped) = udp_socket(SocketAddr::new(sub.local.bind, 0), buffer)
+        .and_then(|(socket, capped)| Ok((UdpSocket::from_std(socket)?, capped)))
         .map_err(|e| format!("UDP socket: {e}"))?;
     if let Some(granted) = capped {
         tracing::info!(
