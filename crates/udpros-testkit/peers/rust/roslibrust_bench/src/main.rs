@@ -7,6 +7,9 @@
 //! roslibrust's publisher tells only whether some subscriber is connected, not how many:
 //! with several, the publisher waits for the first and then a second more.
 
+#[path = "../../bench_common.rs"]
+mod bench_common;
+use bench_common::{opt, report_subscriber, usage};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 roslibrust::generate_ros_types!(
@@ -17,43 +20,10 @@ roslibrust::generate_ros_types!(
 
 use sensor_msgs::CompressedImage;
 
-fn opt(args: &[String], name: &str, fallback: &str) -> String {
-    args.windows(2)
-        .find(|w| w[0] == name)
-        .map_or_else(|| fallback.to_string(), |w| w[1].clone())
-}
-
-fn usage() -> String {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut r) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let rss = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
-    format!(
-        "user={:.6} sys={:.6} rss_kb={rss}",
-        secs(r.ru_utime),
-        secs(r.ru_stime)
-    )
-}
-
 fn now_nanos() -> i128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i128)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[(p * (sorted.len() - 1) as f64 + 0.5) as usize]
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -131,31 +101,6 @@ async fn main() {
         first.get_or_insert(at);
         last = Some(at);
     }
-    let dump = opt(&args, "--dump", "");
-    if !dump.is_empty() {
-        let text: String = latencies
-            .iter()
-            .map(|(seq, us)| format!("{seq} {us:.1}\n"))
-            .collect();
-        let _ = std::fs::write(&dump, text);
-    }
-    let mut sorted: Vec<f64> = latencies.iter().map(|l| l.1).collect();
-    sorted.sort_by(f64::total_cmp);
-    let mut seqs: Vec<i64> = latencies.iter().map(|l| l.0).collect();
-    seqs.sort_unstable();
-    seqs.dedup();
-    let seconds = match (first, last) {
-        (Some(f), Some(l)) => (l - f).as_secs_f64(),
-        _ => 0.0,
-    };
-    println!(
-        "SUB received={} lost={} seconds={seconds:.3} p50_us={:.1} p99_us={:.1} max_us={:.1} {}",
-        latencies.len(),
-        count - seqs.len() as i64,
-        percentile(&sorted, 0.5),
-        percentile(&sorted, 0.99),
-        sorted.last().copied().unwrap_or(0.0),
-        usage()
-    );
+    report_subscriber(&args, count, &latencies, first, last);
     std::process::exit(0);
 }
