@@ -1,15 +1,15 @@
 //! The sending socket of a UDP link to a subscriber, kept out of the runtime's poll set
 //! while sends go through.
 //!
-//! A socket that the runtime watches for writability is woken each time the kernel frees
-//! one of its datagrams (Linux's UDP write-space callback fires per freed datagram while
-//! anybody waits on the socket, and tokio registers every socket for both directions). On
-//! loopback the datagram is freed by the subscriber's read, so each message woke the
-//! publisher's runtime a second time, from inside the subscriber's `recvmsg` and while the
-//! subscriber still had the message to hand on: CPU on both sides and latency in the
-//! subscriber's path, for a readiness nobody was waiting for. Here sends are plain
-//! non-blocking system calls, and the socket joins the poll set only when one would
-//! block, until the link's queue is drained ([`SendSocket::unwatch`]).
+//! tokio registers every socket for both directions, and Linux's UDP write-space callback
+//! fires for each freed datagram while anybody waits on the socket. On loopback a datagram
+//! is freed as it is sent (the runtime's next `epoll_wait` then returns at once for a
+//! readiness nobody waits for); on a NIC at its TX completion (a wake-up of the
+//! publisher's runtime per message); and when `publish` runs on a thread of its own, every
+//! message woke the runtime's thread, a third party on the vCPUs the publisher and the
+//! subscriber share. Here sends are plain non-blocking system calls, and the socket joins
+//! the poll set only when one would block, until the link's queue is drained
+//! ([`SendSocket::unwatch`]).
 
 use std::io;
 use std::net::UdpSocket;
