@@ -333,3 +333,50 @@ async fn publishing_to_nobody_serializes_nothing_unless_latched() {
         .unwrap();
     assert_eq!(got.data, "x");
 }
+
+/// The nodes registered at the master for `topic`, as publishers and as subscribers.
+async fn registered(node: &Node, topic: &str) -> (Vec<String>, Vec<String>) {
+    let state = node.master().get_system_state().await.unwrap();
+    let of = |list: &[(String, Vec<String>)]| {
+        list.iter()
+            .find(|(t, _)| t == topic)
+            .map(|(_, nodes)| nodes.clone())
+            .unwrap_or_default()
+    };
+    (of(&state.publishers), of(&state.subscribers))
+}
+
+/// `publish` works from any thread, so publishers (and subscribers) end up dropped on
+/// threads without a runtime; they must still unregister, on the node's runtime.
+#[tokio::test(flavor = "current_thread")]
+async fn handles_dropped_on_a_plain_thread_still_unregister() {
+    let (_master, talker, listener) = graph().await;
+    let publisher = talker
+        .advertise::<std_msgs::String>("/plain", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let subscriber = listener
+        .subscribe::<std_msgs::String>("/plain", SubscribeOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        registered(&talker, "/plain").await,
+        (vec!["/talker".to_string()], vec!["/listener".to_string()])
+    );
+    std::thread::spawn(move || {
+        publisher
+            .publish(&std_msgs::String { data: "x".into() })
+            .unwrap();
+        drop(publisher);
+        drop(subscriber);
+    })
+    .join()
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut now = registered(&talker, "/plain").await;
+    while now != (vec![], vec![]) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        now = registered(&talker, "/plain").await;
+    }
+    assert_eq!(now, (vec![], vec![]), "both unregistered");
+}

@@ -94,6 +94,9 @@ pub(crate) struct NodeInner {
     shut_down: tokio::sync::Mutex<bool>,
     /// Wall or sim time, decided once at start (see [`crate::time`]).
     clock: OnceLock<Clock>,
+    /// The runtime the node was made on, for work started where there is none: a publisher,
+    /// subscriber or service dropped on a plain thread still unregisters.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// What a node offers besides what the program asks for.
@@ -168,6 +171,7 @@ impl Node {
             signals: Mutex::new(None),
             shut_down: tokio::sync::Mutex::new(false),
             clock: OnceLock::new(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         });
         let bind = inner.id.bind;
         let lookup: crate::transport::tcp_server::Lookup = Arc::new(Arc::downgrade(&inner));
@@ -707,6 +711,21 @@ async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
 }
 
 impl NodeInner {
+    /// Runs `work` on the node's runtime (or the caller's): master calls started by a drop,
+    /// which may happen on any thread. Nothing runs if neither is there.
+    pub(crate) fn spawn_background(
+        &self,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let runtime = self
+            .runtime
+            .clone()
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        if let Some(runtime) = runtime {
+            runtime.spawn(work);
+        }
+    }
+
     /// The clock; the wall clock in the moments before it was decided.
     pub(crate) fn clock(&self) -> &Clock {
         self.clock.get().unwrap_or(&WALL)
@@ -776,12 +795,9 @@ impl Drop for NodeInner {
         if let Some(s) = lock(&self.signals).take() {
             s.abort();
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let master = self.master.clone();
         let params = self.params.keys();
-        runtime.spawn(async move {
+        self.spawn_background(async move {
             for p in pubs {
                 let _ = master.unregister_publisher(&p.info.topic, &uri).await;
             }

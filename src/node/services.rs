@@ -53,11 +53,9 @@ impl NodeInner {
         }
         let master = self.master.clone();
         let (name, uri) = (name.clone(), publication.uri.clone());
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = master.unregister_service(&name, &uri).await;
-            });
-        }
+        self.spawn_background(async move {
+            let _ = master.unregister_service(&name, &uri).await;
+        });
     }
 
     pub(crate) fn service(&self, name: &str) -> Option<Arc<ServicePublication>> {

@@ -519,10 +519,7 @@ impl NodeInner {
     pub(crate) fn spawn_unregister(&self, what: Registration) {
         let master = self.master.clone();
         let uri = self.uri.get().cloned().unwrap_or_default();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
+        self.spawn_background(async move {
             let _ = match what {
                 Registration::Publisher(topic) => master.unregister_publisher(&topic, &uri).await,
                 Registration::Subscriber(topic) => master.unregister_subscriber(&topic, &uri).await,
