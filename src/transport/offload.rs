@@ -2,11 +2,13 @@
 //! message sends consecutive datagrams of one size (the last may be shorter) as that many
 //! datagrams (GSO). With UDP_GRO set, one read may return several datagrams that arrived
 //! together, their size told in a control message. A 1 MB message of 1500-byte datagrams
-//! then takes 16 sends and, on loopback, 16 reads instead of 700 of each.
+//! then takes 16 sends and, on loopback, 16 reads instead of 700 of each. Reads go through
+//! `recvmmsg`, several to a system call ([`READ_BATCH`]), which also tells when the socket
+//! is drained.
 //!
 //! Elsewhere, and where the kernel refuses, everything goes one datagram per call.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use std::io;
 use std::net::SocketAddr;
 use tokio::net::UdpSocket;
@@ -129,86 +131,196 @@ fn set_udp_option(
     rc == 0
 }
 
-/// What one read brought: `len` bytes appended to the buffer, from `from`, made of
-/// datagrams of `segment` bytes each (the last may be shorter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Read {
-    pub len: usize,
-    pub from: SocketAddr,
+/// Most reads (each a datagram, or a run of datagrams the kernel coalesced) one system
+/// call takes.
+///
+/// Asking for more than one is what spares the read that finds the socket empty: when
+/// the kernel hands over fewer than asked, the socket is known to be drained, and the
+/// runtime is told so without asking again (on S5's subscribers, one system call of
+/// three per message). Four also takes a burst of separate datagrams (roscpp sends each
+/// of a message's datagrams on its own) in a quarter of the calls. Each slot has a buffer
+/// of its own, touched only when a burst reaches it.
+pub(crate) const READ_BATCH: usize = 4;
+
+/// A datagram, or a run of datagrams that arrived together, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Received {
+    /// Datagrams of `segment` bytes each (the last may be shorter).
+    pub datagrams: Bytes,
     pub segment: usize,
+    pub from: SocketAddr,
 }
 
-/// Reads into `buf`'s spare room (callers keep [`MAX_READ`] of it). Cancel-safe.
-pub(crate) async fn recv(socket: &UdpSocket, buf: &mut BytesMut) -> io::Result<Read> {
-    #[cfg(target_os = "linux")]
-    {
-        socket
-            .async_io(tokio::io::Interest::READABLE, || recvmsg(socket, buf))
-            .await
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let (len, from) = socket.recv_buf_from(buf).await?;
-        Ok(Read {
-            len,
-            from,
-            segment: len,
-        })
+impl Received {
+    /// The datagrams one at a time.
+    pub(crate) fn datagrams(&self) -> impl Iterator<Item = Bytes> + '_ {
+        let segment = self.segment.max(1);
+        (0..self.datagrams.len())
+            .step_by(segment)
+            .map(move |start| {
+                self.datagrams
+                    .slice(start..(start + segment).min(self.datagrams.len()))
+            })
     }
 }
 
+/// What one system call brought, in arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    received: [Option<Received>; READ_BATCH],
+    /// How many reads the kernel handed over, dropped ones included.
+    reads: usize,
+    /// Reads dropped: truncated (none should be, each buffer has room for the largest
+    /// datagram), or from an address family other than IPv4 and IPv6.
+    pub dropped: u64,
+}
+
+impl IntoIterator for Batch {
+    type Item = Received;
+    type IntoIter = std::iter::Flatten<std::array::IntoIter<Option<Received>, READ_BATCH>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.received.into_iter().flatten()
+    }
+}
+
+/// Reads a socket's datagrams, as many per system call as it holds (up to
+/// [`READ_BATCH`]), into buffers of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Reader {
+    /// A buffer per slot of a batch, split per read: the steady state allocates only when
+    /// a block of reads has been handed on.
+    slots: [BytesMut; READ_BATCH],
+}
+
+impl Reader {
+    /// The next datagrams: waits until some arrive, then takes what the socket holds, up to
+    /// [`READ_BATCH`] reads. Cancel-safe: nothing is lost if the wait is.
+    pub(crate) async fn recv(&mut self, socket: &UdpSocket) -> io::Result<Batch> {
+        for slot in &mut self.slots {
+            if slot.capacity() - slot.len() < MAX_READ {
+                slot.reserve(4 * MAX_READ);
+            }
+        }
+        #[cfg(target_os = "linux")]
+        loop {
+            socket.readable().await?;
+            // A batch short of full drained the socket: it is handed back through here
+            // while `try_io` is told "would block", which clears the runtime's readiness
+            // (a datagram arriving after the read raises a new event) without the read
+            // that would find the socket empty.
+            let mut drained = None;
+            let read = socket.try_io(tokio::io::Interest::READABLE, || {
+                let batch = recvmmsg(socket, &mut self.slots)?;
+                if batch.reads < READ_BATCH {
+                    drained = Some(batch);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(batch)
+            });
+            match (read, drained) {
+                (Ok(batch), _) | (Err(_), Some(batch)) => return Ok(batch),
+                (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                (Err(e), None) => return Err(e),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let slot = &mut self.slots[0];
+            let (len, from) = socket.recv_buf_from(slot).await?;
+            let mut batch = Batch::default();
+            batch.reads = 1;
+            batch.received[0] = Some(Received {
+                datagrams: slot.split().freeze(),
+                segment: len,
+                from,
+            });
+            Ok(batch)
+        }
+    }
+}
+
+/// One `recvmmsg` into the slots' spare room; "would block" when nothing waits.
 #[cfg(target_os = "linux")]
-fn recvmsg(socket: &UdpSocket, buf: &mut BytesMut) -> io::Result<Read> {
+fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Result<Batch> {
     use std::os::fd::AsRawFd;
-    let spare = buf.spare_capacity_mut();
-    let mut iov = libc::iovec {
-        iov_base: spare.as_mut_ptr().cast(),
-        iov_len: spare.len(),
+    // SAFETY (the zeroed values): all-zero is a valid sockaddr_storage and mmsghdr.
+    let mut addrs: [libc::sockaddr_storage; READ_BATCH] = unsafe { std::mem::zeroed() };
+    let mut controls = [[0u64; 8]; READ_BATCH]; // u64s: cmsg headers need their alignment
+    let mut iovs = slots.each_mut().map(|slot| {
+        let spare = slot.spare_capacity_mut();
+        libc::iovec {
+            iov_base: spare.as_mut_ptr().cast(),
+            iov_len: spare.len(),
+        }
+    });
+    let mut msgs: [libc::mmsghdr; READ_BATCH] = unsafe { std::mem::zeroed() };
+    for (i, m) in msgs.iter_mut().enumerate() {
+        let h = &mut m.msg_hdr;
+        h.msg_name = (&mut addrs[i] as *mut libc::sockaddr_storage).cast();
+        h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        h.msg_control = controls[i].as_mut_ptr().cast();
+        h.msg_controllen = std::mem::size_of_val(&controls[i]) as _;
+    }
+    // SAFETY: every pointer in `msgs` points at live memory of the size it states; the
+    // kernel writes at most that much, and fills at most READ_BATCH entries.
+    let n = unsafe {
+        libc::recvmmsg(
+            socket.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            READ_BATCH as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
     };
-    // SAFETY: all-zero is a valid sockaddr_storage and msghdr.
-    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut control = [0u64; 8]; // u64s: cmsg headers need their alignment
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: every pointer in `msg` points at live memory of the size it states; the
-    // kernel writes at most that much.
-    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let len = n as usize;
-    let mut segment = len;
-    // SAFETY: the control buffer as the kernel filled it, walked with its own macros.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
-                let size = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
-                segment = usize::try_from(size).unwrap_or(len).clamp(1, len.max(1));
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+    let mut batch = Batch {
+        reads: n as usize,
+        ..Batch::default()
+    };
+    for (i, (m, slot)) in msgs
+        .iter()
+        .zip(slots.iter_mut())
+        .enumerate()
+        .take(n as usize)
+    {
+        let len = m.msg_len as usize;
+        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            batch.dropped += 1;
+            continue;
         }
-        // The kernel wrote `len` bytes into the spare room.
-        buf.set_len(buf.len() + len);
+        let mut segment = len;
+        // SAFETY: the control buffer as the kernel filled it, walked with its own macros.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&m.msg_hdr);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                    let size =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                    segment = usize::try_from(size).unwrap_or(len).clamp(1, len.max(1));
+                }
+                cmsg = libc::CMSG_NXTHDR(&m.msg_hdr, cmsg);
+            }
+            // The kernel wrote `len` bytes into the slot's spare room.
+            slot.set_len(slot.len() + len);
+        }
+        let datagrams = slot.split().freeze();
+        // A source of an unknown family cannot be checked against the publisher's.
+        let Some(from) = socket_addr(&addrs[i]) else {
+            batch.dropped += 1;
+            continue;
+        };
+        batch.received[i] = Some(Received {
+            datagrams,
+            segment,
+            from,
+        });
     }
-    let from = socket_addr(&addr).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "datagram from an unknown address family",
-        )
-    })?;
-    if msg.msg_flags & libc::MSG_TRUNC != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "datagram truncated",
-        ));
-    }
-    Ok(Read { len, from, segment })
+    Ok(batch)
 }
 
 /// The address a `sockaddr_storage` holds (one the kernel filled: a datagram's source, or
@@ -256,6 +368,23 @@ mod tests {
         (a, b)
     }
 
+    /// Everything one `recv` brings, as (length, segment) pairs, checking the source.
+    async fn read_once(
+        reader: &mut Reader,
+        rx: &UdpSocket,
+        tx: &std::net::UdpSocket,
+    ) -> Vec<(Bytes, usize)> {
+        let batch = reader.recv(rx).await.unwrap();
+        assert_eq!(batch.dropped, 0);
+        batch
+            .into_iter()
+            .map(|read| {
+                assert_eq!(read.from, tx.local_addr().unwrap());
+                (read.datagrams, read.segment)
+            })
+            .collect()
+    }
+
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn segmented_sends_arrive_as_the_datagrams_they_stand_for() {
@@ -263,17 +392,15 @@ mod tests {
         let contents: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
         assert!(can_segment(&tx), "Linux since 4.18 has UDP_SEGMENT");
         try_send_segments(&tx, &contents, 1000).unwrap();
-        // Without UDP_GRO on the receiver the kernel delivers the three datagrams apart.
-        let mut buf = BytesMut::with_capacity(MAX_READ);
-        let mut sizes = Vec::new();
-        while sizes.iter().sum::<usize>() < contents.len() {
-            let read = recv(&rx, &mut buf).await.unwrap();
-            assert_eq!(read.from, tx.local_addr().unwrap());
-            assert_eq!(read.segment, read.len);
-            sizes.push(read.len);
-        }
+        // Without UDP_GRO on the receiver the kernel delivers the three datagrams apart,
+        // and one read takes all three.
+        let mut reader = Reader::default();
+        let reads = read_once(&mut reader, &rx, &tx).await;
+        let sizes: Vec<usize> = reads.iter().map(|(d, _)| d.len()).collect();
         assert_eq!(sizes, [1000, 1000, 500]);
-        assert_eq!(&buf[..], &contents[..]);
+        assert!(reads.iter().all(|(d, segment)| d.len() == *segment));
+        let joined: Vec<u8> = reads.iter().flat_map(|(d, _)| d.to_vec()).collect();
+        assert_eq!(joined, contents);
     }
 
     #[cfg(target_os = "linux")]
@@ -283,9 +410,79 @@ mod tests {
         assert!(enable_coalescing(&rx), "Linux since 5.0 has UDP_GRO");
         let contents = vec![7u8; 2500];
         try_send_segments(&tx, &contents, 1000).unwrap();
-        let mut buf = BytesMut::with_capacity(MAX_READ);
-        let read = recv(&rx, &mut buf).await.unwrap();
+        let mut reader = Reader::default();
+        let reads = read_once(&mut reader, &rx, &tx).await;
         // Loopback hands the segmented send over whole.
-        assert_eq!((read.len, read.segment), (2500, 1000));
+        assert_eq!(reads.len(), 1);
+        let (datagrams, segment) = &reads[0];
+        assert_eq!((datagrams.len(), *segment), (2500, 1000));
+        let read = Received {
+            datagrams: datagrams.clone(),
+            segment: *segment,
+            from: tx.local_addr().unwrap(),
+        };
+        let sizes: Vec<usize> = read.datagrams().map(|d| d.len()).collect();
+        assert_eq!(sizes, [1000, 1000, 500]);
+    }
+
+    /// A batch short of full tells the runtime the socket is drained without reading it
+    /// again; what arrives later must still wake the reader, and a burst longer than a
+    /// batch must come whole over several reads, in order.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn reads_take_what_waits_and_wake_for_what_comes_later() {
+        let (tx, rx) = pair().await;
+        let mut reader = Reader::default();
+        let mut next = 0u32;
+        let mut expected = 0u32;
+        for burst in [1usize, 2, 3, 4, 5, 9, 1, 17] {
+            // Each burst is sent only after the reader has drained the last one, from
+            // another thread after a pause, so that the reader is waiting on readiness.
+            let sender = tx.try_clone().unwrap();
+            let first = next;
+            let send = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                for seq in first..first + burst as u32 {
+                    sender.send(&seq.to_le_bytes()).unwrap();
+                }
+            });
+            next += burst as u32;
+            while expected < next {
+                let reads = tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    read_once(&mut reader, &rx, &tx),
+                )
+                .await
+                .expect("a datagram sent after a drained batch wakes the reader");
+                assert!(!reads.is_empty() && reads.len() <= READ_BATCH);
+                for (datagram, _) in reads {
+                    assert_eq!(datagram[..], expected.to_le_bytes());
+                    expected += 1;
+                }
+            }
+            send.join().unwrap();
+        }
+        assert_eq!(expected, 42);
+    }
+
+    /// The buffers a reader keeps stay bounded however much passes through it: each slot
+    /// allocates a new block only once the last is used up.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_reader_passes_megabytes_through_bounded_buffers() {
+        let (tx, rx) = pair().await;
+        let mut reader = Reader::default();
+        let datagram = vec![0xa5u8; 60_000];
+        let mut received = 0usize;
+        for _ in 0..200 {
+            tx.send(&datagram).unwrap();
+            for (d, _) in read_once(&mut reader, &rx, &tx).await {
+                assert_eq!(d.len(), datagram.len());
+                received += d.len();
+            }
+            let held: usize = reader.slots.iter().map(|s| s.capacity()).sum();
+            assert!(held <= READ_BATCH * 5 * MAX_READ, "{held} bytes held");
+        }
+        assert_eq!(received, 200 * 60_000);
     }
 }

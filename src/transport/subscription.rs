@@ -12,7 +12,7 @@ use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
 use crate::wire::tcpros::FrameDecoder;
 use crate::wire::udpros::{Event, Reassembler, ReassemblerConfig, UdpStats};
 use crate::xmlrpc::{Value, XmlRpcClient};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -378,20 +378,13 @@ async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
 struct UdpOffer {
     port: u16,
     socket: UdpSocket,
-    /// Where datagrams are read into: split per read, so the steady state allocates only
-    /// when a block of reads has been handed on.
-    buf: BytesMut,
+    reader: offload::Reader,
 }
 
 impl UdpOffer {
-    /// The next datagrams (several when the kernel coalesced them), their size and their
-    /// sender. Cancel-safe: nothing is lost if the wait is.
-    async fn recv(&mut self) -> std::io::Result<(Bytes, usize, SocketAddr)> {
-        if self.buf.capacity() - self.buf.len() < offload::MAX_READ {
-            self.buf.reserve(4 * offload::MAX_READ);
-        }
-        let read = offload::recv(&self.socket, &mut self.buf).await?;
-        Ok((self.buf.split().freeze(), read.segment, read.from))
+    /// The next datagrams, as many as the socket holds. Cancel-safe.
+    async fn recv(&mut self) -> std::io::Result<offload::Batch> {
+        self.reader.recv(&self.socket).await
     }
 }
 
@@ -411,7 +404,7 @@ fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
     Ok(UdpOffer {
         port,
         socket,
-        buf: BytesMut::new(),
+        reader: offload::Reader::default(),
     })
 }
 
@@ -598,6 +591,8 @@ async fn read_udp(
     let mut liveness = UdpLiveness::new(Instant::now(), udpros_peer);
     // Datagrams from addresses that are not the publisher's, counted with the foreign ones.
     let mut foreign = 0u64;
+    // Reads the socket could not hand over whole, counted with the malformed datagrams.
+    let mut dropped = 0u64;
     // Where the publisher's datagrams come from, as getBusInfo shows it.
     let mut peer: Option<SocketAddr> = None;
     // One timer for the link's life, moved earlier only when a message in reassembly
@@ -612,8 +607,8 @@ async fn read_udp(
         }
         tokio::select! {
             received = offer.recv() => {
-                let (datagrams, segment, from) = match received {
-                    Ok(received) => received,
+                let batch = match received {
+                    Ok(batch) => batch,
                     // A transient error (this socket sends nothing, so no port-unreachable):
                     // a pause keeps a persistent one from spinning.
                     Err(_) => {
@@ -621,38 +616,41 @@ async fn read_udp(
                         continue;
                     }
                 };
-                // The source of the last accepted datagram needs no second look.
-                if peer != Some(from) && !sources.allows(from) {
-                    foreign += 1;
-                    if foreign == 1 {
-                        tracing::warn!(
-                            "{}: dropping UDPROS datagrams from {from}, which is not the publisher at {}",
-                            sub.config.topic, link.uri
-                        );
-                    }
-                    continue;
-                }
-                if peer != Some(from) {
-                    peer = Some(from);
-                    link.set_status(|s| s.peer = peer);
-                }
+                dropped += batch.dropped;
                 let now = Instant::now();
                 let mut delivered = false;
-                for start in (0..datagrams.len()).step_by(segment.max(1)) {
-                    let datagram = datagrams.slice(start..(start + segment).min(datagrams.len()));
-                    match reassembler.handle(now, datagram) {
-                        Some(Event::Message(body)) => {
-                            liveness.heard(now);
-                            sub.deliver(link, body, &header, Protocol::Udp);
-                            delivered = true;
+                for read in batch {
+                    // The source of the last accepted datagram needs no second look.
+                    if peer != Some(read.from) && !sources.allows(read.from) {
+                        foreign += 1;
+                        if foreign == 1 {
+                            tracing::warn!(
+                                "{}: dropping UDPROS datagrams from {}, which is not the publisher at {}",
+                                sub.config.topic, read.from, link.uri
+                            );
                         }
-                        Some(Event::Ping) => liveness.heard(now),
-                        Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
-                        None => {}
+                        continue;
+                    }
+                    if peer != Some(read.from) {
+                        peer = Some(read.from);
+                        link.set_status(|s| s.peer = peer);
+                    }
+                    for datagram in read.datagrams() {
+                        match reassembler.handle(now, datagram) {
+                            Some(Event::Message(body)) => {
+                                liveness.heard(now);
+                                sub.deliver(link, body, &header, Protocol::Udp);
+                                delivered = true;
+                            }
+                            Some(Event::Ping) => liveness.heard(now),
+                            Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
+                            None => {}
+                        }
                     }
                 }
                 let mut stats = *reassembler.stats();
                 stats.foreign += foreign;
+                stats.malformed += dropped;
                 link.set_status(|s| s.udp = stats);
                 if delivered {
                     super::let_readers_run().await;
