@@ -143,19 +143,10 @@ impl SendSocket {
 }
 
 #[cfg(all(test, target_os = "linux"))]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::net::SocketAddr;
     use std::time::Duration;
-
-    fn sender_to(rx: SocketAddr, send_buffer: usize) -> SendSocket {
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket2::SockRef::from(&tx)
-            .set_send_buffer_size(send_buffer)
-            .unwrap();
-        tx.connect(rx).unwrap();
-        SendSocket::new(tx).unwrap()
-    }
 
     #[tokio::test]
     async fn sends_that_go_through_never_join_the_poll_set() {
@@ -169,11 +160,24 @@ mod tests {
         assert_eq!(rx.recv(&mut buf).unwrap(), 100);
     }
 
-    /// Loopback frees a datagram as it sends it, so a send buffer fills only behind a
-    /// queue: here a token bucket (`tc ... tbf`) on the loopback of a namespace of the
-    /// test's own, entered by the test's thread.
-    #[test]
-    fn a_full_send_buffer_waits_for_room_then_leaves_the_poll_set() {
+    /// A sender with a `send_buffer`-byte send buffer, connected to `rx`.
+    pub(in crate::transport) fn sender_to(rx: SocketAddr, send_buffer: usize) -> SendSocket {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket2::SockRef::from(&tx)
+            .set_send_buffer_size(send_buffer)
+            .unwrap();
+        tx.connect(rx).unwrap();
+        SendSocket::new(tx).unwrap()
+    }
+
+    /// Runs `test` on a current-thread runtime whose loopback sends at 25 MB/s. Loopback
+    /// frees a datagram as it sends it, so a send buffer fills only behind a queue: here a
+    /// token bucket (`tc ... tbf`) on the loopback of a namespace of the test's own,
+    /// entered by a thread of the test's own.
+    pub(in crate::transport) fn on_a_slow_loopback<F>(test: impl FnOnce() -> F + Send + 'static)
+    where
+        F: std::future::Future<Output = ()>,
+    {
         let Some(net) = udpros_testkit::netns::Network::new(&["slow"], 1500) else {
             return;
         };
@@ -199,10 +203,15 @@ mod tests {
                 .enable_all()
                 .build()
                 .unwrap();
-            runtime.block_on(fill_and_drain());
+            runtime.block_on(test());
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_full_send_buffer_waits_for_room_then_leaves_the_poll_set() {
+        on_a_slow_loopback(fill_and_drain);
     }
 
     async fn fill_and_drain() {

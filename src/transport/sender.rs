@@ -341,10 +341,11 @@ impl UdpWire {
         } else {
             blocks <= DIRECT_MAX_DATAGRAMS
         };
-        if self.unfinished() || !small || !self.pacer.try_reserve(Instant::now(), bytes) {
+        let now = Instant::now();
+        if self.unfinished() || !small || !self.pacer.try_reserve(now, bytes) {
             return Attempt::NotNow;
         }
-        self.pacer.message(Instant::now(), bytes);
+        self.pacer.message(now, bytes);
         if self.load(frame).is_err() {
             return Attempt::NotNow; // the link's task counts it as dropped
         }
@@ -356,7 +357,7 @@ impl UdpWire {
                 Err(e) => return Attempt::Failed(e),
             }
         }
-        self.last_sent = Instant::now();
+        self.last_sent = now;
         Attempt::Sent
     }
 
@@ -458,5 +459,68 @@ impl TcpWire {
             stats.add_message(frame.len());
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::transport::send_socket::tests::{on_a_slow_loopback, sender_to};
+    use std::time::Duration;
+    use udpros_core::udpros::{DatagramHeader, Opcode};
+
+    /// A message sent from the publishing thread that finds the send buffer full keeps
+    /// the id it took and is finished by the link's task: every message arrives whole, in
+    /// order, with its own id.
+    #[test]
+    fn messages_that_find_no_room_are_finished_whole() {
+        on_a_slow_loopback(|| async {
+            const MESSAGES: usize = 100;
+            let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
+            let fragmenter = Fragmenter::new(7, 65_000).unwrap();
+            let mut wire = Wire::udp(socket, fragmenter, true, None);
+            let frames: Vec<Bytes> = (0..MESSAGES)
+                .map(|i| Bytes::from(vec![i as u8; 60_000]))
+                .collect();
+            let reader = tokio::spawn(async move {
+                let mut buf = vec![0u8; 65_536];
+                let mut got = Vec::new();
+                while got.len() < MESSAGES {
+                    let read = tokio::time::timeout(Duration::from_secs(10), rx.recv(&mut buf));
+                    let Ok(Ok(n)) = read.await else { break };
+                    got.push(buf[..n].to_vec());
+                }
+                got
+            });
+            let (mut sent, mut started) = (0, 0);
+            for frame in &frames {
+                match wire.try_send_now(frame) {
+                    Attempt::Sent => sent += 1,
+                    Attempt::Started => {
+                        started += 1;
+                        tokio::time::timeout(Duration::from_secs(10), wire.finish())
+                            .await
+                            .expect("the queue drains")
+                            .unwrap();
+                    }
+                    Attempt::NotNow => panic!("the pacer toward a udpros peer allows 4 MB"),
+                    Attempt::Failed(e) => panic!("{e}"),
+                }
+            }
+            // 6 MB through a 64 kB send buffer at 25 MB/s: sends found no room.
+            assert!(started > 0 && sent > 0, "sent {sent}, started {started}");
+            let got = reader.await.unwrap();
+            assert_eq!(got.len(), MESSAGES);
+            let mut id = 0;
+            for (datagram, frame) in got.iter().zip(&frames) {
+                let header = DatagramHeader::parse(datagram).expect("a UDPROS header");
+                assert_eq!((header.opcode, header.block), (Opcode::Data0, 1));
+                assert_eq!(header.connection_id, 7);
+                id = udpros_core::udpros::next_message_id(id);
+                assert_eq!(header.message_id, id, "ids in order, none skipped");
+                assert_eq!(&datagram[HEADER_LEN..], &frame[..]);
+            }
+        });
     }
 }
