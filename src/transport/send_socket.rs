@@ -137,7 +137,7 @@ impl SendSocket {
 
     /// Whether the socket is in the runtime's poll set now.
     #[cfg(all(test, unix))]
-    fn watched(&self) -> bool {
+    pub(super) fn watched(&self) -> bool {
         self.watch.is_some()
     }
 }

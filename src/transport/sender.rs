@@ -114,15 +114,18 @@ impl Wire {
         }
     }
 
-    /// A PING if nothing left for a heartbeat period.
+    /// A PING if nothing left for a heartbeat period. The link is idle then, so a socket
+    /// that had to wait for room (for the PING or before it) leaves the poll set after it.
     pub(super) async fn heartbeat(&mut self) -> io::Result<()> {
         match self {
             Wire::Udp(w) if w.last_sent.elapsed() >= HEARTBEAT => {
-                match w.socket.send(&w.fragmenter.ping()).await {
+                let sent = match w.socket.send(&w.fragmenter.ping()).await {
                     // An earlier datagram's "fragmentation needed", reported here.
                     Err(e) if w.dropped_oversize(&e) => Ok(()),
                     other => other.map(drop),
-                }
+                };
+                w.socket.unwatch();
+                sent
             }
             _ => Ok(()),
         }
@@ -521,6 +524,40 @@ mod tests {
                 assert_eq!(header.message_id, id, "ids in order, none skipped");
                 assert_eq!(&datagram[HEADER_LEN..], &frame[..]);
             }
+        });
+    }
+
+    /// A heartbeat goes out on an idle link, and a socket left in the poll set by sends
+    /// that had to wait leaves it then, rather than at the next drain of a queue that may
+    /// stay empty for long (meanwhile every freed datagram would wake the runtime).
+    #[test]
+    fn a_heartbeat_leaves_the_poll_set_behind_it() {
+        on_a_slow_loopback(|| async {
+            let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
+            let mut wire = Wire::udp(socket, Fragmenter::new(7, 65_000).unwrap(), true, None);
+            let frame = Bytes::from(vec![1u8; 60_000]);
+            let mut waited = false;
+            for _ in 0..100 {
+                if let Attempt::Started = wire.try_send_now(&frame) {
+                    wire.finish().await.unwrap();
+                    waited = true;
+                    break;
+                }
+            }
+            let Wire::Udp(w) = &mut wire else {
+                unreachable!("a UDP wire")
+            };
+            assert!(waited && w.socket.watched(), "a send had to wait for room");
+            w.last_sent -= HEARTBEAT;
+            wire.heartbeat().await.unwrap();
+            let Wire::Udp(w) = &wire else {
+                unreachable!("a UDP wire")
+            };
+            assert!(
+                !w.socket.watched(),
+                "still in the poll set after the heartbeat"
+            );
         });
     }
 }
