@@ -284,20 +284,26 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
             .await
             .map_err(|e| e.to_string())??;
     }
-    let _ = std::fs::remove_dir_all(&dumps);
-    // The fan-out scenario's physical reference: its message as one datagram, same pace.
-    let raw_fan_out = match chosen.iter().find(|s| s.subscribers > 1).cloned() {
-        Some(s) => tokio::task::spawn_blocking(move || {
+    // The fan-out scenario's physical reference: its message as one datagram, same pace,
+    // to receiver threads and to receiver processes (the cells' topology).
+    let mut raw_fan_outs = Vec::new();
+    if let Some(s) = chosen.iter().find(|s| s.subscribers > 1).cloned() {
+        let dumps = dumps.clone();
+        let (threads, processes) = tokio::task::spawn_blocking(move || {
             let interval = Duration::from_secs_f64(1.0 / s.rate.max(1.0));
-            raw::fan_out(s.subscribers, s.size, s.count, interval)
+            let threads = raw::fan_out(s.subscribers, s.size, s.count, interval)
+                .map_err(|e| format!("raw UDP fan-out: {e}"))?;
+            let processes = raw_fan_out_to_processes(&s, interval, &dumps)
+                .map_err(|e| format!("raw UDP fan-out to processes: {e}"))?;
+            Ok::<_, String>((threads.latencies, processes))
         })
         .await
-        .map_err(|e| e.to_string())?
-        .map(Some)
-        .map_err(|e| format!("raw UDP fan-out: {e}"))?,
-        None => None,
-    };
-    print_fan_out(&rows, raw_fan_out.as_deref());
+        .map_err(|e| e.to_string())??;
+        raw_fan_outs.push(("threads, blocking", threads));
+        raw_fan_outs.push(("processes, blocking", processes));
+    }
+    let _ = std::fs::remove_dir_all(&dumps);
+    print_fan_out(&rows, &raw_fan_outs);
     let quick = args.quick;
     let raw = tokio::task::spawn_blocking(move || {
         raw::SIZES
@@ -321,8 +327,47 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     Ok(())
 }
 
-/// S1 over UDPROS beside raw UDP's one-way latency at the same pace, for the datagram S1
-/// puts on the wire: how close each pair comes to what the kernel allows here.
+/// Raw UDP fan-out as S5's cells are laid out: each receiver a process of its own
+/// (`bench raw-receiver`), the sender this thread. Each receiver's latencies by message.
+fn raw_fan_out_to_processes(
+    s: &Scenario,
+    interval: Duration,
+    dumps: &Path,
+) -> Result<Vec<BTreeMap<u64, f64>>, String> {
+    let mut receivers = Vec::new();
+    let mut ports = Vec::new();
+    for k in 0..s.subscribers {
+        let dump = dumps.join(format!("raw_fan_out_{k}.txt"));
+        let mut cmd = Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+        cmd.args(["bench", "raw-receiver", "--size"])
+            .arg(s.size.to_string())
+            .arg("--count")
+            .arg(s.count.to_string())
+            .arg("--dump")
+            .arg(&dump);
+        let receiver = spawn(cmd)?;
+        let ready = receiver
+            .wait_line("READY", Duration::from_secs(30))
+            .ok_or("a raw receiver did not start")?;
+        let port = fields(&ready).get("port").copied().unwrap_or(0.0) as u16;
+        ports.push(port);
+        receivers.push((receiver, dump));
+    }
+    let links = raw::links_to(&ports).map_err(|e| e.to_string())?;
+    raw::send_paced(&links, s.size, s.count, interval);
+    Ok(receivers
+        .iter()
+        .map(|(receiver, dump)| {
+            // A receiver that lost its last datagram ends on its read timeout.
+            let _ = receiver.wait_line("RAW", Duration::from_secs(30));
+            read_dump(dump)
+        })
+        .collect())
+}
+
+/// S1 over UDPROS beside raw UDP one way at the same pace, for the datagram S1 puts on the
+/// wire: how close each pair comes to what the kernel allows here, in latency and in CPU
+/// (a peer's whole process against the raw sender's or receiver's thread).
 fn print_s1_against_raw(rows: &[super::report::Row], raw: &[raw::RawUdp]) {
     let Some(reference) = raw.iter().find(|r| r.size == raw::SIZES[0]) else {
         return;
@@ -335,15 +380,22 @@ fn print_s1_against_raw(rows: &[super::report::Row], raw: &[raw::RawUdp]) {
         return;
     }
     println!(
-        "\nS1 over UDPROS against raw UDP one way at {:.0} Hz ({} B datagrams: p50 {:.0} µs, p99 {:.0} µs)\n",
+        "\nS1 over UDPROS against raw UDP one way at {:.0} Hz ({} B datagrams: p50 {:.0} µs, p99 {:.0} µs; CPU s/100k: sender {:.2}, receiver {:.2})\n",
         raw::ONE_WAY_RATE,
         reference.size,
         reference.one_way_p50_us,
-        reference.one_way_p99_us
+        reference.one_way_p99_us,
+        reference.one_way_sender_cpu_per_100k,
+        reference.one_way_receiver_cpu_per_100k
     );
-    println!("| pair | p50 µs | p50 / raw | p99 µs | p99 / raw |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("| pair | p50 µs | p50 / raw | p99 µs | p99 / raw | pub CPU / raw sender | sub CPU / raw receiver |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let ratio = |x: f64, floor: f64| match floor > 0.0 {
+        true => format!("{:.2}x", x / floor),
+        false => "-".into(),
+    };
     for runs in super::report::cells(&s1.into_iter().cloned().collect::<Vec<_>>()) {
+        let (pub_cpu, sub_cpu) = super::report::cpu_per_100k(&runs);
         let mut all: Vec<f64> = runs
             .iter()
             .flat_map(|r| r.latencies.iter().flat_map(|m| m.values().copied()))
@@ -354,10 +406,12 @@ fn print_s1_against_raw(rows: &[super::report::Row], raw: &[raw::RawUdp]) {
             super::report::percentile(&all, 0.99),
         );
         println!(
-            "| {} | {p50:.0} | {:.2}x | {p99:.0} | {:.2}x |",
+            "| {} | {p50:.0} | {:.2}x | {p99:.0} | {:.2}x | {} | {} |",
             runs[0].pair,
             p50 / reference.one_way_p50_us.max(1e-9),
-            p99 / reference.one_way_p99_us.max(1e-9)
+            p99 / reference.one_way_p99_us.max(1e-9),
+            ratio(pub_cpu, reference.one_way_sender_cpu_per_100k),
+            ratio(sub_cpu, reference.one_way_receiver_cpu_per_100k),
         );
     }
 }

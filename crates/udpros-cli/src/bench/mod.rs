@@ -32,6 +32,10 @@ pub enum BenchCommand {
     Peer(PeerArgs),
     /// One side of the service scenario, S6: an echo server or a timing client.
     ServicePeer(services::ServicePeerArgs),
+    /// A receiver of the raw UDP fan-out reference in a process of its own, as each
+    /// subscriber of S5 is (what the harness starts).
+    #[command(hide = true)]
+    RawReceiver(raw::ReceiverArgs),
 }
 
 #[derive(Args)]
@@ -85,23 +89,39 @@ pub struct PeerArgs {
     multi_thread: bool,
 }
 
+/// User and system CPU seconds of `who` (`RUSAGE_SELF`: this process; `RUSAGE_THREAD`:
+/// the calling thread), from getrusage as every peer of the bench reads them.
+fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage only writes the struct it is given, which is plain old data.
+    let r = unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut r);
+        r
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (seconds(r.ru_utime), seconds(r.ru_stime))
+}
+
 pub fn run(cmd: BenchCommand) -> CliResult {
-    let runtime = match &cmd {
-        BenchCommand::ServicePeer(_) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        BenchCommand::Peer(args) if !args.multi_thread => {
-            tokio::runtime::Builder::new_current_thread()
+    let runtime = |multi_thread: bool| {
+        match multi_thread {
+            true => tokio::runtime::Runtime::new(),
+            false => tokio::runtime::Builder::new_current_thread()
                 .enable_all()
-                .build()
+                .build(),
         }
-        _ => tokio::runtime::Runtime::new(),
-    }
-    .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+    };
     match cmd {
-        BenchCommand::Peer(args) => runtime.block_on(in_a_task(peer::run(args))),
-        BenchCommand::ServicePeer(args) => runtime.block_on(in_a_task(services::peer(args))),
-        BenchCommand::Run(args) => runtime.block_on(harness::run(args)),
+        BenchCommand::Peer(args) => {
+            runtime(args.multi_thread)?.block_on(in_a_task(peer::run(args)))
+        }
+        BenchCommand::ServicePeer(args) => {
+            runtime(false)?.block_on(in_a_task(services::peer(args)))
+        }
+        BenchCommand::Run(args) => runtime(true)?.block_on(harness::run(args)),
+        // Plain blocking sockets, as the raw reference's threads: no runtime.
+        BenchCommand::RawReceiver(args) => raw::receiver(&args),
     }
 }
 

@@ -177,13 +177,7 @@ async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
 /// getrusage, peak RSS from VmHWM (getrusage's ru_maxrss is carried across fork and exec on
 /// Linux, so it would report the harness's own size).
 fn usage() -> String {
-    // SAFETY: getrusage only writes the struct it is given, which is plain old data.
-    let r = unsafe {
-        let mut r: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut r);
-        r
-    };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let (user, sys) = super::cpu_seconds(libc::RUSAGE_SELF);
     let peak_rss_kb: u64 = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
@@ -191,9 +185,5 @@ fn usage() -> String {
             line.trim().trim_end_matches("kB").trim().parse().ok()
         })
         .unwrap_or(0);
-    format!(
-        "user={:.6} sys={:.6} rss_kb={peak_rss_kb}",
-        seconds(r.ru_utime),
-        seconds(r.ru_stime),
-    )
+    format!("user={user:.6} sys={sys:.6} rss_kb={peak_rss_kb}")
 }

@@ -5,9 +5,11 @@
 //! stamp), and how far apart one sender's datagrams reach several receivers (the fan-out
 //! of S5).
 
+use super::CliResult;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::net::UdpSocket;
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// One datagram size's figures.
@@ -22,6 +24,23 @@ pub struct RawUdp {
     /// One way at [`ONE_WAY_RATE`] Hz, the receiver blocked in `recv` between datagrams.
     pub one_way_p50_us: f64,
     pub one_way_p99_us: f64,
+    /// CPU seconds per 100k datagrams of the paced one-way run: the sender thread (its
+    /// sleep to each datagram's time, the send and the kernel's loopback delivery, which
+    /// runs in the sender's context) and the receiver thread. The floor under the table's
+    /// S1 CPU columns: what a paced publisher and its subscriber cost with no ROS at all.
+    pub one_way_sender_cpu_per_100k: f64,
+    pub one_way_receiver_cpu_per_100k: f64,
+}
+
+/// What [`fan_out`] measured.
+#[derive(Debug, Clone, Default)]
+pub struct FanOut {
+    /// Each receiver's one-way latency (µs) by message number.
+    pub latencies: Vec<BTreeMap<u64, f64>>,
+    /// CPU seconds of the sender thread over its paced loop.
+    pub sender_cpu: f64,
+    /// CPU seconds of each receiver thread, from its start to its last datagram.
+    pub receiver_cpu: Vec<f64>,
 }
 
 /// The pace of the one-way reference: S1's.
@@ -44,14 +63,18 @@ pub fn measure(size: usize, quick: bool) -> std::io::Result<RawUdp> {
     let pick = |sorted: &[f64], p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
     let paced = if quick { 200 } else { 5_000 };
     let interval = Duration::from_secs_f64(1.0 / ONE_WAY_RATE);
-    let mut one_way: Vec<f64> = fan_out(1, size, paced, interval)?
-        .pop()
-        .map(|latencies| latencies.into_values().collect())
-        .unwrap_or_default();
+    let paced_run = fan_out(1, size, paced, interval)?;
+    let mut one_way: Vec<f64> = paced_run
+        .latencies
+        .iter()
+        .flat_map(|latencies| latencies.values().copied())
+        .collect();
     if one_way.is_empty() {
         return Err(std::io::Error::other("no paced datagram arrived"));
     }
     one_way.sort_by(f64::total_cmp);
+    let per_100k = |cpu: f64, n: usize| cpu * 100_000.0 / n as f64;
+    let receiver_cpu = paced_run.receiver_cpu.iter().sum::<f64>();
     Ok(RawUdp {
         size,
         sent,
@@ -61,6 +84,8 @@ pub fn measure(size: usize, quick: bool) -> std::io::Result<RawUdp> {
         rtt_p99_us: pick(&rtts, 0.99),
         one_way_p50_us: pick(&one_way, 0.5),
         one_way_p99_us: pick(&one_way, 0.99),
+        one_way_sender_cpu_per_100k: per_100k(paced_run.sender_cpu, paced as usize),
+        one_way_receiver_cpu_per_100k: per_100k(receiver_cpu, one_way.len()),
     })
 }
 
@@ -149,59 +174,146 @@ fn round_trip(size: usize, count: usize) -> std::io::Result<Vec<f64>> {
 
 /// One sender, `receivers` threads each on its own socket: every `interval` the sender
 /// sends one `size`-byte datagram to each receiver in turn, over connected sockets as a
-/// publisher's links do. Returns each receiver's one-way latency (µs) by message number.
+/// publisher's links do.
 pub fn fan_out(
     receivers: usize,
     size: usize,
     count: u64,
     interval: Duration,
-) -> std::io::Result<Vec<BTreeMap<u64, f64>>> {
-    // A datagram carries its number and when it left, as nanoseconds since `origin`.
-    const STAMP: usize = 16;
-    let size = size.clamp(STAMP, 65_000);
-    let origin = Arc::new(Instant::now());
+) -> std::io::Result<FanOut> {
     let mut links = Vec::new();
     let mut threads = Vec::new();
     for _ in 0..receivers {
         let (tx, rx) = pair()?;
         links.push(tx);
-        let origin = origin.clone();
         threads.push(std::thread::spawn(move || {
-            let mut buf = vec![0u8; size + 1];
-            let mut latencies = BTreeMap::new();
-            // Ends on the last message or on a read timeout (a lost last datagram).
-            while let Ok(n) = rx.recv(&mut buf) {
-                let arrived = origin.elapsed().as_nanos() as f64;
-                let Some((seq, sent)) = buf.get(..n).and_then(read_stamp) else {
-                    continue;
-                };
-                latencies.insert(seq, (arrived - sent as f64) / 1e3);
-                if seq + 1 >= count {
-                    break;
-                }
-            }
-            latencies
+            (receive_stamped(&rx, size, count), thread_cpu())
         }));
     }
-    let mut datagram = vec![0x5au8; size];
+    let mut measured = FanOut {
+        sender_cpu: send_paced(&links, size, count, interval),
+        ..FanOut::default()
+    };
+    for t in threads {
+        let (latencies, cpu) = t
+            .join()
+            .map_err(|_| std::io::Error::other("receiver thread panicked"))?;
+        measured.latencies.push(latencies?);
+        measured.receiver_cpu.push(cpu);
+    }
+    Ok(measured)
+}
+
+/// A datagram of the paced references carries its number and when it left (`stamp_ns`).
+const STAMP: usize = 16;
+
+/// Connected sockets to receivers on loopback `ports`, one per receiver, as a publisher's
+/// links are: the sender side of a fan-out whose receivers are other processes.
+pub fn links_to(ports: &[u16]) -> std::io::Result<Vec<UdpSocket>> {
+    ports
+        .iter()
+        .map(|&port| {
+            let link = UdpSocket::bind("127.0.0.1:0")?;
+            link.connect(("127.0.0.1", port))?;
+            Ok(link)
+        })
+        .collect()
+}
+
+/// Every `interval`, one `size`-byte stamped datagram to each link in turn, `count` times,
+/// sleeping to each message's time as the bench's publishers do. Returns the CPU seconds
+/// this thread spent on it.
+pub fn send_paced(links: &[UdpSocket], size: usize, count: u64, interval: Duration) -> f64 {
+    let mut datagram = vec![0x5au8; size.clamp(STAMP, 65_000)];
+    let cpu_before = thread_cpu();
     let mut next = Instant::now();
     for seq in 0..count {
         next += interval;
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         datagram[..8].copy_from_slice(&seq.to_le_bytes());
-        let sent = origin.elapsed().as_nanos() as u64;
-        datagram[8..STAMP].copy_from_slice(&sent.to_le_bytes());
-        for link in &links {
+        datagram[8..STAMP].copy_from_slice(&stamp_ns().to_le_bytes());
+        for link in links {
             let _ = link.send(&datagram);
         }
     }
-    threads
-        .into_iter()
-        .map(|t| {
-            t.join()
-                .map_err(|_| std::io::Error::other("receiver thread panicked"))
-        })
-        .collect()
+    thread_cpu() - cpu_before
+}
+
+/// Receives [`send_paced`]'s datagrams until the last message's, or until none has come for
+/// half a second (a lost last datagram); each message's one-way latency (µs) by number.
+/// The first datagram may take longer: the sender starts after every receiver is ready.
+pub fn receive_stamped(
+    rx: &UdpSocket,
+    size: usize,
+    count: u64,
+) -> std::io::Result<BTreeMap<u64, f64>> {
+    let mut buf = vec![0u8; size.clamp(STAMP, 65_000) + 1];
+    let mut latencies = BTreeMap::new();
+    rx.set_read_timeout(Some(Duration::from_secs(30)))?;
+    while let Ok(n) = rx.recv(&mut buf) {
+        let arrived = stamp_ns();
+        if latencies.is_empty() {
+            rx.set_read_timeout(Some(Duration::from_millis(500)))?;
+        }
+        let Some((seq, sent)) = buf.get(..n).and_then(read_stamp) else {
+            continue;
+        };
+        latencies.insert(seq, arrived.saturating_sub(sent) as f64 / 1e3);
+        if seq + 1 >= count {
+            break;
+        }
+    }
+    Ok(latencies)
+}
+
+/// `bench raw-receiver`'s arguments.
+#[derive(clap::Args)]
+pub struct ReceiverArgs {
+    /// The datagram size the sender sends.
+    #[arg(long)]
+    size: usize,
+    /// Messages the sender sends.
+    #[arg(long)]
+    count: u64,
+    /// Where to write `seq latency_us` lines, as the bench's peers dump theirs.
+    #[arg(long)]
+    dump: PathBuf,
+}
+
+/// A fan-out receiver in a process of its own: binds a loopback socket, says
+/// `READY port=N`, receives [`send_paced`]'s datagrams, dumps their latencies and says
+/// `RAW received=N`.
+pub fn receiver(args: &ReceiverArgs) -> CliResult {
+    let rx = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let port = rx.local_addr().map_err(|e| e.to_string())?.port();
+    println!("READY port={port}");
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    let latencies = receive_stamped(&rx, args.size, args.count).map_err(|e| e.to_string())?;
+    let lines: String = latencies
+        .iter()
+        .map(|(seq, us)| format!("{seq} {us:.1}\n"))
+        .collect();
+    std::fs::write(&args.dump, lines).map_err(|e| format!("{}: {e}", args.dump.display()))?;
+    println!("RAW received={}", latencies.len());
+    Ok(())
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process of the machine, so a
+/// receiver in another process reads the sender's stamps.
+fn stamp_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// CPU seconds (user and system) the calling thread has used.
+fn thread_cpu() -> f64 {
+    let (user, sys) = super::cpu_seconds(libc::RUSAGE_THREAD);
+    user + sys
 }
 
 fn read_stamp(datagram: &[u8]) -> Option<(u64, u64)> {
@@ -213,12 +325,12 @@ fn read_stamp(datagram: &[u8]) -> Option<(u64, u64)> {
 pub fn print_table(rows: &[RawUdp]) {
     println!("\nThe physical reference: raw UDP on loopback, two threads, blocking sockets.\n");
     println!(
-        "| datagram | delivered | datagrams/s | MB/s | round trip p50 µs | round trip p99 µs | one way at {ONE_WAY_RATE:.0} Hz p50 µs | p99 µs |"
+        "| datagram | delivered | datagrams/s | MB/s | round trip p50 µs | round trip p99 µs | one way at {ONE_WAY_RATE:.0} Hz p50 µs | p99 µs | sender CPU s/100k | receiver CPU s/100k |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         println!(
-            "| {} B | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {} B | {:.1} % | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
             r.size,
             100.0 * r.received as f64 / r.sent.max(1) as f64,
             r.per_second,
@@ -226,7 +338,9 @@ pub fn print_table(rows: &[RawUdp]) {
             r.rtt_p50_us,
             r.rtt_p99_us,
             r.one_way_p50_us,
-            r.one_way_p99_us
+            r.one_way_p99_us,
+            r.one_way_sender_cpu_per_100k,
+            r.one_way_receiver_cpu_per_100k
         );
     }
 }
@@ -237,9 +351,12 @@ mod tests {
 
     #[test]
     fn fan_out_reaches_every_receiver_with_every_message_stamped() {
-        let receivers = fan_out(3, 1000, 20, Duration::from_millis(1)).expect("loopback");
-        assert_eq!(receivers.len(), 3);
-        for latencies in &receivers {
+        let measured = fan_out(3, 1000, 20, Duration::from_millis(1)).expect("loopback");
+        assert_eq!(measured.latencies.len(), 3);
+        assert_eq!(measured.receiver_cpu.len(), 3);
+        // 20 sends and sleeps cannot take a second of CPU, and take some.
+        assert!(measured.sender_cpu > 0.0 && measured.sender_cpu < 1.0);
+        for latencies in &measured.latencies {
             assert_eq!(
                 latencies.keys().copied().collect::<Vec<_>>(),
                 (0..20).collect::<Vec<_>>()

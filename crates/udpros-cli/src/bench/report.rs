@@ -171,6 +171,14 @@ pub(super) fn print_table(rows: &[Row]) {
     }
 }
 
+/// The publisher's and a subscriber's CPU seconds per 100k messages of a cell, each the
+/// median over its runs, as the main table shows them.
+pub(super) fn cpu_per_100k(runs: &[&Row]) -> (f64, f64) {
+    let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
+    let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
+    (m(|f| f.pub_cpu_per_100k), m(|f| f.sub_cpu_per_100k))
+}
+
 /// Each subscriber's latencies of a cell's runs, as if one long run: message numbers of
 /// run k are put past those of the runs before it.
 fn pooled_latencies(runs: &[&Row]) -> Vec<BTreeMap<u64, f64>> {
@@ -190,8 +198,8 @@ fn pooled_latencies(runs: &[&Row]) -> Vec<BTreeMap<u64, f64>> {
 
 /// The scenarios with several subscribers, seen two ways: per message (when it reached
 /// its first subscriber, its second, ... its last) and per subscriber (each one's median);
-/// then the same for raw UDP, the physical reference.
-pub(super) fn print_fan_out(rows: &[Row], raw: Option<&[BTreeMap<u64, f64>]>) {
+/// then the same for raw UDP, the physical reference, as each of `raw` was laid out.
+pub(super) fn print_fan_out(rows: &[Row], raw: &[(&str, Vec<BTreeMap<u64, f64>>)]) {
     let fanned: Vec<Vec<&Row>> = cells(rows)
         .into_iter()
         .filter(|runs| runs[0].latencies.len() > 1)
@@ -206,8 +214,8 @@ pub(super) fn print_fan_out(rows: &[Row], raw: Option<&[BTreeMap<u64, f64>]>) {
         let scenario = r.scenario.split(' ').next().unwrap_or("");
         print_fan_out_row(scenario, &r.pair, &r.transport, &pooled_latencies(&runs));
     }
-    if let Some(raw) = raw {
-        print_fan_out_row("raw UDP", "threads, blocking", "UDP", raw);
+    for (layout, latencies) in raw {
+        print_fan_out_row("raw UDP", layout, "UDP", latencies);
     }
 }
 
