@@ -34,6 +34,35 @@ use crate::xmlrpc::Value;
 use std::collections::HashMap;
 use std::fmt;
 
+/// The longest string a `str` setting takes, in bytes: a setting is a name, a frame or a
+/// choice, and a client must not make every node hold (and mirror, and publish) megabytes.
+pub const MAX_STR_LEN: usize = 4096;
+
+/// A value that a request or the parameter server carried and that the setting did not
+/// take; the setting keeps its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The setting's name.
+    pub name: String,
+    /// Why, in words: the value and what the setting takes.
+    pub why: String,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.name, self.why)
+    }
+}
+
+/// What [`ConfigSpace::overlay`] did not take from a request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overlay {
+    /// Entries that named no setting of their type (ignored, as the C++ server does).
+    pub ignored: usize,
+    /// Values a setting cannot take ([`Param::admits`]).
+    pub refused: Vec<Refusal>,
+}
+
 /// One setting's value: the four types dynamic_reconfigure knows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ParamValue {
@@ -279,6 +308,40 @@ impl Param {
     /// The setting's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the setting can take `value` (of its type) at all, before clamping: a
+    /// `double` must be finite (NaN and infinities are refused, where the reference servers
+    /// pass NaN on to the node), a setting with [choices](Param::choices) takes only those,
+    /// and a string at most [`MAX_STR_LEN`] bytes. A finite number outside the range is
+    /// admitted and then clamped, as every dynamic_reconfigure server clamps.
+    pub fn admits(&self, value: &ParamValue) -> Result<(), String> {
+        match value {
+            ParamValue::Double(v) if !v.is_finite() => {
+                return Err(format!(
+                    "{} is not a finite number ({} to {})",
+                    float_repr(*v),
+                    self.min.python_repr(),
+                    self.max.python_repr()
+                ))
+            }
+            ParamValue::Str(s) if s.len() > MAX_STR_LEN => {
+                return Err(format!(
+                    "a string of {} bytes is too long (at most {MAX_STR_LEN})",
+                    s.len()
+                ))
+            }
+            _ => {}
+        }
+        if !self.choices.is_empty() && !self.choices.iter().any(|c| c.value == *value) {
+            let names: Vec<String> = self.choices.iter().map(|c| c.value.python_repr()).collect();
+            let shown = match value {
+                ParamValue::Str(s) => str_repr(&s.chars().take(64).collect::<String>()),
+                v => v.python_repr(),
+            };
+            return Err(format!("{shown} is not one of {}", names.join(", ")));
+        }
+        Ok(())
     }
 
     /// The `edit_method` literal clients `eval()`: empty, or the generator's
@@ -596,14 +659,21 @@ impl ConfigSpace {
             .fold(0, |level, (p, _)| level | p.level)
     }
 
-    /// `current` with what `request` sets, clamped; also how many of its entries named no
-    /// setting of that type (ignored, as the C++ server ignores them).
-    pub fn overlay(&self, current: &Config, request: &msg::Config) -> (Config, usize) {
+    /// `current` with what `request` sets, clamped; also which of its entries named no
+    /// setting of that type (ignored, as the C++ server ignores them) and which carried a
+    /// value the setting cannot take ([`Param::admits`]: refused, the current value stays).
+    pub fn overlay(&self, current: &Config, request: &msg::Config) -> (Config, Overlay) {
         let mut next = current.clone();
-        let mut ignored = 0;
+        let mut report = Overlay::default();
         let mut put = |name: &str, value: ParamValue| match self.by_name.get(name) {
-            Some(&i) if next.values[i].1.same_type(&value) => next.values[i].1 = value,
-            _ => ignored += 1,
+            Some(&i) if next.values[i].1.same_type(&value) => match self.params[i].admits(&value) {
+                Ok(()) => next.values[i].1 = value,
+                Err(why) => report.refused.push(Refusal {
+                    name: name.to_string(),
+                    why,
+                }),
+            },
+            _ => report.ignored += 1,
         };
         request
             .bools
@@ -624,28 +694,38 @@ impl ConfigSpace {
         for state in &request.groups {
             match self.groups.iter().position(|g| g.name == state.name) {
                 Some(i) => next.groups[i] = state.state,
-                None => ignored += 1,
+                None => report.ignored += 1,
             }
         }
         self.clamp(&mut next);
-        (next, ignored)
+        (next, report)
     }
 
     /// `config` over the parameter server's values: `lookup(name)` gives the value stored at
-    /// `<ns>/<name>`, if any; a value of another type is left out (returned by name).
+    /// `<ns>/<name>`, if any; a value of another type, or one the setting cannot take
+    /// ([`Param::admits`]), is left out (returned with the reason).
     pub fn overlay_stored(
         &self,
         config: &mut Config,
         lookup: impl Fn(&str) -> Option<Value>,
-    ) -> Vec<String> {
+    ) -> Vec<Refusal> {
         let mut refused = Vec::new();
-        for (name, value) in config.values.iter_mut() {
-            if let Some(stored) = lookup(name) {
-                match ParamValue::from_xmlrpc(&stored, value) {
-                    Some(v) => *value = v,
-                    None => refused.push(name.clone()),
-                }
-            }
+        for (p, (name, value)) in self.params.iter().zip(config.values.iter_mut()) {
+            let Some(stored) = lookup(name) else { continue };
+            let why = match ParamValue::from_xmlrpc(&stored, value) {
+                Some(v) => match p.admits(&v) {
+                    Ok(()) => {
+                        *value = v;
+                        continue;
+                    }
+                    Err(why) => why,
+                },
+                None => format!("has the wrong type (expected {})", value.type_name()),
+            };
+            refused.push(Refusal {
+                name: name.clone(),
+                why,
+            });
         }
         self.clamp(config);
         refused

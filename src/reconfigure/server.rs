@@ -100,10 +100,8 @@ impl Node {
                 stored.insert(p.name().to_string(), v);
             }
         }
-        for name in space.overlay_stored(&mut config, |name| stored.get(name).cloned()) {
-            tracing::warn!(
-                "{ns}{name} on the parameter server has the wrong type; using the default"
-            );
+        for refusal in space.overlay_stored(&mut config, |name| stored.get(name).cloned()) {
+            tracing::warn!("{ns}{refusal} on the parameter server; using the default");
         }
         let _ = descriptions.publish(&space.description_msg());
         let shared = Arc::new(Shared {
@@ -142,12 +140,16 @@ impl Shared {
     /// Applies a request: overlay, clamp, callback with the level of what changed.
     async fn set(&self, request: &msg::Config) -> msg::Config {
         self.change(|current| {
-            let (next, ignored) = self.space.overlay(current, request);
-            if ignored > 0 {
+            let (next, report) = self.space.overlay(current, request);
+            if report.ignored > 0 {
                 tracing::warn!(
-                    "{}set_parameters: {ignored} value(s) named no setting of their type; ignored",
-                    self.ns
+                    "{}set_parameters: {} value(s) named no setting of their type; ignored",
+                    self.ns,
+                    report.ignored
                 );
+            }
+            for refusal in &report.refused {
+                tracing::warn!("{}set_parameters: {refusal}; kept as it was", self.ns);
             }
             let level = self.space.level_between(current, &next);
             (next, level)

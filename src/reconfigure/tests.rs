@@ -62,8 +62,9 @@ fn a_request_overlays_by_name_and_type_clamps_and_ors_the_levels() {
         }],
         ..Default::default()
     };
-    let (next, ignored) = space.overlay(&current, &request);
-    assert_eq!(ignored, 2);
+    let (next, report) = space.overlay(&current, &request);
+    assert_eq!(report.ignored, 2);
+    assert!(report.refused.is_empty());
     assert_eq!(next.double("range"), Some(100.0), "clamped to max");
     assert_eq!(next.int("gain"), Some(2));
     assert_eq!(space.level_between(&current, &next), 1 | 2);
@@ -123,7 +124,8 @@ fn stored_values_override_defaults_when_their_type_fits() {
         "auto" => Some(Value::Bool(false)),
         _ => None,
     });
-    assert_eq!(refused, ["gain"]);
+    let names: Vec<&str> = refused.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["gain"]);
     assert_eq!(config.double("range"), Some(7.0));
     assert_eq!(config.int("gain"), Some(1));
     assert_eq!(config.bool("auto"), Some(false));
@@ -183,4 +185,67 @@ fn message_md5sums_are_dynamic_reconfigures() {
         "7434fcb9348c13054e0c3b267c8cb34d"
     );
     assert_eq!(msg::Reconfigure::MD5SUM, "bb125d226a21982a4a98760418dc2672");
+}
+
+#[test]
+fn values_a_setting_cannot_take_are_refused_and_the_old_value_stays() {
+    let space = sonar();
+    let mut current = space.defaults();
+    current.set("range", 42.0);
+    let huge = "x".repeat(1 << 20);
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let request = msg::Config {
+            doubles: vec![msg::DoubleParameter {
+                name: "range".into(),
+                value: bad,
+            }],
+            // Not one of the choices 0, 1, 2: refused, not clamped to 2.
+            ints: vec![msg::IntParameter {
+                name: "gain".into(),
+                value: 7,
+            }],
+            strs: vec![msg::StrParameter {
+                name: "label".into(),
+                value: huge.clone(),
+            }],
+            ..Default::default()
+        };
+        let (next, report) = space.overlay(&current, &request);
+        assert_eq!(next, current, "{bad}: nothing changed");
+        let names: Vec<&str> = report.refused.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["gain", "range", "label"], "{bad}");
+        let said: Vec<String> = report.refused.iter().map(ToString::to_string).collect();
+        assert!(said[0].contains("7 is not one of 0, 1, 2"), "{said:?}");
+        assert!(said[1].contains("0.5 to 100.0"), "{said:?}");
+        assert!(said[2].contains("1048576 bytes"), "{said:?}");
+        assert!(said.iter().all(|s| s.len() < 200), "the text is short");
+    }
+    // Subnormals and extremes are numbers: clamped into the range.
+    for (value, expected) in [(5e-324, 0.5), (f64::MAX, 100.0), (-f64::MAX, 0.5)] {
+        let request = msg::Config {
+            doubles: vec![msg::DoubleParameter {
+                name: "range".into(),
+                value,
+            }],
+            ..Default::default()
+        };
+        let (next, report) = space.overlay(&current, &request);
+        assert!(report.refused.is_empty());
+        assert_eq!(next.double("range"), Some(expected), "{value}");
+    }
+}
+
+#[test]
+fn stored_values_a_setting_cannot_take_are_left_out() {
+    let space = sonar();
+    let mut config = space.defaults();
+    let refused = space.overlay_stored(&mut config, |name| match name {
+        "range" => Some(Value::Double(f64::NAN)),
+        "gain" => Some(Value::Int(9)),
+        "label" => Some(Value::String("y".repeat(MAX_STR_LEN + 1))),
+        _ => None,
+    });
+    let names: Vec<&str> = refused.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["range", "gain", "label"]);
+    assert_eq!(config, space.defaults());
 }

@@ -77,6 +77,12 @@ impl Params<'_> {
         }
     }
 
+    /// A rate in Hz (`default` when it is not set): 0 turns what it paces off, anything else
+    /// lies in [`MIN_RATE`]`..=max` (see [`check_rate`]).
+    pub async fn rate(&self, key: &str, default: f64, max: f64) -> Result<f64, String> {
+        check_rate(key, self.get(key, default).await?, max)
+    }
+
     /// A string parameter naming one of `choices` (`default` when it is not set): the value
     /// paired with that name.
     pub async fn choice<T: Copy>(
@@ -93,6 +99,24 @@ impl Params<'_> {
                 Err(format!("{key} '{name}' is not {}", either(&names)))
             }
         }
+    }
+}
+
+/// The slowest rate a bridge paces anything at, Hz (one a quarter hour): below it the period
+/// is no longer a useful number (a subnormal rate's period is infinite), so such a rate is
+/// refused rather than turned into a timer.
+pub const MIN_RATE: f64 = 1.0 / 900.0;
+
+/// `rate` (Hz) if it is 0 (off) or a finite number in [`MIN_RATE`]`..=max`; otherwise one line
+/// naming `key`, the value and what is allowed. Checked where a rate enters (parameters at
+/// start, dynamic_reconfigure), so the period derived from it is always a finite duration.
+pub fn check_rate(key: &str, rate: f64, max: f64) -> Result<f64, String> {
+    if rate == 0.0 || (MIN_RATE..=max).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!(
+            "{key} {rate} Hz is out of range: expected 0 (off) or {MIN_RATE:.6} to {max}"
+        ))
     }
 }
 
@@ -166,7 +190,31 @@ fn either(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::either;
+    use super::{check_rate, either, MIN_RATE};
+
+    #[test]
+    fn rates_are_off_or_have_a_finite_period() {
+        for ok in [0.0, MIN_RATE, 1.0, 1000.0] {
+            assert_eq!(check_rate("~r", ok, 1000.0), Ok(ok));
+            if ok > 0.0 {
+                assert!(std::time::Duration::try_from_secs_f64(1.0 / ok).is_ok());
+            }
+        }
+        for bad in [
+            5e-324,
+            1e-300,
+            MIN_RATE / 2.0,
+            -0.5,
+            1000.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MAX,
+        ] {
+            let e = check_rate("~ping_rate", bad, 1000.0).unwrap_err();
+            assert!(e.starts_with("~ping_rate ") && e.contains("0 (off)"), "{e}");
+        }
+    }
 
     #[test]
     fn choices_are_listed_as_a_sentence() {

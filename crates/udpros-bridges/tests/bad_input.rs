@@ -54,6 +54,27 @@ async fn bad_parameters_are_one_line_and_exit_1() {
             vec!["_sim/jitter:=.nan"],
             "~sim/jitter",
         ),
+        // A subnormal rate is in [0, 1000], but its period is infinite (issue 33).
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_ping_rate:=5.0e-324"],
+            "~ping_rate",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_timesync_rate:=1.0e-300"],
+            "~timesync_rate",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_time/timesync_alpha_initial:=.nan"],
+            "~time/timesync_alpha_initial",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_sim/drift_ppm:=.inf"],
+            "~sim/drift_ppm",
+        ),
     ];
     tokio::task::spawn_blocking(move || common::assert_each_fails_in_one_line(&uri, cases))
         .await

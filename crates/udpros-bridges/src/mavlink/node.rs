@@ -13,6 +13,8 @@ use super::session::{Event, Report, Session, SessionConfig, TimesyncSample};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
 use crate::sim::Faults;
 use crate::Params;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, std_srvs, udpros as umsg};
@@ -82,26 +84,23 @@ impl Config {
         s.timeout_ns = (p.within("~timeout", 2.0f64, 0.01, 60.0).await? * 1e9) as i64;
         s.respond_timesync = p.get("~respond_timesync", false).await?;
         let d = Px4Params::default();
+        // The filter's gains are weights of an average, its thresholds ms: a NaN or an
+        // infinity would take every sample or none, so they are bounded like the others.
+        let gain = async |key: &str, default: f64| p.within(key, default, 0.0, 1.0).await;
+        let ms = async |key: &str, default: f64| p.within(key, default, 0.0, 1e6).await;
         s.px4 = Px4Params {
-            timesync_alpha_initial: p
-                .get("~time/timesync_alpha_initial", d.timesync_alpha_initial)
+            timesync_alpha_initial: gain("~time/timesync_alpha_initial", d.timesync_alpha_initial)
                 .await?,
-            timesync_beta_initial: p
-                .get("~time/timesync_beta_initial", d.timesync_beta_initial)
+            timesync_beta_initial: gain("~time/timesync_beta_initial", d.timesync_beta_initial)
                 .await?,
-            timesync_alpha_final: p
-                .get("~time/timesync_alpha_final", d.timesync_alpha_final)
+            timesync_alpha_final: gain("~time/timesync_alpha_final", d.timesync_alpha_final)
                 .await?,
-            timesync_beta_final: p
-                .get("~time/timesync_beta_final", d.timesync_beta_final)
-                .await?,
+            timesync_beta_final: gain("~time/timesync_beta_final", d.timesync_beta_final).await?,
             convergence_window: p
                 .get("~time/convergence_window", d.convergence_window)
                 .await?,
-            max_rtt_sample: p.get("~time/max_rtt_sample", d.max_rtt_sample).await?,
-            max_deviation_sample: p
-                .get("~time/max_deviation_sample", d.max_deviation_sample)
-                .await?,
+            max_rtt_sample: ms("~time/max_rtt_sample", d.max_rtt_sample).await?,
+            max_deviation_sample: ms("~time/max_deviation_sample", d.max_deviation_sample).await?,
             max_consecutive_high_rtt: p
                 .get("~time/max_consecutive_high_rtt", d.max_consecutive_high_rtt)
                 .await?,
@@ -125,8 +124,8 @@ impl Config {
             ..f
         };
         // 0 turns the exchange off.
-        cfg.ping_rate = p.within("~ping_rate", 1.0, 0.0, 1000.0).await?;
-        cfg.timesync_rate = p.within("~timesync_rate", 10.0, 0.0, 1000.0).await?;
+        cfg.ping_rate = p.rate("~ping_rate", 1.0, 1000.0).await?;
+        cfg.timesync_rate = p.rate("~timesync_rate", 10.0, 1000.0).await?;
         cfg.use_px4_filter = p
             .choice(
                 "~timesync_estimator",
@@ -157,7 +156,7 @@ async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
     let offset: f64 = p.get("~sim/clock_offset", f64::NAN).await?;
     Ok(SimConfig {
         clock_offset_ns: offset.is_finite().then_some((offset * 1e9) as i64),
-        drift_ppm: p.get("~sim/drift_ppm", 0.0).await?,
+        drift_ppm: p.within("~sim/drift_ppm", 0.0, -1e5, 1e5).await?,
         up: way(delay("~sim/delay_up").await?),
         down: way(delay("~sim/delay_down").await?),
         seed: p.get("~sim/seed", 1u32).await?.into(),
@@ -373,24 +372,24 @@ fn serve_settings(
             }
         }
     };
+    // What a refused change answers: the settings applied last (at first, the node's own).
+    let node_own = |d: &udpros::reconfigure::Description| {
+        Arc::new(Mutex::new(d.clone().validate().ok().map(|s| s.defaults())))
+    };
+    let (applied_main, applied_fit) = (node_own(&main), node_own(&fit_settings));
     tokio::spawn(async move {
         let send_main = send.clone();
         let main = node
             .reconfigure_server("~", main, move |settings, _level| {
-                let send = send_main.clone();
-                async move {
-                    send(main_change(&settings)).await;
-                    settings
-                }
+                let (send, applied) = (send_main.clone(), applied_main.clone());
+                async move { apply_or_refuse(settings, main_change, send, &applied, "~").await }
             })
             .await;
         let fit = node
             .reconfigure_server("~fit", fit_settings, move |settings, _level| {
-                let send = send.clone();
-                async move {
-                    send(fit_change(&base_fit, &settings)).await;
-                    settings
-                }
+                let (send, applied) = (send.clone(), applied_fit.clone());
+                let change = move |s: &udpros::reconfigure::Config| fit_change(&base_fit, s);
+                async move { apply_or_refuse(settings, change, send, &applied, "~fit/").await }
             })
             .await;
         match (main, fit) {
@@ -401,6 +400,29 @@ fn serve_settings(
             (Err(e), _) | (_, Err(e)) => tracing::error!("cannot serve dynamic_reconfigure: {e}"),
         }
     });
+}
+
+/// The settings a dynamic_reconfigure call asks for, applied by the loop when the node can
+/// take them; otherwise the settings applied last, with one line naming what was refused.
+async fn apply_or_refuse<F: Future<Output = ()>>(
+    settings: udpros::reconfigure::Config,
+    change: impl Fn(&udpros::reconfigure::Config) -> Result<Change, String>,
+    send: impl Fn(Change) -> F,
+    applied: &Mutex<Option<udpros::reconfigure::Config>>,
+    ns: &str,
+) -> udpros::reconfigure::Config {
+    match change(&settings) {
+        Ok(change) => {
+            send(change).await;
+            *applied.lock().unwrap_or_else(|e| e.into_inner()) = Some(settings.clone());
+            settings
+        }
+        Err(why) => {
+            tracing::warn!("set_parameters: {ns}{why}; kept as it was");
+            let last = applied.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            last.unwrap_or(settings)
+        }
+    }
 }
 
 async fn next_command(
@@ -436,10 +458,12 @@ struct LinkState {
     last_error: String,
 }
 
-/// A timer at `rate` Hz, or none for 0.
+/// A timer at `rate` Hz, or none for 0 (or for a rate whose period is no duration, which
+/// [`crate::check_rate`] keeps from getting here).
 fn every(rate: f64) -> Option<tokio::time::Interval> {
-    (rate > 0.0 && rate.is_finite()).then(|| {
-        let mut i = tokio::time::interval(Duration::from_secs_f64(1.0 / rate.min(1000.0)));
+    let period = Duration::try_from_secs_f64(1.0 / rate.min(1000.0)).ok()?;
+    (rate > 0.0).then(|| {
+        let mut i = tokio::time::interval(period);
         i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         i
     })

@@ -113,29 +113,56 @@ pub fn fit_description(fit: &FitParams) -> Description {
     d
 }
 
-/// The change `settings` (under `~`) ask for.
-pub fn main_change(settings: &rc::Config) -> Change {
-    Change::Main {
-        ping_rate: settings.double("ping_rate").unwrap_or(0.0),
-        timesync_rate: settings.double("timesync_rate").unwrap_or(0.0),
-        timeout: settings.double("timeout").unwrap_or(2.0),
-        use_px4_filter: settings.str("timesync_estimator") == Some("px4"),
+/// The change `settings` (under `~`) ask for, or why the node refuses it: the server has
+/// clamped each number into its range, but a rate must also have a finite period
+/// ([`crate::check_rate`]), which a range cannot say.
+pub fn main_change(settings: &rc::Config) -> Result<Change, String> {
+    let rate = |name: &str| crate::check_rate(name, settings.double(name).unwrap_or(0.0), 1000.0);
+    let timeout = settings.double("timeout").unwrap_or(2.0);
+    if !(0.01..=60.0).contains(&timeout) {
+        return Err(format!(
+            "timeout {timeout} s is out of range: expected 0.01 to 60"
+        ));
     }
+    let use_px4_filter = match settings.str("timesync_estimator") {
+        Some("px4") => true,
+        Some("window") | None => false,
+        Some(other) => {
+            let shown: String = other.chars().take(32).collect();
+            return Err(format!("timesync_estimator '{shown}' is not window or px4"));
+        }
+    };
+    Ok(Change::Main {
+        ping_rate: rate("ping_rate")?,
+        timesync_rate: rate("timesync_rate")?,
+        timeout,
+        use_px4_filter,
+    })
 }
 
-/// The change `settings` (under `~fit`) ask for, over `base`.
-pub fn fit_change(base: &FitParams, settings: &rc::Config) -> Change {
+/// The change `settings` (under `~fit`) ask for, over `base`, or why the node refuses it.
+pub fn fit_change(base: &FitParams, settings: &rc::Config) -> Result<Change, String> {
     let mut fit = *base;
     if let Some(window) = settings.int("window") {
-        fit.window = window.max(16) as usize;
+        fit.window = window.clamp(16, 100_000) as usize;
     }
     if let Some(quantile) = settings.double("quantile") {
+        if !(0.01..=1.0).contains(&quantile) {
+            return Err(format!(
+                "quantile {quantile} is out of range: expected 0.01 to 1"
+            ));
+        }
         fit.quantile = quantile;
     }
     if let Some(gate) = settings.double("min_rtt_gate") {
+        if !(0.0..=10_000.0).contains(&gate) {
+            return Err(format!(
+                "min_rtt_gate {gate} ms is out of range: expected 0 to 10000"
+            ));
+        }
         fit.min_gate = (gate * 1e6) as i64;
     }
-    Change::Fit(fit)
+    Ok(Change::Fit(fit))
 }
 
 #[cfg(test)]
@@ -148,7 +175,7 @@ mod tests {
         let cfg = Config::new(FcuUrl::Sim);
         let main = main_description(&cfg).validate().unwrap();
         assert_eq!(
-            main_change(&main.defaults()),
+            main_change(&main.defaults()).unwrap(),
             Change::Main {
                 ping_rate: cfg.ping_rate,
                 timesync_rate: cfg.timesync_rate,
@@ -158,8 +185,41 @@ mod tests {
         );
         let fit = fit_description(&cfg.session.fit).validate().unwrap();
         assert_eq!(
-            fit_change(&cfg.session.fit, &fit.defaults()),
+            fit_change(&cfg.session.fit, &fit.defaults()).unwrap(),
             Change::Fit(cfg.session.fit)
         );
+    }
+
+    #[test]
+    fn changes_whose_derived_values_are_not_finite_are_refused() {
+        let cfg = Config::new(FcuUrl::Sim);
+        let main = main_description(&cfg).validate().unwrap();
+        for (name, value) in [
+            ("ping_rate", 5e-324),
+            ("timesync_rate", 1e-12),
+            ("ping_rate", f64::NAN),
+            ("timesync_rate", f64::INFINITY),
+            ("timeout", f64::NAN),
+            ("timeout", 0.0),
+        ] {
+            let mut settings = main.defaults();
+            assert!(settings.set(name, value));
+            let e = main_change(&settings).unwrap_err();
+            assert!(e.starts_with(name), "{name} {value}: {e}");
+        }
+        let mut settings = main.defaults();
+        assert!(settings.set("timesync_estimator", "x".repeat(1 << 20).as_str()));
+        let e = main_change(&settings).unwrap_err();
+        assert!(
+            e.len() < 100,
+            "a huge value is not echoed whole: {} bytes",
+            e.len()
+        );
+        let fit = fit_description(&cfg.session.fit).validate().unwrap();
+        for (name, value) in [("quantile", f64::NAN), ("min_rtt_gate", f64::INFINITY)] {
+            let mut settings = fit.defaults();
+            assert!(settings.set(name, value));
+            assert!(fit_change(&cfg.session.fit, &settings).is_err(), "{name}");
+        }
     }
 }

@@ -757,4 +757,31 @@ mod tests {
         let short = Ping360Settings::for_range(0.75, 1500.0);
         assert!(short.number_of_samples < 1200 && short.sample_period == 80);
     }
+
+    #[test]
+    fn ping360_settings_are_total() {
+        let odd = [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            5e-324,
+            -1.0,
+            f64::MAX,
+            f64::MIN,
+        ];
+        for range in odd.iter().chain(&[10.0]) {
+            for sos in odd.iter().chain(&[1500.0]) {
+                let s = Ping360Settings::for_range(*range, *sos);
+                assert!((200..=1200).contains(&s.number_of_samples), "{range} {sos}");
+                assert!((80..=40000).contains(&s.sample_period), "{range} {sos}");
+                assert!((5..=500).contains(&s.transmit_duration), "{range} {sos}");
+            }
+        }
+        assert_eq!(
+            Ping360Settings::for_range(f64::NAN, f64::NAN),
+            Ping360Settings::for_range(10.0, 1500.0)
+        );
+    }
 }

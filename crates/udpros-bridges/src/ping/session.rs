@@ -105,8 +105,19 @@ pub struct Ping360Settings {
 }
 
 impl Ping360Settings {
-    /// The settings that sample out to `range_m` metres.
+    /// The settings that sample out to `range_m` metres. Total: the node's settings are
+    /// checked where they enter, but a value outside the Ping360's range (or not a number)
+    /// is taken here as the nearest it has (10 m and 1500 m/s for NaN), never a panic.
     pub fn for_range(range_m: f64, speed_of_sound: f64) -> Ping360Settings {
+        let sane = |v: f64, lo: f64, hi: f64, fallback: f64| {
+            if v.is_nan() {
+                fallback
+            } else {
+                v.clamp(lo, hi)
+            }
+        };
+        let range_m = sane(range_m, 0.1, 100.0, 10.0);
+        let speed_of_sound = sane(speed_of_sound, 1000.0, 2500.0, 1500.0);
         let tick = 25e-9;
         let mut samples = 1200u16;
         let period = |n: u16| 2.0 * range_m / (f64::from(n) * speed_of_sound * tick);
