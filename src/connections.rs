@@ -5,7 +5,8 @@
 //! how many connections a server held or for how long an idle one stayed open. Each server
 //! now accepts through [`accept_with_backoff`] and keeps its connections in a
 //! [`ConnectionSet`]: a cap on their number, the longest-idle one closed to make room
-//! (never one serving a request), and idle ones expired.
+//! (never one serving a request, and one that has served none before one that has), and
+//! idle ones expired.
 
 use std::collections::HashMap;
 use std::io;
@@ -69,6 +70,9 @@ struct Entry {
     /// When it last started or finished a request (or was accepted).
     last_active: Instant,
     busy: bool,
+    /// Whether it has served a request: a flood of connections that never ask anything
+    /// must not push out a persistent client that is in use but idle between its calls.
+    served: bool,
     task: AbortHandle,
 }
 
@@ -125,11 +129,13 @@ impl ConnectionSet {
         Self::close_longest_idle(&mut self.entries(), &self.evicted)
     }
 
+    /// Closes the longest-idle connection that never served a request, else the
+    /// longest-idle one; never a busy one.
     fn close_longest_idle(entries: &mut HashMap<u64, Entry>, evicted: &AtomicU64) -> bool {
         let oldest = entries
             .iter()
             .filter(|(_, e)| !e.busy)
-            .min_by_key(|(_, e)| e.last_active)
+            .min_by_key(|(_, e)| (e.served, e.last_active))
             .map(|(&id, _)| id);
         match oldest.and_then(|id| entries.remove(&id)) {
             Some(entry) => {
@@ -170,6 +176,7 @@ impl ConnectionSet {
             Entry {
                 last_active: Instant::now(),
                 busy: false,
+                served: false,
                 task: task.abort_handle(),
             },
         );
@@ -221,6 +228,7 @@ impl Activity {
     fn mark(&self, busy: bool) {
         if let Some(set) = self.set.upgrade() {
             if let Some(entry) = set.entries().get_mut(&self.id) {
+                entry.served |= entry.busy && !busy;
                 entry.busy = busy;
                 entry.last_active = Instant::now();
             }
@@ -282,5 +290,30 @@ mod tests {
         }
         assert!(set.is_empty(), "a finished connection leaves the set");
         assert_eq!(set.evicted(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_flood_that_asks_nothing_evicts_itself_not_a_client_in_use() {
+        let set = ConnectionSet::new(100);
+        let (served_tx, served_rx) = tokio::sync::oneshot::channel::<()>();
+        set.spawn(move |activity| async move {
+            drop(activity.busy()); // one request served, then idle between calls
+            let _ = served_tx.send(());
+            std::future::pending::<()>().await;
+        });
+        served_rx.await.unwrap();
+        // A thousand connections that never ask anything, each newer than the client.
+        for _ in 0..1000 {
+            tokio::time::sleep(Duration::from_micros(1)).await;
+            assert!(set.make_room());
+            set.spawn(|_| std::future::pending());
+        }
+        assert_eq!(set.len(), 100);
+        assert_eq!(set.evicted(), 901);
+        let entries = set.entries();
+        assert!(
+            entries.values().any(|e| e.served),
+            "the client in use is still held"
+        );
     }
 }

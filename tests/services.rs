@@ -300,3 +300,96 @@ async fn idle_connections_and_large_requests_stay_bounded() {
     println!("peak RSS grew by {grown:.1} MB for 192 MB of large requests pushed");
     assert!(grown < 150.0, "peak RSS grew by {grown:.1} MB");
 }
+
+/// One call over an open raw connection: a request frame out, the response body back.
+async fn raw_call(stream: &mut tokio::net::TcpStream, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(&(request.len() as u32).to_le_bytes())
+        .await?;
+    stream.write_all(request).await?;
+    let mut ok = [0u8; 1];
+    stream.read_exact(&mut ok).await?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    stream.read_exact(&mut body).await?;
+    Ok(body)
+}
+
+/// Issue 33, item 2: two connections announce 40 MB requests and trickle a byte a second;
+/// a legitimate 100 kB request is still answered (it waited until the tricklers fell
+/// under the rate floor), and an idle flood does not evict a persistent client in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tricklers_cannot_hold_the_budget_and_floods_do_not_evict_a_client_in_use() {
+    use tokio::io::AsyncWriteExt;
+    let master = master().await;
+    let server_node = node(&master, "server").await;
+    let server = server_node
+        .advertise_service_raw(
+            "/starved",
+            "pkg/Echo",
+            "*",
+            udpros::service::ServerOptions::default(),
+            |body| async move { Ok(body.len().to_le_bytes().to_vec()) },
+        )
+        .await
+        .unwrap();
+    let uri = server.uri().to_string();
+
+    // A persistent client in use: one call answered before the flood.
+    let mut in_use = raw_connection(&uri, "/starved").await;
+    assert_eq!(
+        raw_call(&mut in_use, b"first").await.unwrap(),
+        5usize.to_le_bytes()
+    );
+
+    let mut tricklers = Vec::new();
+    for _ in 0..2 {
+        let mut stream = raw_connection(&uri, "/starved").await;
+        tricklers.push(tokio::spawn(async move {
+            stream
+                .write_all(&(40u32 << 20).to_le_bytes())
+                .await
+                .unwrap();
+            let started = Instant::now();
+            // One byte a second, for at most 30 s: the server should cut us off.
+            for _ in 0..30 {
+                if stream.write_all(&[1]).await.is_err() {
+                    return Some(started.elapsed());
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            None
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client_node = node(&master, "client").await;
+    let client = client_node.service_client_raw(
+        "/starved",
+        "*",
+        ClientOptions::default().with_timeout(Duration::from_secs(20)),
+    );
+    let started = Instant::now();
+    let answer = client.call(&vec![3u8; 100_000]).await;
+    let took = started.elapsed();
+    println!("a 100 kB call beside two tricklers of 40 MB took {took:?}");
+    assert_eq!(&answer.unwrap()[..], &100_000usize.to_le_bytes());
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    for t in tricklers {
+        let cut = t.await.unwrap();
+        println!("a trickler was cut off after {cut:?}");
+        assert!(cut.is_some(), "a trickler held its connection for 30 s");
+    }
+
+    // 1000 connections that never ask anything (the cap is 256): the client in use stays.
+    let mut flood = Vec::new();
+    for _ in 0..1000 {
+        flood.push(raw_connection(&uri, "/starved").await);
+    }
+    assert_eq!(
+        raw_call(&mut in_use, b"second").await.unwrap(),
+        6usize.to_le_bytes(),
+        "the persistent client in use was evicted by the flood"
+    );
+}

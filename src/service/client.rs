@@ -6,7 +6,7 @@ use crate::api::ApiError;
 use crate::node::{Node, NodeInner};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::service::{self as rosrpc, ReplyError, Response, ResponseDecoder};
-use crate::wire::tcpros::FrameDecoder;
+use crate::wire::tcpros::{FrameDecoder, RateFloor};
 use bytes::Bytes;
 use std::fmt;
 use std::marker::PhantomData;
@@ -22,9 +22,20 @@ pub struct ClientOptions {
     /// again after it fails); otherwise each call looks the service up and connects anew,
     /// as roscpp and rospy do by default.
     pub persistent: bool,
-    /// How long a call may take, connection included; `None` waits as long as the server
-    /// takes (as roscpp and rospy do).
+    /// How long a whole call may take, connection included; `None`: only the deadlines
+    /// below apply.
     pub timeout: Option<Duration>,
+    /// How long connecting and the header exchange may take (a server that accepts and
+    /// says nothing, or trickles its header, fails the call then). Default 5 s, about
+    /// when rosservice gives up on a silent server.
+    pub connect_timeout: Duration,
+    /// How long the handler may take, from the request sent to the response's first
+    /// byte; `None` waits as long as the server takes (as roscpp and rospy always do).
+    /// Default 60 s: set `None` for services that run longer.
+    pub response_timeout: Option<Duration>,
+    /// How fast a response must come once it has begun: a server that trickles it is
+    /// given up on after the grace.
+    pub response_rate_floor: RateFloor,
     /// The largest response accepted, in bytes.
     pub max_response: usize,
 }
@@ -34,6 +45,9 @@ impl Default for ClientOptions {
         ClientOptions {
             persistent: false,
             timeout: None,
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Some(Duration::from_secs(60)),
+            response_rate_floor: super::DEFAULT_REQUEST_RATE_FLOOR,
             max_response: 256 << 20,
         }
     }
@@ -51,6 +65,12 @@ impl ClientOptions {
     /// These options with a call timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> ClientOptions {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// These options with a handler deadline (`None`: wait as long as the server takes).
+    pub fn with_response_timeout(mut self, timeout: Option<Duration>) -> ClientOptions {
+        self.response_timeout = timeout;
         self
     }
 }
@@ -122,11 +142,20 @@ impl Connection {
         }
     }
 
-    async fn call(&mut self, request: &[u8]) -> Result<Bytes, ServiceError> {
+    /// Sends `request` and reads its response: the first byte within `response_timeout`
+    /// (if any), the rest at `floor` or faster.
+    async fn call(
+        &mut self,
+        request: &[u8],
+        response_timeout: Option<Duration>,
+        floor: RateFloor,
+    ) -> Result<Bytes, ServiceError> {
         let mut frame = Vec::with_capacity(4 + request.len());
         frame.extend_from_slice(&(request.len() as u32).to_le_bytes());
         frame.extend_from_slice(request);
         self.stream.write_all(&frame).await?;
+        let sent = tokio::time::Instant::now();
+        let mut began: Option<(tokio::time::Instant, usize)> = None;
         loop {
             match self.responses.next_response() {
                 Ok(Some(Response::Ok(body))) => return Ok(body),
@@ -134,7 +163,34 @@ impl Connection {
                 Ok(None) => {}
                 Err(e) => return Err(ServiceError::Protocol(e.to_string())),
             }
-            if self.stream.read_buf(self.responses.buffer_mut()).await? == 0 {
+            let buffered = self.responses.buffered();
+            if began.is_none() && buffered > 0 {
+                began = Some((tokio::time::Instant::now(), buffered));
+            }
+            let deadline = match (began, response_timeout) {
+                (Some((start, before)), _) => {
+                    Some(floor.deadline(start.into_std(), buffered - before).into())
+                }
+                (None, Some(limit)) => sent.checked_add(limit),
+                (None, None) => None,
+            };
+            let read = self.stream.read_buf(self.responses.buffer_mut());
+            let read = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, read).await {
+                    Ok(read) => read,
+                    Err(_) if began.is_some() => {
+                        return Err(ServiceError::Protocol(format!(
+                            "the response came slower than {} bytes/s ({} bytes so far)",
+                            floor.min_rate, buffered
+                        )))
+                    }
+                    Err(_) => {
+                        return Err(ServiceError::Timeout(response_timeout.unwrap_or_default()))
+                    }
+                },
+                None => read.await,
+            };
+            if read? == 0 {
                 return Err(ServiceError::Io(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
                     "the server closed the connection before responding",
@@ -154,8 +210,23 @@ pub(crate) fn parse_rosrpc_uri(uri: &str) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_string(), port))
 }
 
-/// Connects to the server at `uri` and exchanges headers.
+/// Connects to the server at `uri` and exchanges headers, within `limit`.
 async fn connect(
+    uri: &str,
+    header: &ConnectionHeader,
+    max_response: usize,
+    limit: Duration,
+) -> Result<Connection, ServiceError> {
+    tokio::time::timeout(limit, connect_now(uri, header, max_response))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ServiceError::Protocol(format!(
+                "{uri} did not complete the connection header within {limit:?}"
+            )))
+        })
+}
+
+async fn connect_now(
     uri: &str,
     header: &ConnectionHeader,
     max_response: usize,
@@ -221,7 +292,9 @@ impl RawServiceClient {
     pub async fn probe(&self) -> Result<ConnectionHeader, ServiceError> {
         let uri = self.lookup().await?;
         let header = rosrpc::probe_header(&self.caller_id, &self.service);
-        Ok(connect(&uri, &header, 0).await?.header)
+        Ok(connect(&uri, &header, 0, self.options.connect_timeout)
+            .await?
+            .header)
     }
 
     /// Waits until the service is registered and answers a probe, or `timeout` passes
@@ -262,12 +335,30 @@ impl RawServiceClient {
             &self.md5sum,
             self.options.persistent,
         );
-        connect(&uri, &header, self.options.max_response).await
+        connect(
+            &uri,
+            &header,
+            self.options.max_response,
+            self.options.connect_timeout,
+        )
+        .await
+    }
+
+    async fn exchange(
+        &self,
+        connection: &mut Connection,
+        request: &[u8],
+    ) -> Result<Bytes, ServiceError> {
+        let o = &self.options;
+        connection
+            .call(request, o.response_timeout, o.response_rate_floor)
+            .await
     }
 
     async fn call_now(&self, request: &[u8]) -> Result<Bytes, ServiceError> {
         if !self.options.persistent {
-            return self.open().await?.call(request).await;
+            let mut connection = self.open().await?;
+            return self.exchange(&mut connection, request).await;
         }
         let mut kept = self.kept.lock().await;
         if kept.as_ref().is_some_and(Connection::closed_by_server) {
@@ -277,7 +368,7 @@ impl RawServiceClient {
             Some(c) => c,
             None => kept.insert(self.open().await?),
         };
-        let outcome = connection.call(request).await;
+        let outcome = self.exchange(connection, request).await;
         // A failed handler leaves the connection usable; anything else ends it, and the
         // next call opens a new one.
         if matches!(outcome, Err(ref e) if !matches!(e, ServiceError::Failed(_))) {

@@ -35,7 +35,7 @@ mod server;
 
 pub use client::{ClientOptions, RawServiceClient, ServiceClient, ServiceError};
 pub(crate) use server::{serve_connection, RawHandler, ServicePublication};
-pub use server::{RawServiceServer, ServerOptions, ServiceServer};
+pub use server::{RawServiceServer, ServerOptions, ServiceServer, DEFAULT_REQUEST_RATE_FLOOR};
 
 use crate::msg::{Message, MessageInfo};
 

@@ -7,7 +7,7 @@ use crate::connections::ConnectionSet;
 use crate::node::{Node, NodeError, NodeInner};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::service::{response_frame, ServiceIdentity};
-use crate::wire::tcpros::FrameDecoder;
+use crate::wire::tcpros::{FrameDecoder, RateFloor};
 use bytes::Bytes;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -38,6 +38,11 @@ pub struct ServerOptions {
     /// connections; a large request waits for its share before its bytes are read, so
     /// memory stays bounded however many clients send large requests.
     pub large_request_budget: usize,
+    /// How fast a request's bytes must come once it has begun (or once its share of the
+    /// budget was granted): a grace, then an average rate. A client below it is
+    /// disconnected, so one that trickles a large request cannot hold the budget (or a
+    /// connection) that other clients' requests wait for.
+    pub request_rate_floor: RateFloor,
 }
 
 impl Default for ServerOptions {
@@ -46,9 +51,17 @@ impl Default for ServerOptions {
             max_request: 64 << 20,
             max_connections: 256,
             large_request_budget: 64 << 20,
+            request_rate_floor: DEFAULT_REQUEST_RATE_FLOOR,
         }
     }
 }
+
+/// Two seconds for a request's first bytes, then 256 KiB/s: roscpp and rospy clients write
+/// a request in one go right after the header, and 256 KiB/s is a slow radio link.
+pub const DEFAULT_REQUEST_RATE_FLOOR: RateFloor = RateFloor {
+    grace: std::time::Duration::from_secs(2),
+    min_rate: 256 << 10,
+};
 
 /// Requests up to this size never wait for the large-request budget.
 const SMALL_REQUEST: usize = 64 << 10;
@@ -163,13 +176,17 @@ async fn refuse(stream: &mut TcpStream, text: String) {
 
 /// Reads the next request; `None` when the client closed between requests. A request
 /// over [`SMALL_REQUEST`] first takes its share of the large-request budget (held, with
-/// the returned permit, until its response is written).
+/// the returned permit, until its response is written). Once a request has begun (or its
+/// share was granted), its bytes must keep up with [`ServerOptions::request_rate_floor`].
 async fn read_request(
     service: &ServicePublication,
     stream: &mut TcpStream,
     requests: &mut FrameDecoder,
 ) -> Result<Option<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>)>, String> {
+    let floor = service.options.request_rate_floor;
     let mut permit = None;
+    // When the request began, and how much of it had come by then.
+    let mut began: Option<(tokio::time::Instant, usize)> = None;
     loop {
         if let Some(body) = requests.next_frame().map_err(|e| e.to_string())? {
             return Ok(Some((body, permit)));
@@ -186,8 +203,32 @@ async fn read_request(
                     .await
                     .map_err(|e| e.to_string())?,
             );
+            // Waiting for the budget is not the client's delay: the floor starts now.
+            began = Some((tokio::time::Instant::now(), requests.buffered()));
         }
-        match stream.read_buf(requests.buffer_mut()).await {
+        if began.is_none() && requests.buffered() > 0 {
+            began = Some((tokio::time::Instant::now(), requests.buffered()));
+        }
+        let received = began.map(|(_, before)| requests.buffered().saturating_sub(before));
+        let read = stream.read_buf(requests.buffer_mut());
+        let read = match (began, received) {
+            (Some((start, _)), Some(received)) => {
+                let deadline = floor.deadline(start.into_std(), received);
+                match tokio::time::timeout_at(deadline.into(), read).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        return Err(format!(
+                            "request of {announced} bytes came slower than {} bytes/s \
+                             ({received} bytes after {:.1} s); disconnected",
+                            floor.min_rate,
+                            start.elapsed().as_secs_f64()
+                        ))
+                    }
+                }
+            }
+            _ => read.await,
+        };
+        match read {
             Ok(0) if requests.buffered() == 0 => return Ok(None),
             Ok(0) => return Err("closed in the middle of a request".into()),
             Ok(_) => {}

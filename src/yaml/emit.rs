@@ -40,6 +40,12 @@ impl Emitter {
         self.column += chars.len();
     }
 
+    /// `s`, which is `chars` characters long.
+    fn write_counted(&mut self, s: &str, chars: usize) {
+        self.out.push_str(s);
+        self.column += chars;
+    }
+
     pub(crate) fn write_str(&mut self, s: &str) {
         self.out.push_str(s);
         self.column += s.chars().count();
@@ -144,11 +150,17 @@ impl Emitter {
         self.write_indicator("'", false);
     }
 
-    pub(crate) fn write_double_quoted(&mut self, text: &[char]) {
+    /// A double-quoted scalar, folded as PyYAML folds it. It walks `text` in place (char
+    /// positions for the columns, byte offsets for the slices): a 100 MB string costs its
+    /// output, not a 400 MB copy as `char`s.
+    pub(crate) fn write_double_quoted(&mut self, text: &str) {
         self.write_indicator("\"", true);
+        let n = text.chars().count();
+        // Positions in chars, and the byte offsets of the same places.
         let (mut start, mut end) = (0usize, 0usize);
-        while end <= text.len() {
-            let ch = text.get(end).copied();
+        let (mut start_b, mut end_b) = (0usize, 0usize);
+        while end <= n {
+            let ch = text[end_b..].chars().next();
             let needs_escape = ch.is_none_or(|c| {
                 matches!(
                     c,
@@ -157,32 +169,35 @@ impl Emitter {
             });
             if needs_escape {
                 if start < end {
-                    self.write(&text[start..end]);
-                    start = end;
+                    self.write_counted(&text[start_b..end_b], end - start);
+                    (start, start_b) = (end, end_b);
                 }
                 if let Some(c) = ch {
                     self.write_str(&yaml_escape(c));
-                    start = end + 1;
+                    (start, start_b) = (end + 1, end_b + c.len_utf8());
                 }
             }
             if self.split
                 && 0 < end
-                && end + 1 < text.len()
+                && end + 1 < n
                 && (ch == Some(' ') || start >= end)
                 && self.column as isize + end as isize - start as isize > BEST_WIDTH as isize
             {
-                // After an escape `start` is one past `end`: the slice is then empty, as in Python.
-                self.write(text.get(start..end).unwrap_or(&[]));
+                // After an escape `start` is one past `end`: nothing to write, as in Python.
+                if start < end {
+                    self.write_counted(&text[start_b..end_b], end - start);
+                    (start, start_b) = (end, end_b);
+                }
                 self.write_str("\\");
-                start = start.max(end);
                 self.write_indent();
                 self.whitespace = false;
                 self.indention = false;
-                if text[start] == ' ' {
+                if text[start_b..].starts_with(' ') {
                     self.write_str("\\");
                 }
             }
             end += 1;
+            end_b += ch.map_or(0, char::len_utf8);
         }
         self.write_indicator("\"", false);
     }
@@ -190,10 +205,19 @@ impl Emitter {
 
 /// `yaml.dump(s, default_style='"')` without the trailing newline: a double-quoted scalar,
 /// escaped as PyYAML does with `allow_unicode=False`, folded at 80 columns.
+#[cfg(test)]
 pub(crate) fn yaml_double_quoted(text: &str) -> String {
+    let mut out = String::new();
+    push_yaml_double_quoted(text, &mut out);
+    out
+}
+
+/// [`yaml_double_quoted`] appended to `out` (columns counted as if it began a line).
+pub(crate) fn push_yaml_double_quoted(text: &str, out: &mut String) {
     let mut e = Emitter::new();
-    e.write_double_quoted(&text.chars().collect::<Vec<_>>());
-    e.out
+    e.out = std::mem::take(out);
+    e.write_double_quoted(text);
+    *out = e.out;
 }
 
 fn yaml_escape(c: char) -> String {
@@ -293,7 +317,7 @@ pub(crate) fn yaml_list_item(s: &str) -> String {
     } else if chars.is_empty() || analysis.single_quoted {
         e.write_single_quoted(&chars);
     } else {
-        e.write_double_quoted(&chars);
+        e.write_double_quoted(s);
     }
     e.out
 }

@@ -94,7 +94,7 @@ fn styled_string(
     } else if chars.is_empty() || analysis.single_quoted {
         e.write_single_quoted(&chars);
     } else {
-        e.write_double_quoted(&chars);
+        e.write_double_quoted(s);
     }
     // The emitter put the separating space itself; the caller writes its own.
     (e.out.trim_start_matches(' ').to_string(), plain)

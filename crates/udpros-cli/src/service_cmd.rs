@@ -44,6 +44,26 @@ pub struct CallArgs {
     /// Print the request before the response.
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// Seconds the service may take to answer (0: wait as long as it takes). Connecting
+    /// and the header exchange have 5 s of their own, and a response that has begun must
+    /// keep coming.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    timeout: f64,
+}
+
+/// At most this much of a server's error text is printed (a server may send megabytes).
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// `text`, cut to [`MAX_ERROR_TEXT`] bytes on a character boundary, saying how much more.
+fn shortened(text: &str) -> String {
+    if text.len() <= MAX_ERROR_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_ERROR_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes)", &text[..end], text.len() - end)
 }
 
 pub fn run(cmd: ServiceCommand) -> CliResult {
@@ -211,11 +231,20 @@ async fn call(node: &Node, args: CallArgs) -> CliResult {
         .value_from_yaml(yaml.as_ref())
         .map_err(|e| format!("bad request: {e}"))?;
     let body = srv.request.encode(&request).map_err(|e| e.to_string())?;
-    let client = node.service_client_raw(&args.service, &srv.md5sum, ClientOptions::default());
+    let wait = match args.timeout {
+        0.0 => None,
+        t => Some(
+            std::time::Duration::try_from_secs_f64(t)
+                .map_err(|_| format!("--timeout {t}: expected a number of seconds, 0 or more"))?,
+        ),
+    };
+    let options = ClientOptions::default().with_response_timeout(wait);
+    let client = node.service_client_raw(&args.service, &srv.md5sum, options);
     let response = client.call(&body).await.map_err(|e| match e {
         ServiceError::Failed(text) => format!(
-            "service [{}] responded with an error: {text}",
-            client.service()
+            "service [{}] responded with an error: {}",
+            client.service(),
+            shortened(&text)
         ),
         other => other.to_string(),
     })?;
@@ -223,6 +252,8 @@ async fn call(node: &Node, args: CallArgs) -> CliResult {
         .response
         .decode(&response)
         .map_err(|e| format!("cannot decode the response: {e}"))?;
+    // The response's bytes are not needed while its YAML is printed.
+    drop(response);
     if args.verbose {
         println!("{}", request.to_yaml());
         println!("---");

@@ -122,3 +122,164 @@ async fn service_commands_print_what_rosservice_prints() {
     let (ok, _, err) = ours(&["call", "/py/set_bool", "1", "2"]);
     assert!(!ok && err.contains("2 arguments"), "{err}");
 }
+
+/// How a hostile server behaves once a client's header has arrived.
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    /// Never answers the header.
+    Silent,
+    /// Answers the header a byte a second.
+    TrickledHeader,
+    /// Answers the header, then the response a byte a second.
+    TrickledResponse,
+    /// A `std_srvs/Trigger` response whose message is 100 MB.
+    Huge,
+    /// A failed call whose error text is 20 MB.
+    HugeError,
+}
+
+/// A TCP server that speaks the start of rosrpc and then misbehaves; its `rosrpc://` URI.
+async fn hostile_server(mode: Hostile) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let uri = format!("rosrpc://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut len = [0u8; 4];
+                stream.read_exact(&mut len).await?;
+                let mut header = vec![0u8; u32::from_le_bytes(len) as usize];
+                stream.read_exact(&mut header).await?;
+                let probe = String::from_utf8_lossy(&header).contains("probe=1");
+                let reply = udpros::wire::header::ConnectionHeader::new()
+                    .with("callerid", "/hostile")
+                    .with("type", "std_srvs/Trigger")
+                    .with("md5sum", "937c9679a518e3a18d831e57125ea522")
+                    .with("request_type", "std_srvs/TriggerRequest")
+                    .with("response_type", "std_srvs/TriggerResponse")
+                    .encode_tcp();
+                let slowly = async |stream: &mut tokio::net::TcpStream, bytes: &[u8]| {
+                    for b in bytes.iter().take(60) {
+                        stream.write_all(&[*b]).await?;
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    std::io::Result::Ok(())
+                };
+                match mode {
+                    Hostile::Silent => tokio::time::sleep(Duration::from_secs(60)).await,
+                    Hostile::TrickledHeader => slowly(&mut stream, &reply).await?,
+                    _ if probe => stream.write_all(&reply).await?,
+                    _ => {
+                        stream.write_all(&reply).await?;
+                        stream.read_exact(&mut len).await?;
+                        let mut request = vec![0u8; u32::from_le_bytes(len) as usize];
+                        stream.read_exact(&mut request).await?;
+                        let (ok, body) = match mode {
+                            Hostile::HugeError => (0u8, vec![b'e'; 20 << 20]),
+                            _ => {
+                                let message = vec![b'm'; 100 << 20];
+                                let mut body = vec![1u8];
+                                body.extend_from_slice(&(message.len() as u32).to_le_bytes());
+                                body.extend_from_slice(&message);
+                                (1, body)
+                            }
+                        };
+                        let mut frame = vec![ok];
+                        frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                        frame.extend_from_slice(&body);
+                        match mode {
+                            Hostile::TrickledResponse => slowly(&mut stream, &frame).await?,
+                            _ => stream.write_all(&frame).await?,
+                        }
+                    }
+                }
+                std::io::Result::Ok(())
+            });
+        }
+    });
+    uri
+}
+
+/// Peak resident memory of a running process, from /proc, in MB (0 once it has gone).
+fn peak_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Issue 33, item 3: `udpros service call` gives up on servers that are silent or trickle,
+/// reads a 100 MB response without copies, and prints only the start of a 20 MB error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_call_never_waits_forever_and_bounds_what_it_holds() {
+    let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let node = common::node(master.uri(), "registrar").await;
+    for mode in [
+        Hostile::Silent,
+        Hostile::TrickledHeader,
+        Hostile::TrickledResponse,
+        Hostile::Huge,
+        Hostile::HugeError,
+    ] {
+        let service = format!("/hostile_{mode:?}").to_lowercase();
+        let uri = hostile_server(mode).await;
+        node.master()
+            .register_service(&service, &uri, node.uri())
+            .await
+            .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+        cmd.args(["service", "call", &service])
+            .env("ROS_MASTER_URI", master.uri())
+            .env("ROS_IP", "127.0.0.1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let started = std::time::Instant::now();
+        let (out, peak) = tokio::task::block_in_place(|| {
+            let child = cmd.spawn().unwrap();
+            let pid = child.id();
+            let watcher = std::thread::spawn(move || {
+                let mut peak = 0.0f64;
+                while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                    if status.split_whitespace().nth(2) == Some("Z") {
+                        break;
+                    }
+                    peak = peak.max(peak_rss_mb(pid));
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                peak
+            });
+            let out = child.wait_with_output().unwrap();
+            (out, watcher.join().unwrap())
+        });
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!(
+            "{mode:?}: exit {:?} after {took:.1?}, peak RSS {peak:.0} MB, {} bytes out, {} bytes err: {}",
+            out.status.code(),
+            out.stdout.len(),
+            stderr.len(),
+            stderr.chars().take(160).collect::<String>()
+        );
+        assert!(took < Duration::from_secs(20), "{mode:?}: took {took:?}");
+        match mode {
+            Hostile::Huge => {
+                assert!(out.status.success(), "{mode:?}: {stderr}");
+                assert!(out.stdout.len() > 100 << 20, "the whole message is printed");
+                assert!(peak < 300.0, "{mode:?}: peak RSS {peak:.0} MB (708 before)");
+            }
+            Hostile::HugeError => {
+                assert!(!out.status.success());
+                assert!(stderr.len() < 8192, "{} bytes of error text", stderr.len());
+                assert!(stderr.contains("more bytes"), "{stderr}");
+            }
+            _ => {
+                assert!(!out.status.success(), "{mode:?}");
+                assert_eq!(stderr.lines().count(), 1, "{mode:?}: {stderr}");
+            }
+        }
+    }
+}

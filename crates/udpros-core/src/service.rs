@@ -192,7 +192,7 @@ impl ResponseDecoder {
     /// A decoder that refuses responses longer than `max_response` bytes.
     pub fn new(max_response: usize) -> ResponseDecoder {
         ResponseDecoder {
-            frames: FrameDecoder::new(max_response),
+            frames: FrameDecoder::new(max_response).reserve_whole_frames(),
         }
     }
 
@@ -200,6 +200,11 @@ impl ResponseDecoder {
     /// after the server's header).
     pub fn buffer_mut(&mut self) -> &mut bytes::BytesMut {
         self.frames.buffer_mut()
+    }
+
+    /// Bytes received but not yet returned as responses.
+    pub fn buffered(&self) -> usize {
+        self.frames.buffered()
     }
 
     /// The next complete response, `None` until one is complete.

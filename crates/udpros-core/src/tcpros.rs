@@ -4,6 +4,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use std::fmt;
+use std::time::{Duration, Instant};
 
 /// The default frame limit: far above any real message, far below what would hurt.
 pub const DEFAULT_MAX_FRAME: usize = 256 << 20;
@@ -38,6 +39,7 @@ impl std::error::Error for FrameTooLarge {}
 pub struct FrameDecoder {
     buf: BytesMut,
     max_frame: usize,
+    reserve_whole: bool,
 }
 
 impl FrameDecoder {
@@ -46,7 +48,18 @@ impl FrameDecoder {
         FrameDecoder {
             buf: BytesMut::with_capacity(8 << 10),
             max_frame,
+            reserve_whole: false,
         }
+    }
+
+    /// Reserves a frame's whole announced length (within the limit) once its prefix is
+    /// here, instead of growing with what arrives: for an answer the caller asked for
+    /// (a service response), where growing by doubling would copy a 100 MB response
+    /// several times and hold two copies at once. A length that lies costs address space,
+    /// not memory: untouched pages are never resident.
+    pub fn reserve_whole_frames(mut self) -> FrameDecoder {
+        self.reserve_whole = true;
+        self
     }
 
     /// Changes the limit, e.g. from the header's to the messages' after the handshake.
@@ -98,12 +111,43 @@ impl FrameDecoder {
         }
         if self.buf.len() < lead + 4 + len {
             let missing = lead + 4 + len - self.buf.len();
-            self.buf.reserve(missing.min(MAX_RESERVE));
+            let ahead = if self.reserve_whole {
+                missing
+            } else {
+                missing.min(MAX_RESERVE)
+            };
+            self.buf.reserve(ahead);
             return Ok(None);
         }
         let lead_bytes = self.buf.split_to(lead).freeze();
         self.buf.advance(4);
         Ok(Some((lead_bytes, self.buf.split_to(len).freeze())))
+    }
+}
+
+/// How long a peer may take over a frame it has begun: a grace for the first bytes, then at
+/// least `min_rate` bytes a second on average. A peer that trickles (one byte a second into
+/// a 40 MB request) is cut off after the grace instead of holding a connection, and the
+/// memory reserved for its frame, for as long as it likes; a peer that sends at any rate
+/// above the floor is never cut off, however large its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateFloor {
+    /// Time allowed before the floor applies (counted from `start` in [`RateFloor::deadline`]).
+    pub grace: Duration,
+    /// Bytes a second the peer must average after the grace.
+    pub min_rate: u64,
+}
+
+impl RateFloor {
+    /// The instant by which the peer must have sent more than `received` bytes of a frame
+    /// begun at `start`; a read still waiting then is given up.
+    pub fn deadline(&self, start: Instant, received: usize) -> Instant {
+        let earned = Duration::from_secs_f64(received as f64 / self.min_rate.max(1) as f64);
+        let far = start + Duration::from_secs(86_400 * 365);
+        start
+            .checked_add(self.grace)
+            .and_then(|t| t.checked_add(earned))
+            .map_or(far, |t| t.min(far))
     }
 }
 
@@ -118,6 +162,25 @@ pub fn frame(body: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_floor_extends_with_what_arrived() {
+        let floor = RateFloor {
+            grace: Duration::from_secs(2),
+            min_rate: 1000,
+        };
+        let t0 = Instant::now();
+        assert_eq!(floor.deadline(t0, 0), t0 + Duration::from_secs(2));
+        assert_eq!(floor.deadline(t0, 3000), t0 + Duration::from_secs(5));
+        // A trickler's few bytes buy it nothing worth having.
+        assert!(floor.deadline(t0, 10) < t0 + Duration::from_millis(2011));
+        // No overflow for absurd sizes or a zero rate.
+        let zero = RateFloor {
+            min_rate: 0,
+            ..floor
+        };
+        assert!(zero.deadline(t0, usize::MAX) > t0 + Duration::from_secs(86_400));
+    }
 
     #[test]
     fn splits_frames_fed_byte_by_byte() {
