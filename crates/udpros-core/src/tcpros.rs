@@ -142,8 +142,10 @@ impl RateFloor {
     /// The instant by which the peer must have sent more than `received` bytes of a frame
     /// begun at `start`; a read still waiting then is given up.
     pub fn deadline(&self, start: Instant, received: usize) -> Instant {
-        let earned = Duration::from_secs_f64(received as f64 / self.min_rate.max(1) as f64);
-        let far = start + Duration::from_secs(86_400 * 365);
+        let year = Duration::from_secs(86_400 * 365);
+        let earned = Duration::try_from_secs_f64(received as f64 / self.min_rate.max(1) as f64)
+            .map_or(year, |d| d.min(year));
+        let far = start.checked_add(year).unwrap_or(start);
         start
             .checked_add(self.grace)
             .and_then(|t| t.checked_add(earned))
