@@ -130,8 +130,11 @@ pub struct SimTimeSource {
 
 impl SimTimeSource {
     /// Makes `now` the clock's time and wakes every sleeper. An earlier time than the
-    /// current one is a backward jump.
+    /// current one is a backward jump. Nanoseconds of a second or more (a hostile or
+    /// broken `/clock` sends 4294967295) are carried into the seconds, as roscpp's
+    /// `normalizeSecNSec` does, so no stamp ever holds them.
     pub fn set(&self, now: Time) {
+        let now = now.normalized();
         self.time.send_modify(|t| {
             if now < t.now {
                 t.jumps += 1;
@@ -409,6 +412,16 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_with_a_second_or_more_of_nanoseconds_is_normalised() {
+        let (source, clock) = Clock::simulated();
+        source.set(Time::new(5, u32::MAX));
+        assert_eq!(clock.now(), Time::new(9, 294_967_295));
+        source.set(Time::new(u32::MAX, u32::MAX));
+        assert_eq!(clock.now(), Time::new(u32::MAX, 999_999_999), "saturates");
+        assert!(clock.now().nsec < 1_000_000_000);
+    }
     use std::future::Future;
     use std::task::{Context, Poll};
 

@@ -53,6 +53,12 @@ impl Time {
         }
     }
 
+    /// The same instant with `nsec` below a second (the excess carried into `sec`, as
+    /// roscpp's `normalizeSecNSec`), saturating at the largest time.
+    pub fn normalized(self) -> Time {
+        Time::from_nanos(self.as_nanos())
+    }
+
     /// Nanoseconds since the epoch.
     pub fn as_nanos(self) -> u64 {
         u64::from(self.sec) * NANOS_PER_SEC + u64::from(self.nsec)

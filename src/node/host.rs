@@ -53,14 +53,24 @@ pub fn advertised_host(o: &HostOverrides) -> String {
     }
 }
 
-/// roscpp binds to loopback only when ROS_HOSTNAME is `localhost` or ROS_IP is a loopback
-/// address; nodes then refuse to reach other hosts.
+/// Loopback only when ROS_HOSTNAME or ROS_IP names loopback (`localhost`, `127.x`, `::1`),
+/// as rospy's `get_bind_address` decides (roscpp looks at `localhost` and ROS_IP only, so
+/// `ROS_HOSTNAME=127.0.0.1` bound every interface here before); nodes then refuse to reach
+/// other hosts.
 pub fn only_localhost(o: &HostOverrides) -> bool {
-    o.ros_hostname.as_deref() == Some("localhost")
-        || o.ros_ip
-            .as_deref()
-            .map(unbracketed)
-            .is_some_and(|ip| ip.starts_with("127.") || ip == "::1")
+    [&o.ros_hostname, &o.ros_ip]
+        .into_iter()
+        .flatten()
+        .any(|host| names_loopback(host))
+}
+
+/// Whether `host` is `localhost` or a loopback address literal (bracketed or not).
+fn names_loopback(host: &str) -> bool {
+    let host = unbracketed(host);
+    host == "localhost"
+        || host
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// The address servers bind: loopback in only-localhost mode, every interface otherwise;
@@ -156,6 +166,28 @@ mod tests {
             ros_hostname: Some("localhost".into()),
             ..Default::default()
         }));
+        for loopback in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1"] {
+            for o in [
+                HostOverrides {
+                    ros_hostname: Some(loopback.into()),
+                    ..Default::default()
+                },
+                HostOverrides {
+                    ros_ip: Some(loopback.into()),
+                    ..Default::default()
+                },
+            ] {
+                assert!(only_localhost(&o), "{o:?}");
+                assert!(bind_address(&o).is_loopback(), "{o:?}");
+            }
+        }
+        for wide in ["robot", "192.168.2.10", "127.example.com", "fd00::1"] {
+            let o = HostOverrides {
+                ros_hostname: Some(wide.into()),
+                ..Default::default()
+            };
+            assert!(!only_localhost(&o), "{wide}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! What udpros programs listen on, read from the kernel (`ss`): roscpp's and rospy's rule,
-//! loopback only for a loopback `ROS_IP` or `ROS_HOSTNAME=localhost` (IPv6 `::1` under
+//! What udpros programs listen on, read from the kernel (`ss`): rospy's rule, loopback only
+//! when `ROS_IP` or `ROS_HOSTNAME` names loopback (`localhost`, `127.x`; IPv6 `::1` under
 //! `ROS_IPV6=on`), every interface otherwise, and never wider.
 
 use udpros_testkit as common;
@@ -77,9 +77,8 @@ fn programs_listen_no_wider_than_the_ros_rule() {
         (&[("ROS_IP", "127.0.0.1")], "127.0.0.1", "127.0.0.1"),
         (&[("ROS_HOSTNAME", "localhost")], "localhost", "127.0.0.1"),
         (&[("ROS_IPV6", "on"), ("ROS_IP", "::1")], "[::1]", "[::1]"),
-        // No loopback override (only ROS_HOSTNAME=localhost and a loopback ROS_IP are):
-        // every interface, as roscpp and rospy listen.
-        (&[("ROS_HOSTNAME", "127.0.0.1")], "127.0.0.1", "0.0.0.0"),
+        // A loopback address as the host name: loopback, as rospy binds (issue 33).
+        (&[("ROS_HOSTNAME", "127.0.0.1")], "127.0.0.1", "127.0.0.1"),
     ];
     for (env, master_host, want) in cases {
         let (master, node) = addresses(env, master_host);
