@@ -232,21 +232,25 @@ async fn raw_connection(uri: &str, service: &str) -> tokio::net::TcpStream {
     stream
 }
 
+/// A service of any type that answers a request with its length (a `u64`, little-endian).
+async fn length_server(node: &Node, name: &str) -> udpros::service::RawServiceServer {
+    node.advertise_service_raw(
+        name,
+        "pkg/Echo",
+        "*",
+        udpros::service::ServerOptions::default(),
+        |body| async move { Ok(body.len().to_le_bytes().to_vec()) },
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_and_large_requests_stay_bounded() {
     use tokio::io::AsyncWriteExt;
     let master = master().await;
     let server_node = node(&master, "server").await;
-    let server = server_node
-        .advertise_service_raw(
-            "/bounded",
-            "pkg/Echo",
-            "*",
-            udpros::service::ServerOptions::default(),
-            |body| async move { Ok(body.len().to_le_bytes().to_vec()) },
-        )
-        .await
-        .unwrap();
+    let server = length_server(&server_node, "/bounded").await;
     let uri = server.uri().to_string();
     let client_node = node(&master, "client").await;
     let client = client_node.service_client_raw(
@@ -325,16 +329,7 @@ async fn tricklers_cannot_hold_the_budget_and_floods_do_not_evict_a_client_in_us
     use tokio::io::AsyncWriteExt;
     let master = master().await;
     let server_node = node(&master, "server").await;
-    let server = server_node
-        .advertise_service_raw(
-            "/starved",
-            "pkg/Echo",
-            "*",
-            udpros::service::ServerOptions::default(),
-            |body| async move { Ok(body.len().to_le_bytes().to_vec()) },
-        )
-        .await
-        .unwrap();
+    let server = length_server(&server_node, "/starved").await;
     let uri = server.uri().to_string();
 
     // A persistent client in use: one call answered before the flood.

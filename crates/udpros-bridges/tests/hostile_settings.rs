@@ -201,7 +201,35 @@ async fn every_setting_of_both_bridges_survives_hostile_values() {
     println!("{calls} hostile calls answered");
     assert!(calls >= 170, "every setting was tried ({calls} calls)");
 
-    // Still at work: a Ping360 echo and a TIMESYNC status after the attack.
+    // Still at work after the attack: the last values it took may be legal but idle (0 Hz
+    // turns an exchange off), so sane rates go first, through the same service.
+    let fcu = serving(&client, "/fcu/set_parameters").await;
+    let sane = dr::Config {
+        doubles: [
+            ("ping_rate", 1.0),
+            ("timesync_rate", 10.0),
+            ("timeout", 2.0),
+        ]
+        .into_iter()
+        .map(|(name, value)| dr::DoubleParameter {
+            name: name.into(),
+            value,
+        })
+        .collect(),
+        ..Default::default()
+    };
+    let answer = fcu
+        .call_timeout(
+            &dr::ReconfigureRequest { config: sane },
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap()
+        .config;
+    assert!(answer
+        .doubles
+        .iter()
+        .any(|d| d.name == "timesync_rate" && d.value == 10.0));
     let mut echoes = client
         .subscribe::<udpros::msgs::udpros::Ping360Echo>("/p360/echo", Default::default())
         .await
