@@ -155,6 +155,78 @@ async fn reacquires_within_seconds_after_the_autopilot_reboots() {
     assert!(rebooted_at.elapsed() < Duration::from_secs(5));
 }
 
+/// An autopilot whose clock reads 33 hours off for under a second (consistent samples, so
+/// the estimator's window restarts on them): no estimate published meanwhile is off, the
+/// diagnostics say the estimator is re-converging, and it converges again on the honest
+/// clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_absurd_autopilot_clocks_is_never_published() {
+    let fcu = sim(SimConfig {
+        clock_offset_ns: Some(42_000_000_000),
+        ..SimConfig::default()
+    });
+    let (_master, listener, _task) = bridge(config(format!("udpout:{}", fcu.local_addr()))).await;
+    let mut status = listener
+        .subscribe::<mavros_msgs::TimesyncStatus>(
+            "/mavlink_bridge/timesync_status",
+            SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut diagnostics = listener
+        .subscribe::<diagnostic_msgs::DiagnosticArray>("/diagnostics", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let before = latency_until(&listener, Duration::from_secs(15), |m| {
+        m.converged && m.timesync_received >= 30
+    })
+    .await
+    .unwrap();
+    assert!(before.converged, "{before:?}");
+    const ABSURD: i64 = 120_000_000_000_000; // 1.2e11 ms
+    fcu.step_clock(ABSURD);
+    // About 7 samples at 10 Hz: past the 3 that restart the window, short of the 16 that
+    // would confirm it.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    fcu.step_clock(-ABSURD);
+    // Read after the clock came back: the honest clock.
+    let honest = |t: i64| fcu.remote_at(t);
+    let (mut seen, mut absurd_observed, mut reconverging_said) = (0, 0, false);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+    loop {
+        tokio::select! {
+            m = tokio::time::timeout_at(deadline, status.recv()) => {
+                let Ok(Some(m)) = m else { break };
+                seen += 1;
+                if m.observed_offset_ns.abs_diff(m.estimated_offset_ns) > (ABSURD / 2) as u64 {
+                    absurd_observed += 1;
+                }
+                let error = m.estimated_offset_ns - truth_at(m.header.stamp, honest);
+                assert!(error.abs() < 10_000_000, "published {error} ns off: {m:?}");
+            }
+            Some(d) = diagnostics.recv() => {
+                reconverging_said |= d.status.iter().any(|s| s.message.contains("re-converging"));
+            }
+        }
+    }
+    assert!(
+        seen >= 20 && absurd_observed >= 3,
+        "{seen} statuses, {absurd_observed} absurd"
+    );
+    assert!(
+        reconverging_said,
+        "the diagnostics never said re-converging"
+    );
+    let after = latency_until(&listener, Duration::from_secs(10), |m| m.converged)
+        .await
+        .unwrap();
+    let error = after.offset_ns - truth_at(after.header.stamp, honest);
+    assert!(
+        after.converged && error.abs() < 1_000_000,
+        "{error} ns: {after:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_timesync_restarts_both_estimators_and_they_converge_again() {
     let fcu = sim(SimConfig {

@@ -9,7 +9,10 @@
 //!   fitted by least squares to offset + skew per real elapsed time; an RTT gate that adapts
 //!   to the link (3 × the window's minimum, at least 10 ms); a step detector that restarts
 //!   the window after a clock jump; and an honest uncertainty bound, RTT_min / 2 (the
-//!   delay asymmetry no filter can see).
+//!   delay asymmetry no filter can see). What it publishes is the last *confirmed* fit (one
+//!   that [`WindowFit::converged`]): after a jump the previous estimate stands until the
+//!   new window confirms itself, so a burst of absurd but mutually consistent clocks
+//!   shorter than that is never published.
 
 /// One TIMESYNC round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,7 +214,10 @@ pub struct WindowFit {
     samples: std::collections::VecDeque<Sample>,
     /// Samples that disagree with the fit, waiting to prove a jump.
     suspects: Vec<Sample>,
-    fit: Option<(i64, f64, f64)>, // (reference mid, offset at it, skew ns/ns)
+    fit: Option<Line>,
+    /// The last fit that was converged: what [`WindowFit::offset_at`] answers while a new
+    /// window (after a jump) has not confirmed itself yet.
+    confirmed: Option<Line>,
     /// How far the fitted samples sit from the fit, beyond what their RTT explains (ns):
     /// large when the samples contradict each other.
     fit_error: i64,
@@ -225,6 +231,7 @@ impl WindowFit {
             samples: Default::default(),
             suspects: Vec::new(),
             fit: None,
+            confirmed: None,
             fit_error: 0,
             resets: 0,
         }
@@ -246,16 +253,30 @@ impl WindowFit {
         self.samples.len() >= 16 && self.fit_error <= self.step_threshold()
     }
 
-    /// Clock skew in parts per million (local relative to remote).
-    pub fn skew_ppm(&self) -> Option<f64> {
-        self.fit.map(|(_, _, skew)| skew * 1e6)
+    /// A jump restarted the window, and the new one has not confirmed itself yet: the
+    /// estimate published meanwhile is the last confirmed one.
+    pub fn reconverging(&self) -> bool {
+        self.confirmed.is_some() && !self.converged()
     }
 
-    /// The estimate at our clock `at` (local − remote, ns).
+    /// What is published: the current fit once it is confirmed, the last confirmed fit
+    /// while a new window re-converges, the current fit before anything was confirmed.
+    fn published(&self) -> Option<Line> {
+        if self.converged() {
+            self.fit
+        } else {
+            self.confirmed.or(self.fit)
+        }
+    }
+
+    /// Clock skew in parts per million (local relative to remote), of the published fit.
+    pub fn skew_ppm(&self) -> Option<f64> {
+        self.published().map(|line| line.skew * 1e6)
+    }
+
+    /// The published estimate at our clock `at` (local − remote, ns).
     pub fn offset_at(&self, at: i64) -> Option<i64> {
-        self.fit.map(|(reference, offset, skew)| {
-            (offset + skew * at.saturating_sub(reference) as f64) as i64
-        })
+        self.published().map(|line| line.at(at))
     }
 
     fn gate(&self) -> i64 {
@@ -282,7 +303,7 @@ impl WindowFit {
         if s.rtt > self.gate() {
             return Verdict::RejectedRtt;
         }
-        if let Some(predicted) = self.offset_at(s.mid) {
+        if let Some(predicted) = self.fit.map(|line| line.at(s.mid)) {
             // Residuals are judged after removing what the sample's own RTT can explain.
             let residual = s
                 .offset
@@ -318,7 +339,8 @@ impl WindowFit {
 
     fn refit(&mut self) {
         let mut best: Vec<Sample> = self.samples.iter().copied().collect();
-        best.sort_by_key(|s| s.rtt);
+        // Among equal RTTs the newest samples say the most about now.
+        best.sort_by_key(|s| (s.rtt, std::cmp::Reverse(s.mid)));
         let keep = ((best.len() as f64 * self.p.quantile).ceil() as usize)
             .clamp(1.min(best.len()), best.len());
         let keep = keep.max(best.len().min(4));
@@ -363,7 +385,12 @@ impl WindowFit {
             0.0
         };
         let offset = my - skew * mx;
-        self.fit = Some((reference, offset, skew));
+        let line = Line {
+            reference,
+            offset,
+            skew,
+        };
+        self.fit = Some(line);
         self.fit_error = best
             .iter()
             .map(|s| {
@@ -372,6 +399,23 @@ impl WindowFit {
             })
             .max()
             .unwrap_or(0);
+        if self.converged() {
+            self.confirmed = Some(line);
+        }
+    }
+}
+
+/// A fitted offset line: `offset` (ns) at our clock `reference`, changing by `skew` ns per ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Line {
+    reference: i64,
+    offset: f64,
+    skew: f64,
+}
+
+impl Line {
+    fn at(&self, t: i64) -> i64 {
+        (self.offset + self.skew * t.saturating_sub(self.reference) as f64) as i64
     }
 }
 
@@ -427,17 +471,17 @@ mod tests {
     }
 
     #[test]
-    fn window_fit_tracks_skew_and_recovers_from_a_jump_at_once() {
+    fn window_fit_tracks_skew_and_adopts_a_jump_once_the_new_window_confirms_it() {
         let mut f = WindowFit::new(FitParams::default());
         // 30 ppm: remote runs faster.
         let remote = |t: i64| 7_000_000_000 + t + t * 30 / 1_000_000;
+        let sample = |clock: &dyn Fn(i64) -> i64, i: i64| Exchange {
+            t1: i * 100_000_000,
+            tc1: clock(i * 100_000_000 + 1_000_000),
+            t3: i * 100_000_000 + 2_000_000,
+        };
         for i in 0..300i64 {
-            let t1 = i * 100_000_000;
-            f.update(&Exchange {
-                t1,
-                tc1: remote(t1 + 1_000_000),
-                t3: t1 + 2_000_000,
-            });
+            f.update(&sample(&remote, i));
         }
         let at = 300 * 100_000_000;
         let truth = at - remote(at);
@@ -451,17 +495,9 @@ mod tests {
             "skew {:?}",
             f.skew_ppm()
         );
-        // A 50 ms jump: three suspects, then the fit restarts from them.
+        // A 50 ms jump: three suspects, then the window restarts from them...
         let jumped = |t: i64| remote(t) + 50_000_000;
-        let verdicts: Vec<Verdict> = (300..303)
-            .map(|i| {
-                f.update(&Exchange {
-                    t1: i * 100_000_000,
-                    tc1: jumped(i * 100_000_000 + 1_000_000),
-                    t3: i * 100_000_000 + 2_000_000,
-                })
-            })
-            .collect();
+        let verdicts: Vec<Verdict> = (300..303).map(|i| f.update(&sample(&jumped, i))).collect();
         assert_eq!(
             verdicts,
             [
@@ -470,8 +506,68 @@ mod tests {
                 Verdict::Reset
             ]
         );
-        let at = 303 * 100_000_000;
-        assert!((f.offset_at(at).unwrap() - (at - jumped(at))).abs() < 50_000);
+        // ...but what is published stays the confirmed estimate until the new window has
+        // confirmed itself.
+        let mut published_new_at = None;
+        for i in 303..330 {
+            let at = i * 100_000_000;
+            let published = f.offset_at(at).unwrap();
+            if f.reconverging() {
+                assert!((published - (at - remote(at))).abs() < 50_000, "sample {i}");
+            } else if published_new_at.is_none() {
+                published_new_at = Some(i);
+            }
+            f.update(&sample(&jumped, i));
+        }
+        assert!(f.converged() && !f.reconverging());
+        assert!(
+            matches!(published_new_at, Some(i) if (310..=320).contains(&i)),
+            "{published_new_at:?}"
+        );
+        let at = 330 * 100_000_000;
+        let (got, want) = (f.offset_at(at).unwrap(), at - jumped(at));
+        assert!((got - want).abs() < 50_000, "{got} vs {want}");
+    }
+
+    /// A burst of absurd clocks that agree with one another (a clock read 33 hours off for
+    /// a second) restarts the window but is never published, and the estimate is back on
+    /// the honest samples when the burst ends.
+    #[test]
+    fn a_consistent_absurd_burst_is_never_published() {
+        let mut f = WindowFit::new(FitParams::default());
+        let offset = 3_000_000; // local − remote
+        let exchange = |i: i64, off: i64| {
+            let t1 = i * 100_000_000;
+            Exchange {
+                t1,
+                tc1: t1 + 500_000 - off,
+                t3: t1 + 1_000_000,
+            }
+        };
+        for i in 0..40 {
+            f.update(&exchange(i, offset));
+        }
+        assert!(f.converged());
+        let absurd = offset + 120_000_000_000_000; // 1.2e11 ms
+        for i in 40..55 {
+            f.update(&exchange(i, absurd));
+            let published = f.offset_at(i * 100_000_000).unwrap();
+            assert!(
+                (published - offset).abs() < 100_000,
+                "sample {i}: {published}"
+            );
+        }
+        assert_eq!(f.resets, 1);
+        assert!(f.reconverging());
+        for i in 55..80 {
+            f.update(&exchange(i, offset));
+            let published = f.offset_at(i * 100_000_000).unwrap();
+            assert!(
+                (published - offset).abs() < 100_000,
+                "sample {i}: {published}"
+            );
+        }
+        assert!(f.converged());
     }
 
     /// Absurd replies that contradict one another (±1e18 ns, i64 extremes) are never

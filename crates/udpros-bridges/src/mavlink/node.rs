@@ -637,6 +637,11 @@ fn diagnostics(
             diagnostic_msgs::DiagnosticStatus::WARN,
             "v1 responder: other requesters' replies look like ours".to_string(),
         )
+    } else if r.reconverging {
+        (
+            diagnostic_msgs::DiagnosticStatus::WARN,
+            "re-converging after a clock jump: the last confirmed offset stands".to_string(),
+        )
     } else if !r.converged {
         (
             diagnostic_msgs::DiagnosticStatus::WARN,

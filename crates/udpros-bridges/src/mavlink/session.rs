@@ -75,6 +75,9 @@ pub struct Report {
     pub px4_offset: Option<i64>,
     pub skew_ppm: Option<f64>,
     pub converged: bool,
+    /// A clock jump restarted our estimator and the new window is not confirmed yet:
+    /// `offset` is the last confirmed estimate.
+    pub reconverging: bool,
     pub px4_converged: bool,
     pub uncertainty: Option<i64>,
     pub resets: u32,
@@ -214,6 +217,7 @@ impl Session {
             px4_offset: self.px4.offset(),
             skew_ppm: self.fit.skew_ppm(),
             converged: self.fit.converged(),
+            reconverging: self.fit.reconverging(),
             px4_converged: self.px4.converged(),
             uncertainty: self.fit.uncertainty(),
             resets: self.fit.resets,
