@@ -22,6 +22,31 @@ use tokio::task::AbortHandle;
 const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
+/// The soft limit on this process's open descriptors, if the system says.
+pub(crate) fn descriptor_limit() -> Option<usize> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    ok.then(|| usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX))
+}
+
+/// Descriptors this process has open (Linux: counted in `/proc/self/fd`), if known.
+pub(crate) fn descriptors_in_use() -> Option<usize> {
+    std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count())
+}
+
+/// Whether opening something more still leaves `margin` descriptors for the process's
+/// own work (its servers' accepts, the master, its logs). True when it cannot tell.
+pub(crate) fn descriptors_to_spare(margin: usize) -> bool {
+    match (descriptor_limit(), descriptors_in_use()) {
+        (Some(limit), Some(used)) => used.saturating_add(margin) < limit,
+        _ => true,
+    }
+}
+
 /// Errors that say the process or system is out of a resource: retrying at once cannot
 /// succeed and only burns CPU.
 fn is_resource_exhaustion(e: &io::Error) -> bool {

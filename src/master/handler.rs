@@ -1,13 +1,13 @@
 //! The master's XML-RPC methods, with rosmaster's argument checks (`apivalidate` and its
 //! validators) and its exact status codes and messages.
 
-use super::notify::{Notifier, Task};
+use super::notify::{Notifier, Pacing, Task};
 use super::ordered::OrderedMap;
 use super::params::{compute_updates, DeleteError, Param, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
 use crate::api::validate::{validate, Check};
 use crate::names::resolve;
-use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value, XmlRpcClient};
+use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::watch;
@@ -64,7 +64,7 @@ fn arg(args: &[Value], i: usize) -> &str {
 }
 
 impl MasterHandler {
-    pub(super) fn new(uri: String, client: XmlRpcClient) -> Arc<MasterHandler> {
+    pub(super) fn new(uri: String) -> Arc<MasterHandler> {
         Arc::new_cyclic(|me: &Weak<MasterHandler>| {
             let me = me.clone();
             let on_rejected = Arc::new(move |caller_id: &str, api: &str, key: &str| {
@@ -78,7 +78,7 @@ impl MasterHandler {
             MasterHandler {
                 uri,
                 state: Mutex::default(),
-                notifier: Notifier::new(client, on_rejected),
+                notifier: Notifier::new(Pacing::for_this_process(), on_rejected),
                 shutdown: watch::channel(None).0,
             }
         })
@@ -443,7 +443,7 @@ impl MasterHandler {
 
     /// Sends every subscriber of `topic` the full list of its publishers.
     fn notify_subscribers(&self, reg: &RegistrationManager, topic: &str) {
-        let publishers = reg.publishers.apis(topic);
+        let publishers = Arc::new(reg.publishers.apis(topic));
         for api in reg.subscribers.apis(topic) {
             self.notifier.queue(
                 &api,

@@ -14,10 +14,9 @@ mod roscore;
 pub use params::{compute_updates, Param, ParamTree, ParamUpdate};
 pub use roscore::{Roscore, RoscoreOptions};
 
-use crate::xmlrpc::{XmlRpcClient, XmlRpcServer};
+use crate::xmlrpc::XmlRpcServer;
 use handler::MasterHandler;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// A running master; dropping it stops it.
 pub struct Master {
@@ -30,13 +29,12 @@ impl Master {
     /// Serves on `addr` (port 0 picks a free one). `host` is the name other nodes reach it
     /// by, written into its URI (`http://host:port/`).
     pub async fn start(addr: SocketAddr, host: &str) -> std::io::Result<Master> {
-        let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let uri = format!(
             "http://{}/",
             crate::node::host::authority(host, listener.local_addr()?.port())
         );
-        let handler = MasterHandler::new(uri.clone(), client);
+        let handler = MasterHandler::new(uri.clone());
         let server = XmlRpcServer::serve(listener, handler.clone())?;
         Ok(Master {
             server,

@@ -7,16 +7,34 @@
 //! pending one for the same topic, and likewise a paramUpdate for the same key. A node that
 //! never answers thus costs one pending update per topic and key, and at most
 //! [`MAX_PENDING_PER_NODE`] of those (the oldest dropped beyond it).
+//!
+//! A fan-out to thousands of subscribers whose APIs are dead ports or tarpits must neither
+//! exhaust the master's descriptors nor keep the live subscribers waiting, so calls run in
+//! two lanes, each with its own bound on calls in flight ([`Pacing`]):
+//! - the *first lane* carries calls to APIs in good standing (never failed, or answered
+//!   their last call), with a short deadline: a node answers publisherUpdate in
+//!   milliseconds, and a tarpit then holds a slot for no longer than that;
+//! - the *retry lane* carries calls to APIs whose last call failed, after a back-off that
+//!   doubles per failure, with a longer deadline (a node that was merely slow gets its
+//!   update); after [`Pacing::give_up_after`] failures in a row the API's pending updates
+//!   are dropped, and each later one is tried once per longest back-off.
+//!
+//! A call that fails because the master itself is out of descriptors is not the node's
+//! fault: it waits a moment and is tried again, never dropped.
 
-use crate::xmlrpc::{Value, XmlRpcClient};
+use crate::xmlrpc::{CallError, Value, XmlRpcClient};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Task {
     PublisherUpdate {
         topic: String,
-        publishers: Vec<String>,
+        /// Shared by every subscriber of one fan-out.
+        publishers: Arc<Vec<String>>,
     },
     ParamUpdate {
         caller_id: String,
@@ -29,34 +47,27 @@ pub(super) enum Task {
 }
 
 impl Task {
-    /// Takes `newer`'s content when it supersedes this task; false when it does not.
-    fn absorb(&mut self, newer: &mut Option<Task>) -> bool {
-        let supersedes = match (&*self, newer.as_ref()) {
-            (
-                Task::PublisherUpdate { topic: a, .. },
-                Some(Task::PublisherUpdate { topic: b, .. }),
-            ) => a == b,
+    /// Whether `newer` makes this task pointless: it tells the node the same thing afresh.
+    fn superseded_by(&self, newer: &Task) -> bool {
+        match (self, newer) {
+            (Task::PublisherUpdate { topic: a, .. }, Task::PublisherUpdate { topic: b, .. }) => {
+                a == b
+            }
             (
                 Task::ParamUpdate {
                     caller_id: a,
                     key: k,
                     ..
                 },
-                Some(Task::ParamUpdate {
+                Task::ParamUpdate {
                     caller_id: b,
                     key: l,
                     ..
-                }),
+                },
             ) => a == b && k == l,
-            (Task::Shutdown { .. }, Some(Task::Shutdown { .. })) => true,
+            (Task::Shutdown { .. }, Task::Shutdown { .. }) => true,
             _ => false,
-        };
-        if supersedes {
-            if let Some(task) = newer.take() {
-                *self = task;
-            }
         }
-        supersedes
     }
 }
 
@@ -66,53 +77,143 @@ pub(super) type Rejected = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
 /// Distinct updates waiting for one node.
 pub(super) const MAX_PENDING_PER_NODE: usize = 1000;
 
+/// APIs whose standing is remembered (a failing one is remembered after its queue empties,
+/// so that the next fan-out does not try it in the first lane again); beyond this, idle
+/// ones are forgotten.
+const MAX_REMEMBERED_APIS: usize = 100_000;
+
+/// How long to wait before trying again when the master is out of descriptors.
+const DESCRIPTOR_WAIT: Duration = Duration::from_millis(100);
+
+/// Deadlines, back-off and bounds of the master's calls to nodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Pacing {
+    /// Deadline of a call in the first lane (connect, request and answer).
+    pub first_deadline: Duration,
+    /// Deadline of a call in the retry lane.
+    pub retry_deadline: Duration,
+    /// The wait after the first failure; it doubles with each further one.
+    pub backoff: Duration,
+    /// The longest wait between tries.
+    pub max_backoff: Duration,
+    /// Failures in a row after which an API's pending updates are dropped.
+    pub give_up_after: u32,
+    /// Calls in flight in the first lane.
+    pub first_in_flight: usize,
+    /// Calls in flight in the retry lane.
+    pub retry_in_flight: usize,
+}
+
+impl Pacing {
+    /// Lanes sized to this process's descriptor limit: a quarter of it for the first
+    /// lane and a sixteenth for retries (16 to 1024 and 4 to 256), leaving the rest to the
+    /// master's own server (which caps its connections at 512).
+    pub(super) fn for_this_process() -> Pacing {
+        let limit = crate::connections::descriptor_limit().unwrap_or(1024);
+        Pacing {
+            first_deadline: Duration::from_millis(250),
+            retry_deadline: Duration::from_secs(2),
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+            give_up_after: 6,
+            first_in_flight: (limit / 4).clamp(16, 1024),
+            retry_in_flight: (limit / 16).clamp(4, 256),
+        }
+    }
+
+    /// The wait before the next try after `failures` failures in a row.
+    fn backoff_after(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let doublings = (failures - 1).min(16);
+        self.backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff)
+    }
+}
+
+/// One node API: what it has yet to learn, and how its calls have gone.
 #[derive(Default)]
-struct Pending {
+struct Api {
     tasks: VecDeque<Task>,
     dropped: u64,
+    /// Calls failed in a row.
+    failures: u32,
+    /// When the last call failed.
+    failed_at: Option<Instant>,
+    /// A worker serves this queue.
+    working: bool,
+}
+
+impl Api {
+    /// Adds `task` unless a queued one is superseded by it, which takes its place.
+    fn merge(&mut self, api: &str, task: Task) {
+        if let Some(queued) = self.tasks.iter_mut().find(|t| t.superseded_by(&task)) {
+            *queued = task;
+            return;
+        }
+        if self.tasks.len() >= MAX_PENDING_PER_NODE {
+            self.tasks.pop_front();
+            self.dropped += 1;
+            if self.dropped == 1 {
+                tracing::warn!(
+                    "{api} is not taking the master's updates; dropping the oldest of {MAX_PENDING_PER_NODE}"
+                );
+            }
+        }
+        self.tasks.push_back(task);
+    }
+
+    /// Puts a task that was not delivered back in front, unless a newer one for the same
+    /// subject arrived meanwhile.
+    fn put_back(&mut self, task: Task) {
+        if !self.tasks.iter().any(|newer| task.superseded_by(newer)) {
+            self.tasks.push_front(task);
+        }
+    }
 }
 
 #[derive(Clone)]
 pub(super) struct Notifier {
     client: XmlRpcClient,
-    /// A node's entry exists while its worker runs; the worker removes it when it finds
-    /// the queue empty, under the same lock, so a task is never left without a worker.
-    queues: Arc<Mutex<HashMap<String, Pending>>>,
+    pacing: Pacing,
+    /// An API's entry has `working` set while its worker runs; the worker clears it when it
+    /// finds the queue empty, under the same lock, so a task is never left without a worker.
+    apis: Arc<Mutex<HashMap<String, Api>>>,
+    first_lane: Arc<Semaphore>,
+    retry_lane: Arc<Semaphore>,
     on_rejected: Rejected,
 }
 
 impl Notifier {
-    pub(super) fn new(client: XmlRpcClient, on_rejected: Rejected) -> Notifier {
+    pub(super) fn new(pacing: Pacing, on_rejected: Rejected) -> Notifier {
+        // The deadlines are per call; the client's own are only a backstop.
+        let client = XmlRpcClient::unpooled(pacing.retry_deadline, pacing.retry_deadline);
         Notifier {
             client,
-            queues: Arc::default(),
+            pacing,
+            apis: Arc::default(),
+            first_lane: Arc::new(Semaphore::new(pacing.first_in_flight.max(1))),
+            retry_lane: Arc::new(Semaphore::new(pacing.retry_in_flight.max(1))),
             on_rejected,
         }
     }
 
-    fn queues(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    fn apis(&self) -> std::sync::MutexGuard<'_, HashMap<String, Api>> {
+        self.apis.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Queues `task` for the node at `api`, merged with a pending one it supersedes.
     pub(super) fn queue(&self, api: &str, task: Task) {
-        let mut queues = self.queues();
-        let start_worker = !queues.contains_key(api);
-        let pending = queues.entry(api.to_string()).or_default();
-        let mut task = Some(task);
-        if !pending.tasks.iter_mut().any(|t| t.absorb(&mut task)) {
-            if pending.tasks.len() >= MAX_PENDING_PER_NODE {
-                pending.tasks.pop_front();
-                pending.dropped += 1;
-                if pending.dropped == 1 {
-                    tracing::warn!(
-                        "{api} is not taking the master's updates; dropping the oldest of {MAX_PENDING_PER_NODE}"
-                    );
-                }
-            }
-            pending.tasks.extend(task);
+        let mut apis = self.apis();
+        if apis.len() >= MAX_REMEMBERED_APIS && !apis.contains_key(api) {
+            apis.retain(|_, a| a.working);
         }
-        if start_worker {
+        let entry = apis.entry(api.to_string()).or_default();
+        entry.merge(api, task);
+        if !entry.working {
+            entry.working = true;
             tokio::spawn(self.clone().work(api.to_string()));
         }
     }
@@ -120,93 +221,299 @@ impl Notifier {
     #[cfg(test)]
     /// Updates waiting for the node at `api`.
     pub(super) fn pending(&self, api: &str) -> usize {
-        self.queues().get(api).map_or(0, |p| p.tasks.len())
+        self.apis().get(api).map_or(0, |a| a.tasks.len())
+    }
+
+    #[cfg(test)]
+    /// Calls to `api` that failed in a row.
+    pub(super) fn failures(&self, api: &str) -> u32 {
+        self.apis().get(api).map_or(0, |a| a.failures)
     }
 
     async fn work(self, api: String) {
         loop {
-            let task = {
-                let mut queues = self.queues();
-                match queues.get_mut(&api).and_then(|p| p.tasks.pop_front()) {
-                    Some(task) => task,
-                    None => {
-                        queues.remove(&api);
-                        return;
+            let next = {
+                let mut apis = self.apis();
+                let Some(entry) = apis.get_mut(&api) else {
+                    return;
+                };
+                if entry.tasks.is_empty() {
+                    entry.working = false;
+                    if entry.failures == 0 {
+                        apis.remove(&api);
                     }
+                    return;
+                }
+                let due = entry
+                    .failed_at
+                    .map(|at| at + self.pacing.backoff_after(entry.failures));
+                match due.filter(|due| *due > Instant::now()) {
+                    Some(due) => Err(due),
+                    None => Ok((entry.tasks.pop_front(), entry.failures)),
                 }
             };
-            self.run(&api, task).await;
+            let (task, failures) = match next {
+                Err(due) => {
+                    // Newer tasks may merge into the queue meanwhile: look again after.
+                    tokio::time::sleep_until(due).await;
+                    continue;
+                }
+                Ok((Some(task), failures)) => (task, failures),
+                Ok((None, _)) => continue,
+            };
+            let (lane, deadline) = if failures == 0 {
+                (&self.first_lane, self.pacing.first_deadline)
+            } else {
+                (&self.retry_lane, self.pacing.retry_deadline)
+            };
+            let Ok(_slot) = lane.acquire().await else {
+                return;
+            };
+            let outcome = tokio::time::timeout(deadline, self.run(&api, &task))
+                .await
+                .unwrap_or(Err(CallError::Timeout));
+            drop(_slot);
+            self.settle(&api, task, outcome).await;
         }
     }
 
-    async fn run(&self, api: &str, task: Task) {
+    /// Records how a call went: a success clears the API's failures, a failure puts the
+    /// task back for a retry (or drops the queue once the API has failed too often).
+    async fn settle(&self, api: &str, task: Task, outcome: Result<(), CallError>) {
+        let error = match outcome {
+            Ok(()) => {
+                if let Some(entry) = self.apis().get_mut(api) {
+                    entry.failures = 0;
+                    entry.failed_at = None;
+                }
+                return;
+            }
+            Err(CallError::OutOfDescriptors) => {
+                tracing::debug!("out of descriptors calling {api}; trying again shortly");
+                if let Some(entry) = self.apis().get_mut(api) {
+                    entry.put_back(task);
+                }
+                tokio::time::sleep(DESCRIPTOR_WAIT).await;
+                return;
+            }
+            Err(e) => e,
+        };
+        let mut apis = self.apis();
+        let Some(entry) = apis.get_mut(api) else {
+            return;
+        };
+        entry.failures = entry.failures.saturating_add(1);
+        entry.failed_at = Some(Instant::now());
+        if entry.failures < self.pacing.give_up_after {
+            tracing::debug!("{api}: {error}; trying again later");
+            entry.put_back(task);
+        } else {
+            if entry.failures == self.pacing.give_up_after {
+                tracing::warn!(
+                    "{api} failed {} calls in a row ({error}): dropping its updates",
+                    entry.failures
+                );
+            }
+            entry.dropped += entry.tasks.len() as u64 + 1;
+            entry.tasks.clear();
+        }
+    }
+
+    async fn run(&self, api: &str, task: &Task) -> Result<(), CallError> {
         let master = Value::from("/master");
         match task {
             Task::PublisherUpdate { topic, publishers } => {
-                let params = vec![master, Value::from(topic.as_str()), Value::from(publishers)];
-                if let Err(e) = self.client.call(api, "publisherUpdate", params).await {
-                    tracing::debug!("publisherUpdate[{topic}] -> {api}: {e}");
-                }
+                let publishers =
+                    Value::Array(publishers.iter().map(|p| Value::from(p.as_str())).collect());
+                let params = vec![master, Value::from(topic.as_str()), publishers];
+                self.client.call(api, "publisherUpdate", params).await?;
             }
             Task::ParamUpdate {
                 caller_id,
                 key,
                 value,
             } => {
-                let params = vec![master, Value::from(key.as_str()), value];
-                match self.client.call(api, "paramUpdate", params).await {
-                    Ok(Value::Array(reply)) if reply.first() == Some(&Value::Int(-1)) => {
-                        (self.on_rejected)(&caller_id, api, &key)
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::debug!("paramUpdate[{key}] -> {api}: {e}"),
+                let params = vec![master, Value::from(key.as_str()), value.clone()];
+                let reply = self.client.call(api, "paramUpdate", params).await?;
+                if matches!(&reply, Value::Array(r) if r.first() == Some(&Value::Int(-1))) {
+                    (self.on_rejected)(caller_id, api, key);
                 }
             }
             Task::Shutdown { message } => {
-                let _ = self
-                    .client
-                    .call(api, "shutdown", vec![master, Value::from(message)])
-                    .await;
+                let params = vec![master, Value::from(message.as_str())];
+                self.client.call(api, "shutdown", params).await?;
             }
         }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    fn pacing() -> Pacing {
+        Pacing {
+            first_deadline: Duration::from_millis(200),
+            retry_deadline: Duration::from_millis(400),
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(400),
+            give_up_after: 3,
+            first_in_flight: 4,
+            retry_in_flight: 2,
+        }
+    }
+
+    fn update(topic: &str, publishers: Vec<String>) -> Task {
+        Task::PublisherUpdate {
+            topic: topic.into(),
+            publishers: Arc::new(publishers),
+        }
+    }
+
+    fn notifier(pacing: Pacing) -> Notifier {
+        Notifier::new(pacing, Arc::new(|_: &str, _: &str, _: &str| {}))
+    }
 
     /// A node that never answers: its updates merge per topic and stay bounded.
     #[tokio::test]
     async fn updates_for_a_silent_node_merge_and_stay_bounded() {
-        // Connections wait in the backlog: calls neither fail nor finish.
+        // Connections wait in the backlog: calls neither fail nor finish in time.
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let api = format!("http://{}/", silent.local_addr().unwrap());
-        let client = XmlRpcClient::new(Duration::from_secs(30), Duration::from_secs(30));
-        let notifier = Notifier::new(client, Arc::new(|_: &str, _: &str, _: &str| {}));
+        let notifier = notifier(Pacing {
+            first_deadline: Duration::from_secs(30),
+            ..pacing()
+        });
         let mut publishers = Vec::new();
         for i in 0..1500 {
             publishers.push(format!("http://host:{i}/"));
-            notifier.queue(
-                &api,
-                Task::PublisherUpdate {
-                    topic: "/crowded".into(),
-                    publishers: publishers.clone(),
-                },
-            );
+            notifier.queue(&api, update("/crowded", publishers.clone()));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(notifier.pending(&api) <= 1, "{}", notifier.pending(&api));
         for i in 0..1500 {
-            notifier.queue(
-                &api,
-                Task::PublisherUpdate {
-                    topic: format!("/t{i}"),
-                    publishers: vec![],
-                },
-            );
+            notifier.queue(&api, update(&format!("/t{i}"), vec![]));
         }
         assert_eq!(notifier.pending(&api), MAX_PENDING_PER_NODE);
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_ceiling_and_never_overflows() {
+        let p = pacing();
+        let waits: Vec<u128> = [0, 1, 2, 3, 4, u32::MAX]
+            .iter()
+            .map(|&f| p.backoff_after(f).as_millis())
+            .collect();
+        assert_eq!(waits, [0, 100, 200, 400, 400, 400]);
+        let real = Pacing::for_this_process();
+        assert!(real.first_in_flight >= 16 && real.retry_in_flight >= 4);
+        assert!(real.first_deadline < real.retry_deadline);
+    }
+
+    /// A node API answering every call with `[1, "", 0]` after `delay`, counting calls.
+    struct SlowNode {
+        delay: Duration,
+        calls: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl crate::xmlrpc::Handler for SlowNode {
+        fn call(&self, _: &str, _: Vec<Value>) -> crate::xmlrpc::HandlerFuture {
+            let (delay, calls) = (self.delay, self.calls.clone());
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(Value::Array(vec![
+                    Value::Int(1),
+                    Value::from(""),
+                    Value::Int(0),
+                ]))
+            })
+        }
+    }
+
+    async fn node_api(
+        delay: Duration,
+    ) -> (
+        crate::xmlrpc::XmlRpcServer,
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = format!("http://{}/", listener.local_addr().unwrap());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let handler = Arc::new(SlowNode {
+            delay,
+            calls: calls.clone(),
+        });
+        let server = crate::xmlrpc::XmlRpcServer::serve(listener, handler).unwrap();
+        (server, api, calls)
+    }
+
+    /// A node slower than the first deadline still gets its update, from the retry lane.
+    #[tokio::test]
+    async fn a_slow_node_gets_its_update_on_the_retry() {
+        let (_server, api, answered) = node_api(Duration::from_millis(300)).await;
+        let notifier = notifier(pacing());
+        notifier.queue(&api, update("/t", vec!["http://a:1/".into()]));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while answered.load(std::sync::atomic::Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The first try answers after its deadline (counted by the server, not by us); the
+        // retry is in time and clears the failure.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(answered.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+        assert_eq!(notifier.failures(&api), 0);
+        assert_eq!(notifier.pending(&api), 0);
+    }
+
+    /// Tarpits fill the first lane once, then wait in the retry lane: a live node queued
+    /// behind hundreds of them is served at once by the next fan-out, and the tarpits'
+    /// updates are dropped after `give_up_after` failures.
+    #[tokio::test]
+    async fn failing_apis_move_to_the_retry_lane_and_leave_the_first_lane_to_live_nodes() {
+        let mut tarpits = Vec::new();
+        for _ in 0..200 {
+            tarpits.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let tarpit_apis: Vec<String> = tarpits
+            .iter()
+            .map(|l| format!("http://{}/", l.local_addr().unwrap()))
+            .collect();
+        let notifier = notifier(Pacing {
+            first_in_flight: 50,
+            retry_in_flight: 100,
+            ..pacing()
+        });
+        for api in &tarpit_apis {
+            notifier.queue(api, update("/t", vec!["http://p1:1/".into()]));
+        }
+        // 200 tarpits, 50 at a time, 200 ms each: the first round takes about 0.8 s.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(tarpit_apis.iter().all(|a| notifier.failures(a) >= 1));
+        let (_server, live, answered) = node_api(Duration::ZERO).await;
+        let start = Instant::now();
+        for api in tarpit_apis.iter().chain([&live]) {
+            notifier.queue(api, update("/t", vec!["http://p2:1/".into()]));
+        }
+        while answered.load(std::sync::atomic::Ordering::SeqCst) == 0
+            && start.elapsed() < Duration::from_secs(5)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "the live node waited {took:?}"
+        );
+        // The tarpits give up after three failures (rounds of about 0.8 s, 100 at a time
+        // and 400 ms each); nothing stays queued for them.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let pending: usize = tarpit_apis.iter().map(|a| notifier.pending(a)).sum();
+        assert_eq!(pending, 0);
+        assert!(tarpit_apis
+            .iter()
+            .all(|a| notifier.failures(a) >= pacing().give_up_after));
     }
 }

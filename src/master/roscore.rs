@@ -12,8 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Log messages waiting for the aggregator before the oldest is dropped.
+/// Log messages waiting for the aggregator (and for each `/rosout_agg` subscriber) before
+/// the oldest is dropped: 1000, and at most 4 MiB of them, so that a flood of 64 kB logs
+/// holds megabytes, not the 128 MB it once did.
 const ROSOUT_QUEUE: usize = 1000;
+const ROSOUT_QUEUE_BYTES: usize = 4 << 20;
 
 /// How a [`Roscore`] starts.
 #[derive(Debug, Clone)]
@@ -160,6 +163,8 @@ async fn aggregate_rosout(
             AdvertiseOptions {
                 latch: false,
                 queue_size: ROSOUT_QUEUE,
+                max_queued_bytes: ROSOUT_QUEUE_BYTES,
+                ..AdvertiseOptions::default()
             },
         )
         .await?;
@@ -171,6 +176,7 @@ async fn aggregate_rosout(
             Log::DEFINITION,
             SubscribeOptions {
                 queue_size: ROSOUT_QUEUE,
+                max_queued_bytes: ROSOUT_QUEUE_BYTES,
                 ..SubscribeOptions::default()
             },
         )

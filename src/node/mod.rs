@@ -10,6 +10,7 @@ mod topics;
 
 pub use topics::{
     AdvertiseOptions, Publisher, RawPublisher, RawSubscriber, SubscribeOptions, Subscriber,
+    DEFAULT_MAX_LINKS, DEFAULT_MAX_LINKS_PER_HOST, DEFAULT_MAX_QUEUED_BYTES,
 };
 
 use crate::api::{ApiError, MasterClient, SlaveBackend, SlaveHandler, SlaveReply};

@@ -31,16 +31,39 @@ pub struct AdvertiseOptions {
     pub latch: bool,
     /// Messages queued per subscriber before the oldest is dropped.
     pub queue_size: usize,
+    /// Bytes queued per subscriber before the oldest message is dropped (the newest is
+    /// always kept, however large).
+    pub max_queued_bytes: usize,
+    /// Subscriber links (TCPROS and UDPROS together) this publication serves at once;
+    /// beyond it a subscriber is refused with a status saying so.
+    pub max_links: usize,
+    /// Of those, links to one subscriber host (IP address).
+    pub max_links_per_host: usize,
 }
+
+/// The default bound on the bytes a queue of messages holds, per subscriber and per
+/// subscriber handle: 64 MiB.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 64 << 20;
 
 impl Default for AdvertiseOptions {
     fn default() -> Self {
         AdvertiseOptions {
             latch: false,
             queue_size: 100,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            max_links: DEFAULT_MAX_LINKS,
+            max_links_per_host: DEFAULT_MAX_LINKS_PER_HOST,
         }
     }
 }
+
+/// The default cap on one publication's subscriber links: each costs a descriptor and a
+/// send per message (2000 links at 100 Hz took most of a core).
+pub const DEFAULT_MAX_LINKS: usize = 512;
+
+/// The default cap on one publication's links to one host: room for every node of a big
+/// robot computer, not for one peer taking them all.
+pub const DEFAULT_MAX_LINKS_PER_HOST: usize = 128;
 
 /// The smallest datagram a publisher shrinks to so that its datagrams fit the route's MTU.
 const MIN_UNFRAGMENTED: usize = 1000;
@@ -56,6 +79,8 @@ pub struct SubscribeOptions {
     pub tcp_nodelay: bool,
     /// Messages queued before the oldest is dropped.
     pub queue_size: usize,
+    /// Bytes queued before the oldest message is dropped (the newest is always kept).
+    pub max_queued_bytes: usize,
     /// Larger messages are refused (and the link dropped, on TCP).
     pub max_message_size: usize,
 }
@@ -67,6 +92,7 @@ impl Default for SubscribeOptions {
             max_datagram_size: ROSCPP_MAX_DATAGRAM,
             tcp_nodelay: true,
             queue_size: 100,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             max_message_size: 64 << 20,
         }
     }
@@ -140,7 +166,12 @@ impl Node {
                 let p = Publication::new(
                     info,
                     options.latch,
-                    options.queue_size,
+                    crate::transport::publication::LinkLimits {
+                        queue_size: options.queue_size,
+                        queue_bytes: options.max_queued_bytes,
+                        max_links: options.max_links,
+                        max_links_per_host: options.max_links_per_host,
+                    },
                     self.name(),
                     self.inner.link_ids.clone(),
                 );
@@ -214,7 +245,7 @@ impl Node {
                 }
             }
         };
-        let sink = subscription.add_sink(options.queue_size);
+        let sink = subscription.add_sink(options.queue_size, options.max_queued_bytes);
         if fresh {
             let updates_before = subscription.update_count();
             let publishers = self
@@ -665,6 +696,11 @@ impl NodeInner {
                 Value::Array(vec![]),
             );
         };
+        // Past the publication's cap no transport will do: say so rather than offer TCPROS.
+        if let Err(refusal) = publication.admit_any() {
+            tracing::warn!("requestTopic from {caller_id}: {refusal}");
+            return (0, refusal, Value::Array(vec![]));
+        }
         let mut udp_refused = None;
         for entry in &protocols {
             let Some(items) = entry.as_array() else {
@@ -739,6 +775,7 @@ impl NodeInner {
                 "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
             ));
         }
+        publication.admit(peer.ip())?;
         let buffer = if udpros_peer { 4 << 20 } else { 1 << 20 };
         let (socket, _) =
             udp_socket(SocketAddr::new(self.id.bind, 0), buffer).map_err(|e| e.to_string())?;

@@ -83,6 +83,7 @@ impl Node {
         let latched = AdvertiseOptions {
             latch: true,
             queue_size: 1,
+            ..AdvertiseOptions::default()
         };
         let descriptions = self
             .advertise::<msg::ConfigDescription>(

@@ -10,7 +10,7 @@ use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::udpros::Fragmenter;
 use bytes::Bytes;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
@@ -77,10 +77,27 @@ impl SubscriberLink {
     }
 }
 
+/// What one publication's subscriber links may hold and how many there may be.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LinkLimits {
+    /// Messages queued per link.
+    pub queue_size: usize,
+    /// Bytes queued per link (the newest message is always kept).
+    pub queue_bytes: usize,
+    /// Links at once.
+    pub max_links: usize,
+    /// Links at once to one host.
+    pub max_links_per_host: usize,
+}
+
+/// Descriptors a node keeps for its own work when it takes a subscriber link: a
+/// publication refuses links that would leave fewer.
+const DESCRIPTOR_MARGIN: usize = 128;
+
 pub(crate) struct Publication {
     pub info: TopicInfo,
     pub latch: bool,
-    queue_size: usize,
+    limits: LinkLimits,
     node_name: String,
     links: Mutex<Vec<Arc<SubscriberLink>>>,
     latched: Mutex<Option<Bytes>>,
@@ -102,14 +119,17 @@ impl Publication {
     pub(crate) fn new(
         info: TopicInfo,
         latch: bool,
-        queue_size: usize,
+        limits: LinkLimits,
         node_name: &str,
         link_ids: Arc<AtomicU32>,
     ) -> Publication {
         Publication {
             info,
             latch,
-            queue_size: queue_size.max(1),
+            limits: LinkLimits {
+                queue_size: limits.queue_size.max(1),
+                ..limits
+            },
             node_name: node_name.to_string(),
             links: Mutex::new(Vec::new()),
             latched: Mutex::new(None),
@@ -230,6 +250,42 @@ impl Publication {
             .with("type", self.info.msg_type.as_str()))
     }
 
+    /// Whether one more subscriber link is within this publication's cap and leaves the
+    /// node its margin of descriptors; if not, the status that says why.
+    pub(crate) fn admit_any(&self) -> Result<(), String> {
+        let topic = &self.info.topic;
+        let links = self.num_subscribers();
+        if links >= self.limits.max_links {
+            return Err(format!(
+                "{topic} already has {links} subscriber links, its limit (AdvertiseOptions::max_links)"
+            ));
+        }
+        if !crate::connections::descriptors_to_spare(DESCRIPTOR_MARGIN) {
+            return Err(format!(
+                "{topic}: this node is near its descriptor limit and keeps the rest for its own work"
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`admit_any`](Self::admit_any), and within the cap on links to `host`.
+    pub(crate) fn admit(&self, host: IpAddr) -> Result<(), String> {
+        self.admit_any()?;
+        let host = host.to_canonical();
+        let from_host = self
+            .links()
+            .iter()
+            .filter(|l| !l.is_closed() && l.peer.ip().to_canonical() == host)
+            .count();
+        if from_host >= self.limits.max_links_per_host {
+            return Err(format!(
+                "{} already has {from_host} subscriber links to {host}, its limit per host (AdvertiseOptions::max_links_per_host)",
+                self.info.topic
+            ));
+        }
+        Ok(())
+    }
+
     /// A link and its task.
     fn add_link(
         &self,
@@ -246,7 +302,7 @@ impl Publication {
             peer,
             local_port,
             stats: LinkStats::default(),
-            queue: DropOldest::new(self.queue_size),
+            queue: DropOldest::bounded(self.limits.queue_size, self.limits.queue_bytes, Bytes::len),
             wire: tokio::sync::Mutex::new(wire),
             closed: AtomicBool::new(false),
         });

@@ -1,5 +1,6 @@
 //! A bounded queue that drops its oldest entry when full: a slow reader loses stale data
-//! and never slows the writer, which is what teleoperation wants.
+//! and never slows the writer, which is what teleoperation wants. It is bounded by count
+//! and, for queues of messages, by bytes too: a hundred 64 MB messages are not a queue.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -7,9 +8,19 @@ use std::sync::Mutex;
 use tokio::sync::Notify;
 
 #[derive(Debug)]
+struct Queued<T> {
+    items: VecDeque<T>,
+    /// What `weigh` says the items weigh together.
+    bytes: usize,
+}
+
+#[derive(Debug)]
 pub(crate) struct DropOldest<T> {
-    items: Mutex<VecDeque<T>>,
+    items: Mutex<Queued<T>>,
     capacity: usize,
+    /// The oldest items are dropped while the queue weighs more, though never the last one.
+    max_bytes: usize,
+    weigh: fn(&T) -> usize,
     ready: Notify,
     /// Woken when the reader takes items, for writers that wait for room.
     room: Notify,
@@ -18,10 +29,23 @@ pub(crate) struct DropOldest<T> {
 }
 
 impl<T> DropOldest<T> {
+    /// A queue of at most `capacity` items, whatever they weigh.
+    #[cfg(test)]
     pub(crate) fn new(capacity: usize) -> DropOldest<T> {
+        Self::bounded(capacity, usize::MAX, |_| 0)
+    }
+
+    /// A queue of at most `capacity` items weighing at most `max_bytes` by `weigh`, but
+    /// always room for the newest item, however heavy.
+    pub(crate) fn bounded(capacity: usize, max_bytes: usize, weigh: fn(&T) -> usize) -> Self {
         DropOldest {
-            items: Mutex::new(VecDeque::with_capacity(capacity.clamp(1, 1024))),
+            items: Mutex::new(Queued {
+                items: VecDeque::with_capacity(capacity.clamp(1, 1024)),
+                bytes: 0,
+            }),
             capacity: capacity.max(1),
+            max_bytes,
+            weigh,
             ready: Notify::new(),
             room: Notify::new(),
             closed: AtomicBool::new(false),
@@ -29,34 +53,38 @@ impl<T> DropOldest<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<T>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queued<T>> {
         self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds an item, dropping the oldest when full. Never blocks on the reader.
+    /// Adds an item, dropping the oldest while full. Never blocks on the reader.
     pub(crate) fn push(&self, item: T) {
         if self.is_closed() {
             return;
         }
         {
-            let mut items = self.lock();
-            if items.len() >= self.capacity {
-                items.pop_front();
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+            let mut q = self.lock();
+            q.bytes = q.bytes.saturating_add((self.weigh)(&item));
+            q.items.push_back(item);
+            while q.items.len() > self.capacity || (q.bytes > self.max_bytes && q.items.len() > 1) {
+                if let Some(old) = q.items.pop_front() {
+                    q.bytes = q.bytes.saturating_sub((self.weigh)(&old));
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            items.push_back(item);
         }
         self.ready.notify_one();
     }
 
     /// Takes every item there is, without waiting; false when there was none.
     pub(crate) fn take_all(&self, into: &mut Vec<T>) -> bool {
-        let mut items = self.lock();
-        if items.is_empty() {
+        let mut q = self.lock();
+        if q.items.is_empty() {
             return false;
         }
-        into.extend(items.drain(..));
-        drop(items);
+        into.extend(q.items.drain(..));
+        q.bytes = 0;
+        drop(q);
         self.room.notify_waiters();
         true
     }
@@ -81,7 +109,14 @@ impl<T> DropOldest<T> {
     pub(crate) async fn pop(&self) -> Option<T> {
         loop {
             let notified = self.ready.notified();
-            let item = self.lock().pop_front();
+            let item = {
+                let mut q = self.lock();
+                let item = q.items.pop_front();
+                if let Some(item) = &item {
+                    q.bytes = q.bytes.saturating_sub((self.weigh)(item));
+                }
+                item
+            };
             if let Some(item) = item {
                 self.room.notify_waiters();
                 return Some(item);
@@ -100,7 +135,7 @@ impl<T> DropOldest<T> {
             let notified = self.room.notified();
             let mut notified = std::pin::pin!(notified);
             notified.as_mut().enable();
-            if self.is_closed() || self.lock().len() < self.capacity {
+            if self.is_closed() || self.has_room() {
                 return;
             }
             notified.await;
@@ -123,7 +158,13 @@ impl<T> DropOldest<T> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().items.len()
+    }
+
+    /// Whether a push would drop nothing: neither bound is reached.
+    fn has_room(&self) -> bool {
+        let q = self.lock();
+        q.items.is_empty() || (q.items.len() < self.capacity && q.bytes < self.max_bytes)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -170,6 +211,22 @@ mod tests {
         let mut out = Vec::new();
         assert!(q.take_all(&mut out));
         assert_eq!((out, q.dropped()), (vec![2, 3], 0));
+    }
+
+    #[test]
+    fn a_byte_bound_drops_the_oldest_but_keeps_the_newest_however_heavy() {
+        let q = DropOldest::bounded(100, 10 << 20, Vec::<u8>::len);
+        for _ in 0..50 {
+            q.push(vec![0u8; 1 << 20]); // 50 MB offered, 10 MB kept
+        }
+        assert_eq!((q.len(), q.dropped()), (10, 40));
+        q.push(vec![0u8; 64 << 20]);
+        assert_eq!(q.len(), 1, "the newest stays alone");
+        let mut out = Vec::new();
+        assert!(q.take_all(&mut out));
+        assert_eq!(out[0].len(), 64 << 20);
+        q.push(vec![1u8; 3]);
+        assert_eq!(q.len(), 1);
     }
 
     #[tokio::test]

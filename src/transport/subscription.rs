@@ -180,8 +180,16 @@ impl Subscription {
     }
 
     /// A new queue fed every message of this topic (one per subscriber handle).
-    pub(crate) fn add_sink(&self, queue_size: usize) -> Arc<DropOldest<Received>> {
-        let sink = Arc::new(DropOldest::new(queue_size));
+    pub(crate) fn add_sink(
+        &self,
+        queue_size: usize,
+        max_bytes: usize,
+    ) -> Arc<DropOldest<Received>> {
+        let sink = Arc::new(DropOldest::bounded(
+            queue_size,
+            max_bytes,
+            |r: &Received| r.body.len(),
+        ));
         self.sinks().push(sink.clone());
         sink
     }

@@ -95,6 +95,7 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
             )),
             Some(publication) => publication
                 .accept(&header)
+                .and_then(|reply| publication.admit(peer.ip()).map(|()| reply))
                 .map(|reply| (publication, reply)),
         },
         (None, Some(service)) => match lookup.service(service) {

@@ -21,6 +21,9 @@ pub enum CallError {
     Transport(String),
     /// No answer within the request timeout.
     Timeout,
+    /// This process is out of file descriptors (EMFILE, ENFILE): the peer was never tried,
+    /// and the same call may well work a moment later.
+    OutOfDescriptors,
     /// The server answered with this HTTP status instead of 200.
     Http(u16),
     /// The answer is not XML-RPC.
@@ -35,6 +38,9 @@ impl fmt::Display for CallError {
             CallError::InvalidUri(u) => write!(f, "invalid XML-RPC URI '{u}'"),
             CallError::Transport(e) => write!(f, "cannot reach the XML-RPC server: {e}"),
             CallError::Timeout => f.write_str("XML-RPC call timed out"),
+            CallError::OutOfDescriptors => {
+                f.write_str("no file descriptor left to reach the XML-RPC server")
+            }
             CallError::Http(status) => write!(f, "XML-RPC server answered HTTP {status}"),
             CallError::Parse(e) => write!(f, "bad XML-RPC response: {e}"),
             CallError::Fault(fault) => fault.fmt(f),
@@ -68,11 +74,23 @@ impl Default for XmlRpcClient {
 impl XmlRpcClient {
     /// A client with these timeouts; connections are pooled and kept alive.
     pub fn new(connect_timeout: Duration, request_timeout: Duration) -> XmlRpcClient {
+        Self::build(connect_timeout, request_timeout, usize::MAX)
+    }
+
+    /// A client that closes each connection after its call: for a caller that reaches
+    /// thousands of servers once each (the master notifying nodes), where a pool would hold
+    /// one idle descriptor per server.
+    pub fn unpooled(connect_timeout: Duration, request_timeout: Duration) -> XmlRpcClient {
+        Self::build(connect_timeout, request_timeout, 0)
+    }
+
+    fn build(connect_timeout: Duration, request_timeout: Duration, idle: usize) -> XmlRpcClient {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(idle)
             .build(connector);
         XmlRpcClient {
             client,
@@ -112,7 +130,7 @@ impl XmlRpcClient {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| CallError::Transport(error_chain(&e)))?;
+                .map_err(|e| transport_error(&e))?;
             let status = response.status();
             let body = Limited::new(response.into_body(), limits.max_body)
                 .collect()
@@ -131,6 +149,21 @@ impl XmlRpcClient {
             .map_err(CallError::Parse)?
             .map_err(CallError::Fault)
     }
+}
+
+/// A failed request as a [`CallError`]: [`CallError::OutOfDescriptors`] when the cause is
+/// this process's descriptor limit, [`CallError::Transport`] with the whole chain otherwise.
+fn transport_error(e: &(dyn std::error::Error + 'static)) -> CallError {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                return CallError::OutOfDescriptors;
+            }
+        }
+        source = s.source();
+    }
+    CallError::Transport(error_chain(e))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

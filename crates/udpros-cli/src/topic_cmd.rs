@@ -206,7 +206,7 @@ async fn publish(node: &Node, args: PubArgs) -> CliResult {
             &definition,
             AdvertiseOptions {
                 latch,
-                queue_size: 100,
+                ..AdvertiseOptions::default()
             },
         )
         .await

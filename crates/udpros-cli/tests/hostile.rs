@@ -902,3 +902,343 @@ async fn a_udp_link_that_keeps_failing_falls_back_to_tcp() {
     assert_eq!(udp_offers.load(Ordering::Relaxed), 3);
     node.shutdown().await;
 }
+
+/// The number of descriptors a process has open.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// 10,000 subscribers whose APIs are dead ports (5000) or tarpits that accept nothing
+/// (5000), against `udpros master` under `ulimit -n 1024`: the master's fan-out stays within
+/// its descriptors and memory, live subscribers hear the first publisher (their updates
+/// wait behind tarpits at most once) and then a new publisher within a second, udpros's
+/// and rospy's alike, and the master answers calls throughout.
+#[test]
+fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_ones() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    raise_own_fd_limit();
+    let (master, master_port) = start_master(Some(1024));
+    let master_uri = format!("http://127.0.0.1:{master_port}/");
+    let topic = "/crowded";
+    let tarpits: Vec<std::net::TcpListener> = (0..5000)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let dead: Vec<u16> = {
+        let listeners: Vec<std::net::TcpListener> = (0..5000)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect()
+    };
+    let ghost_apis: Vec<String> = tarpits
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .chain(dead)
+        .map(|port| format!("http://127.0.0.1:{port}/"))
+        .collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = udpros::xmlrpc::XmlRpcClient::default();
+        for (i, api) in ghost_apis.iter().enumerate() {
+            let params = vec![
+                Value::from(format!("/ghost{i}")),
+                Value::from(topic),
+                Value::from("std_msgs/String"),
+                Value::from(api.as_str()),
+            ];
+            client
+                .call(&master_uri, "registerSubscriber", params)
+                .await
+                .expect("registerSubscriber");
+        }
+    });
+    // The live subscribers register after the ghosts: the first fan-out reaches them last.
+    let listener = rt.block_on(common::node(&master_uri, "live_listener"));
+    let mut sub = rt
+        .block_on(listener.subscribe::<udpros::msgs::std_msgs::String>(
+            topic,
+            udpros::node::SubscribeOptions::default(),
+        ))
+        .unwrap();
+    let mut echo = common::ros_tool(&python, "rostopic", &master_uri);
+    echo.args(["echo", &format!("{topic}/data")]);
+    let (_echo, mut echoed) = common::spawn_lines(echo);
+    assert!(
+        wait_for(Duration::from_secs(30), || {
+            call(
+                master_port,
+                "getSystemState",
+                &[Value::from("/h")],
+                Duration::from_secs(5),
+            )
+            .is_ok_and(|v| format!("{v:?}").contains("/rostopic_"))
+        }),
+        "rostopic echo registered"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let liveness = probe_liveness(master_port, stop.clone());
+    let peak_fds = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (stop, peak, pid) = (stop.clone(), peak_fds.clone(), master.0.id());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                peak.fetch_max(open_fds(pid) as u64, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let receive_within = |sub: &mut udpros::node::Subscriber<_>, limit| {
+        let started = Instant::now();
+        let got = rt.block_on(async { tokio::time::timeout(limit, sub.recv()).await });
+        got.ok()
+            .flatten()
+            .map(|_: udpros::msgs::std_msgs::String| started.elapsed())
+    };
+    // The first publisher: every ghost is new to the master, so the live subscribers'
+    // updates wait behind one round of tarpits (a quarter of a second each, 256 at a time).
+    let (first, _, _) = start_publisher(master_port, topic, "first_pub", None);
+    let first_heard = receive_within(&mut sub, Duration::from_secs(30));
+    let first_echoed = echoed.wait_for(Duration::from_secs(30), |l| l.contains("alive"));
+    drop(first);
+    // The second: the ghosts have failed once and wait in the retry lane.
+    std::thread::sleep(Duration::from_secs(2));
+    rt.block_on(async {
+        while tokio::time::timeout(Duration::from_millis(300), sub.recv())
+            .await
+            .is_ok()
+        {}
+    });
+    let echoed_before = echoed.seen.len();
+    let (_second, _, _) = start_publisher(master_port, topic, "second_pub", None);
+    let registered = Instant::now();
+    let second_heard = receive_within(&mut sub, Duration::from_secs(10));
+    let second_echoed = echoed
+        .wait_for(Duration::from_secs(10), |l| l.contains("alive"))
+        .map(|_| registered.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    let (slowest, failures) = liveness.join().unwrap();
+    sampler.join().unwrap();
+    let peak_fds = peak_fds.load(Ordering::Relaxed);
+    let peak_mb = peak_rss_mb(master.0.id());
+    println!(
+        "10k dead subscribers: first publisher heard after {first_heard:?} (rostopic: {}), \
+         second after {second_heard:?} (rostopic {second_echoed:?}, {} lines before); master peak \
+         {peak_fds} fds, {peak_mb:.0} MB; slowest getPid {slowest:?}, {failures} failed",
+        first_echoed.is_some(),
+        echoed_before,
+    );
+    assert!(
+        first_heard.is_some(),
+        "the first publisher never reached udpros"
+    );
+    assert!(
+        first_echoed.is_some(),
+        "the first publisher never reached rostopic"
+    );
+    let second = second_heard.expect("the second publisher never reached udpros");
+    assert!(
+        second < Duration::from_secs(1),
+        "udpros heard the new publisher after {second:?}"
+    );
+    assert!(
+        second_echoed.is_some_and(|t| t < Duration::from_secs(3)),
+        "rostopic heard the new publisher after {second_echoed:?}"
+    );
+    assert!(peak_fds < 800, "the master held {peak_fds} descriptors");
+    assert!(peak_mb < 120.0, "the master peaked at {peak_mb:.0} MB");
+    assert_eq!(failures, 0, "getPid failed during the fan-out");
+    drop(tarpits);
+}
+
+/// A flood of 64 kB logs on `/rosout` (192 MB in all) while one `/rosout_agg` subscriber
+/// reads nothing: the master's `/rosout` queues hold megabytes, not the 128 MB they held
+/// when they were bounded by count alone, and a reader that keeps up still gets logs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_flood_toward_a_stalled_rosout_agg_reader_stays_bounded() {
+    use udpros::msgs::rosgraph_msgs::Log;
+    let (master, master_port) = start_master(None);
+    let uri = format!("http://127.0.0.1:{master_port}/");
+    let rosout_api = tokio::task::spawn_blocking(move || node_port(master_port, "/rosout"))
+        .await
+        .unwrap();
+    let tcpros_port = call(
+        rosout_api,
+        "requestTopic",
+        &[
+            Value::from("/stalled"),
+            Value::from("/rosout_agg"),
+            Value::from(vec![Value::from(vec!["TCPROS"])]),
+        ],
+        Duration::from_secs(5),
+    )
+    .ok()
+    .and_then(|v| v.as_array()?.get(2)?.as_array()?.get(2)?.as_i32())
+    .expect("rosout serves /rosout_agg over TCPROS");
+    let mut stalled = TcpStream::connect(("127.0.0.1", tcpros_port as u16)).unwrap();
+    let header = udpros::wire::header::ConnectionHeader::new()
+        .with("callerid", "/stalled")
+        .with("topic", "/rosout_agg")
+        .with("md5sum", "*")
+        .with("type", "*");
+    stalled.write_all(&header.encode_tcp()).unwrap();
+    let logger = common::node(&uri, "log_flood").await;
+    let reader = common::node(&uri, "agg_reader").await;
+    let mut agg = reader
+        .subscribe::<Log>("/rosout_agg", udpros::node::SubscribeOptions::default())
+        .await
+        .unwrap();
+    let out = logger
+        .advertise::<Log>("/rosout", Default::default())
+        .await
+        .unwrap();
+    // Both of rosout's links are up before the flood.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = master.0.id();
+    let before = peak_rss_mb(pid);
+    let log = Log {
+        name: "/log_flood".into(),
+        msg: "x".repeat(64 << 10),
+        ..Default::default()
+    };
+    for i in 0..3000 {
+        out.publish(&log).unwrap();
+        if i % 50 == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let peak = peak_rss_mb(pid);
+    let mut heard = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(500), agg.recv()).await {
+        heard += 1;
+    }
+    println!("3000 logs of 64 kB, one stalled /rosout_agg reader: master peak RSS {before:.0} -> {peak:.0} MB; a live reader got {heard}");
+    assert!(
+        peak - before < 48.0,
+        "the master grew by {:.0} MB",
+        peak - before
+    );
+    assert!(heard > 0, "a live /rosout_agg reader got nothing");
+    drop(stalled);
+}
+
+/// Asks the node at `api_port` for a UDPROS link on `topic` toward `sink`: the status code
+/// and text of its answer.
+fn request_udp_link(api_port: u16, topic: &str, sink: SocketAddr, i: usize) -> (i32, String) {
+    let caller = format!("/flood{i}");
+    let header = udpros::wire::header::ConnectionHeader::new()
+        .with("callerid", caller.as_str())
+        .with("topic", topic)
+        .with("md5sum", "*")
+        .with("type", "std_msgs/String");
+    let offer = Value::Array(vec![
+        Value::from("UDPROS"),
+        Value::Base64(header.encode_fields()),
+        Value::from(sink.ip().to_string()),
+        Value::Int(i32::from(sink.port())),
+        Value::Int(1500),
+    ]);
+    let params = [
+        Value::from(caller),
+        Value::from(topic),
+        Value::Array(vec![offer]),
+    ];
+    let answer = call(api_port, "requestTopic", &params, Duration::from_secs(10))
+        .expect("requestTopic answered");
+    let answer = answer.as_array().expect("an answer triple");
+    (
+        answer[0].as_i32().unwrap_or(-99),
+        answer[1].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// Requests from `hosts` (loopback addresses, `per_host` each, spread over 20 sinks per
+/// host that stay open): how many links were granted, and the refusals' texts.
+fn flood_requests(
+    api_port: u16,
+    topic: &str,
+    hosts: &[&str],
+    per_host: usize,
+) -> (usize, Vec<String>) {
+    let (mut granted, mut refusals) = (0, Vec::new());
+    let mut sinks = Vec::new();
+    for host in hosts {
+        let mine: Vec<UdpSocket> = (0..20)
+            .map(|_| UdpSocket::bind((*host, 0)).unwrap())
+            .collect();
+        for i in 0..per_host {
+            let sink = mine[i % mine.len()].local_addr().unwrap();
+            match request_udp_link(api_port, topic, sink, i) {
+                (1, _) => granted += 1,
+                (_, why) => refusals.push(why),
+            }
+        }
+        sinks.extend(mine);
+    }
+    // The sinks stay open until the caller is done looking: closed ones end their links.
+    std::mem::forget(sinks);
+    (granted, refusals)
+}
+
+/// 2000 UDPROS requestTopic calls from one host to a publisher under `ulimit -n 1024`: it
+/// grants 128 (the cap per host) and refuses the rest saying why; 900 more from nine other
+/// hosts stop at 512 links in all; under `ulimit -n 256` the node keeps its margin of
+/// descriptors. The node answers calls throughout and never runs out of descriptors.
+#[test]
+fn a_publisher_caps_its_links_per_host_and_in_all_and_keeps_descriptors_for_itself() {
+    raise_own_fd_limit();
+    let (_master, master_port) = start_master(None);
+    let (publisher, api_port, _) =
+        start_publisher(master_port, "/capped", "capped_pub", Some(1024));
+    let (granted, refusals) = flood_requests(api_port, "/capped", &["127.0.0.1"], 2000);
+    println!(
+        "2000 requests from one host: {granted} granted, first refusal: {:?}",
+        refusals.first()
+    );
+    assert_eq!(granted, udpros::node::DEFAULT_MAX_LINKS_PER_HOST);
+    assert_eq!(refusals.len(), 2000 - granted);
+    assert!(
+        refusals.iter().all(|r| r.contains("limit per host")),
+        "{:?}",
+        refusals.first()
+    );
+    let others: Vec<String> = (2..=10).map(|h| format!("127.0.0.{h}")).collect();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    let (more, refusals) = flood_requests(api_port, "/capped", &others, 100);
+    println!(
+        "900 more from nine hosts: {more} granted, last refusal: {:?}",
+        refusals.last()
+    );
+    assert_eq!(granted + more, udpros::node::DEFAULT_MAX_LINKS);
+    assert!(
+        refusals.iter().any(|r| r.contains("max_links")),
+        "{:?}",
+        refusals.last()
+    );
+    let fds = open_fds(publisher.0.id());
+    assert!(fds < 700, "the publisher holds {fds} descriptors");
+    assert!(get_pid(api_port).is_ok());
+
+    // A node with 256 descriptors stops taking links while it still has 128 to spare.
+    let (small, small_api, _) = start_publisher(master_port, "/small", "small_pub", Some(256));
+    let hosts: Vec<String> = (11..=14).map(|h| format!("127.0.0.{h}")).collect();
+    let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let (granted, refusals) = flood_requests(small_api, "/small", &hosts, 100);
+    let fds = open_fds(small.0.id());
+    println!(
+        "a node with 256 descriptors: {granted} links granted, {fds} descriptors open; {:?}",
+        refusals.last()
+    );
+    assert!(granted > 16 && granted < 256 - 64, "{granted} granted");
+    assert!(
+        refusals.iter().any(|r| r.contains("descriptor limit")),
+        "{:?}",
+        refusals.last()
+    );
+    assert!(fds <= 256 - 64, "{fds} descriptors open");
+    assert!(get_pid(small_api).is_ok());
+}
