@@ -6,7 +6,7 @@ use crate::api::ApiError;
 use crate::node::{Node, NodeInner};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::service::{self as rosrpc, ReplyError, Response, ResponseDecoder};
-use crate::wire::tcpros::{FrameDecoder, RateFloor};
+use crate::wire::tcpros::{FrameClock, FrameDecoder, RateFloor};
 use bytes::Bytes;
 use std::fmt;
 use std::marker::PhantomData;
@@ -155,7 +155,7 @@ impl Connection {
         frame.extend_from_slice(request);
         self.stream.write_all(&frame).await?;
         let sent = tokio::time::Instant::now();
-        let mut began: Option<(tokio::time::Instant, usize)> = None;
+        let mut clock = FrameClock::new(floor);
         loop {
             match self.responses.next_response() {
                 Ok(Some(Response::Ok(body))) => return Ok(body),
@@ -164,24 +164,19 @@ impl Connection {
                 Err(e) => return Err(ServiceError::Protocol(e.to_string())),
             }
             let buffered = self.responses.buffered();
-            if began.is_none() && buffered > 0 {
-                began = Some((tokio::time::Instant::now(), buffered));
-            }
-            let deadline = match (began, response_timeout) {
-                (Some((start, before)), _) => {
-                    Some(floor.deadline(start.into_std(), buffered - before).into())
-                }
-                (None, Some(limit)) => sent.checked_add(limit),
-                (None, None) => None,
+            // Before the first byte the handler's time counts; after it, the floor.
+            let deadline = match clock.deadline(std::time::Instant::now(), buffered) {
+                Some(deadline) => Some(deadline.into()),
+                None => response_timeout.and_then(|limit| sent.checked_add(limit)),
             };
             let read = self.stream.read_buf(self.responses.buffer_mut());
             let read = match deadline {
                 Some(deadline) => match tokio::time::timeout_at(deadline, read).await {
                     Ok(read) => read,
-                    Err(_) if began.is_some() => {
+                    Err(_) if clock.started().is_some() => {
                         return Err(ServiceError::Protocol(format!(
-                            "the response came slower than {} bytes/s ({} bytes so far)",
-                            floor.min_rate, buffered
+                            "the response came slower than {} bytes/s ({buffered} bytes so far)",
+                            floor.min_rate
                         )))
                     }
                     Err(_) => {

@@ -7,7 +7,7 @@ use crate::connections::ConnectionSet;
 use crate::node::{Node, NodeError, NodeInner};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::service::{response_frame, ServiceIdentity};
-use crate::wire::tcpros::{FrameDecoder, RateFloor};
+use crate::wire::tcpros::{FrameClock, FrameDecoder, RateFloor};
 use bytes::Bytes;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -183,10 +183,8 @@ async fn read_request(
     stream: &mut TcpStream,
     requests: &mut FrameDecoder,
 ) -> Result<Option<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>)>, String> {
-    let floor = service.options.request_rate_floor;
+    let mut clock = FrameClock::new(service.options.request_rate_floor);
     let mut permit = None;
-    // When the request began, and how much of it had come by then.
-    let mut began: Option<(tokio::time::Instant, usize)> = None;
     loop {
         if let Some(body) = requests.next_frame().map_err(|e| e.to_string())? {
             return Ok(Some((body, permit)));
@@ -204,29 +202,23 @@ async fn read_request(
                     .map_err(|e| e.to_string())?,
             );
             // Waiting for the budget is not the client's delay: the floor starts now.
-            began = Some((tokio::time::Instant::now(), requests.buffered()));
+            clock.restart(std::time::Instant::now(), requests.buffered());
         }
-        if began.is_none() && requests.buffered() > 0 {
-            began = Some((tokio::time::Instant::now(), requests.buffered()));
-        }
-        let received = began.map(|(_, before)| requests.buffered().saturating_sub(before));
+        let buffered = requests.buffered();
         let read = stream.read_buf(requests.buffer_mut());
-        let read = match (began, received) {
-            (Some((start, _)), Some(received)) => {
-                let deadline = floor.deadline(start.into_std(), received);
-                match tokio::time::timeout_at(deadline.into(), read).await {
-                    Ok(read) => read,
-                    Err(_) => {
-                        return Err(format!(
-                            "request of {announced} bytes came slower than {} bytes/s \
-                             ({received} bytes after {:.1} s); disconnected",
-                            floor.min_rate,
-                            start.elapsed().as_secs_f64()
-                        ))
-                    }
+        let read = match clock.deadline(std::time::Instant::now(), buffered) {
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), read).await {
+                Ok(read) => read,
+                Err(_) => {
+                    let waited = clock.started().map_or(0.0, |s| s.elapsed().as_secs_f64());
+                    return Err(format!(
+                        "request of {announced} bytes came slower than {} bytes/s \
+                         ({buffered} bytes after {waited:.1} s); disconnected",
+                        clock.floor().min_rate,
+                    ));
                 }
-            }
-            _ => read.await,
+            },
+            None => read.await,
         };
         match read {
             Ok(0) if requests.buffered() == 0 => return Ok(None),

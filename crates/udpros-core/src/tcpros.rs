@@ -153,6 +153,49 @@ impl RateFloor {
     }
 }
 
+/// One frame's arrival timed against a [`RateFloor`]: the clock starts at the frame's first
+/// byte (or when the reader says, after waiting on its own account), and each read is given
+/// the floor's deadline for the bytes that came since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameClock {
+    floor: RateFloor,
+    /// When the frame began, and how many bytes were buffered then.
+    began: Option<(Instant, usize)>,
+}
+
+impl FrameClock {
+    /// A clock for one frame, not started.
+    pub fn new(floor: RateFloor) -> FrameClock {
+        FrameClock { floor, began: None }
+    }
+
+    /// Starts the clock afresh at `now` with `buffered` bytes in (the time before was not
+    /// the peer's to spend: a wait for a budget, say).
+    pub fn restart(&mut self, now: Instant, buffered: usize) {
+        self.began = Some((now, buffered));
+    }
+
+    /// The deadline for the next read with `buffered` bytes in; `None` while nothing has
+    /// come (the clock starts at the first byte).
+    pub fn deadline(&mut self, now: Instant, buffered: usize) -> Option<Instant> {
+        if self.began.is_none() && buffered > 0 {
+            self.began = Some((now, buffered));
+        }
+        let (start, before) = self.began?;
+        Some(self.floor.deadline(start, buffered.saturating_sub(before)))
+    }
+
+    /// When the frame began, once it has.
+    pub fn started(&self) -> Option<Instant> {
+        self.began.map(|(start, _)| start)
+    }
+
+    /// The floor it times against.
+    pub fn floor(&self) -> RateFloor {
+        self.floor
+    }
+}
+
 /// A frame (`u32 LE` length, then `body`) in one buffer, ready to be shared by every link.
 pub fn frame(body: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(4 + body.len());
@@ -164,6 +207,28 @@ pub fn frame(body: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_clock_starts_at_the_first_byte_or_when_restarted() {
+        let floor = RateFloor {
+            grace: Duration::from_secs(2),
+            min_rate: 1000,
+        };
+        let mut clock = FrameClock::new(floor);
+        let t0 = Instant::now();
+        assert_eq!(clock.deadline(t0, 0), None, "nothing came: no deadline");
+        let t1 = t0 + Duration::from_secs(5);
+        assert_eq!(clock.deadline(t1, 10), Some(t1 + Duration::from_secs(2)));
+        // 1000 bytes more earn a second.
+        assert_eq!(
+            clock.deadline(t1 + Duration::from_millis(1), 1010),
+            Some(t1 + Duration::from_secs(3))
+        );
+        let t2 = t1 + Duration::from_secs(60);
+        clock.restart(t2, 1010);
+        assert_eq!(clock.started(), Some(t2));
+        assert_eq!(clock.deadline(t2, 1010), Some(t2 + Duration::from_secs(2)));
+    }
 
     #[test]
     fn a_rate_floor_extends_with_what_arrived() {
