@@ -325,12 +325,17 @@ for d in glob.glob('/usr/share/*/srv'):
     srv_search.setdefault(os.path.basename(os.path.dirname(d)), []).append(d)
 for line in sys.stdin.read().splitlines():
     kind, t = line.split()
-    if kind == 'srv':
-        spec = ml.load_srv_by_type(ctx, t, srv_search)
+    try:
+        if kind == 'srv':
+            spec = ml.load_srv_by_type(ctx, t, srv_search)
+        else:
+            spec = ml.load_msg_by_type(ctx, t, search)
         ml.load_depends(ctx, spec, search)
-    else:
-        spec = ml.load_msg_by_type(ctx, t, search)
-        ml.load_depends(ctx, spec, search)
+    except (genmsg.MsgNotFound, genmsg.InvalidMsgSpec) as e:
+        # Debian ships some .msg files whose dependencies it does not ship (actionlib's
+        # need actionlib_msgs): genmsg itself cannot load them.
+        print(t, 'UNLOADABLE', str(e).replace('\n', ' '))
+        continue
     print(t, genmsg.compute_md5(ctx, spec))
 "#;
     let mut child = Command::new(&python)
@@ -359,17 +364,44 @@ for line in sys.stdin.read().splitlines():
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let genmsg: BTreeMap<String, String> = String::from_utf8(out.stdout)
+    let mut genmsg: BTreeMap<String, String> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .filter_map(|l| l.split_once(' '))
         .map(|(t, m)| (t.to_string(), m.to_string()))
         .collect();
     assert_eq!(genmsg.len(), names.len() + services.len());
-    for name in &names {
+    // What genmsg cannot load is no udpros failure: named by package, left out of the
+    // comparison.
+    let unloadable: BTreeMap<String, String> = genmsg
+        .iter()
+        .filter_map(|(t, m)| {
+            let why = m.strip_prefix("UNLOADABLE ")?;
+            let why = why.split(" on search path").next().unwrap_or(why);
+            Some((t.clone(), why.to_string()))
+        })
+        .collect();
+    let mut by_package: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
+    for (name, why) in &unloadable {
+        genmsg.remove(name);
+        let package = name.split('/').next().unwrap_or(name);
+        by_package.entry(package).or_insert((0, why)).0 += 1;
+    }
+    for (package, (count, why)) in &by_package {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "genmsg cannot load {count} types of {package} ({why}): not compared"
+        );
+    }
+    assert!(
+        unloadable.len() * 2 < names.len(),
+        "genmsg could load too few: {by_package:?}"
+    );
+    for name in names.iter().filter(|n| !unloadable.contains_key(*n)) {
         assert_eq!(set.md5sum(name).unwrap(), genmsg[name], "md5 of {name}");
     }
-    for name in &services {
+    for name in services.iter().filter(|n| !unloadable.contains_key(*n)) {
         assert_eq!(
             set.service_md5sum(name).unwrap(),
             genmsg[name],

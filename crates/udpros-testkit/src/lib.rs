@@ -30,12 +30,76 @@ pub fn ros_python() -> Option<PathBuf> {
     }
 }
 
-/// Fails when interop is required; otherwise says what was skipped.
+/// Fails when interop is required; otherwise says what was skipped, where cargo shows it
+/// even for a passing test, and records it for the summary that ends `cargo test`
+/// ([`skipped_this_run`]).
 pub fn skip_or_fail(what: &str) {
     if std::env::var_os(REQUIRE_INTEROP).is_some_and(|v| v == "1") {
         panic!("{what} not found, and {REQUIRE_INTEROP}=1: install them (see .ci/run)");
     }
-    eprintln!("SKIPPED: {what} not found (set {REQUIRE_INTEROP}=1 to make this a failure)");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let binary = std::env::args()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        // Cargo names test binaries `<target>-<hash>`.
+        .map(|name| match name.rsplit_once('-') {
+            Some((target, hash)) if hash.len() == 16 => target.to_string(),
+            _ => name,
+        })
+        .unwrap_or_default();
+    // Written to the descriptor, not through eprintln!, which the test harness captures and
+    // shows only for failing tests.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {what} not found (set {REQUIRE_INTEROP}=1 to make this a failure)"
+    );
+    let dir = skips_dir();
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let file = dir.join(format!("{}.txt", std::process::id()));
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+        {
+            // One write per line: tests on other threads append to the same file.
+            let _ = f.write_all(format!("{binary} {test}: {what} not found\n").as_bytes());
+        }
+    }
+}
+
+/// Where skipped tests are recorded until the summary reads them.
+fn skips_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("udpros-skipped")
+}
+
+/// The repository's root (the workspace this kit belongs to).
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The tests skipped since the last summary, one line each (test binary, test, what was
+/// missing); reading them clears the record, so each run's summary shows that run.
+pub fn skipped_this_run() -> Vec<String> {
+    let dir = skips_dir();
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+            lines.extend(text.lines().map(str::to_string));
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+    lines.sort();
+    lines
 }
 
 /// A file under the test kit's `peers/`.
@@ -300,11 +364,12 @@ pub fn spawn_lines(mut cmd: Command) -> (Child, Lines) {
 }
 
 /// The Python of the project's venv with PyPI test peers (`bluerobotics-ping==0.1.5`, ...):
-/// `UDPROS_VENV_PYTHON`, else `.venv/bin/python` in the repository (`.ci/run` creates it).
+/// `UDPROS_VENV_PYTHON`, else `.venv/bin/python` at the repository's root (where the README
+/// and `.ci/run` make it).
 pub fn venv_python(module: &str) -> Option<PathBuf> {
     let python = std::env::var_os("UDPROS_VENV_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
     let works = Command::new(&python)
         .args(["-c", &format!("import {module}")])
         .output()
