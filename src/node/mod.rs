@@ -109,8 +109,9 @@ pub struct NodeOptions {
     /// Shut the node down cleanly on SIGINT (Ctrl-C) and SIGTERM, as roscpp's and rospy's
     /// default handlers do: everything is unregistered, udpros peers get ERR, every `recv()`
     /// returns `None` and [`Node::shutdown_requested`] completes, so a program written
-    /// around them ends by itself. A second signal then ends the process at once. On by
-    /// default; programs that handle signals themselves turn it off.
+    /// around them ends by itself. A second signal then ends the process once the node has
+    /// unregistered (at most half a second later), a third at once. On by default;
+    /// programs that handle signals themselves turn it off.
     pub handle_signals: bool,
     /// Publish the node's log on `/rosout`, as every roscpp and rospy node does. On by
     /// default; off for the node that aggregates `/rosout` (roscpp's `NoRosout`).
@@ -495,33 +496,7 @@ impl Node {
         if let Some(watchdog) = lock(&self.inner.watchdog).take() {
             watchdog.abort();
         }
-        let uri = self.uri().to_string();
-        let published: Vec<String> = lock(&self.inner.topics.publications)
-            .keys()
-            .cloned()
-            .collect();
-        let subscribed: Vec<String> = lock(&self.inner.topics.subscriptions)
-            .keys()
-            .cloned()
-            .collect();
-        for topic in published {
-            let _ = self.inner.master.unregister_publisher(&topic, &uri).await;
-        }
-        for topic in subscribed {
-            let _ = self.inner.master.unregister_subscriber(&topic, &uri).await;
-        }
-        for service in self.inner.service_list() {
-            service.close();
-            let _ = self
-                .inner
-                .master
-                .unregister_service(&service.identity.service, &service.uri)
-                .await;
-        }
-        for key in self.inner.params.keys() {
-            let _ = self.inner.master.unsubscribe_param(&key, self.uri()).await;
-            self.inner.params.remove(&key);
-        }
+        self.unregister_everything().await;
         // Publications tell udpros subscribers (ERR) and drop their links; subscriptions
         // close their queues, so every `recv()` returns `None`.
         self.inner.publication_list().iter().for_each(|p| p.close());
@@ -643,6 +618,59 @@ impl SlaveBackend for Backend {
     }
 }
 
+impl Node {
+    /// Unregisters every publication, subscription, service and parameter subscription
+    /// from the master, all at once and within [`UNREGISTER_BUDGET`]: a master that is
+    /// gone or slow must not hold a node that is leaving (nor the process, when a second
+    /// signal waits for this).
+    async fn unregister_everything(&self) {
+        let uri = self.uri().to_string();
+        let master = &self.inner.master;
+        let mut calls = tokio::task::JoinSet::new();
+        for topic in lock(&self.inner.topics.publications).keys() {
+            let (master, topic, uri) = (master.clone(), topic.clone(), uri.clone());
+            calls.spawn(async move {
+                let _ = master.unregister_publisher(&topic, &uri).await;
+            });
+        }
+        for topic in lock(&self.inner.topics.subscriptions).keys() {
+            let (master, topic, uri) = (master.clone(), topic.clone(), uri.clone());
+            calls.spawn(async move {
+                let _ = master.unregister_subscriber(&topic, &uri).await;
+            });
+        }
+        for service in self.inner.service_list() {
+            service.close();
+            let master = master.clone();
+            calls.spawn(async move {
+                let _ = master
+                    .unregister_service(&service.identity.service, &service.uri)
+                    .await;
+            });
+        }
+        for key in self.inner.params.keys() {
+            self.inner.params.remove(&key);
+            let (master, uri) = (master.clone(), uri.clone());
+            calls.spawn(async move {
+                let _ = master.unsubscribe_param(&key, &uri).await;
+            });
+        }
+        let all = async { while calls.join_next().await.is_some() {} };
+        if tokio::time::timeout(UNREGISTER_BUDGET, all).await.is_err() {
+            tracing::warn!(
+                "the master did not answer every unregistration within {UNREGISTER_BUDGET:?}"
+            );
+        }
+    }
+}
+
+/// How long a node that shuts down waits for the master to take its unregistrations.
+pub const UNREGISTER_BUDGET: Duration = Duration::from_secs(2);
+
+/// How long a second SIGINT or SIGTERM waits for the unregistrations the first one started
+/// before it ends the process (`timeout` and many kill scripts signal twice at once).
+const SECOND_SIGNAL_GRACE: Duration = Duration::from_millis(500);
+
 /// The clock of a node whose own is not decided yet.
 static WALL: std::sync::LazyLock<Clock> = std::sync::LazyLock::new(Clock::wall);
 
@@ -651,8 +679,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Waits for SIGINT or SIGTERM, then shuts the node down as `rosnode kill` would. A
-/// second signal then ends the process (exit status 128 + the signal's number), for a
-/// program that does not end by itself.
+/// second signal ends the process (exit status 128 + the first signal's number) once the
+/// unregistrations are done, or [`SECOND_SIGNAL_GRACE`] after it, for a program that does
+/// not end by itself; a third ends it at once.
 async fn shut_down_on_signal(node: Weak<NodeInner>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
@@ -663,23 +692,33 @@ async fn shut_down_on_signal(node: Weak<NodeInner>) {
             "cannot watch SIGINT and SIGTERM; the node will not shut down on them"
         );
     };
-    let name = tokio::select! {
-        _ = interrupt.recv() => "SIGINT",
-        _ = terminate.recv() => "SIGTERM",
+    let (name, status) = tokio::select! {
+        _ = interrupt.recv() => ("SIGINT", 130),
+        _ = terminate.recv() => ("SIGTERM", 143),
     };
-    // The second signal is waited for by a task of its own: this one is aborted when the
-    // node goes away, and the process must still answer it then.
+    let unregistered = Arc::new(tokio::sync::Notify::new());
+    // The later signals are waited for by a task of its own: this one is aborted when the
+    // node goes away, and the process must still answer them then.
+    let done = unregistered.clone();
     tokio::spawn(async move {
-        let status = tokio::select! {
-            _ = interrupt.recv() => 130,
-            _ = terminate.recv() => 143,
-        };
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        tokio::select! {
+            _ = done.notified() => {}
+            _ = tokio::time::sleep(SECOND_SIGNAL_GRACE) => {}
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
         std::process::exit(status);
     });
     let Some(inner) = node.upgrade() else { return };
     tracing::info!("{name}: shutting down");
     inner.shutdown.send_replace(Some(name.to_string()));
     Node { inner }.shutdown().await;
+    // notify_one keeps the permit for a second signal that comes later.
+    unregistered.notify_one();
 }
 
 /// Notices a master restart (its pid changes, or it answers again after failing) and
