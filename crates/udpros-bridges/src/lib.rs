@@ -15,16 +15,32 @@ pub mod ping;
 #[cfg(feature = "mavlink")]
 pub mod mavlink;
 
-/// The `main` of a bridge binary: the node from the command line and environment (rosrun
-/// and roslaunch style), its configuration from parameters, then `run` until it returns or
+/// The `main` of a bridge binary: `-h`/`--help` prints `help` (and nothing touches the
+/// network); otherwise the node from the command line and environment (rosrun and
+/// roslaunch style), its configuration from parameters, then `run` until it returns or
 /// Ctrl-C; the node unregisters either way. Errors are one line on stderr and a failure
 /// status.
 pub async fn node_main<C>(
     name: &str,
+    help: &str,
     configure: impl AsyncFnOnce(&Node) -> Result<C, String>,
     run: impl AsyncFnOnce(Node, C) -> Result<(), String>,
 ) -> std::process::ExitCode {
     use std::process::ExitCode;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match command_line(&args) {
+        CommandLine::Run => {}
+        CommandLine::Help => {
+            print!("{help}");
+            return ExitCode::SUCCESS;
+        }
+        CommandLine::Unknown(option) => {
+            eprintln!(
+                "{name}: unknown option '{option}': arguments are ROS's (__name:=NAME, from:=to, _param:=value); --help lists the parameters"
+            );
+            return ExitCode::from(2);
+        }
+    }
     udpros::logging::init();
     let node = match Node::from_env(name).await {
         Ok(node) => node,
@@ -48,6 +64,27 @@ pub async fn node_main<C>(
             ExitCode::FAILURE
         }
     }
+}
+
+/// What a bridge's command line asks for before the node starts.
+#[derive(Debug, PartialEq, Eq)]
+enum CommandLine {
+    Run,
+    Help,
+    /// An option that is neither help nor a ROS argument (`name:=value`).
+    Unknown(String),
+}
+
+fn command_line(args: &[String]) -> CommandLine {
+    for arg in args {
+        if arg == "-h" || arg == "--help" {
+            return CommandLine::Help;
+        }
+        if arg.starts_with('-') && !arg.contains(":=") {
+            return CommandLine::Unknown(arg.clone());
+        }
+    }
+    CommandLine::Run
 }
 
 /// A bridge's view of its node's `~` parameters: errors are one line of text naming the key,

@@ -21,6 +21,10 @@ use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, std_srvs
 use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher, SubscribeOptions};
 use udpros::time::Clock;
 
+/// What `--help` prints: every parameter (default, range, meaning), topic and service. A
+/// test checks that it names every `~` name this module reads or advertises.
+pub const HELP: &str = include_str!("help.txt");
+
 /// The node's private parameters.
 #[derive(Debug, Clone)]
 pub struct Config {

@@ -16,6 +16,10 @@ use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
 use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher};
 
+/// What `--help` prints: every parameter (default, range, meaning), topic and service. A
+/// test checks that it names every `~` name this module reads or advertises.
+pub const HELP: &str = include_str!("help.txt");
+
 impl Config {
     /// Reads `~` parameters, with defaults that work.
     pub async fn from_node(node: &Node) -> Result<Config, String> {
