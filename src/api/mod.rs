@@ -24,6 +24,9 @@ pub enum ApiError {
     },
     /// The answer did not have the documented shape.
     Shape(String),
+    /// A parameter holds a value of another type than the one asked for: the whole
+    /// sentence, naming the parameter, what it must be and what it is.
+    WrongType(String),
 }
 
 impl fmt::Display for ApiError {
@@ -32,6 +35,7 @@ impl fmt::Display for ApiError {
             ApiError::Call(e) => e.fmt(f),
             ApiError::Status { code, message } => write!(f, "{message} (status {code})"),
             ApiError::Shape(what) => write!(f, "unexpected answer: {what}"),
+            ApiError::WrongType(sentence) => f.write_str(sentence),
         }
     }
 }

@@ -385,9 +385,10 @@ impl Node {
         match self.inner.master.get_param(&resolved).await? {
             None => Ok(default),
             Some(v) => T::from_param(&v).ok_or_else(|| {
-                ApiError::Shape(format!(
-                    "parameter {resolved} is a {} of the wrong type: {v:?}",
-                    v.kind()
+                ApiError::WrongType(format!(
+                    "parameter {resolved} must be {}, not {}",
+                    T::EXPECTED,
+                    params::describe_value(&v)
                 ))
             }),
         }

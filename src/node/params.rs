@@ -6,8 +6,30 @@ use std::sync::Mutex;
 
 /// A Rust type a parameter value converts to.
 pub trait FromParam: Sized {
+    /// What a value must be to convert, for the error that says it was not ("a number").
+    const EXPECTED: &'static str = "a value of another type";
+
     /// The value as `Self`, if it is of a kind that converts.
     fn from_param(value: &Value) -> Option<Self>;
+}
+
+/// A parameter value as a user would recognise it in an error: its kind and, for a scalar,
+/// the value (`the string 'abc'`, `the number 1.5`), cut short when long.
+pub fn describe_value(value: &Value) -> String {
+    const SHOWN: usize = 64;
+    match value {
+        Value::String(s) if s.chars().count() > SHOWN => {
+            let cut: String = s.chars().take(SHOWN).collect();
+            format!("the string '{cut}...' ({} bytes)", s.len())
+        }
+        Value::String(s) => format!("the string '{s}'"),
+        Value::Int(i) => format!("the integer {i}"),
+        Value::Double(d) => format!("the number {d}"),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Array(a) => format!("a list of {}", a.len()),
+        Value::Struct(_) => "a dictionary".to_string(),
+        other => format!("a {}", other.kind()),
+    }
 }
 
 impl FromParam for Value {
@@ -17,12 +39,16 @@ impl FromParam for Value {
 }
 
 impl FromParam for i32 {
+    const EXPECTED: &'static str = "an integer";
+
     fn from_param(value: &Value) -> Option<Self> {
         value.as_i32()
     }
 }
 
 impl FromParam for i64 {
+    const EXPECTED: &'static str = "an integer";
+
     fn from_param(value: &Value) -> Option<Self> {
         match value {
             Value::Int(i) => Some(i64::from(*i)),
@@ -34,42 +60,56 @@ impl FromParam for i64 {
 }
 
 impl FromParam for u32 {
+    const EXPECTED: &'static str = "a non-negative integer";
+
     fn from_param(value: &Value) -> Option<Self> {
         i64::from_param(value).and_then(|i| u32::try_from(i).ok())
     }
 }
 
 impl FromParam for f64 {
+    const EXPECTED: &'static str = "a number";
+
     fn from_param(value: &Value) -> Option<Self> {
         value.as_f64()
     }
 }
 
 impl FromParam for f32 {
+    const EXPECTED: &'static str = "a number";
+
     fn from_param(value: &Value) -> Option<Self> {
         value.as_f64().map(|d| d as f32)
     }
 }
 
 impl FromParam for bool {
+    const EXPECTED: &'static str = "a boolean";
+
     fn from_param(value: &Value) -> Option<Self> {
         value.as_bool()
     }
 }
 
 impl FromParam for String {
+    const EXPECTED: &'static str = "a string";
+
     fn from_param(value: &Value) -> Option<Self> {
         value.as_str().map(str::to_string)
     }
 }
 
 impl<T: FromParam> FromParam for Vec<T> {
+    const EXPECTED: &'static str = "a list";
+
     fn from_param(value: &Value) -> Option<Self> {
         value.as_array()?.iter().map(T::from_param).collect()
     }
 }
 
 impl<T: FromParam> FromParam for BTreeMap<String, T> {
+    const EXPECTED: &'static str = "a dictionary";
+
     fn from_param(value: &Value) -> Option<Self> {
         value
             .as_struct()?

@@ -104,7 +104,10 @@ impl Params<'_> {
     where
         T: FromParam + PartialOrd + std::fmt::Display + Copy,
     {
-        let value = self.get(key, default).await?;
+        let value = self
+            .get(key, default)
+            .await
+            .map_err(|e| format!("{e} (from {min} to {max})"))?;
         if value >= min && value <= max {
             Ok(value)
         } else {
@@ -117,7 +120,11 @@ impl Params<'_> {
     /// A rate in Hz (`default` when it is not set): 0 turns what it paces off, anything else
     /// lies in [`MIN_RATE`]`..=max` (see [`check_rate`]).
     pub async fn rate(&self, key: &str, default: f64, max: f64) -> Result<f64, String> {
-        check_rate(key, self.get(key, default).await?, max)
+        let rate = self
+            .get(key, default)
+            .await
+            .map_err(|e| format!("{e} (Hz: 0, off, or {MIN_RATE:.6} to {max})"))?;
+        check_rate(key, rate, max)
     }
 
     /// A string parameter naming one of `choices` (`default` when it is not set): the value
@@ -128,13 +135,14 @@ impl Params<'_> {
         default: &str,
         choices: &[(&str, T)],
     ) -> Result<T, String> {
-        let name: String = self.get(key, default.to_string()).await?;
+        let names = || choices.iter().map(|(n, _)| *n).collect::<Vec<&str>>();
+        let name: String = self
+            .get(key, default.to_string())
+            .await
+            .map_err(|e| format!("{e} ({})", either(&names())))?;
         match choices.iter().find(|(n, _)| *n == name) {
             Some(&(_, value)) => Ok(value),
-            None => {
-                let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
-                Err(format!("{key} '{name}' is not {}", either(&names)))
-            }
+            None => Err(format!("{key} '{name}' is not {}", either(&names()))),
         }
     }
 }

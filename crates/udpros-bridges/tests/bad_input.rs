@@ -147,3 +147,128 @@ async fn a_missing_device_is_said_once_and_shown_in_diagnostics() {
     }
     listener.shutdown().await;
 }
+
+/// Every parameter of both bridges given a value of the wrong type: one line that names
+/// the parameter, says what it must be and shows what was given (never Rust's debug text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_parameter_of_the_wrong_type_is_one_line_saying_what_it_must_be() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let ping = env!("CARGO_BIN_EXE_ping_sonar");
+    let mavlink = env!("CARGO_BIN_EXE_mavlink_bridge");
+    // (program, parameters, a value of the wrong type for them, how that value is shown)
+    let groups: [(&str, &[&str], &str, &str); 6] = [
+        (
+            ping,
+            &[
+                "speed_of_sound",
+                "range",
+                "gain",
+                "ping_interval",
+                "min_confidence",
+                "field_of_view",
+                "transmit_frequency",
+                "start_angle",
+                "stop_angle",
+                "num_steps",
+                "scan_threshold",
+                "image_size",
+                "image_rate",
+            ],
+            "abc",
+            "the string 'abc'",
+        ),
+        (
+            ping,
+            &["mode_auto", "use_auto_transmit"],
+            "1.5",
+            "the number 1.5",
+        ),
+        (
+            ping,
+            &["device", "device_type", "dialect", "frame_id"],
+            "5",
+            "the integer 5",
+        ),
+        (
+            mavlink,
+            &[
+                "system_id",
+                "component_id",
+                "target_system_id",
+                "target_component_id",
+                "ping_rate",
+                "timesync_rate",
+                "timeout",
+                "time/timesync_alpha_initial",
+                "time/timesync_beta_initial",
+                "time/timesync_alpha_final",
+                "time/timesync_beta_final",
+                "time/convergence_window",
+                "time/max_rtt_sample",
+                "time/max_deviation_sample",
+                "time/max_consecutive_high_rtt",
+                "time/max_consecutive_high_deviation",
+                "fit/window",
+                "fit/quantile",
+                "fit/min_rtt_gate",
+                "sim/jitter",
+                "sim/loss",
+                "sim/clock_offset",
+                "sim/drift_ppm",
+                "sim/delay_up",
+                "sim/delay_down",
+                "sim/seed",
+            ],
+            "abc",
+            "the string 'abc'",
+        ),
+        (
+            mavlink,
+            &["respond_timesync", "sim/answer_ping", "sim/mavlink1"],
+            "1.5",
+            "the number 1.5",
+        ),
+        (
+            mavlink,
+            &[
+                "fcu_url",
+                "timesync_estimator",
+                "time/time_ref_source",
+                "sim/timesync",
+            ],
+            "5",
+            "the integer 5",
+        ),
+    ];
+    tokio::task::spawn_blocking(move || {
+        let mut i = 0;
+        for (program, names, value, shown) in groups {
+            for name in names {
+                i += 1;
+                let args = vec![
+                    format!("_{name}:={value}"),
+                    format!("__name:=wrong_type_{i}"),
+                ];
+                let (out, _) = common::run_briefly(program, &uri, &args);
+                let err = String::from_utf8_lossy(&out.stderr);
+                let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+                assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+                assert_eq!(lines.len(), 1, "{args:?}: {err}");
+                let line = lines[0];
+                assert!(
+                    line.contains(&format!("/{name} must be")) && line.contains(shown),
+                    "{args:?}: {line}"
+                );
+                assert!(
+                    !line.contains("String(") && !line.contains("Double("),
+                    "{line}"
+                );
+            }
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -69,7 +69,10 @@ impl Config {
         let url: String = p.get("~fcu_url", "sim:".to_string()).await?;
         let mut cfg = Config::new(url.parse()?);
         let id = async |key: &str, default: i32| -> Result<u8, String> {
-            let v = p.get(key, default).await?;
+            let v = p
+                .get(key, default)
+                .await
+                .map_err(|e| format!("{e} (0 to 255)"))?;
             u8::try_from(v).map_err(|_| format!("{key} {v} is not 0-255"))
         };
         let s = &mut cfg.session;
