@@ -5,6 +5,7 @@ mod bench;
 mod demo_cmd;
 mod master_cmd;
 mod msg_cmd;
+mod msg_export;
 mod node_cmd;
 mod param_cmd;
 mod proxy_cmd;

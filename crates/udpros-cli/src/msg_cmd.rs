@@ -20,6 +20,13 @@ pub enum MsgCommand {
     },
     /// List the message types udpros ships.
     List,
+    /// Write the message packages udpros defines and stock ROS lacks (udpros, mavros_msgs)
+    /// as ROS packages with genpy's Python classes into DIR, for rostopic, rosbag and rqt;
+    /// prints the two variables to set.
+    Export {
+        /// Where to write `share/` (for ROS_PACKAGE_PATH) and `python/` (for PYTHONPATH).
+        dir: std::path::PathBuf,
+    },
 }
 
 pub fn run(cmd: MsgCommand) -> CliResult {
@@ -43,6 +50,22 @@ pub fn run(cmd: MsgCommand) -> CliResult {
             let mut text = String::new();
             expand(ty.specs(), &type_name, "", &mut text);
             format!("{text}\n")
+        }
+        MsgCommand::Export { dir } => {
+            let python = std::env::var_os("UDPROS_ROS_PYTHON")
+                .map_or_else(|| "/usr/bin/python3".into(), std::path::PathBuf::from);
+            let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let exported = crate::msg_export::export(&dir, &python)?;
+            if exported.is_empty() {
+                "every package udpros defines is already installed: nothing to export\n".to_string()
+            } else {
+                format!(
+                    "# exported {}; for rostopic, rosbag, rosmsg and rqt:\nexport ROS_PACKAGE_PATH={}:$ROS_PACKAGE_PATH\nexport PYTHONPATH={}:$PYTHONPATH\n",
+                    exported.join(", "),
+                    dir.join("share").display(),
+                    dir.join("python").display()
+                )
+            }
         }
         MsgCommand::List => {
             let mut names: Vec<&str> = udpros::msgs::MESSAGES.iter().map(|m| m.type_name).collect();

@@ -90,3 +90,116 @@ fn show_matches_rosmsg_show() {
         );
     }
 }
+
+/// `udpros msg export DIR`: with its two variables set, stock `rostopic echo`, `rosmsg
+/// show` and `rosbag record` read the types udpros's bridges publish (`udpros/Ping360Echo`,
+/// `udpros/MavlinkLatency`, `mavros_msgs/TimesyncStatus`); without them rostopic cannot.
+#[test]
+fn exported_packages_let_stock_tools_read_udpros_types() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("exported_msgs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let printed = stdout(&udpros(&["msg", "export", dir.to_str().unwrap()]));
+    let var = |name: &str| -> String {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .and_then(|v| v.split(':').next())
+            .unwrap_or_else(|| panic!("no {name} in {printed}"))
+            .to_string()
+    };
+    let (package_path, python_path) = (var("ROS_PACKAGE_PATH"), var("PYTHONPATH"));
+    assert!(
+        printed.contains("udpros") && printed.contains("mavros_msgs"),
+        "{printed}"
+    );
+    let tool = |name: &str, exported: bool| {
+        let mut cmd = common::ros_tool(&python, name, &uri);
+        if exported {
+            cmd.env("ROS_PACKAGE_PATH", &package_path)
+                .env("PYTHONPATH", &python_path);
+        }
+        cmd
+    };
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_udpros"));
+    demo.args(["demo", "--plain", "--duration", "40"])
+        .stdout(std::process::Stdio::null());
+    common::ros_env(&mut demo, &uri);
+    let _demo = common::Child(demo.spawn().unwrap());
+    let echo = |topic: &str, exported: bool| {
+        let mut cmd = tool("rostopic", exported);
+        cmd.args(["echo", "-n", "1", topic]);
+        let mut child = common::Child(
+            cmd.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.0.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.0.kill();
+        let out = std::mem::replace(&mut child.0, Command::new("true").spawn().unwrap())
+            .wait_with_output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    // Stock rostopic cannot read the type without the exported package...
+    let without = echo("/ping360/echo", false);
+    assert!(without.contains("Cannot load message class"), "{without}");
+    // ...and reads each with it.
+    for (topic, field) in [
+        ("/ping360/echo", "intensities:"),
+        ("/mavlink_bridge/latency", "timesync_rtt:"),
+        ("/mavlink_bridge/timesync_status", "observed_offset_ns:"),
+    ] {
+        let text = echo(topic, true);
+        assert!(text.contains(field), "rostopic echo {topic}: {text}");
+    }
+    let show = tool("rosmsg", true)
+        .args(["show", "udpros/Ping360Echo"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains("uint8[] intensities"),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    // rosbag records both, and reads them back as the types they are.
+    let bag = dir.join("bridges.bag");
+    let status = tool("rosbag", true)
+        .args(["record", "-O"])
+        .arg(&bag)
+        .args(["--duration=4", "/ping360/echo", "/mavlink_bridge/latency"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success() && bag.exists());
+    let info = tool("rosbag", true).arg("info").arg(&bag).output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.contains("udpros/Ping360Echo") && info.contains("udpros/MavlinkLatency"),
+        "{info}"
+    );
+    let from_bag = tool("rostopic", true)
+        .args(["echo", "-n", "1", "-b"])
+        .arg(&bag)
+        .arg("/mavlink_bridge/latency")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&from_bag.stdout).contains("ping_rtt:"),
+        "{}",
+        String::from_utf8_lossy(&from_bag.stderr)
+    );
+}
