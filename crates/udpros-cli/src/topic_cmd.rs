@@ -105,8 +105,21 @@ pub fn run(cmd: TopicCommand) -> CliResult {
     }
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // The commands for which rostopic starts a rospy node serve its logger services too.
+    let long_running = matches!(
+        cmd,
+        TopicCommand::Pub(_)
+            | TopicCommand::Echo(_)
+            | TopicCommand::Hz(_)
+            | TopicCommand::Bw(_)
+            | TopicCommand::Delay(_)
+    );
     runtime.block_on(async {
-        let node = tool_node("udpros_topic").await?;
+        let node = if long_running {
+            node_with_logger_services("udpros_topic").await?
+        } else {
+            tool_node("udpros_topic").await?
+        };
         let result = match cmd {
             TopicCommand::Pub(args) => publish(&node, args).await,
             TopicCommand::Echo(args) => echo(&node, args).await,
@@ -123,16 +136,26 @@ pub fn run(cmd: TopicCommand) -> CliResult {
     })
 }
 
-/// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...).
-/// Like rosservice's and rostopic's, it serves no logger services, so listing services shows
-/// only the graph's.
+/// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...). It
+/// serves no logger services, so listing services or parameters shows only the graph's
+/// (rosservice list, rosparam and rosnode start no node at all).
 pub async fn tool_node(prefix: &str) -> Result<Node, String> {
+    anonymous_node(prefix, false).await
+}
+
+/// An anonymous node that serves `~get_loggers` and `~set_logger_level`, as the rospy node
+/// that `rostopic pub`, `echo`, `hz`, `bw` and `delay` start does.
+pub async fn node_with_logger_services(prefix: &str) -> Result<Node, String> {
+    anonymous_node(prefix, true).await
+}
+
+async fn anonymous_node(prefix: &str, logger_services: bool) -> Result<Node, String> {
     let name = format!("{prefix}_{}", std::process::id());
     let args = udpros::node::args::NodeArgs::parse(super::ros_args()).map_err(|e| e.to_string())?;
     let id =
         udpros::node::args::NodeIdentity::from_args(&name, &args).map_err(|e| e.to_string())?;
     let options = udpros::node::NodeOptions {
-        logger_services: false,
+        logger_services,
         ..udpros::node::NodeOptions::default()
     };
     let node = Node::with_options(id, options)

@@ -124,12 +124,30 @@ fn udpros_topic_pub_reaches_rostopic_echo() {
             "{x: 1.5, y: -2, z: 0}",
         ],
     );
-    let (_pub, _) = common::spawn_lines(publish);
+    let (publisher, _) = common::spawn_lines(publish);
     let mut echo = ros_tool(&python, "rostopic", &uri);
     echo.args(["echo", "-n", "1", "/cli"]);
     let (_echo, mut lines) = common::spawn_lines(echo);
     let text = lines.rest(Duration::from_secs(30));
     assert_eq!(text, "x: 1.5\ny: -2.0\nz: 0.0\n---");
+    // Its node serves the logger services, as the rospy node of `rostopic pub` does.
+    let node = format!("/udpros_topic_{}", publisher.0.id());
+    let mut list = ros_tool(&python, "rosservice", &uri);
+    list.arg("list");
+    let services = output(list);
+    for service in ["get_loggers", "set_logger_level"] {
+        assert!(
+            services.contains(&format!("{node}/{service}\n")),
+            "{service} of {node} in {services}"
+        );
+    }
+    let mut call = ros_tool(&python, "rosservice", &uri);
+    call.args([
+        "call",
+        &format!("{node}/set_logger_level"),
+        "{logger: ros, level: debug}",
+    ]);
+    output(call);
 }
 
 #[test]
