@@ -196,7 +196,7 @@ fn custom_messages_reach_rospy_which_learns_the_type_from_the_header() {
             .spawn()
             .unwrap(),
     );
-    let mut sub = Command::new(python);
+    let mut sub = Command::new(&python);
     sub.arg(peer_script("dynamic_sub.py"))
         .args(["/reading", "3"]);
     ros_env(&mut sub, &uri);
@@ -220,6 +220,42 @@ fn custom_messages_reach_rospy_which_learns_the_type_from_the_header() {
         let depth = m["fields"]["depth"].as_f64().unwrap();
         assert!((2.0..=4.25).contains(&depth), "{depth}");
     }
+    // rospy calls the package's service with genpy's class of the same .srv; the readings
+    // follow the offset it sets.
+    let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tutorial_srv");
+    let srv = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/custom_messages/msg/tutorial_msgs/SetDepthOffset.srv"),
+    )
+    .unwrap();
+    common::genpy_services(&python, &root, "tutorial_msgs", &[("SetDepthOffset", &srv)]);
+    let script = "import rospy\nfrom tutorial_msgs.srv import SetDepthOffset\n\
+        name = '/reading_talker/set_depth_offset'\nrospy.wait_for_service(name, 20)\n\
+        r = rospy.ServiceProxy(name, SetDepthOffset)(10.0)\nprint(r.success, r.message)\n";
+    let mut call = Command::new(&python);
+    call.args(["-c", script]);
+    ros_env(&mut call, &uri);
+    call.env("PYTHONPATH", &root);
+    let answer = call.output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "True depths offset by 10 m\n",
+        "{}",
+        String::from_utf8_lossy(&answer.stderr)
+    );
+    let mut sub = Command::new(&python);
+    sub.arg(peer_script("dynamic_sub.py"))
+        .args(["/reading", "1"]);
+    ros_env(&mut sub, &uri);
+    let (mut child, mut lines) = spawn_lines(sub);
+    let out = lines.rest(Duration::from_secs(40));
+    let _ = child.0.kill();
+    let depth = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| m["fields"]["depth"].as_f64())
+        .unwrap_or_else(|| panic!("a reading after the offset: {out}"));
+    assert!((12.0..=14.25).contains(&depth), "{depth}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,12 +369,19 @@ fn clone_command(cmd: &Command) -> Command {
 fn the_readme_shows_the_examples_verbatim() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    for name in ["talker", "listener", "service_server", "service_client"] {
-        let source = std::fs::read_to_string(root.join(format!("examples/{name}.rs"))).unwrap();
-        let block = format!("```rust\n{source}```");
+    for (file, language) in [
+        ("talker.rs", "rust"),
+        ("listener.rs", "rust"),
+        ("service_server.rs", "rust"),
+        ("service_client.rs", "rust"),
+        ("custom_messages/Cargo.toml", "toml"),
+        ("custom_messages/build.rs", "rust"),
+    ] {
+        let source = std::fs::read_to_string(root.join("examples").join(file)).unwrap();
+        let block = format!("```{language}\n{source}```");
         assert!(
             readme.contains(&block),
-            "README must show examples/{name}.rs verbatim"
+            "README must show examples/{file} verbatim"
         );
     }
 }

@@ -1,7 +1,8 @@
 //! `udpros msg export DIR`: the message packages udpros defines and stock ROS lacks
 //! (`udpros`, and the part of `mavros_msgs` the bridges publish) as ROS packages, with the
 //! Python classes genpy generates for them, so that `rostopic echo`, `rosbag`, `rosmsg` and
-//! rqt read udpros's topics.
+//! rqt read udpros's topics; and the manifests of packages whose Python ROS installed
+//! without one (dynamic_reconfigure on Debian), so that `dynparam` finds its package.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,7 +45,7 @@ fn packages() -> BTreeMap<&'static str, Vec<&'static MessageInfo>> {
 
 fn package_xml(package: &str) -> String {
     format!(
-        "<?xml version=\"1.0\"?>\n<package format=\"2\">\n  <name>{package}</name>\n  <version>0.1.0</version>\n  <description>Messages udpros publishes, exported by `udpros msg export` for stock ROS tools.</description>\n  <maintainer email=\"udpros@localhost\">udpros</maintainer>\n  <license>MIT OR Apache-2.0</license>\n  <buildtool_depend>catkin</buildtool_depend>\n  <depend>std_msgs</depend>\n</package>\n"
+        "<?xml version=\"1.0\"?>\n<package format=\"2\">\n  <name>{package}</name>\n  <version>0.1.0</version>\n  <description>Exported by `udpros msg export` for stock ROS tools.</description>\n  <maintainer email=\"udpros@example.com\">udpros</maintainer>\n  <license>MIT OR Apache-2.0</license>\n  <buildtool_depend>catkin</buildtool_depend>\n  <depend>std_msgs</depend>\n</package>\n"
     )
 }
 
@@ -79,9 +80,17 @@ pub fn export(dir: &Path, python: &Path) -> Result<Vec<String>, String> {
         .copied()
         .filter(|p| !importable(python, p))
         .collect();
+    // Packages Python has but rospack cannot find (Debian installs dynamic_reconfigure's
+    // Python without its package.xml, which dynparam asks rospack for): their manifest and
+    // .msg files only, no Python.
+    let manifest_only: BTreeSet<&str> = all
+        .keys()
+        .copied()
+        .filter(|p| !exported.contains(p) && installed_msg_dir(p).is_none())
+        .collect();
     let share = dir.join("share");
     let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    for package in &exported {
+    for package in exported.iter().chain(&manifest_only) {
         let msg_dir = share.join(package).join("msg");
         std::fs::create_dir_all(&msg_dir).map_err(|e| io(&msg_dir, e))?;
         let xml = share.join(package).join("package.xml");
@@ -97,7 +106,7 @@ pub fn export(dir: &Path, python: &Path) -> Result<Vec<String>, String> {
     let includes: Vec<String> = all
         .keys()
         .filter_map(|p| {
-            let dir = if exported.contains(p) {
+            let dir = if exported.contains(p) || manifest_only.contains(p) {
                 share.join(p).join("msg")
             } else {
                 installed_msg_dir(p)?
@@ -132,7 +141,11 @@ pub fn export(dir: &Path, python: &Path) -> Result<Vec<String>, String> {
         let top = dir.join("python").join(package).join("__init__.py");
         std::fs::write(&top, "").map_err(|e| io(&top, e))?;
     }
-    Ok(exported.iter().map(|p| p.to_string()).collect())
+    Ok(exported
+        .iter()
+        .map(|p| p.to_string())
+        .chain(manifest_only.iter().map(|p| format!("{p} (manifest only)")))
+        .collect())
 }
 
 fn run(mut cmd: Command, package: &str) -> Result<(), String> {

@@ -93,7 +93,8 @@ fn show_matches_rosmsg_show() {
 
 /// `udpros msg export DIR`: with its two variables set, stock `rostopic echo`, `rosmsg
 /// show` and `rosbag record` read the types udpros's bridges publish (`udpros/Ping360Echo`,
-/// `udpros/MavlinkLatency`, `mavros_msgs/TimesyncStatus`); without them rostopic cannot.
+/// `udpros/MavlinkLatency`, `mavros_msgs/TimesyncStatus`), which rostopic cannot without
+/// them, and Debian's `dynparam` finds its package.
 #[test]
 fn exported_packages_let_stock_tools_read_udpros_types() {
     let Some(python) = common::ros_python() else {
@@ -175,6 +176,30 @@ fn exported_packages_let_stock_tools_read_udpros_types() {
         "{}",
         String::from_utf8_lossy(&show.stderr)
     );
+    // Debian's dynparam finds its package through the exported manifest, and sets a
+    // setting of the demo's Ping360.
+    let dynparam = |args: &[&str]| {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-s", "KILL", "60"])
+            .arg(&python)
+            .arg("/usr/lib/dynamic_reconfigure/dynparam")
+            .args(args);
+        common::ros_env(&mut cmd, &uri);
+        let out = cmd
+            .env("ROS_PACKAGE_PATH", &package_path)
+            .env("PYTHONPATH", &python_path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "dynparam {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    dynparam(&["set", "/ping360", "range", "30"]);
+    let settings = dynparam(&["get", "/ping360"]);
+    assert!(settings.contains("'range': 30.0"), "{settings}");
     // rosbag records both, and reads them back as the types they are.
     let bag = dir.join("bridges.bag");
     let status = tool("rosbag", true)
