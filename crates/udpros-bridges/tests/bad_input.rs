@@ -144,8 +144,45 @@ async fn a_missing_device_is_said_once_and_shown_in_diagnostics() {
         let warnings = stderr.lines().filter(|l| l.contains("WARN")).count();
         println!("{device}: {warnings} warnings in about 4 s:\n{stderr}");
         assert!((1..=2).contains(&warnings), "{device}: {stderr}");
+        assert!(
+            stderr.lines().all(|l| l.matches(device).count() <= 1),
+            "the device is named once per line: {stderr}"
+        );
     }
     listener.shutdown().await;
+}
+
+/// mavlink_bridge on a serial port that does not exist: one warning that names the URL
+/// once and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_serial_autopilot_is_named_once_per_line() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let url = "serial:/dev/udpros-no-such-device:57600";
+    let mut bridge = common::Child(
+        Command::new(env!("CARGO_BIN_EXE_mavlink_bridge"))
+            .arg(format!("_fcu_url:={url}"))
+            .env("ROS_MASTER_URI", master.uri())
+            .env("ROS_IP", "127.0.0.1")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = bridge.0.kill();
+    let out = std::mem::replace(&mut bridge.0, Command::new("true").spawn().unwrap())
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("WARN"))
+        .unwrap_or_else(|| panic!("no warning: {stderr}"));
+    assert_eq!(warning.matches(url).count(), 1, "{warning}");
+    assert!(warning.contains("No such file"), "{warning}");
 }
 
 /// Every parameter of both bridges given a value of the wrong type: one line that names

@@ -139,7 +139,7 @@ struct Board {
     confidence: Option<f32>,
     /// How near the first strong echo is, per 1/40 of a turn (255: at the transducer, 0:
     /// none), and the last angle (gradians).
-    sweep: Vec<u8>,
+    sweep: Vec<Option<f32>>,
     angle: u16,
     latency: Option<umsg::MavlinkLatency>,
     arrivals: [VecDeque<Instant>; 4],
@@ -171,14 +171,32 @@ impl Board {
     }
 }
 
-/// 255 for a first strong return at the transducer down to 1 at the end of the range; 0
-/// for none.
-fn nearness(intensities: &[u8]) -> u8 {
+/// Where the first strong echo of a ping lies, as a share of its samples (0: at the
+/// transducer, 1: at the far end of the range); `None` when there is none.
+fn first_echo(intensities: &[u8]) -> Option<f32> {
     const STRONG: u8 = 100;
-    match intensities.iter().position(|v| *v >= STRONG) {
-        Some(i) => (255 - i * 254 / intensities.len().max(1)) as u8,
-        None => 0,
-    }
+    let i = intensities.iter().position(|v| *v >= STRONG)?;
+    Some(i as f32 / intensities.len().max(1) as f32)
+}
+
+/// The sweep as one row of shades, scaled to what the sweep holds: its nearest echo is
+/// the darkest block and its farthest the lightest, so a scene shows its shape at any range.
+fn sweep_row(sweep: &[Option<f32>]) -> String {
+    const SHADES: [char; 4] = ['░', '▒', '▓', '█'];
+    let echoes = sweep.iter().flatten();
+    let near = echoes.clone().copied().fold(f32::INFINITY, f32::min);
+    let far = echoes.copied().fold(f32::NEG_INFINITY, f32::max);
+    sweep
+        .iter()
+        .map(|v| match v {
+            None => ' ',
+            Some(_) if far - near < 1e-6 => SHADES[2],
+            Some(v) => {
+                let nearness = (far - v) / (far - near);
+                SHADES[((nearness * 3.999) as usize).min(3)]
+            }
+        })
+        .collect()
 }
 
 /// UDP messages delivered and lost over a subscription's publisher links, and whether any
@@ -217,7 +235,7 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
     let live = !args.plain && std::io::stdout().is_terminal();
     let started = Instant::now();
     let mut board = Board {
-        sweep: vec![0; 40],
+        sweep: vec![None; 40],
         ..Board::default()
     };
     let mut redraw = tokio::time::interval(Duration::from_millis(if live { 200 } else { 1000 }));
@@ -231,6 +249,11 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
         }
     };
     let mut end = std::pin::pin!(end);
+    if !live {
+        println!(
+            "udpros demo: offset is ROS time − autopilot time; the simulated autopilot's clock counts from its boot, as an autopilot's does before GPS"
+        );
+    }
     println!(
         "udpros demo: {} master at {uri}; simulated Ping1D, Ping360 and autopilot; Ctrl-C stops",
         if embedded { "embedded" } else { "existing" }
@@ -244,7 +267,7 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
             Some(m) = profile.recv() => { board.confidence = Some(m.confidence); board.arrived(1); }
             Some(m) = echo.recv() => {
                 let sector = usize::from(m.angle_gradians % 400) / 10;
-                if let Some(s) = board.sweep.get_mut(sector) { *s = nearness(&m.intensities); }
+                if let Some(s) = board.sweep.get_mut(sector) { *s = first_echo(&m.intensities); }
                 board.angle = m.angle_gradians;
                 board.arrived(2);
             }
@@ -308,11 +331,8 @@ fn screen(b: &Board, losses: &[(u64, u64, bool); 4], elapsed: Duration) -> Strin
         b.confidence
             .map_or("-".into(), |c| format!("{:.0} %", c * 100.0))
     );
-    s += "Ping360 sweep (first strong echo per 9°: █ near, ░ far; ^ = transducer)\n  ";
-    const SHADES: [char; 5] = [' ', '░', '▒', '▓', '█'];
-    for v in &b.sweep {
-        s.push(SHADES[usize::from(*v) * (SHADES.len() - 1) / 255]);
-    }
+    s += "Ping360 sweep (first strong echo per 9°, scaled to the sweep: █ nearest, ░ farthest; ^ = transducer)\n  ";
+    s += &sweep_row(&b.sweep);
     s += "\n  ";
     let marker = usize::from(b.angle % 400) / 10;
     s += &" ".repeat(marker);
@@ -337,7 +357,7 @@ fn screen(b: &Board, losses: &[(u64, u64, bool); 4], elapsed: Duration) -> Strin
             };
             s +=
                 &format!(
-                "  clock offset (ROS − autopilot) {} ± {:.3} ms{}\n  PX4 filter: {px4} from it{}\n",
+                "  clock offset (ROS − autopilot) {} ± {:.3} ms{}\n  (the simulated autopilot's clock counts from its boot, as an autopilot's does before GPS)\n  PX4 filter: {px4} from it{}\n",
                 offset(l.offset_ns, l.uncertainty_ns >= 0),
                 l.uncertainty_ns.max(0) as f64 / 1e6,
                 if l.converged { "" } else { " (converging)" },
@@ -380,11 +400,11 @@ fn status_line(b: &Board, elapsed: Duration) -> String {
                 )
             });
     format!(
-        "t={:.0}s depth={} confidence={} ping360_angle={} rtt={rtt} offset={ours} px4_offset={px4} rates={:.1}/{:.1}/{:.1}/{:.1}Hz",
+        "t={:.0}s depth={} confidence={} ping360_angle={:.1}deg rtt={rtt} offset={ours} px4_offset={px4} rates={:.1}/{:.1}/{:.1}/{:.1}Hz",
         elapsed.as_secs_f64(),
         b.depth.map_or("-".into(), |d| format!("{d:.2}m")),
         b.confidence.map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
-        b.angle,
+        f64::from(b.angle) * 0.9,
         b.rate(0),
         b.rate(1),
         b.rate(2),
@@ -394,7 +414,24 @@ fn status_line(b: &Board, elapsed: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::uri_port;
+    use super::{first_echo, sweep_row, uri_port};
+
+    /// Echoes between a third and two thirds of the range (no sample near the transducer)
+    /// still span the shades, nearest darkest; sectors without an echo stay blank.
+    #[test]
+    fn the_sweep_row_is_scaled_to_what_the_sweep_holds() {
+        let ping = |at: usize| {
+            let mut samples = vec![0u8; 600];
+            samples[at] = 200;
+            first_echo(&samples)
+        };
+        let sweep = [ping(200), ping(300), ping(400), None, ping(250)];
+        let row = sweep_row(&sweep);
+        assert_eq!(row.chars().collect::<Vec<_>>(), ['█', '▒', '░', ' ', '▓']);
+        assert_eq!(sweep_row(&[ping(100), ping(100)]), "▓▓");
+        assert_eq!(first_echo(&[0; 10]), None);
+        assert_eq!(sweep_row(&[None, None]), "  ");
+    }
 
     #[test]
     fn the_embedded_master_takes_the_port_of_ros_master_uri() {

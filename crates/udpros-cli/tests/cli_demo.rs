@@ -51,6 +51,15 @@ fn on_embedded_defaults_it_shows_sonar_latency_and_offset_then_stops() {
         .map(|r| r.parse().unwrap())
         .collect();
     assert!(rates.iter().all(|r| *r > 0.5), "every topic flows: {last}");
+    let angle = field(last, "ping360_angle").unwrap();
+    assert!(
+        angle.ends_with("deg") && angle.trim_end_matches("deg").parse::<f64>().is_ok(),
+        "{last}"
+    );
+    assert!(
+        stdout.contains("counts from its boot"),
+        "the offset's size is explained: {stdout}"
+    );
     assert!(stdout.trim_end().ends_with("udpros demo: stopped"));
     assert!(started.elapsed() < Duration::from_secs(30));
     // The embedded master went with it.

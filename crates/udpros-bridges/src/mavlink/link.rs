@@ -137,8 +137,10 @@ async fn run(
         let mut conn = match mavlink::connect_async::<MavMessage>(&address).await {
             Ok(conn) => conn,
             Err(e) => {
+                // The reason alone: whoever reports it names the link (the node's
+                // trouble report and diagnostics say the URL once).
                 let _ = events
-                    .send(LinkEvent::Disconnected(format!("{address}: {e}")))
+                    .send(LinkEvent::Disconnected(format!("cannot open: {e}")))
                     .await;
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -188,9 +190,7 @@ async fn run(
                 }
             }
         };
-        let _ = events
-            .send(LinkEvent::Disconnected(format!("{address}: {why}")))
-            .await;
+        let _ = events.send(LinkEvent::Disconnected(why)).await;
         tokio::time::sleep(backoff).await;
     }
 }
