@@ -24,6 +24,7 @@
 
 use crate::xmlrpc::{CallError, Value, XmlRpcClient};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -133,6 +134,14 @@ impl Pacing {
     }
 }
 
+/// Whether a count is 1, 10, 100, ...: when a growing count is worth a line.
+fn is_power_of_ten(mut n: u64) -> bool {
+    while n >= 10 && n.is_multiple_of(10) {
+        n /= 10;
+    }
+    n == 1
+}
+
 /// One node API: what it has yet to learn, and how its calls have gone.
 #[derive(Default)]
 struct Api {
@@ -183,6 +192,8 @@ pub(super) struct Notifier {
     apis: Arc<Mutex<HashMap<String, Api>>>,
     first_lane: Arc<Semaphore>,
     retry_lane: Arc<Semaphore>,
+    /// APIs given up on so far.
+    gave_up: Arc<AtomicU64>,
     on_rejected: Rejected,
 }
 
@@ -196,6 +207,7 @@ impl Notifier {
             apis: Arc::default(),
             first_lane: Arc::new(Semaphore::new(pacing.first_in_flight.max(1))),
             retry_lane: Arc::new(Semaphore::new(pacing.retry_in_flight.max(1))),
+            gave_up: Arc::default(),
             on_rejected,
         }
     }
@@ -277,8 +289,9 @@ impl Notifier {
         }
     }
 
-    /// Records how a call went: a success clears the API's failures, a failure puts the
-    /// task back for a retry (or drops the queue once the API has failed too often).
+    /// Records how a call went: an answer (a success, or a fault: the node is there) clears
+    /// the API's failures; no answer (unreachable, timed out) puts the task back for a
+    /// retry, or drops the queue once the API has failed too often.
     async fn settle(&self, api: &str, task: Task, outcome: Result<(), CallError>) {
         let error = match outcome {
             Ok(()) => {
@@ -286,6 +299,21 @@ impl Notifier {
                     entry.failures = 0;
                     entry.failed_at = None;
                 }
+                return;
+            }
+            // The node answered, if not with success: it is there, and asking again would
+            // get the same answer.
+            Err(e @ (CallError::Fault(_) | CallError::Http(_) | CallError::Parse(_))) => {
+                tracing::debug!("{api} answered the master's call with {e}");
+                if let Some(entry) = self.apis().get_mut(api) {
+                    entry.failures = 0;
+                    entry.failed_at = None;
+                }
+                return;
+            }
+            // Not a URI anyone can call: no retry will change that.
+            Err(CallError::InvalidUri(uri)) => {
+                tracing::debug!("the master cannot call {uri}: not an http:// URI");
                 return;
             }
             Err(CallError::OutOfDescriptors) => {
@@ -309,10 +337,19 @@ impl Notifier {
             entry.put_back(task);
         } else {
             if entry.failures == self.pacing.give_up_after {
-                tracing::warn!(
-                    "{api} failed {} calls in a row ({error}): dropping its updates",
-                    entry.failures
-                );
+                // Said at 1, 10, 100, ... APIs: thousands of dead subscribers must not
+                // become thousands of lines.
+                let gave_up = self.gave_up.fetch_add(1, Ordering::Relaxed) + 1;
+                if is_power_of_ten(gave_up) {
+                    tracing::warn!(
+                        "{gave_up} node API(s) stopped answering the master; their updates are dropped (latest: {api}, {error})"
+                    );
+                } else {
+                    tracing::debug!(
+                        "{api} failed {} calls in a row: dropping its updates",
+                        entry.failures
+                    );
+                }
             }
             entry.dropped += entry.tasks.len() as u64 + 1;
             entry.tasks.clear();
@@ -399,6 +436,12 @@ mod tests {
     }
 
     #[test]
+    fn powers_of_ten_are_when_a_count_is_said() {
+        let said: Vec<u64> = (0..=2000).filter(|&n| is_power_of_ten(n)).collect();
+        assert_eq!(said, [1, 10, 100, 1000]);
+    }
+
+    #[test]
     fn backoff_doubles_to_its_ceiling_and_never_overflows() {
         let p = pacing();
         let waits: Vec<u128> = [0, 1, 2, 3, 4, u32::MAX]
@@ -448,6 +491,28 @@ mod tests {
         });
         let server = crate::xmlrpc::XmlRpcServer::serve(listener, handler).unwrap();
         (server, api, calls)
+    }
+
+    /// A node that answers with a fault is there: its update is not retried.
+    #[tokio::test]
+    async fn a_fault_is_an_answer_not_a_failure() {
+        struct Refuses(Arc<std::sync::atomic::AtomicUsize>);
+        impl crate::xmlrpc::Handler for Refuses {
+            fn call(&self, _: &str, _: Vec<Value>) -> crate::xmlrpc::HandlerFuture {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Box::pin(async { Err(crate::xmlrpc::Fault::new(1, "no such topic")) })
+            }
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = format!("http://{}/", listener.local_addr().unwrap());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let _server =
+            crate::xmlrpc::XmlRpcServer::serve(listener, Arc::new(Refuses(calls.clone()))).unwrap();
+        let notifier = notifier(pacing());
+        notifier.queue(&api, update("/t", vec![]));
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!((notifier.failures(&api), notifier.pending(&api)), (0, 0));
     }
 
     /// A node slower than the first deadline still gets its update, from the retry lane.
