@@ -7,6 +7,30 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use udpros::master::Master;
 
+/// `program ARG` as a node on `master`, logging warnings to a pipe.
+fn run_with_warnings(program: &str, arg: &str, master: &str) -> common::Child {
+    common::Child(
+        Command::new(program)
+            .arg(arg)
+            .env("ROS_MASTER_URI", master)
+            .env("ROS_IP", "127.0.0.1")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Ends `child` and returns what it wrote on stderr.
+fn stderr_until_now(mut child: common::Child) -> String {
+    let _ = child.0.kill();
+    let out = std::mem::replace(&mut child.0, Command::new("true").spawn().unwrap())
+        .wait_with_output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_parameters_are_one_line_and_exit_1() {
     let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
@@ -99,16 +123,10 @@ async fn a_missing_device_is_said_once_and_shown_in_diagnostics() {
         "serial:/dev/udpros-no-such-device:115200",
         "udp:127.0.0.1:9",
     ] {
-        let mut sonar = common::Child(
-            Command::new(env!("CARGO_BIN_EXE_ping_sonar"))
-                .arg(format!("_device:={device}"))
-                .env("ROS_MASTER_URI", &uri)
-                .env("ROS_IP", "127.0.0.1")
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
+        let sonar = run_with_warnings(
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            &format!("_device:={device}"),
+            &uri,
         );
         let got = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
@@ -136,11 +154,7 @@ async fn a_missing_device_is_said_once_and_shown_in_diagnostics() {
             "{got:?}"
         );
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let _ = sonar.0.kill();
-        let out = std::mem::replace(&mut sonar.0, Command::new("true").spawn().unwrap())
-            .wait_with_output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr_until_now(sonar);
         let warnings = stderr.lines().filter(|l| l.contains("WARN")).count();
         println!("{device}: {warnings} warnings in about 4 s:\n{stderr}");
         assert!((1..=2).contains(&warnings), "{device}: {stderr}");
@@ -160,23 +174,13 @@ async fn a_missing_serial_autopilot_is_named_once_per_line() {
         .await
         .unwrap();
     let url = "serial:/dev/udpros-no-such-device:57600";
-    let mut bridge = common::Child(
-        Command::new(env!("CARGO_BIN_EXE_mavlink_bridge"))
-            .arg(format!("_fcu_url:={url}"))
-            .env("ROS_MASTER_URI", master.uri())
-            .env("ROS_IP", "127.0.0.1")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let bridge = run_with_warnings(
+        env!("CARGO_BIN_EXE_mavlink_bridge"),
+        &format!("_fcu_url:={url}"),
+        master.uri(),
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let _ = bridge.0.kill();
-    let out = std::mem::replace(&mut bridge.0, Command::new("true").spawn().unwrap())
-        .wait_with_output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_until_now(bridge);
     let warning = stderr
         .lines()
         .find(|l| l.contains("WARN"))
