@@ -10,10 +10,12 @@
 //!
 //! A fan-out to thousands of subscribers whose APIs are dead ports or tarpits must neither
 //! exhaust the master's descriptors nor keep the live subscribers waiting, so calls run in
-//! two lanes, each with its own bound on calls in flight ([`Pacing`]):
-//! - the *first lane* carries calls to APIs in good standing (never failed, or answered
-//!   their last call), with a short deadline: a node answers publisherUpdate in
-//!   milliseconds, and a tarpit then holds a slot for no longer than that;
+//! three lanes, each with its own bound on calls in flight ([`Pacing`]):
+//! - the *known lane* carries calls to APIs that have answered before and not failed since,
+//!   so a node that is there never waits behind thousands of APIs never tried;
+//! - the *first lane* carries first calls to APIs never tried, with a short deadline: a
+//!   node answers publisherUpdate in milliseconds, and a tarpit then holds a slot for no
+//!   longer than that;
 //! - the *retry lane* carries calls to APIs whose last call failed, after a back-off that
 //!   doubles per failure, with a longer deadline (a node that was merely slow gets its
 //!   update); after [`Pacing::give_up_after`] failures in a row the API's pending updates
@@ -78,9 +80,9 @@ pub(super) type Rejected = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
 /// Distinct updates waiting for one node.
 pub(super) const MAX_PENDING_PER_NODE: usize = 1000;
 
-/// APIs whose standing is remembered (a failing one is remembered after its queue empties,
-/// so that the next fan-out does not try it in the first lane again); beyond this, idle
-/// ones are forgotten.
+/// APIs whose standing is remembered after their queue empties (a failing one must not be
+/// tried in the first lane again, a known one must not wait there); beyond this, idle ones
+/// are forgotten.
 const MAX_REMEMBERED_APIS: usize = 100_000;
 
 /// How long to wait before trying again when the master is out of descriptors.
@@ -101,14 +103,14 @@ pub(super) struct Pacing {
     pub give_up_after: u32,
     /// Calls in flight in the first lane.
     pub first_in_flight: usize,
-    /// Calls in flight in the retry lane.
+    /// Calls in flight in the retry lane, and in the known lane.
     pub retry_in_flight: usize,
 }
 
 impl Pacing {
     /// Lanes sized to this process's descriptor limit: a quarter of it for the first
-    /// lane and a sixteenth for retries (16 to 1024 and 4 to 256), leaving the rest to the
-    /// master's own server (which caps its connections at 512).
+    /// lane and a sixteenth each for the known and retry lanes (16 to 1024, 4 to 256),
+    /// leaving the rest to the master's own server (which caps its connections at 512).
     pub(super) fn for_this_process() -> Pacing {
         let limit = crate::connections::descriptor_limit().unwrap_or(1024);
         Pacing {
@@ -149,6 +151,8 @@ struct Api {
     dropped: u64,
     /// Calls failed in a row.
     failures: u32,
+    /// It has answered a call (a success or a fault): a node that is there.
+    answered: bool,
     /// When the last call failed.
     failed_at: Option<Instant>,
     /// A worker serves this queue.
@@ -191,6 +195,8 @@ pub(super) struct Notifier {
     /// finds the queue empty, under the same lock, so a task is never left without a worker.
     apis: Arc<Mutex<HashMap<String, Api>>>,
     first_lane: Arc<Semaphore>,
+    /// APIs that answered before and have not failed since: never behind new ones.
+    known_lane: Arc<Semaphore>,
     retry_lane: Arc<Semaphore>,
     /// APIs given up on so far.
     gave_up: Arc<AtomicU64>,
@@ -206,6 +212,7 @@ impl Notifier {
             pacing,
             apis: Arc::default(),
             first_lane: Arc::new(Semaphore::new(pacing.first_in_flight.max(1))),
+            known_lane: Arc::new(Semaphore::new(pacing.retry_in_flight.max(1))),
             retry_lane: Arc::new(Semaphore::new(pacing.retry_in_flight.max(1))),
             gave_up: Arc::default(),
             on_rejected,
@@ -250,10 +257,8 @@ impl Notifier {
                     return;
                 };
                 if entry.tasks.is_empty() {
+                    // The entry stays: its standing decides the lane of its next update.
                     entry.working = false;
-                    if entry.failures == 0 {
-                        apis.remove(&api);
-                    }
                     return;
                 }
                 let due = entry
@@ -261,22 +266,24 @@ impl Notifier {
                     .map(|at| at + self.pacing.backoff_after(entry.failures));
                 match due.filter(|due| *due > Instant::now()) {
                     Some(due) => Err(due),
-                    None => Ok((entry.tasks.pop_front(), entry.failures)),
+                    None => Ok((entry.tasks.pop_front(), entry.failures, entry.answered)),
                 }
             };
-            let (task, failures) = match next {
+            let (task, failures, answered) = match next {
                 Err(due) => {
                     // Newer tasks may merge into the queue meanwhile: look again after.
                     tokio::time::sleep_until(due).await;
                     continue;
                 }
-                Ok((Some(task), failures)) => (task, failures),
-                Ok((None, _)) => continue,
+                Ok((Some(task), failures, answered)) => (task, failures, answered),
+                Ok((None, ..)) => continue,
             };
-            let (lane, deadline) = if failures == 0 {
-                (&self.first_lane, self.pacing.first_deadline)
-            } else {
+            let (lane, deadline) = if failures > 0 {
                 (&self.retry_lane, self.pacing.retry_deadline)
+            } else if answered {
+                (&self.known_lane, self.pacing.first_deadline)
+            } else {
+                (&self.first_lane, self.pacing.first_deadline)
             };
             let Ok(_slot) = lane.acquire().await else {
                 return;
@@ -296,6 +303,7 @@ impl Notifier {
         let error = match outcome {
             Ok(()) => {
                 if let Some(entry) = self.apis().get_mut(api) {
+                    entry.answered = true;
                     entry.failures = 0;
                     entry.failed_at = None;
                 }
@@ -306,6 +314,7 @@ impl Notifier {
             Err(e @ (CallError::Fault(_) | CallError::Http(_) | CallError::Parse(_))) => {
                 tracing::debug!("{api} answered the master's call with {e}");
                 if let Some(entry) = self.apis().get_mut(api) {
+                    entry.answered = true;
                     entry.failures = 0;
                     entry.failed_at = None;
                 }
