@@ -775,7 +775,8 @@ impl NodeInner {
                 "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
             ));
         }
-        publication.admit(peer.ip())?;
+        // requestTopic checked the publication's cap and the descriptors already.
+        publication.admit_host(peer.ip())?;
         let buffer = if udpros_peer { 4 << 20 } else { 1 << 20 };
         let (socket, _) =
             udp_socket(SocketAddr::new(self.id.bind, 0), buffer).map_err(|e| e.to_string())?;

@@ -268,9 +268,9 @@ impl Publication {
         Ok(())
     }
 
-    /// [`admit_any`](Self::admit_any), and within the cap on links to `host`.
-    pub(crate) fn admit(&self, host: IpAddr) -> Result<(), String> {
-        self.admit_any()?;
+    /// Whether one more link to `host` is within the cap per host (the caller has checked
+    /// [`admit_any`](Self::admit_any)).
+    pub(crate) fn admit_host(&self, host: IpAddr) -> Result<(), String> {
         let host = host.to_canonical();
         let from_host = self
             .links()

@@ -95,7 +95,11 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
             )),
             Some(publication) => publication
                 .accept(&header)
-                .and_then(|reply| publication.admit(peer.ip()).map(|()| reply))
+                .and_then(|reply| {
+                    publication.admit_any()?;
+                    publication.admit_host(peer.ip())?;
+                    Ok(reply)
+                })
                 .map(|reply| (publication, reply)),
         },
         (None, Some(service)) => match lookup.service(service) {

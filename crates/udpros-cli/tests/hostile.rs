@@ -922,12 +922,15 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
     let (master, master_port) = start_master(Some(1024));
     let master_uri = format!("http://127.0.0.1:{master_port}/");
     let topic = "/crowded";
+    // The ghosts live on 127.0.0.2: 10,000 ports taken there never collide with the
+    // 127.0.0.1 ports other tests pick with free_port() and bind a moment later.
+    const GHOSTS: &str = "127.0.0.2";
     let tarpits: Vec<std::net::TcpListener> = (0..5000)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .map(|_| std::net::TcpListener::bind((GHOSTS, 0)).unwrap())
         .collect();
     let dead: Vec<u16> = {
         let listeners: Vec<std::net::TcpListener> = (0..5000)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .map(|_| std::net::TcpListener::bind((GHOSTS, 0)).unwrap())
             .collect();
         listeners
             .iter()
@@ -938,7 +941,7 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
         .iter()
         .map(|l| l.local_addr().unwrap().port())
         .chain(dead)
-        .map(|port| format!("http://127.0.0.1:{port}/"))
+        .map(|port| format!("http://{GHOSTS}:{port}/"))
         .collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
