@@ -15,7 +15,10 @@
 //!   so a node that is there never waits behind thousands of APIs never tried;
 //! - the *first lane* carries first calls to APIs never tried, with a short deadline: a
 //!   node answers publisherUpdate in milliseconds, and a tarpit then holds a slot for no
-//!   longer than that;
+//!   longer than that. While more calls wait for this lane than it has slots, the deadline
+//!   shrinks to a few times the slowest recent answer (RTO-style, with a floor), so one
+//!   round through thousands of never-tried tarpits takes a fraction of a second and a
+//!   live node queued behind them still hears within one;
 //! - the *retry lane* carries calls to APIs whose last call failed, after a back-off that
 //!   doubles per failure, with a longer deadline (a node that was merely slow gets its
 //!   update); after [`Pacing::give_up_after`] failures in a row the API's pending updates
@@ -26,7 +29,7 @@
 
 use crate::xmlrpc::{CallError, Value, XmlRpcClient};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -88,11 +91,22 @@ const MAX_REMEMBERED_APIS: usize = 100_000;
 /// How long to wait before trying again when the master is out of descriptors.
 const DESCRIPTOR_WAIT: Duration = Duration::from_millis(100);
 
+/// Answers remembered for the congested first lane's deadline.
+const ANSWERS_REMEMBERED: usize = 32;
+
+/// A congested first lane waits this many times the slowest recent answer.
+const ANSWER_MARGIN: u32 = 4;
+
 /// Deadlines, back-off and bounds of the master's calls to nodes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Pacing {
-    /// Deadline of a call in the first lane (connect, request and answer).
+    /// Deadline of a call in the first lane (connect, request and answer), and of the
+    /// known lane.
     pub first_deadline: Duration,
+    /// The shortest first-lane deadline when the lane is congested.
+    pub congested_floor: Duration,
+    /// The congested first lane's deadline before the master has seen any answer.
+    pub congested_unmeasured: Duration,
     /// Deadline of a call in the retry lane.
     pub retry_deadline: Duration,
     /// The wait after the first failure; it doubles with each further one.
@@ -115,6 +129,8 @@ impl Pacing {
         let limit = crate::connections::descriptor_limit().unwrap_or(1024);
         Pacing {
             first_deadline: Duration::from_millis(250),
+            congested_floor: Duration::from_millis(25),
+            congested_unmeasured: Duration::from_millis(50),
             retry_deadline: Duration::from_secs(2),
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
@@ -122,6 +138,21 @@ impl Pacing {
             first_in_flight: (limit / 4).clamp(16, 1024),
             retry_in_flight: (limit / 16).clamp(4, 256),
         }
+    }
+
+    /// The first lane's deadline while more calls wait for it than it has slots:
+    /// [`ANSWER_MARGIN`] times the slowest recent answer, within `congested_floor` and
+    /// `first_deadline`. A node slower than that is not lost: it gets its update from the
+    /// retry lane.
+    fn congested_deadline(&self, slowest_answer: Option<Duration>) -> Duration {
+        slowest_answer
+            .map_or(self.congested_unmeasured, |t| {
+                t.saturating_mul(ANSWER_MARGIN)
+            })
+            .clamp(
+                self.congested_floor,
+                self.first_deadline.max(self.congested_floor),
+            )
     }
 
     /// The wait before the next try after `failures` failures in a row.
@@ -134,6 +165,15 @@ impl Pacing {
             .saturating_mul(1 << doublings)
             .min(self.max_backoff)
     }
+}
+
+/// Whether the node answered (with success or a fault): it is there, and asking again
+/// would get the same answer.
+fn is_answer(outcome: &Result<(), CallError>) -> bool {
+    matches!(
+        outcome,
+        Ok(()) | Err(CallError::Fault(_) | CallError::Http(_) | CallError::Parse(_))
+    )
 }
 
 /// Whether a count is 1, 10, 100, ...: when a growing count is worth a line.
@@ -187,6 +227,25 @@ impl Api {
     }
 }
 
+/// How long the latest answers took: what a live node needs, seen by this master.
+#[derive(Default)]
+struct AnswerTimes {
+    recent: VecDeque<Duration>,
+}
+
+impl AnswerTimes {
+    fn record(&mut self, took: Duration) {
+        if self.recent.len() == ANSWERS_REMEMBERED {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(took);
+    }
+
+    fn slowest(&self) -> Option<Duration> {
+        self.recent.iter().max().copied()
+    }
+}
+
 #[derive(Clone)]
 pub(super) struct Notifier {
     client: XmlRpcClient,
@@ -195,6 +254,10 @@ pub(super) struct Notifier {
     /// finds the queue empty, under the same lock, so a task is never left without a worker.
     apis: Arc<Mutex<HashMap<String, Api>>>,
     first_lane: Arc<Semaphore>,
+    /// Calls waiting for the first lane or in flight there: more than its slots is
+    /// congestion.
+    first_lane_demand: Arc<AtomicUsize>,
+    answer_times: Arc<Mutex<AnswerTimes>>,
     /// APIs that answered before and have not failed since: never behind new ones.
     known_lane: Arc<Semaphore>,
     retry_lane: Arc<Semaphore>,
@@ -212,6 +275,8 @@ impl Notifier {
             pacing,
             apis: Arc::default(),
             first_lane: Arc::new(Semaphore::new(pacing.first_in_flight.max(1))),
+            first_lane_demand: Arc::default(),
+            answer_times: Arc::default(),
             known_lane: Arc::new(Semaphore::new(pacing.retry_in_flight.max(1))),
             retry_lane: Arc::new(Semaphore::new(pacing.retry_in_flight.max(1))),
             gave_up: Arc::default(),
@@ -283,43 +348,86 @@ impl Notifier {
             } else if answered {
                 (&self.known_lane, self.pacing.first_deadline)
             } else {
-                (&self.first_lane, self.pacing.first_deadline)
+                match self.first_call(&api, &task).await {
+                    Some(outcome) => {
+                        self.settle(&api, task, outcome).await;
+                        continue;
+                    }
+                    None => return,
+                }
             };
             let Ok(_slot) = lane.acquire().await else {
                 return;
             };
-            let outcome = tokio::time::timeout(deadline, self.run(&api, &task))
-                .await
-                .unwrap_or(Err(CallError::Timeout));
+            let outcome = self.call_within(deadline, &api, &task).await;
             drop(_slot);
             self.settle(&api, task, outcome).await;
         }
+    }
+
+    /// Calls `api` within `deadline`, remembering how long an answer took.
+    async fn call_within(
+        &self,
+        deadline: Duration,
+        api: &str,
+        task: &Task,
+    ) -> Result<(), CallError> {
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(deadline, self.run(api, task))
+            .await
+            .unwrap_or(Err(CallError::Timeout));
+        if is_answer(&outcome) {
+            let mut times = self.answer_times.lock().unwrap_or_else(|e| e.into_inner());
+            times.record(started.elapsed());
+        }
+        outcome
+    }
+
+    /// A first call to a never-tried API in the first lane, with the deadline that the
+    /// lane's congestion sets once a slot is granted; `None` if the lane is closed.
+    async fn first_call(&self, api: &str, task: &Task) -> Option<Result<(), CallError>> {
+        /// Counts a call as first-lane demand from queueing until it ends.
+        struct Demand<'a>(&'a AtomicUsize);
+        impl Drop for Demand<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.first_lane_demand.fetch_add(1, Ordering::Relaxed);
+        let _demand = Demand(&self.first_lane_demand);
+        let _slot = self.first_lane.acquire().await.ok()?;
+        let congested =
+            self.first_lane_demand.load(Ordering::Relaxed) > self.pacing.first_in_flight;
+        let deadline = if congested {
+            let slowest = self
+                .answer_times
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .slowest();
+            self.pacing.congested_deadline(slowest)
+        } else {
+            self.pacing.first_deadline
+        };
+        Some(self.call_within(deadline, api, task).await)
     }
 
     /// Records how a call went: an answer (a success, or a fault: the node is there) clears
     /// the API's failures; no answer (unreachable, timed out) puts the task back for a
     /// retry, or drops the queue once the API has failed too often.
     async fn settle(&self, api: &str, task: Task, outcome: Result<(), CallError>) {
-        let error = match outcome {
-            Ok(()) => {
-                if let Some(entry) = self.apis().get_mut(api) {
-                    entry.answered = true;
-                    entry.failures = 0;
-                    entry.failed_at = None;
-                }
-                return;
-            }
-            // The node answered, if not with success: it is there, and asking again would
-            // get the same answer.
-            Err(e @ (CallError::Fault(_) | CallError::Http(_) | CallError::Parse(_))) => {
+        if is_answer(&outcome) {
+            if let Err(e) = &outcome {
                 tracing::debug!("{api} answered the master's call with {e}");
-                if let Some(entry) = self.apis().get_mut(api) {
-                    entry.answered = true;
-                    entry.failures = 0;
-                    entry.failed_at = None;
-                }
-                return;
             }
+            if let Some(entry) = self.apis().get_mut(api) {
+                entry.answered = true;
+                entry.failures = 0;
+                entry.failed_at = None;
+            }
+            return;
+        }
+        let error = match outcome {
+            Ok(()) => return,
             // Not a URI anyone can call: no retry will change that.
             Err(CallError::InvalidUri(uri)) => {
                 tracing::debug!("the master cannot call {uri}: not an http:// URI");
@@ -401,6 +509,8 @@ mod tests {
     fn pacing() -> Pacing {
         Pacing {
             first_deadline: Duration::from_millis(200),
+            congested_floor: Duration::from_millis(25),
+            congested_unmeasured: Duration::from_millis(50),
             retry_deadline: Duration::from_millis(400),
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(400),
@@ -461,6 +571,23 @@ mod tests {
         let real = Pacing::for_this_process();
         assert!(real.first_in_flight >= 16 && real.retry_in_flight >= 4);
         assert!(real.first_deadline < real.retry_deadline);
+    }
+
+    #[test]
+    fn a_congested_first_lane_waits_a_few_times_the_slowest_answer_within_bounds() {
+        let p = pacing();
+        let ms = |m| Duration::from_millis(m);
+        let deadlines: Vec<u128> = [None, Some(ms(1)), Some(ms(10)), Some(ms(30)), Some(ms(900))]
+            .into_iter()
+            .map(|slowest| p.congested_deadline(slowest).as_millis())
+            .collect();
+        assert_eq!(deadlines, [50, 25, 40, 120, 200]);
+        let mut times = AnswerTimes::default();
+        for m in (1..=100).rev() {
+            times.record(ms(m));
+        }
+        // Only the latest answers count: the slow ones from long ago are forgotten.
+        assert_eq!(times.slowest(), Some(ms(ANSWERS_REMEMBERED as u64)));
     }
 
     /// A node API answering every call with `[1, "", 0]` after `delay`, counting calls.
@@ -540,6 +667,47 @@ mod tests {
         assert!(answered.load(std::sync::atomic::Ordering::SeqCst) >= 1);
         assert_eq!(notifier.failures(&api), 0);
         assert_eq!(notifier.pending(&api), 0);
+    }
+
+    /// The worst case of a first fan-out: a live node never tried by the master, queued
+    /// behind hundreds of never-tried tarpits. With a fixed 250 ms deadline the round would
+    /// take 400 × 250 ms / 20 = 5 s; the congested lane's deadline follows the answers the
+    /// master has seen (milliseconds here), so the live node hears within a second.
+    #[tokio::test]
+    async fn a_never_tried_live_node_behind_never_tried_tarpits_hears_within_a_second() {
+        let mut tarpits = Vec::new();
+        for _ in 0..400 {
+            tarpits.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let notifier = notifier(Pacing {
+            first_deadline: Duration::from_millis(250),
+            first_in_flight: 20,
+            ..pacing()
+        });
+        // A node the master told something before: what an answer takes here.
+        let (_known, known_api, known_answered) = node_api(Duration::ZERO).await;
+        notifier.queue(&known_api, update("/rosout", vec!["http://p0:1/".into()]));
+        while known_answered.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (_server, live, answered) = node_api(Duration::ZERO).await;
+        let start = Instant::now();
+        for tarpit in &tarpits {
+            let api = format!("http://{}/", tarpit.local_addr().unwrap());
+            notifier.queue(&api, update("/t", vec!["http://p1:1/".into()]));
+        }
+        notifier.queue(&live, update("/t", vec!["http://p1:1/".into()]));
+        while answered.load(std::sync::atomic::Ordering::SeqCst) == 0
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "the live node waited {took:?}"
+        );
+        assert_eq!(notifier.failures(&live), 0);
     }
 
     /// Tarpits fill the first lane once, then wait in the retry lane: a live node queued
