@@ -194,6 +194,9 @@ pub struct Reassembler {
     /// so a stranger's abandoned DATA0 cannot make a real message look like a duplicate).
     abandoned: IdRing,
     last_started: Option<u8>,
+    /// The newest message delivered: an older one arriving after it is late, whole or
+    /// not (a subscriber wants the freshest data, in order).
+    last_delivered: Option<u8>,
     stats: UdpStats,
 }
 
@@ -207,6 +210,7 @@ impl Reassembler {
             delivered: IdRing::default(),
             abandoned: IdRing::default(),
             last_started: None,
+            last_delivered: None,
             stats: UdpStats::default(),
         }
     }
@@ -312,6 +316,10 @@ impl Reassembler {
             self.stats.duplicates += 1;
             return None;
         }
+        if self.is_older_than_delivered(id) {
+            self.stats.late += 1;
+            return None;
+        }
         if let Some(p) = &self.partial {
             if p.id == id && p.blocks == blocks && p.frame_len == frame_len {
                 self.stats.duplicates += 1;
@@ -322,13 +330,25 @@ impl Reassembler {
         if let Some(last) = self.last_started {
             let gap = message_id_distance(last, id);
             if (2..128).contains(&gap) {
-                self.stats.missed += u64::from(gap - 1);
+                let unseen = u64::from(gap - 1).saturating_sub(self.seen_between(last, gap));
+                self.stats.missed += unseen;
             }
         }
-        self.last_started = Some(id);
+        // A late DATA0 of an older message does not move the reference back: the messages
+        // after it were not missed. The message itself was counted missed when a newer one
+        // started, unless it was seen then (and counted incomplete): take that back.
+        match self.last_started {
+            Some(last) if !is_newer(last, id) => {
+                let seen =
+                    self.abandoned.contains(id) || self.stash.as_ref().is_some_and(|s| s.id == id);
+                if last != id && !seen {
+                    self.stats.missed = self.stats.missed.saturating_sub(1);
+                }
+            }
+            _ => self.last_started = Some(id),
+        }
         if blocks == 1 {
-            self.delivered.push(id);
-            return self.deliver(payload.slice(4..));
+            return self.deliver(id, payload.slice(4..));
         }
         let mut partial = Partial {
             id,
@@ -382,6 +402,7 @@ impl Reassembler {
         }
         if self.delivered.contains(id)
             || self.abandoned.contains(id)
+            || self.is_older_than_delivered(id)
             || self.partial.as_ref().is_some_and(|p| !is_newer(p.id, id))
         {
             self.stats.late += 1;
@@ -416,27 +437,59 @@ impl Reassembler {
 
     fn take_complete(&mut self) -> Option<Event> {
         let partial = self.partial.take_if(|p| p.is_complete())?;
-        self.delivered.push(partial.id);
-        self.deliver(Bytes::from(partial.frame).slice(4..))
+        self.deliver(partial.id, Bytes::from(partial.frame).slice(4..))
     }
 
-    fn deliver(&mut self, body: Bytes) -> Option<Event> {
+    fn deliver(&mut self, id: u8, body: Bytes) -> Option<Event> {
+        if self.abandoned.contains(id) {
+            // Given up, then restarted by a late DATA0 and completed: not lost after all.
+            self.stats.incomplete = self.stats.incomplete.saturating_sub(1);
+        }
+        self.delivered.push(id);
+        self.last_delivered = Some(id);
         self.stats.messages += 1;
         self.stats.bytes += body.len() as u64;
         Some(Event::Message(body))
     }
 
+    /// Messages after `last` and before the one `gap` ids past it that were seen (given
+    /// up, or waiting in the stash): counted incomplete, so not missed.
+    fn seen_between(&self, last: u8, gap: u8) -> u64 {
+        let between = |id: u8| (1..gap).contains(&message_id_distance(last, id));
+        let abandoned = self
+            .abandoned
+            .ids
+            .iter()
+            .flatten()
+            .filter(|&&id| between(id));
+        let stashed = self
+            .stash
+            .as_ref()
+            .filter(|s| between(s.id) && !self.abandoned.contains(s.id));
+        (abandoned.count() + usize::from(stashed.is_some())) as u64
+    }
+
+    fn is_older_than_delivered(&self, id: u8) -> bool {
+        self.last_delivered.is_some_and(|last| is_newer(id, last))
+    }
+
     fn abandon_partial(&mut self) {
         if let Some(p) = self.partial.take() {
-            self.stats.incomplete += 1;
-            self.abandoned.push(p.id);
+            self.abandon(p.id);
         }
     }
 
     fn abandon_stash(&mut self) {
         if let Some(s) = self.stash.take() {
+            self.abandon(s.id);
+        }
+    }
+
+    /// Gives message `id` up, counted once however often a duplicated DATA0 restarted it.
+    fn abandon(&mut self, id: u8) {
+        if !self.abandoned.contains(id) {
             self.stats.incomplete += 1;
-            self.abandoned.push(s.id);
+            self.abandoned.push(id);
         }
     }
 }
@@ -616,6 +669,33 @@ mod tests {
             r.handle(now, Bytes::copy_from_slice(&f.err())),
             Some(Event::Closed)
         );
+    }
+
+    /// Reordering across messages: an older message whose blocks complete after a newer
+    /// one was delivered is late, not delivered out of order, and each message is counted
+    /// once: delivered, incomplete or missed.
+    #[test]
+    fn an_older_message_never_follows_a_newer_one_and_is_counted_once() {
+        let now = Instant::now();
+        let mut f = Fragmenter::new(1, 1500).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig::default());
+        let old = datagrams(&mut f, &body(3000, 1));
+        let new = datagrams(&mut f, &body(10, 2));
+        assert!(feed(&mut r, now, old[..1].to_vec()).is_empty());
+        assert_eq!(feed(&mut r, now, new).len(), 1);
+        // The rest of the old message, and its DATA0 again (the path duplicated it).
+        assert!(feed(&mut r, now, old.iter().rev().cloned()).is_empty());
+        let stats = r.stats();
+        assert_eq!((stats.messages, stats.incomplete, stats.missed), (1, 1, 0));
+        assert!(stats.late >= 2, "{stats:?}");
+        // A message whose DATA0 was lost and whose other block waited in the stash was
+        // seen: incomplete, not also missed, when the next one starts.
+        let lost_head = datagrams(&mut f, &body(3000, 3));
+        feed(&mut r, now, lost_head[1..].to_vec());
+        feed(&mut r, now, datagrams(&mut f, &body(10, 4)));
+        r.handle_timeout(now + Duration::from_secs(1));
+        let stats = r.stats();
+        assert_eq!((stats.messages, stats.incomplete, stats.missed), (2, 2, 0));
     }
 
     #[test]
