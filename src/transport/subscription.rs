@@ -7,10 +7,12 @@ use super::queue::DropOldest;
 use super::{offload, udp_socket, LinkStats, Protocol, UDPROS_PEER_FIELD};
 use crate::api::ok_value;
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
-use crate::wire::link::{AllowedSources, Attempt, Dead, Retry, UdpLiveness};
+use crate::wire::link::{AllowedSources, Attempt, Retry};
 use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
 use crate::wire::tcpros::FrameDecoder;
-use crate::wire::udpros::{Event, Reassembler, ReassemblerConfig, UdpStats};
+use crate::wire::udpros::{
+    ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpStats,
+};
 use crate::xmlrpc::{Value, XmlRpcClient};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -577,15 +579,19 @@ async fn read_udp(
         Err(e) => return Ended::Retry(e),
     };
     let header = Arc::new(header);
-    let config = ReassemblerConfig {
-        max_message_size: sub.config.max_message_size,
-        // roscpp's ids are opaque; a udpros publisher sends the id it returned.
-        connection_id: udpros_peer.then_some(answer.connection_id as u32),
-        // The publisher cuts the stream at the size it answered.
-        block_payload: Some(answer.max_datagram - crate::wire::udpros::HEADER_LEN),
-        ..ReassemblerConfig::default()
+    let config = UdpReceiverConfig {
+        reassembler: ReassemblerConfig {
+            max_message_size: sub.config.max_message_size,
+            // roscpp's ids are opaque; a udpros publisher sends the id it returned.
+            connection_id: udpros_peer.then_some(answer.connection_id as u32),
+            // The publisher cuts the stream at the size it answered.
+            block_payload: Some(answer.max_datagram - crate::wire::udpros::HEADER_LEN),
+            ..ReassemblerConfig::default()
+        },
+        sources,
+        expects_heartbeats: udpros_peer,
     };
-    let mut reassembler = Reassembler::new(config);
+    let mut receiver = UdpReceiver::new(Instant::now(), config);
     link.set_status(|s| {
         *s = LinkStatus {
             protocol: Some(Protocol::Udp),
@@ -596,22 +602,13 @@ async fn read_udp(
             udp: UdpStats::default(),
         }
     });
-    let mut liveness = UdpLiveness::new(Instant::now(), udpros_peer);
-    // Datagrams from addresses that are not the publisher's, counted with the foreign ones.
-    let mut foreign = 0u64;
-    // Reads the socket could not hand over whole, counted with the malformed datagrams.
-    let mut dropped = 0u64;
-    // Where the publisher's datagrams come from, as getBusInfo shows it.
-    let mut peer: Option<SocketAddr> = None;
-    // One timer for the link's life, moved earlier only when a message in reassembly
-    // expires sooner: a timer armed per datagram costs a clock read and a timer-wheel
-    // insert and removal each time.
-    let mut wait = std::pin::pin!(tokio::time::sleep_until(liveness.poll_timeout().into()));
+    // One timer for the link's life, reset only when the receiver's deadline moves: a
+    // timer armed per datagram costs a clock read and a timer-wheel insert and removal.
+    let mut wait = std::pin::pin!(tokio::time::sleep_until(receiver.poll_timeout().into()));
     loop {
-        if let Some(due) = reassembler.poll_timeout() {
-            if due < wait.deadline().into_std() {
-                wait.as_mut().reset(due.into());
-            }
+        let due = receiver.poll_timeout();
+        if due != wait.deadline().into_std() {
+            wait.as_mut().reset(due.into());
         }
         tokio::select! {
             received = offer.recv() => {
@@ -624,66 +621,40 @@ async fn read_udp(
                         continue;
                     }
                 };
-                dropped += batch.dropped;
+                receiver.on_truncated(batch.dropped);
                 let now = Instant::now();
-                let mut delivered = false;
                 for read in batch {
-                    // The source of the last accepted datagram needs no second look.
-                    if peer != Some(read.from) && !sources.allows(read.from) {
-                        foreign += 1;
-                        if foreign == 1 {
-                            tracing::warn!(
-                                "{}: dropping UDPROS datagrams from {}, which is not the publisher at {}",
-                                sub.config.topic, read.from, link.uri
-                            );
-                        }
-                        continue;
-                    }
-                    if peer != Some(read.from) {
-                        peer = Some(read.from);
-                        link.set_status(|s| s.peer = peer);
-                    }
                     for datagram in read.datagrams() {
-                        match reassembler.handle(now, datagram) {
-                            Some(Event::Message(body)) => {
-                                liveness.heard(now);
-                                sub.deliver(link, body, &header, Protocol::Udp);
-                                delivered = true;
-                            }
-                            Some(Event::Ping) => liveness.heard(now),
-                            Some(Event::Closed) => return Ended::Retry("publisher closed the UDPROS link".into()),
-                            None => {}
-                        }
+                        receiver.handle(now, read.from, datagram);
                     }
                 }
-                let mut stats = *reassembler.stats();
-                stats.foreign += foreign;
-                stats.malformed += dropped;
-                link.set_status(|s| s.udp = stats);
-                if delivered {
-                    super::let_readers_run().await;
-                }
             }
-            _ = &mut wait => {
-                let now = Instant::now();
-                reassembler.handle_timeout(now);
-                let stats = reassembler.stats();
-                match liveness.handle_timeout(now, stats.messages, stats.incomplete) {
-                    Some(Dead::NothingCompletes(n)) => return Ended::Retry(format!(
-                        "{n} UDPROS messages begun and none completed (a path MTU that drops fragments, or heavy loss)"
-                    )),
-                    Some(Dead::Silent) => return Ended::Retry(format!(
-                        "publisher silent for {} ms (it heartbeats every {} ms)",
-                        crate::wire::link::LIVENESS_TIMEOUT.as_millis(),
-                        crate::wire::link::HEARTBEAT.as_millis()
-                    )),
-                    None => {}
+            _ = &mut wait => receiver.handle_timeout(Instant::now()),
+        }
+        let mut delivered = false;
+        while let Some(event) = receiver.poll_event() {
+            match event {
+                ReceiverEvent::Message(body) => {
+                    sub.deliver(link, body, &header, Protocol::Udp);
+                    delivered = true;
                 }
-                let next = reassembler
-                    .poll_timeout()
-                    .map_or(liveness.poll_timeout(), |d| d.min(liveness.poll_timeout()));
-                wait.as_mut().reset(next.into());
+                ReceiverEvent::Stranger(from) => tracing::warn!(
+                    "{}: dropping UDPROS datagrams from {from}, which is not the publisher at {}",
+                    sub.config.topic,
+                    link.uri
+                ),
+                ReceiverEvent::Closed => {
+                    return Ended::Retry("publisher closed the UDPROS link".into())
+                }
+                ReceiverEvent::Dead(dead) => return Ended::Retry(dead.to_string()),
             }
+        }
+        link.set_status(|s| {
+            s.udp = receiver.stats();
+            s.peer = receiver.peer();
+        });
+        if delivered {
+            super::let_readers_run().await;
         }
     }
 }

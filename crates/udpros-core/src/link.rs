@@ -111,6 +111,23 @@ pub enum Dead {
     NothingCompletes(u64),
 }
 
+impl std::fmt::Display for Dead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dead::Silent => write!(
+                f,
+                "publisher silent for {} ms (it heartbeats every {} ms)",
+                LIVENESS_TIMEOUT.as_millis(),
+                HEARTBEAT.as_millis()
+            ),
+            Dead::NothingCompletes(n) => write!(
+                f,
+                "{n} UDPROS messages begun and none completed (a path MTU that drops fragments, or heavy loss)"
+            ),
+        }
+    }
+}
+
 /// Watches a subscriber's UDPROS link: `heard` on every message or PING,
 /// [`poll_timeout`](UdpLiveness::poll_timeout) for the next check,
 /// [`handle_timeout`](UdpLiveness::handle_timeout) at it.

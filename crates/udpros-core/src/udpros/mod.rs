@@ -7,10 +7,12 @@
 mod fragment;
 mod pacing;
 mod reassemble;
+mod receiver;
 
 pub use fragment::{Datagram, FragmentError, Fragmenter, Fragments};
 pub use pacing::Pacer;
 pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
+pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig};
 
 /// Bytes of the datagram header.
 pub const HEADER_LEN: usize = 8;

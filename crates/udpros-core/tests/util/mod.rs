@@ -1,0 +1,269 @@
+//! A UDPROS link without sockets: a sender and a [`UdpReceiver`] joined by a simulated
+//! path that loses, duplicates, reorders and delays datagrams, on a fake clock. The link's
+//! property tests drive it; nothing here reads a clock or opens a socket.
+
+#![allow(dead_code)] // each test binary uses part of the harness
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use udpros_core::link::{AllowedSources, HEARTBEAT};
+use udpros_core::udpros::{
+    Fragmenter, ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, HEADER_LEN,
+};
+
+/// A small deterministic generator (xorshift64*), seeded by the property test.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// What the simulated path does to each datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct PathConfig {
+    /// Chance a datagram is lost.
+    pub loss: f64,
+    /// Chance a datagram arrives twice.
+    pub duplication: f64,
+    /// Chance a datagram is held back by up to `reorder_by`, so later ones overtake it.
+    pub reordering: f64,
+    pub reorder_by: Duration,
+    /// One-way delay of every datagram.
+    pub delay: Duration,
+}
+
+impl PathConfig {
+    pub fn clean() -> PathConfig {
+        PathConfig {
+            loss: 0.0,
+            duplication: 0.0,
+            reordering: 0.0,
+            reorder_by: Duration::ZERO,
+            delay: Duration::from_millis(1),
+        }
+    }
+
+    /// 5 % loss, 5 % duplication and 5 % reordering by up to 20 ms.
+    pub fn lossy() -> PathConfig {
+        PathConfig {
+            loss: 0.05,
+            duplication: 0.05,
+            reordering: 0.05,
+            reorder_by: Duration::from_millis(20),
+            delay: Duration::from_millis(5),
+        }
+    }
+}
+
+/// Datagrams in flight, by arrival time (ties in sending order).
+#[derive(Debug)]
+pub struct Path {
+    config: PathConfig,
+    rng: Rng,
+    in_flight: BTreeMap<(Instant, u64), Bytes>,
+    sent: u64,
+}
+
+impl Path {
+    pub fn new(config: PathConfig, seed: u64) -> Path {
+        Path {
+            config,
+            rng: Rng::new(seed),
+            in_flight: BTreeMap::new(),
+            sent: 0,
+        }
+    }
+
+    pub fn send(&mut self, now: Instant, datagram: Bytes) {
+        if self.rng.chance(self.config.loss) {
+            return;
+        }
+        let copies = if self.rng.chance(self.config.duplication) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut at = now + self.config.delay;
+            if self.rng.chance(self.config.reordering) {
+                let by = self.config.reorder_by.as_micros() as u64;
+                at += Duration::from_micros(self.rng.below(by + 1));
+            }
+            self.sent += 1;
+            self.in_flight.insert((at, self.sent), datagram.clone());
+        }
+    }
+
+    /// The datagrams that have arrived by `now`, in arrival order.
+    pub fn arrived(&mut self, now: Instant) -> Vec<Bytes> {
+        let later = self.in_flight.split_off(&(now, u64::MAX));
+        let arrived = std::mem::replace(&mut self.in_flight, later);
+        arrived.into_values().collect()
+    }
+
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.in_flight.keys().next().map(|(at, _)| *at)
+    }
+}
+
+/// Where the simulated publisher sends from.
+pub fn publisher_addr() -> SocketAddr {
+    "10.0.0.2:4000".parse().unwrap()
+}
+
+/// The receiver a udpros subscriber makes for a udpros publisher at [`publisher_addr`].
+pub fn receiver(now: Instant, connection_id: u32, max_datagram: usize) -> UdpReceiver {
+    UdpReceiver::new(
+        now,
+        UdpReceiverConfig {
+            reassembler: ReassemblerConfig {
+                connection_id: Some(connection_id),
+                block_payload: Some(max_datagram - HEADER_LEN),
+                ..ReassemblerConfig::default()
+            },
+            sources: AllowedSources::new(vec![publisher_addr().ip()], Some(4000)),
+            expects_heartbeats: true,
+        },
+    )
+}
+
+/// A message body that names itself: `id` in its first 8 bytes, then bytes derived from
+/// it, so a delivered body tells which message it was and whether it is whole.
+pub fn body(id: u64, len: usize) -> Vec<u8> {
+    let mut body = id.to_le_bytes().to_vec();
+    body.extend(
+        (0..len.saturating_sub(8)).map(|i| (id as usize).wrapping_mul(31).wrapping_add(i) as u8),
+    );
+    body.truncate(len.max(8));
+    body
+}
+
+/// The id of a body made by [`body`], if the rest of it is what that id makes.
+pub fn check_body(delivered: &[u8]) -> Option<u64> {
+    let id = u64::from_le_bytes(delivered.get(..8)?.try_into().ok()?);
+    (body(id, delivered.len()) == delivered).then_some(id)
+}
+
+/// A publisher and a subscriber over a [`Path`], on a fake clock.
+pub struct Pair {
+    /// When the link began.
+    pub started: Instant,
+    pub now: Instant,
+    pub fragmenter: Fragmenter,
+    pub path: Path,
+    pub receiver: UdpReceiver,
+    /// What the receiver produced, in order, with when.
+    pub events: Vec<(Instant, ReceiverEvent)>,
+    /// When a datagram last reached the receiver.
+    pub last_arrival: Option<Instant>,
+    last_sent: Instant,
+    /// The publisher heartbeats when idle (false: it has gone silent).
+    pub heartbeats: bool,
+}
+
+impl Pair {
+    pub fn new(path: PathConfig, seed: u64, max_datagram: usize) -> Pair {
+        let now = Instant::now();
+        Pair {
+            started: now,
+            now,
+            fragmenter: Fragmenter::new(7, max_datagram).unwrap(),
+            path: Path::new(path, seed),
+            receiver: receiver(now, 7, max_datagram),
+            events: Vec::new(),
+            last_arrival: None,
+            last_sent: now,
+            heartbeats: true,
+        }
+    }
+
+    /// Sends one message body as its datagrams.
+    pub fn send(&mut self, body: &[u8]) {
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(body);
+        for datagram in self.fragmenter.fragment(&Bytes::from(frame)).unwrap() {
+            self.path.send(self.now, Bytes::from(datagram.to_vec()));
+        }
+        self.last_sent = self.now;
+    }
+
+    /// Runs the link until `until`: arrivals, the receiver's timers and heartbeats, each
+    /// at its own time.
+    pub fn run_until(&mut self, until: Instant) {
+        loop {
+            let heartbeat = self.heartbeats.then_some(self.last_sent + HEARTBEAT);
+            let next = [
+                self.path.next_arrival(),
+                Some(self.receiver.poll_timeout()),
+                heartbeat,
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
+            if next > until {
+                self.now = until;
+                return;
+            }
+            self.now = self.now.max(next);
+            if heartbeat.is_some_and(|h| h <= self.now) {
+                let ping = Bytes::copy_from_slice(&self.fragmenter.ping());
+                self.path.send(self.now, ping);
+                self.last_sent = self.now;
+            }
+            for datagram in self.path.arrived(self.now) {
+                self.receiver.handle(self.now, publisher_addr(), datagram);
+                self.last_arrival = Some(self.now);
+            }
+            if self.receiver.poll_timeout() <= self.now {
+                self.receiver.handle_timeout(self.now);
+            }
+            let now = self.now;
+            self.events
+                .extend(std::iter::from_fn(|| self.receiver.poll_event()).map(|e| (now, e)));
+        }
+    }
+
+    /// When the link was declared dead, and why.
+    pub fn dead(&self) -> Option<(Instant, udpros_core::link::Dead)> {
+        self.events.iter().find_map(|(at, e)| match e {
+            ReceiverEvent::Dead(dead) => Some((*at, *dead)),
+            _ => None,
+        })
+    }
+
+    /// Runs the link for `d` of fake time.
+    pub fn run_for(&mut self, d: Duration) {
+        self.run_until(self.now + d);
+    }
+
+    /// The bodies delivered so far.
+    pub fn delivered(&self) -> impl Iterator<Item = &Bytes> {
+        self.events.iter().filter_map(|(_, e)| match e {
+            ReceiverEvent::Message(body) => Some(body),
+            _ => None,
+        })
+    }
+}
