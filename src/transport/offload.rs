@@ -13,18 +13,8 @@ use std::io;
 use std::net::SocketAddr;
 use tokio::net::UdpSocket;
 
-/// Most datagrams the kernel cuts one send into (its UDP_MAX_SEGMENTS).
-pub(crate) const MAX_SEGMENTS: usize = 64;
-/// Most bytes one UDP send over IPv4 may carry, segmented or not.
-pub(crate) const MAX_SEND: usize = 65_507;
 /// Room a read needs for whatever the kernel may coalesce.
 pub(crate) const MAX_READ: usize = 65_536;
-
-/// How many bytes of `segment`-byte datagrams one send may carry.
-pub(crate) fn max_send(segment: usize) -> usize {
-    let segment = segment.max(1);
-    (MAX_SEND / segment).clamp(1, MAX_SEGMENTS) * segment
-}
 
 /// Whether the kernel can cut a send into datagrams (Linux 4.18 and later). Asked by
 /// setting the option to its default: older kernels reject the option, and would send a
@@ -350,14 +340,6 @@ pub fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_send_carries_whole_datagrams_within_the_kernels_limits() {
-        assert_eq!(max_send(1500), 43 * 1500);
-        assert_eq!(max_send(500), 64 * 500, "at most 64 segments");
-        assert_eq!(max_send(65_507), 65_507);
-        assert!(max_send(0) > 0, "no division by zero");
-    }
 
     /// A connected sender and a receiver on the runtime.
     #[cfg(target_os = "linux")]

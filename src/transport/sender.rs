@@ -8,25 +8,13 @@
 
 use super::send_socket::SendSocket;
 use super::{offload, LinkStats};
-use crate::wire::link::HEARTBEAT;
-use crate::wire::udpros::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
+use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
 use bytes::Bytes;
 use std::io;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 
-/// Without segmentation offload, messages of more datagrams than this always go through
-/// the link's task: sending them would hold up the publishing thread.
-const DIRECT_MAX_DATAGRAMS: usize = 8;
-/// With segmentation offload, messages that take up to this many sends (about 128 kB of
-/// 1500-byte datagrams: a compressed camera frame) go directly from the publishing thread;
-/// larger ones through the link's task. Handing a 100 kB message to the task cost the
-/// publisher a wake of the runtime's thread, and the subscriber often a second wake for
-/// the task's later second send (S3, 6 alternated runs: p50 216 → 158 µs, p99 345 → 244,
-/// publisher CPU -28 %, subscriber's -9 %). Two sends hold the caller for tens of µs; the
-/// twenty of a 1 MB message would hold it too long.
-const DIRECT_MAX_SENDS: usize = 2;
 /// TCP frames larger than this go through the link's task, for the same reason (S3 over
 /// TCPROS, 100 kB frames sent from the caller instead of the task: p50 202 → 173 µs).
 const DIRECT_MAX_TCP_BYTES: usize = 128 << 10;
@@ -82,7 +70,7 @@ impl Wire {
     /// Whether the link's task must send heartbeats (udpros UDP peers only: roscpp drops
     /// a link on PING).
     pub(super) fn wants_heartbeats(&self) -> bool {
-        matches!(self, Wire::Udp(w) if w.udpros_peer)
+        matches!(self, Wire::Udp(w) if w.link.udpros_peer())
     }
 
     /// Sends a frame without waiting, if it is small, the pacing budget allows it and the
@@ -125,79 +113,45 @@ impl Wire {
     /// A PING if nothing left for a heartbeat period. The link is idle then, so a socket
     /// that had to wait for room (for the PING or before it) leaves the poll set after it.
     pub(super) async fn heartbeat(&mut self) -> io::Result<()> {
-        match self {
-            Wire::Udp(w) if w.last_sent.elapsed() >= HEARTBEAT => {
-                let sent = match w.socket.send(&w.fragmenter.ping()).await {
-                    // An earlier datagram's "fragmentation needed", reported here.
-                    Err(e) if w.dropped_oversize(&e) => Ok(()),
-                    other => other.map(drop),
-                };
-                w.socket.unwatch();
-                sent
-            }
-            _ => Ok(()),
-        }
+        let Wire::Udp(w) = self else {
+            return Ok(());
+        };
+        let Some(ping) = w.link.poll_heartbeat(Instant::now()) else {
+            return Ok(());
+        };
+        let sent = match w.socket.send(&ping).await {
+            Ok(_) => Ok(()),
+            Err(e) => w.recover(e),
+        };
+        w.socket.unwatch();
+        sent
     }
 
     /// Tells a udpros UDP peer the link is closing (TCP peers see the connection close).
     pub(super) async fn goodbye(&mut self) {
         if let Wire::Udp(w) = self {
-            if w.udpros_peer {
-                let _ = w.socket.send(&w.fragmenter.err()[..HEADER_LEN]).await;
+            if let Some(bye) = w.link.goodbye() {
+                let _ = w.socket.send(&bye).await;
             }
         }
     }
 }
 
-/// Datagram pacing toward a subscriber: udpros subscribers size their receive buffers for
-/// whole messages. roscpp's is the kernel default (about 200 kB) and it reads a datagram
-/// per call, so bursts stay well under that buffer; messages that fit it leave at 250 MB/s,
-/// larger ones are spread over half their publishing period, never slower than 40 MB/s (a
-/// rate roscpp keeps up with: 1 MB at 20 Hz went from 64-78 % delivered at 250 MB/s to
-/// 100 %).
-/// `fragments`: the IP fragments each datagram becomes on the route. Each takes a
-/// packet's share of a roscpp subscriber's receive buffer, so the budget toward roscpp
-/// shrinks with them (measured at MTU 576, 100 kB messages: 12 of 20 arrived unscaled).
-fn pacer_for(udpros_peer: bool, fragments: usize) -> Pacer {
-    if udpros_peer {
-        Pacer::new(1_500_000_000, 4 << 20)
-    } else {
-        let f = fragments.max(1);
-        Pacer::spreading(
-            250_000_000 / f as u64,
-            40_000_000 / f as u64,
-            (96 << 10) / f,
-            (128 << 10) / f,
-        )
-    }
-}
-
-/// How many IP fragments a datagram of `size` bytes becomes on a route of `route_mtu`.
-fn fragments_per_datagram(route_mtu: Option<usize>, size: usize) -> usize {
-    let Some(mtu) = route_mtu else {
-        return 1;
-    };
-    // Each fragment carries a multiple of 8 bytes of the UDP datagram (header included).
-    let per_fragment = (mtu.saturating_sub(20) / 8 * 8).max(8);
-    (size + 8).div_ceil(per_fragment)
-}
-
+/// A UDP link's socket and the core's [`UdpSender`], which decides what leaves when.
 pub(super) struct UdpWire {
     socket: SendSocket,
-    fragmenter: Fragmenter,
-    pacer: Pacer,
-    /// Datagrams to send, back to back, each `segment` bytes but the last, as one
-    /// segmented send wants them: one message's fragments, or several small messages.
-    out: Vec<u8>,
-    segment: usize,
-    /// How much of `out` has left; the rest is what the kernel interrupted.
-    sent: usize,
-    /// Whether the kernel cuts our sends into datagrams (see [`offload`]).
-    segmenting: bool,
-    last_sent: Instant,
-    udpros_peer: bool,
-    /// Messages dropped because a send was refused with EMSGSIZE.
-    oversize_drops: u64,
+    link: UdpSender,
+}
+
+/// What an OS error on a send means to the link.
+fn send_error(e: &io::Error) -> SendError {
+    match e.raw_os_error() {
+        Some(libc::EMSGSIZE) => SendError::TooLarge,
+        Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT) => {
+            SendError::Unsupported
+        }
+        _ => SendError::Other,
+    }
 }
 
 impl UdpWire {
@@ -207,217 +161,104 @@ impl UdpWire {
         udpros_peer: bool,
         route_mtu: Option<usize>,
     ) -> UdpWire {
-        let fragments = fragments_per_datagram(route_mtu, fragmenter.max_datagram_size());
-        UdpWire {
-            segmenting: offload::can_segment(socket.socket()),
-            socket,
-            segment: fragmenter.max_datagram_size(),
-            pacer: pacer_for(udpros_peer, fragments),
-            fragmenter,
-            out: Vec::new(),
-            sent: 0,
-            last_sent: Instant::now(),
+        let config = UdpSenderConfig {
             udpros_peer,
-            oversize_drops: 0,
-        }
-    }
-
-    fn unfinished(&self) -> bool {
-        self.sent < self.out.len()
-    }
-
-    /// Lays out a message's datagrams in `out`; takes its message id.
-    fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
-        self.out.clear();
-        self.sent = 0;
-        self.segment = self.fragmenter.max_datagram_size();
-        self.fragmenter.write_datagrams(frame, &mut self.out)?;
-        Ok(())
-    }
-
-    /// Lays out, from the front of `frames`, messages of one datagram each and all of
-    /// `frames[0]`'s size, as many as one segmented send carries. Returns how many.
-    fn load_small(&mut self, frames: &[Bytes]) -> usize {
-        let size = frames[0].len();
-        if self.fragmenter.blocks_for(size) != 1 {
-            return 0;
-        }
-        let segment = HEADER_LEN + size;
-        let most = offload::max_send(segment) / segment;
-        self.out.clear();
-        self.sent = 0;
-        self.segment = segment;
-        let mut taken = 0;
-        for frame in frames.iter().take(most).take_while(|f| f.len() == size) {
-            if self
-                .fragmenter
-                .write_datagrams(frame, &mut self.out)
-                .is_err()
-            {
-                break;
-            }
-            taken += 1;
-        }
-        taken
-    }
-
-    /// How many bytes of `out` the next send carries: as many whole datagrams as one
-    /// segmented send takes, or one datagram.
-    fn next_send_len(&self) -> usize {
-        let most = if self.segmenting {
-            offload::max_send(self.segment)
-        } else {
-            self.segment
+            route_mtu,
+            segmenting: offload::can_segment(socket.socket()),
         };
-        (self.out.len() - self.sent).min(most)
+        UdpWire {
+            link: UdpSender::new(Instant::now(), fragmenter, config),
+            socket,
+        }
     }
 
-    /// A kernel that refuses segmented sends on this route (an interface without checksum
-    /// offload, or segments larger than the path MTU: a VPN, a tether) gets one datagram
-    /// per send from now on, which IP fragments as it does roscpp's.
-    fn refused_segmenting(&mut self, e: &io::Error, len: usize) -> bool {
-        let refused = self.segmenting
-            && len > self.segment
-            && matches!(
-                e.raw_os_error(),
-                Some(
-                    libc::EIO
-                        | libc::EINVAL
-                        | libc::EOPNOTSUPP
-                        | libc::ENOPROTOOPT
-                        | libc::EMSGSIZE
-                )
-            );
-        if refused {
-            tracing::info!("UDP segmentation refused ({e}); sending datagram by datagram");
-            self.segmenting = false;
-        }
-        refused
-    }
-
-    /// EMSGSIZE for one datagram: the path MTU shrank under a datagram that may not be
-    /// fragmented, or an earlier datagram's ICMP "fragmentation needed" surfaced on this
-    /// send. Either way the message is lost, not the link: the rest of what is loaded is
-    /// dropped and sending goes on.
-    fn dropped_oversize(&mut self, e: &io::Error) -> bool {
-        if e.raw_os_error() != Some(libc::EMSGSIZE) {
-            return false;
-        }
-        self.oversize_drops += 1;
-        if self.oversize_drops == 1 {
-            tracing::warn!("UDP send refused ({e}); dropping the message, keeping the link");
-        }
-        self.sent = self.out.len();
-        true
-    }
-
-    /// One send of the next datagrams of `out`, without waiting.
-    fn try_send_some(&mut self) -> io::Result<()> {
-        let len = self.next_send_len();
-        let datagrams = &self.out[self.sent..self.sent + len];
-        match offload::try_send_segments(self.socket.socket(), datagrams, self.segment) {
-            Ok(()) => {
-                self.sent += len;
+    /// Hands a failed send to the link; `Err` when the link is broken.
+    fn recover(&mut self, e: io::Error) -> io::Result<()> {
+        match self.link.on_send_error(send_error(&e)) {
+            AfterError::StoppedSegmenting => {
+                tracing::info!("UDP segmentation refused ({e}); sending datagram by datagram");
                 Ok(())
             }
-            Err(e) if self.refused_segmenting(&e, len) || self.dropped_oversize(&e) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// One send of the next datagrams of `out`.
-    async fn send_some(&mut self) -> io::Result<()> {
-        let len = self.next_send_len();
-        let datagrams = &self.out[self.sent..self.sent + len];
-        let segment = self.segment;
-        let sent = self
-            .socket
-            .send_with(|socket| offload::try_send_segments(socket, datagrams, segment))
-            .await;
-        match sent {
-            Ok(()) => {
-                self.sent += len;
+            AfterError::DroppedMessage { first } => {
+                if first {
+                    tracing::warn!(
+                        "UDP send refused ({e}); dropping the message, keeping the link"
+                    );
+                }
                 Ok(())
             }
-            Err(e) if self.refused_segmenting(&e, len) || self.dropped_oversize(&e) => Ok(()),
-            Err(e) => Err(e),
+            AfterError::Fatal => Err(e),
         }
     }
 
     fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
-        let blocks = self.fragmenter.blocks_for(frame.len());
-        let bytes = frame.len() + blocks * HEADER_LEN;
-        let small = if self.segmenting {
-            bytes <= DIRECT_MAX_SENDS * offload::max_send(self.fragmenter.max_datagram_size())
-        } else {
-            blocks <= DIRECT_MAX_DATAGRAMS
-        };
         let now = Instant::now();
-        if self.unfinished() || !small || !self.pacer.try_reserve(now, bytes) {
+        if !self.link.push_now(now, frame) {
             return Attempt::NotNow;
         }
-        self.pacer.message(now, bytes);
-        if self.load(frame).is_err() {
-            return Attempt::NotNow; // the link's task counts it as dropped
-        }
-        while self.unfinished() {
-            match self.try_send_some() {
-                Ok(()) => {}
+        while let Some(t) = self.link.poll_transmit(now) {
+            match offload::try_send_segments(self.socket.socket(), t.datagrams, t.segment_size) {
+                Ok(()) => self.link.on_transmitted(now),
                 // The message id is taken: the rest must follow under it.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Attempt::Started,
-                Err(e) => return Attempt::Failed(e),
+                Err(e) => {
+                    if let Err(e) = self.recover(e) {
+                        return Attempt::Failed(e);
+                    }
+                }
             }
         }
-        self.last_sent = now;
         Attempt::Sent
     }
 
-    async fn finish(&mut self) -> io::Result<()> {
-        // Its bytes were reserved with the pacer when it started.
-        if self.unfinished() {
-            while self.unfinished() {
-                self.send_some().await?;
+    /// Sends what the link has loaded, waiting for room and for pacing.
+    async fn send_loaded(&mut self) -> io::Result<()> {
+        while self.link.is_sending() {
+            let Some(t) = self.link.poll_transmit(Instant::now()) else {
+                // Held by pacing, which says until when.
+                match self.link.poll_timeout() {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => break,
+                }
+                continue;
+            };
+            let (datagrams, segment) = (t.datagrams, t.segment_size);
+            let sent = self
+                .socket
+                .send_with(|socket| offload::try_send_segments(socket, datagrams, segment))
+                .await;
+            match sent {
+                Ok(()) => self.link.on_transmitted(Instant::now()),
+                Err(e) => self.recover(e)?,
             }
-            self.last_sent = Instant::now();
         }
         Ok(())
+    }
+
+    async fn finish(&mut self) -> io::Result<()> {
+        self.send_loaded().await
     }
 
     /// Sends queued frames in order: runs of small frames of one size together, larger
     /// ones a message at a time, all paced.
     async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+        self.send_loaded().await?;
         let mut next = 0;
         while next < frames.len() {
-            let taken = match self.segmenting {
-                true => self.load_small(&frames[next..]),
-                false => 0,
-            };
-            let batch = if taken > 0 {
-                &frames[next..next + taken]
-            } else if self.load(&frames[next]).is_ok() {
-                &frames[next..next + 1]
-            } else {
-                stats
-                    .drops
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                next += 1;
-                continue;
-            };
-            for frame in batch {
-                let blocks = self.fragmenter.blocks_for(frame.len());
-                self.pacer
-                    .message(Instant::now(), frame.len() + blocks * HEADER_LEN);
-            }
-            while self.unfinished() {
-                let at = self.pacer.reserve(Instant::now(), self.next_send_len());
-                if at > Instant::now() {
-                    tokio::time::sleep_until(at.into()).await;
+            let taken = match self.link.push_queued(Instant::now(), &frames[next..]) {
+                Ok(taken) => taken.max(1),
+                Err(_) => {
+                    stats
+                        .drops
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    next += 1;
+                    continue;
                 }
-                self.send_some().await?;
-            }
+            };
+            self.send_loaded().await?;
+            let batch = &frames[next..(next + taken).min(frames.len())];
             batch.iter().for_each(|f| stats.add_message(f.len()));
-            next += batch.len();
-            self.last_sent = Instant::now();
+            next += taken;
         }
         frames.clear();
         Ok(())
@@ -477,6 +318,8 @@ impl TcpWire {
 mod tests {
     use super::*;
     use crate::transport::send_socket::tests::{on_a_slow_loopback, sender_to};
+    use crate::wire::link::HEARTBEAT;
+    use crate::wire::udpros::{max_send, DIRECT_MAX_SENDS, HEADER_LEN};
     use std::time::Duration;
     use udpros_core::udpros::{DatagramHeader, Opcode};
 
@@ -549,7 +392,7 @@ mod tests {
         let Wire::Udp(w) = &wire else {
             unreachable!("a UDP wire")
         };
-        assert!(w.segmenting, "Linux since 4.18 has UDP_SEGMENT");
+        assert!(w.link.segmenting(), "Linux since 4.18 has UDP_SEGMENT");
         // S3's compressed image.
         let fits = Bytes::from(vec![3u8; 100_000]);
         assert!(matches!(wire.try_send_now(&fits), Attempt::Sent));
@@ -567,10 +410,7 @@ mod tests {
             received += n - HEADER_LEN;
         }
         assert_eq!(received, fits.len());
-        let larger = Bytes::from(vec![
-            4u8;
-            DIRECT_MAX_SENDS * offload::max_send(datagram) + 1
-        ]);
+        let larger = Bytes::from(vec![4u8; DIRECT_MAX_SENDS * max_send(datagram) + 1]);
         assert!(matches!(wire.try_send_now(&larger), Attempt::NotNow));
     }
 
@@ -596,7 +436,7 @@ mod tests {
                 unreachable!("a UDP wire")
             };
             assert!(waited && w.socket.watched(), "a send had to wait for room");
-            w.last_sent -= HEARTBEAT;
+            tokio::time::sleep(HEARTBEAT).await;
             wire.heartbeat().await.unwrap();
             let Wire::Udp(w) = &wire else {
                 unreachable!("a UDP wire")

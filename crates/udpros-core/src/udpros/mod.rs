@@ -8,11 +8,16 @@ mod fragment;
 mod pacing;
 mod reassemble;
 mod receiver;
+mod sender;
 
 pub use fragment::{Datagram, FragmentError, Fragmenter, Fragments};
 pub use pacing::Pacer;
 pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig};
+pub use sender::{
+    max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
+    DIRECT_MAX_SENDS, MAX_SEGMENTS, MAX_SEND,
+};
 
 /// Bytes of the datagram header.
 pub const HEADER_LEN: usize = 8;

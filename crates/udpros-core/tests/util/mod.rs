@@ -1,16 +1,18 @@
-//! A UDPROS link without sockets: a sender and a [`UdpReceiver`] joined by a simulated
-//! path that loses, duplicates, reorders and delays datagrams, on a fake clock. The link's
+//! A UDPROS link without sockets: a [`UdpSender`] and a [`UdpReceiver`] joined by a
+//! simulated path that loses, duplicates, reorders and delays datagrams, on a fake clock,
+//! driven the way the library's tokio drivers drive them. The link's
 //! property tests drive it; nothing here reads a clock or opens a socket.
 
 #![allow(dead_code)] // each test binary uses part of the harness
 
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use udpros_core::link::{AllowedSources, HEARTBEAT};
 use udpros_core::udpros::{
-    Fragmenter, ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, HEADER_LEN,
+    Fragmenter, ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpSender,
+    UdpSenderConfig, HEADER_LEN,
 };
 
 /// A small deterministic generator (xorshift64*), seeded by the property test.
@@ -171,53 +173,86 @@ pub struct Pair {
     /// When the link began.
     pub started: Instant,
     pub now: Instant,
-    pub fragmenter: Fragmenter,
+    pub sender: UdpSender,
+    /// Messages the publisher queued for the link's task.
+    queue: VecDeque<Bytes>,
     pub path: Path,
     pub receiver: UdpReceiver,
     /// What the receiver produced, in order, with when.
     pub events: Vec<(Instant, ReceiverEvent)>,
     /// When a datagram last reached the receiver.
     pub last_arrival: Option<Instant>,
-    last_sent: Instant,
+    /// The link task's heartbeat tick, every [`HEARTBEAT`].
+    next_tick: Instant,
     /// The publisher heartbeats when idle (false: it has gone silent).
     pub heartbeats: bool,
 }
 
 impl Pair {
+    /// A link between udpros peers: `max_datagram` negotiated, segmented sends.
     pub fn new(path: PathConfig, seed: u64, max_datagram: usize) -> Pair {
         let now = Instant::now();
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+        };
         Pair {
             started: now,
             now,
-            fragmenter: Fragmenter::new(7, max_datagram).unwrap(),
+            sender: UdpSender::new(now, Fragmenter::new(7, max_datagram).unwrap(), config),
+            queue: VecDeque::new(),
             path: Path::new(path, seed),
             receiver: receiver(now, 7, max_datagram),
             events: Vec::new(),
             last_arrival: None,
-            last_sent: now,
+            next_tick: now + HEARTBEAT,
             heartbeats: true,
         }
     }
 
-    /// Sends one message body as its datagrams.
+    /// Queues one message body for the link's task.
     pub fn send(&mut self, body: &[u8]) {
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(body);
-        for datagram in self.fragmenter.fragment(&Bytes::from(frame)).unwrap() {
-            self.path.send(self.now, Bytes::from(datagram.to_vec()));
-        }
-        self.last_sent = self.now;
+        self.queue.push_back(Bytes::from(frame));
+        self.transmit();
     }
 
-    /// Runs the link until `until`: arrivals, the receiver's timers and heartbeats, each
-    /// at its own time.
+    /// What the link's task does at `now`: loads queued messages and sends what pacing
+    /// lets go, each segmented send cut into its datagrams.
+    fn transmit(&mut self) {
+        loop {
+            if !self.sender.is_sending() && !self.queue.is_empty() {
+                let (front, _) = self.queue.as_slices();
+                let taken = self.sender.push_queued(self.now, front).unwrap();
+                self.queue.drain(..taken);
+            }
+            let Some(t) = self.sender.poll_transmit(self.now) else {
+                return;
+            };
+            let datagrams: Vec<Bytes> = t
+                .datagrams
+                .chunks(t.segment_size)
+                .map(Bytes::copy_from_slice)
+                .collect();
+            for datagram in datagrams {
+                self.path.send(self.now, datagram);
+            }
+            self.sender.on_transmitted(self.now);
+        }
+    }
+
+    /// Runs the link until `until`: arrivals, paced sends, heartbeats and the receiver's
+    /// timers, each at its own time.
     pub fn run_until(&mut self, until: Instant) {
         loop {
-            let heartbeat = self.heartbeats.then_some(self.last_sent + HEARTBEAT);
+            let tick = self.heartbeats.then_some(self.next_tick);
             let next = [
                 self.path.next_arrival(),
                 Some(self.receiver.poll_timeout()),
-                heartbeat,
+                self.sender.poll_timeout(),
+                tick,
             ]
             .into_iter()
             .flatten()
@@ -228,10 +263,12 @@ impl Pair {
                 return;
             }
             self.now = self.now.max(next);
-            if heartbeat.is_some_and(|h| h <= self.now) {
-                let ping = Bytes::copy_from_slice(&self.fragmenter.ping());
-                self.path.send(self.now, ping);
-                self.last_sent = self.now;
+            self.transmit();
+            if tick.is_some_and(|t| t <= self.now) {
+                self.next_tick += HEARTBEAT;
+                if let Some(ping) = self.sender.poll_heartbeat(self.now) {
+                    self.path.send(self.now, Bytes::copy_from_slice(&ping));
+                }
             }
             for datagram in self.path.arrived(self.now) {
                 self.receiver.handle(self.now, publisher_addr(), datagram);
@@ -246,14 +283,6 @@ impl Pair {
         }
     }
 
-    /// When the link was declared dead, and why.
-    pub fn dead(&self) -> Option<(Instant, udpros_core::link::Dead)> {
-        self.events.iter().find_map(|(at, e)| match e {
-            ReceiverEvent::Dead(dead) => Some((*at, *dead)),
-            _ => None,
-        })
-    }
-
     /// Runs the link for `d` of fake time.
     pub fn run_for(&mut self, d: Duration) {
         self.run_until(self.now + d);
@@ -263,6 +292,14 @@ impl Pair {
     pub fn delivered(&self) -> impl Iterator<Item = &Bytes> {
         self.events.iter().filter_map(|(_, e)| match e {
             ReceiverEvent::Message(body) => Some(body),
+            _ => None,
+        })
+    }
+
+    /// When the link was declared dead, and why.
+    pub fn dead(&self) -> Option<(Instant, udpros_core::link::Dead)> {
+        self.events.iter().find_map(|(at, e)| match e {
+            ReceiverEvent::Dead(dead) => Some((*at, *dead)),
             _ => None,
         })
     }
