@@ -4,7 +4,7 @@
 
 use super::{Node, NodeError, NodeInner};
 use crate::msg::Message;
-use crate::transport::publication::{Publication, TopicInfo};
+use crate::transport::publication::Publication;
 use crate::transport::queue::DropOldest;
 use crate::transport::subscription::{
     Local, PublisherLinkStats, Received, Subscription, SubscriptionConfig,
@@ -12,6 +12,7 @@ use crate::transport::subscription::{
 use crate::transport::{resolve_udp_peer, udp_socket, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
+use crate::wire::topic::TopicIdentity;
 use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use crate::xmlrpc::Value;
 use bytes::Bytes;
@@ -153,18 +154,20 @@ impl Node {
         options: AdvertiseOptions,
     ) -> Result<RawPublisher, NodeError> {
         let topic = self.resolve_name(topic);
-        let info = TopicInfo {
+        let info = TopicIdentity {
+            node: self.name().to_string(),
             topic: topic.clone(),
             msg_type: msg_type.into(),
             md5sum: md5sum.into(),
             definition: definition.into(),
-            has_header: definition_has_header(msg_type, definition),
         };
+        let has_header = definition_has_header(msg_type, definition);
         let publication = {
             let mut pubs = locked(&self.inner.topics.publications);
             let entry = pubs.entry(topic.clone()).or_insert_with(|| {
                 let p = Publication::new(
                     info,
+                    has_header,
                     options.latch,
                     crate::transport::publication::LinkLimits {
                         queue_size: options.queue_size,
@@ -172,7 +175,6 @@ impl Node {
                         max_links: options.max_links,
                         max_links_per_host: options.max_links_per_host,
                     },
-                    self.name(),
                     self.inner.link_ids.clone(),
                 );
                 (Arc::new(p), 0)

@@ -18,9 +18,7 @@ pub use subscription::{PublisherLinkStats, Received};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The connection-header field by which udpros peers recognise each other; PING and ERR
-/// datagrams go only to peers that send it (roscpp drops a link on them).
-pub const UDPROS_PEER_FIELD: &str = "udpros";
+pub use crate::wire::topic::UDPROS_PEER_FIELD;
 
 /// Which transport a link uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,6 +8,7 @@ use super::sender::{Attempt, Wire};
 use super::{LinkStats, Protocol};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
+use crate::wire::topic::TopicIdentity;
 use crate::wire::udpros::Fragmenter;
 use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
@@ -15,17 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-
-/// What a topic carries, as the handshake states it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TopicInfo {
-    pub topic: String,
-    pub msg_type: String,
-    pub md5sum: String,
-    pub definition: String,
-    /// The type's first field is `std_msgs/Header header`: its `seq` is filled in.
-    pub has_header: bool,
-}
 
 /// One subscriber's connection.
 #[derive(Debug)]
@@ -95,10 +85,12 @@ pub(crate) struct LinkLimits {
 const DESCRIPTOR_MARGIN: usize = 128;
 
 pub(crate) struct Publication {
-    pub info: TopicInfo,
+    /// What the topic carries and who publishes it, as the handshake states it.
+    pub info: TopicIdentity,
+    /// The type's first field is `std_msgs/Header header`: its `seq` is filled in.
+    has_header: bool,
     pub latch: bool,
     limits: LinkLimits,
-    node_name: String,
     links: Mutex<Vec<Arc<SubscriberLink>>>,
     latched: Mutex<Option<Bytes>>,
     messages: AtomicU64,
@@ -117,20 +109,20 @@ impl std::fmt::Debug for Publication {
 
 impl Publication {
     pub(crate) fn new(
-        info: TopicInfo,
+        info: TopicIdentity,
+        has_header: bool,
         latch: bool,
         limits: LinkLimits,
-        node_name: &str,
         link_ids: Arc<AtomicU32>,
     ) -> Publication {
         Publication {
             info,
+            has_header,
             latch,
             limits: LinkLimits {
                 queue_size: limits.queue_size.max(1),
                 ..limits
             },
-            node_name: node_name.to_string(),
             links: Mutex::new(Vec::new()),
             latched: Mutex::new(None),
             messages: AtomicU64::new(0),
@@ -156,7 +148,7 @@ impl Publication {
     /// touched). A latched frame is later sent unchanged to late subscribers, as roscpp
     /// does (rospy numbers each anew).
     fn number(&self, open_links: &[Arc<SubscriberLink>], frame: Bytes) -> Bytes {
-        if !self.info.has_header || frame.len() < 8 || open_links.is_empty() {
+        if !self.has_header || frame.len() < 8 || open_links.is_empty() {
             return frame;
         }
         let seq = self.seq.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -227,27 +219,7 @@ impl Publication {
     /// The handshake's verdict on a subscriber's header: our reply header, or the text of
     /// the error, worded as roscpp words it.
     pub(crate) fn accept(&self, header: &ConnectionHeader) -> Result<ConnectionHeader, String> {
-        let (Some(md5), Some(topic), Some(caller)) = (
-            header.get("md5sum"),
-            header.get("topic"),
-            header.get("callerid"),
-        ) else {
-            return Err("Header from subscriber did not have the required elements: md5sum, topic, callerid".into());
-        };
-        if md5 != "*" && self.info.md5sum != "*" && md5 != self.info.md5sum {
-            let their_type = header.get("type").unwrap_or("");
-            return Err(format!(
-                "Client [{caller}] wants topic {topic} to have datatype/md5sum [{their_type}/{md5}], but our version has [{}/{}]. Dropping connection.",
-                self.info.msg_type, self.info.md5sum
-            ));
-        }
-        Ok(ConnectionHeader::new()
-            .with("callerid", self.node_name.as_str())
-            .with("latching", if self.latch { "1" } else { "0" })
-            .with("md5sum", self.info.md5sum.as_str())
-            .with("message_definition", self.info.definition.as_str())
-            .with("topic", self.info.topic.as_str())
-            .with("type", self.info.msg_type.as_str()))
+        self.info.accept_subscriber(header, self.latch)
     }
 
     /// Whether one more subscriber link is within this publication's cap and leaves the

@@ -9,7 +9,9 @@ use crate::api::ok_value;
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
 use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
-use crate::wire::tcpros::FrameDecoder;
+use crate::wire::topic::{
+    check_publisher, TopicEvent, TopicIdentity, TopicReceiver, TopicStreamError,
+};
 use crate::wire::udpros::{
     ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpStats,
 };
@@ -306,33 +308,25 @@ impl Subscription {
         }
     }
 
+    /// Who this subscription is, as its handshakes state it.
+    fn identity(&self) -> TopicIdentity {
+        TopicIdentity {
+            node: self.local.node_name.clone(),
+            topic: self.config.topic.clone(),
+            msg_type: self.config.msg_type.clone(),
+            md5sum: self.config.md5sum.clone(),
+            definition: self.config.definition.clone(),
+        }
+    }
+
     fn udp_offer(&self, port: u16, ipv6_only: bool) -> Offer {
-        let header = ConnectionHeader::new()
-            .with("callerid", self.local.node_name.as_str())
-            .with("md5sum", self.config.md5sum.as_str())
-            .with("topic", self.config.topic.as_str())
-            .with("type", self.config.msg_type.as_str())
-            .with(UDPROS_PEER_FIELD, "1");
         Offer::Udpros(UdprosOffer {
-            header,
+            header: self.identity().udp_subscriber_header(),
             host: self.local.host.clone(),
             port,
             max_datagram: self.config.max_datagram_size,
             ipv6_only,
         })
-    }
-
-    fn tcp_header(&self) -> ConnectionHeader {
-        ConnectionHeader::new()
-            .with("callerid", self.local.node_name.as_str())
-            .with("md5sum", self.config.md5sum.as_str())
-            .with("message_definition", self.config.definition.as_str())
-            .with(
-                "tcp_nodelay",
-                if self.config.tcp_nodelay { "1" } else { "0" },
-            )
-            .with("topic", self.config.topic.as_str())
-            .with("type", self.config.msg_type.as_str())
     }
 }
 
@@ -501,61 +495,53 @@ async fn read_tcp(
         };
     let _ = stream.set_nodelay(sub.config.tcp_nodelay);
     super::set_keepalive(&stream);
-    if let Err(e) = stream.write_all(&sub.tcp_header().encode_tcp()).await {
+    if let Err(e) = stream
+        .write_all(
+            &sub.identity()
+                .tcp_subscriber_header(sub.config.tcp_nodelay)
+                .encode_tcp(),
+        )
+        .await
+    {
         return Ended::Retry(format!("sending header: {e}"));
     }
-    let limits = HeaderLimits::default();
-    let mut decoder = FrameDecoder::new(limits.max_total);
+    let mut receiver = TopicReceiver::new(HeaderLimits::default(), sub.config.max_message_size);
     let mut header: Option<Arc<ConnectionHeader>> = None;
     loop {
         let mut delivered = false;
         loop {
-            match decoder.next_frame() {
-                Ok(Some(body)) => match &header {
-                    None => {
-                        let h = match ConnectionHeader::decode_fields(&body, &limits) {
-                            Ok(h) => h,
-                            Err(e) => {
-                                return Ended::GiveUp(format!("bad header from publisher: {e}"))
-                            }
-                        };
-                        if let Some(error) = h.error() {
-                            return Ended::GiveUp(format!(
-                                "publisher refused the connection: {error}"
-                            ));
+            match receiver.poll_event() {
+                Ok(Some(TopicEvent::Connected(h))) => {
+                    let h = Arc::new(h);
+                    let (local, peer) = (stream.local_addr().ok(), stream.peer_addr().ok());
+                    link.set_status(|s| {
+                        *s = LinkStatus {
+                            protocol: Some(Protocol::Tcp),
+                            connected: true,
+                            local_port: local.map_or(0, |a| a.port()),
+                            peer,
+                            header: Some(h.clone()),
+                            udp: UdpStats::default(),
                         }
-                        if h.get("md5sum").is_none() || h.get("type").is_none() {
-                            return Ended::GiveUp("publisher header lacks md5sum or type".into());
-                        }
-                        let h = Arc::new(h);
-                        let (local, peer) = (stream.local_addr().ok(), stream.peer_addr().ok());
-                        link.set_status(|s| {
-                            *s = LinkStatus {
-                                protocol: Some(Protocol::Tcp),
-                                connected: true,
-                                local_port: local.map_or(0, |a| a.port()),
-                                peer,
-                                header: Some(h.clone()),
-                                udp: UdpStats::default(),
-                            }
-                        });
-                        decoder.set_max_frame(sub.config.max_message_size);
-                        header = Some(h);
-                    }
-                    Some(h) => {
+                    });
+                    header = Some(h);
+                }
+                Ok(Some(TopicEvent::Message(body))) => {
+                    if let Some(h) = &header {
                         sub.deliver(link, body, h, Protocol::Tcp);
                         delivered = true;
                     }
-                },
+                }
                 Ok(None) => break,
-                Err(e) => return Ended::Retry(format!("publisher sent {e}")),
+                Err(e @ TopicStreamError::Publisher(_)) => return Ended::GiveUp(e.to_string()),
+                Err(e @ TopicStreamError::TooLarge(_)) => return Ended::Retry(e.to_string()),
             }
         }
         if delivered {
             super::let_readers_run().await;
         }
         super::acknowledge_promptly(&stream);
-        match stream.read_buf(decoder.buffer_mut()).await {
+        match stream.read_buf(receiver.buffer_mut()).await {
             Ok(0) => return Ended::Retry("publisher closed the connection".into()),
             Ok(_) => {}
             Err(e) => return Ended::Retry(format!("read: {e}")),
@@ -570,8 +556,8 @@ async fn read_udp(
     mut offer: UdpOffer,
 ) -> Ended {
     let header = answer.header;
-    if let Some(error) = header.error() {
-        return Ended::GiveUp(format!("publisher refused the connection: {error}"));
+    if let Err(refusal) = check_publisher(&header) {
+        return Ended::GiveUp(refusal.to_string());
     }
     let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
     let sources = match allowed_sources(&link.uri, &answer.host, answer.port, udpros_peer).await {

@@ -17,6 +17,7 @@ pub mod numeric_array;
 pub mod ros1;
 pub mod service;
 pub mod tcpros;
+pub mod topic;
 pub mod udpros;
 pub mod zero_copy;
 
