@@ -11,7 +11,7 @@ use crate::transport::subscription::{
 };
 use crate::transport::{resolve_udp_peer, udp_socket, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
-use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
+use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
 use crate::wire::topic::TopicIdentity;
 use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use crate::xmlrpc::Value;
@@ -65,9 +65,6 @@ pub const DEFAULT_MAX_LINKS: usize = 512;
 /// The default cap on one publication's links to one host: room for every node of a big
 /// robot computer, not for one peer taking them all.
 pub const DEFAULT_MAX_LINKS_PER_HOST: usize = 128;
-
-/// The smallest datagram a publisher shrinks to so that its datagrams fit the route's MTU.
-const MIN_UNFRAGMENTED: usize = 1000;
 
 /// Options of `subscribe`, roscpp's transport hints among them.
 #[derive(Debug, Clone)]
@@ -753,50 +750,28 @@ impl NodeInner {
         caller_id: &str,
         offer: UdprosOffer,
     ) -> Result<Answer, String> {
-        let UdprosOffer {
-            header,
-            host,
-            port,
-            max_datagram,
-            ipv6_only: _,
-        } = offer;
-        let mut reply = publication.accept(&header)?;
-        let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
-        // roscpp reads into a 1500-byte buffer whatever it asked for.
-        let limit = if udpros_peer {
-            crate::wire::udpros::MAX_UDP_PAYLOAD
-        } else {
-            ROSCPP_MAX_DATAGRAM
-        };
-        let max_datagram = max_datagram.min(limit);
-        let peer = resolve_udp_peer(self.id.bind, &host, port, !udpros_peer)
+        let mut reply = publication.accept(&offer.header)?;
+        let plan = UdpPlan::for_offer(&offer);
+        let peer = resolve_udp_peer(self.id.bind, &offer.host, offer.port, !plan.udpros_peer)
             .await
             .map_err(|e| e.to_string())?;
         if self.id.bind.is_loopback() && !peer.ip().to_canonical().is_loopback() {
             return Err(format!(
-                "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
+                "ROS_HOSTNAME / ROS_IP allow only local connections, not {}",
+                offer.host
             ));
         }
         // requestTopic checked the publication's cap and the descriptors already.
         publication.admit_host(peer.ip())?;
-        let buffer = if udpros_peer { 4 << 20 } else { 1 << 20 };
-        let (socket, _) =
-            udp_socket(SocketAddr::new(self.id.bind, 0), buffer).map_err(|e| e.to_string())?;
+        let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)
+            .map_err(|e| e.to_string())?;
         socket
             .connect(peer)
             .map_err(|e| format!("connect UDP to {peer}: {e}"))?;
-        // Datagrams that fit the route's MTU leave as one packet each: IP fragments of a
-        // larger one each take a packet's share of the subscriber's receive buffer, and one
-        // lost fragment loses the datagram. The answer says the size, and the subscriber
-        // reads blocks of it (roscpp reads any size). Below MIN_UNFRAGMENTED the per-packet
-        // cost of many small datagrams outweighs that (measured toward roscpp at MTU 576:
-        // 3 of 20 100 kB messages with 548-byte datagrams, 14 of 20 fragmented), so such
-        // routes keep the asked size and IP fragments.
         let route_mtu = crate::transport::route_mtu(&socket);
-        let max_datagram = route_mtu
-            .map(|mtu| mtu.saturating_sub(crate::transport::udp_headers(peer)))
-            .filter(|&fits| fits >= MIN_UNFRAGMENTED)
-            .map_or(max_datagram, |fits| max_datagram.min(fits));
+        let route_payload =
+            route_mtu.map(|mtu| mtu.saturating_sub(crate::transport::udp_headers(peer)));
+        let max_datagram = plan.datagram_for_route(route_payload);
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr().map_err(|e| e.to_string())?.port();
@@ -806,7 +781,7 @@ impl NodeInner {
             caller_id,
             connection_id,
             max_datagram,
-            udpros_peer,
+            plan.udpros_peer,
             route_mtu,
         )?;
         reply.insert(UDPROS_PEER_FIELD, "1");

@@ -8,7 +8,9 @@ use super::{offload, udp_socket, LinkStats, Protocol, UDPROS_PEER_FIELD};
 use crate::api::ok_value;
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
-use crate::wire::negotiation::{Answer, Offer, UdprosAnswer, UdprosOffer};
+use crate::wire::negotiation::{
+    subscriber_receive_buffer, Answer, Offer, UdprosAnswer, UdprosOffer,
+};
 use crate::wire::topic::{
     check_publisher, TopicEvent, TopicIdentity, TopicReceiver, TopicStreamError,
 };
@@ -393,7 +395,7 @@ impl UdpOffer {
 }
 
 fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
-    let buffer = (sub.config.max_message_size.saturating_mul(2)).clamp(1 << 20, 4 << 20);
+    let buffer = subscriber_receive_buffer(sub.config.max_message_size);
     let (socket, capped) = udp_socket(SocketAddr::new(sub.local.bind, 0), buffer)
         .and_then(|(socket, capped)| Ok((UdpSocket::from_std(socket)?, capped)))
         .map_err(|e| format!("UDP socket: {e}"))?;

@@ -24,7 +24,8 @@
 //! after it, and which udpros publishers serve as UDPROS.
 
 use crate::header::{ConnectionHeader, HeaderError, HeaderLimits};
-use crate::udpros::{HEADER_LEN, MAX_UDP_PAYLOAD};
+use crate::topic::UDPROS_PEER_FIELD;
+use crate::udpros::{HEADER_LEN, MAX_UDP_PAYLOAD, ROSCPP_MAX_DATAGRAM};
 use bytes::Bytes;
 use std::fmt;
 
@@ -129,6 +130,62 @@ pub struct UdprosAnswer {
     pub max_datagram: usize,
     /// The publisher's connection header (type, md5sum, latching; or `error`).
     pub header: ConnectionHeader,
+}
+
+/// The smallest datagram a publisher shrinks to so that its datagrams fit the route's MTU.
+/// Below it the per-packet cost of many small datagrams outweighs what fitting saves
+/// (measured toward roscpp at MTU 576: 3 of 20 100 kB messages arrived with 548-byte
+/// datagrams, 14 of 20 with IP-fragmented 1500-byte ones).
+pub const MIN_UNFRAGMENTED: usize = 1000;
+
+/// What a publisher makes of a subscriber's UDPROS offer before it opens a socket: what
+/// kind of peer it is, the largest datagram it may send, and the send buffer to ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpPlan {
+    /// The subscriber is udpros (its header carries [`UDPROS_PEER_FIELD`]).
+    pub udpros_peer: bool,
+    /// The largest datagram, UDPROS header included: what the subscriber asked for, and
+    /// toward roscpp never more than [`ROSCPP_MAX_DATAGRAM`], since roscpp reads into a
+    /// 1500-byte buffer whatever it asked for.
+    pub max_datagram: usize,
+    /// The send buffer to ask the kernel for: room for bursts of whole large messages
+    /// toward udpros peers, less toward roscpp, whose pacing keeps bursts small.
+    pub send_buffer: usize,
+}
+
+impl UdpPlan {
+    /// The plan for `offer`.
+    pub fn for_offer(offer: &UdprosOffer) -> UdpPlan {
+        let udpros_peer = offer.header.get(UDPROS_PEER_FIELD).is_some();
+        let limit = if udpros_peer {
+            MAX_UDP_PAYLOAD
+        } else {
+            ROSCPP_MAX_DATAGRAM
+        };
+        UdpPlan {
+            udpros_peer,
+            max_datagram: offer.max_datagram.min(limit),
+            send_buffer: if udpros_peer { 4 << 20 } else { 1 << 20 },
+        }
+    }
+
+    /// The datagram size on a route that carries `route_payload` bytes of UDP payload per
+    /// packet (the MTU less the IP and UDP headers), if known. Datagrams that fit leave as
+    /// one packet each: IP fragments of a larger one each take a packet's share of the
+    /// subscriber's receive buffer, and one lost fragment loses the datagram. The answer
+    /// says the size, and the subscriber reads blocks of it (roscpp reads any size). Routes
+    /// below [`MIN_UNFRAGMENTED`] keep the planned size and IP fragments.
+    pub fn datagram_for_route(&self, route_payload: Option<usize>) -> usize {
+        route_payload
+            .filter(|&fits| fits >= MIN_UNFRAGMENTED)
+            .map_or(self.max_datagram, |fits| self.max_datagram.min(fits))
+    }
+}
+
+/// The receive buffer a subscriber asks for on a UDPROS link: two of its largest messages,
+/// within 1 to 4 MiB (the kernel may cap it lower: `net.core.rmem_max`).
+pub fn subscriber_receive_buffer(max_message_size: usize) -> usize {
+    max_message_size.saturating_mul(2).clamp(1 << 20, 4 << 20)
 }
 
 impl Offer {
@@ -279,6 +336,41 @@ fn clamp_i32(n: usize) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_publisher_plans_datagrams_by_peer_and_route() {
+        let offer = |udpros: bool, max_datagram| UdprosOffer {
+            header: if udpros {
+                ConnectionHeader::new().with(UDPROS_PEER_FIELD, "1")
+            } else {
+                ConnectionHeader::new()
+            },
+            host: "h".into(),
+            port: 1,
+            max_datagram,
+            ipv6_only: false,
+        };
+        let roscpp = UdpPlan::for_offer(&offer(false, 65_000));
+        assert_eq!(
+            roscpp.max_datagram, ROSCPP_MAX_DATAGRAM,
+            "roscpp reads 1500 bytes"
+        );
+        assert!(!roscpp.udpros_peer);
+        let udpros = UdpPlan::for_offer(&offer(true, 65_000));
+        assert!(udpros.udpros_peer && udpros.send_buffer > roscpp.send_buffer);
+        assert_eq!(udpros.max_datagram, 65_000);
+        assert_eq!(
+            UdpPlan::for_offer(&offer(true, 1 << 20)).max_datagram,
+            MAX_UDP_PAYLOAD
+        );
+        // Fitting the route: 1472 bytes of UDP payload at MTU 1500; not below 1000.
+        assert_eq!(udpros.datagram_for_route(Some(1472)), 1472);
+        assert_eq!(udpros.datagram_for_route(Some(548)), 65_000);
+        assert_eq!(udpros.datagram_for_route(None), 65_000);
+        assert_eq!(roscpp.datagram_for_route(Some(8972)), ROSCPP_MAX_DATAGRAM);
+        assert_eq!(subscriber_receive_buffer(100), 1 << 20);
+        assert_eq!(subscriber_receive_buffer(usize::MAX), 4 << 20);
+    }
 
     fn header() -> ConnectionHeader {
         ConnectionHeader::new()
