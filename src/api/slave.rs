@@ -7,8 +7,41 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// `[code, message, value]`.
-pub type SlaveReply = (i32, String, Value);
+/// A slave API answer, `[code, statusMessage, value]` on the wire: code 1 is success, 0 a
+/// failure to do what was asked, -1 an error in the call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlaveReply {
+    /// 1, 0 or -1.
+    pub code: i32,
+    /// The status message (rospy's wording; tools print it).
+    pub status: String,
+    /// The answer proper.
+    pub value: Value,
+}
+
+impl SlaveReply {
+    /// Success: code 1.
+    pub fn ok(status: impl Into<String>, value: Value) -> SlaveReply {
+        SlaveReply::new(1, status, value)
+    }
+
+    /// Any code.
+    pub fn new(code: i32, status: impl Into<String>, value: Value) -> SlaveReply {
+        SlaveReply {
+            code,
+            status: status.into(),
+            value,
+        }
+    }
+
+    fn into_value(self) -> Value {
+        Value::Array(vec![
+            Value::Int(self.code),
+            Value::String(self.status),
+            self.value,
+        ])
+    }
+}
 
 /// What a node tells its slave API.
 pub trait SlaveBackend: Send + Sync + 'static {
@@ -85,17 +118,11 @@ impl Handler for SlaveHandler {
                 return Box::pin(async move { Err(fault) });
             }
         };
-        let reply = |(code, message, value): SlaveReply| {
-            Ok(Value::Array(vec![
-                Value::Int(code),
-                Value::String(message),
-                value,
-            ]))
-        };
+        let reply = |answer: SlaveReply| Ok(answer.into_value());
         let (caller_id, args) = match validate(params, checks) {
             Ok(ok) => ok,
             Err((code, message)) => {
-                return Box::pin(async move { reply((code, message, default)) })
+                return Box::pin(async move { reply(SlaveReply::new(code, message, default)) })
             }
         };
         let b = &self.backend;
@@ -106,24 +133,24 @@ impl Handler for SlaveHandler {
                 .to_string()
         };
         let answer: SlaveReply = match method {
-            "getUri" => (1, String::new(), Value::String(b.uri())),
-            "getName" => (1, String::new(), Value::String(b.name())),
+            "getUri" => SlaveReply::ok("", Value::String(b.uri())),
+            "getName" => SlaveReply::ok("", Value::String(b.name())),
             "getMasterUri" => {
                 let uri = b.master_uri();
-                (1, uri.clone(), Value::String(uri))
+                SlaveReply::ok(uri.clone(), Value::String(uri))
             }
-            "getBusStats" => (1, String::new(), b.bus_stats()),
-            "getBusInfo" => (1, "bus info".into(), b.bus_info()),
-            "getPid" => (1, String::new(), Value::Int(std::process::id() as i32)),
-            "getSubscriptions" => (1, "subscriptions".into(), pairs(b.subscriptions())),
-            "getPublications" => (1, "publications".into(), pairs(b.publications())),
+            "getBusStats" => SlaveReply::ok("", b.bus_stats()),
+            "getBusInfo" => SlaveReply::ok("bus info", b.bus_info()),
+            "getPid" => SlaveReply::ok("", Value::Int(std::process::id() as i32)),
+            "getSubscriptions" => SlaveReply::ok("subscriptions", pairs(b.subscriptions())),
+            "getPublications" => SlaveReply::ok("publications", pairs(b.publications())),
             "shutdown" => {
                 b.shutdown(&text(0));
-                (1, "shutdown".into(), Value::Int(0))
+                SlaveReply::ok("shutdown", Value::Int(0))
             }
             "paramUpdate" => match b.param_update(&text(0), args[1].clone()) {
-                true => (1, String::new(), Value::Int(0)),
-                false => (-1, "not subscribed".into(), Value::Int(0)),
+                true => SlaveReply::ok("", Value::Int(0)),
+                false => SlaveReply::new(-1, "not subscribed", Value::Int(0)),
             },
             "publisherUpdate" => {
                 let publishers = args[1]
@@ -132,7 +159,7 @@ impl Handler for SlaveHandler {
                     .iter()
                     .filter_map(|v| v.as_str().map(str::to_string));
                 b.publisher_update(&text(0), publishers.collect());
-                (1, String::new(), Value::Int(0))
+                SlaveReply::ok("", Value::Int(0))
             }
             "requestTopic" => {
                 let topic = text(0);
@@ -143,7 +170,7 @@ impl Handler for SlaveHandler {
                 let pending = b.request_topic(&caller_id, &topic, protocols);
                 return Box::pin(async move { reply(pending.await) });
             }
-            _ => (0, format!("Internal failure: no method {method}"), default),
+            _ => SlaveReply::new(0, format!("Internal failure: no method {method}"), default),
         };
         Box::pin(async move { reply(answer) })
     }

@@ -600,7 +600,7 @@ impl SlaveBackend for Backend {
         protocols: Vec<Value>,
     ) -> Pin<Box<dyn Future<Output = SlaveReply> + Send>> {
         let Some(node) = self.0.upgrade() else {
-            let reply = (
+            let reply = SlaveReply::new(
                 -1,
                 format!("Not a publisher of [{topic}]"),
                 Value::Array(vec![]),
@@ -820,7 +820,7 @@ impl Drop for NodeInner {
         let uri = self.uri.get().cloned().unwrap_or_default();
         let pubs: Vec<_> = lock(&self.topics.publications)
             .drain()
-            .map(|(_, (p, _))| p)
+            .map(|(_, advertised)| advertised.publication)
             .collect();
         let subs: Vec<_> = lock(&self.topics.subscriptions)
             .drain()

@@ -3,13 +3,14 @@
 //! the slave API reports.
 
 use super::{Node, NodeError, NodeInner};
+use crate::api::SlaveReply;
 use crate::msg::Message;
 use crate::transport::publication::Publication;
 use crate::transport::queue::DropOldest;
 use crate::transport::subscription::{
-    Local, PublisherLinkStats, Received, Subscription, SubscriptionConfig,
+    LocalNode, PublisherLinkStats, Received, Subscription, SubscriptionConfig,
 };
-use crate::transport::{resolve_udp_peer, udp_socket, Protocol, UDPROS_PEER_FIELD};
+use crate::transport::{resolve_udp_peer, udp_socket, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
 use crate::wire::topic::TopicIdentity;
@@ -114,10 +115,17 @@ impl SubscribeOptions {
     }
 }
 
+/// One advertised topic: its publication, shared by every publisher handle of it.
+pub(crate) struct Advertised {
+    pub publication: Arc<Publication>,
+    /// Publisher handles alive; the topic is unadvertised when the last goes.
+    pub handles: usize,
+}
+
 /// The node's publications and subscriptions, by resolved topic.
 #[derive(Default)]
 pub(crate) struct Topics {
-    pub publications: Mutex<HashMap<String, (Arc<Publication>, usize)>>,
+    pub publications: Mutex<HashMap<String, Advertised>>,
     pub subscriptions: Mutex<HashMap<String, Arc<Subscription>>>,
 }
 
@@ -174,10 +182,13 @@ impl Node {
                     },
                     self.inner.link_ids.clone(),
                 );
-                (Arc::new(p), 0)
+                Advertised {
+                    publication: Arc::new(p),
+                    handles: 0,
+                }
             });
-            entry.1 += 1;
-            entry.0.clone()
+            entry.handles += 1;
+            entry.publication.clone()
         };
         self.inner
             .master
@@ -262,8 +273,8 @@ impl Node {
         })
     }
 
-    fn local(&self) -> Local {
-        Local {
+    fn local(&self) -> LocalNode {
+        LocalNode {
             node_name: self.name().to_string(),
             host: self.inner.id.host.clone(),
             bind: self.inner.id.bind,
@@ -319,8 +330,8 @@ impl Drop for RawPublisher {
         let last = {
             let mut pubs = locked(&node.topics.publications);
             match pubs.get_mut(&topic) {
-                Some(entry) if entry.1 > 1 => {
-                    entry.1 -= 1;
+                Some(entry) if entry.handles > 1 => {
+                    entry.handles -= 1;
                     false
                 }
                 Some(_) => pubs.remove(&topic).is_some(),
@@ -560,13 +571,13 @@ impl NodeInner {
     pub(crate) fn publication(&self, topic: &str) -> Option<Arc<Publication>> {
         locked(&self.topics.publications)
             .get(topic)
-            .map(|(p, _)| p.clone())
+            .map(|a| a.publication.clone())
     }
 
     pub(crate) fn publication_list(&self) -> Vec<Arc<Publication>> {
         let mut v: Vec<_> = locked(&self.topics.publications)
             .values()
-            .map(|(p, _)| p.clone())
+            .map(|a| a.publication.clone())
             .collect();
         v.sort_by(|a, b| a.info.topic.cmp(&b.info.topic));
         v
@@ -596,7 +607,9 @@ impl NodeInner {
         let publications = self.publication_list();
         let pubs = publications.iter().map(|p| {
             let conns = p.subscriber_links().into_iter().map(|l| {
-                let (bytes, messages, _) = l.stats.get();
+                let LinkTotals {
+                    bytes, messages, ..
+                } = l.stats.totals();
                 Value::Array(vec![
                     Value::Int(l.id as i32),
                     Value::Int(bytes as i32),
@@ -613,7 +626,9 @@ impl NodeInner {
         let subscriptions = self.subscription_list();
         let subs = subscriptions.iter().map(|s| {
             let conns = s.publisher_links().into_iter().map(|l| {
-                let (bytes, messages, _) = l.stats.get();
+                let LinkTotals {
+                    bytes, messages, ..
+                } = l.stats.totals();
                 let status = l.status();
                 Value::Array(vec![
                     Value::Int(l.id as i32),
@@ -687,9 +702,9 @@ impl NodeInner {
         caller_id: String,
         topic: String,
         protocols: Vec<Value>,
-    ) -> (i32, String, Value) {
+    ) -> SlaveReply {
         let Some(publication) = self.publication(&topic) else {
-            return (
+            return SlaveReply::new(
                 -1,
                 format!("Not a publisher of [{topic}]"),
                 Value::Array(vec![]),
@@ -698,7 +713,7 @@ impl NodeInner {
         // Past the publication's cap no transport will do: say so rather than offer TCPROS.
         if let Err(refusal) = publication.admit_any() {
             tracing::warn!("requestTopic from {caller_id}: {refusal}");
-            return (0, refusal, Value::Array(vec![]));
+            return SlaveReply::new(0, refusal, Value::Array(vec![]));
         }
         let mut udp_refused = None;
         for entry in &protocols {
@@ -718,12 +733,12 @@ impl NodeInner {
                         port,
                     };
                     let reply = crate::xmlrpc::entry(answer.to_params());
-                    return (1, format!("ready on {host}:{port}"), reply);
+                    return SlaveReply::ok(format!("ready on {host}:{port}"), reply);
                 }
                 Ok(Some(Offer::Udpros(offer))) => {
                     match self.udp_link(&publication, &caller_id, offer).await {
                         Ok(answer) => {
-                            return (1, String::new(), crate::xmlrpc::entry(answer.to_params()))
+                            return SlaveReply::ok("", crate::xmlrpc::entry(answer.to_params()))
                         }
                         // The next offer (TCPROS, usually) may still work: an IPv4-only node
                         // cannot send to an IPv6-only subscriber, but it can accept its TCP.
@@ -736,12 +751,12 @@ impl NodeInner {
                 Ok(None) => continue,
                 Err(e) => {
                     tracing::warn!("requestTopic for {topic} from {caller_id}: {e}");
-                    return (0, e.to_string(), Value::Array(vec![]));
+                    return SlaveReply::new(0, e.to_string(), Value::Array(vec![]));
                 }
             }
         }
         let why = udp_refused.unwrap_or_else(|| "no supported protocol implementations".into());
-        (0, why, Value::Array(vec![]))
+        SlaveReply::new(0, why, Value::Array(vec![]))
     }
 
     async fn udp_link(

@@ -55,14 +55,25 @@ impl LinkStats {
         self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    /// Bytes, messages and drops so far.
-    pub(crate) fn get(&self) -> (u64, u64, u64) {
-        (
-            self.bytes.load(Ordering::Relaxed),
-            self.messages.load(Ordering::Relaxed),
-            self.drops.load(Ordering::Relaxed),
-        )
+    /// What the link has counted so far.
+    pub(crate) fn totals(&self) -> LinkTotals {
+        LinkTotals {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            messages: self.messages.load(Ordering::Relaxed),
+            drops: self.drops.load(Ordering::Relaxed),
+        }
     }
+}
+
+/// A link's counters at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LinkTotals {
+    /// Message bytes sent or received.
+    pub bytes: u64,
+    /// Messages sent or received.
+    pub messages: u64,
+    /// Messages dropped.
+    pub drops: u64,
 }
 
 /// A non-blocking UDP socket with buffers sized for `bytes` of messages in flight, not yet

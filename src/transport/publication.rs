@@ -4,7 +4,7 @@
 
 use super::queue::DropOldest;
 use super::send_socket::SendSocket;
-use super::sender::{Attempt, Wire};
+use super::sender::{DirectSend, LinkSender};
 use super::{LinkStats, Protocol};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
@@ -28,7 +28,7 @@ pub(crate) struct SubscriberLink {
     pub local_port: u16,
     pub stats: LinkStats,
     queue: DropOldest<Bytes>,
-    wire: tokio::sync::Mutex<Wire>,
+    sender: tokio::sync::Mutex<LinkSender>,
     closed: AtomicBool,
 }
 
@@ -45,26 +45,35 @@ impl SubscriberLink {
     /// Sends a frame from the publishing thread when the link is idle, else queues it for
     /// the link's task.
     fn offer(&self, frame: &Bytes) {
-        if let Ok(mut wire) = self.wire.try_lock() {
+        if let Ok(mut sender) = self.sender.try_lock() {
             // Frames already queued go first: then this one queues behind them.
             if self.queue.is_empty() {
-                match wire.try_send_now(frame) {
-                    Attempt::Sent => return self.stats.add_message(frame.len()),
-                    Attempt::Started => {
-                        drop(wire);
+                match sender.try_send_now(frame) {
+                    DirectSend::Sent => return self.stats.add_message(frame.len()),
+                    DirectSend::Started => {
+                        drop(sender);
                         self.queue.kick();
                         return self.stats.add_message(frame.len());
                     }
-                    Attempt::Failed(e) => {
+                    DirectSend::Failed(e) => {
                         log_link_end(&self.caller_id, &e);
                         return self.close();
                     }
-                    Attempt::NotNow => {}
+                    DirectSend::NotNow => {}
                 }
             }
         }
         self.queue.push(frame.clone());
     }
+}
+
+/// How a published frame reaches each link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handoff {
+    /// Sent from the publishing thread where the link is idle, queued elsewhere.
+    TryNow,
+    /// Queued for every link's task (which sends piled-up frames together).
+    Queue,
 }
 
 /// What one publication's subscriber links may hold and how many there may be.
@@ -95,7 +104,7 @@ pub(crate) struct Publication {
     latched: Mutex<Option<Bytes>>,
     messages: AtomicU64,
     link_ids: Arc<AtomicU32>,
-    /// The last `header.seq` given out (see [`Publication::number`]).
+    /// The last `header.seq` given out (see [`Publication::stamp_seq`]).
     seq: AtomicU32,
 }
 
@@ -138,7 +147,7 @@ impl Publication {
     /// Hands one frame (length prefix included) to every subscriber; never waits. Idle
     /// links send it at once, on this thread.
     pub(crate) fn publish_frame(&self, frame: Bytes) {
-        self.hand_out(frame, true);
+        self.hand_out(frame, Handoff::TryNow);
     }
 
     /// Writes the topic's next sequence number into the frame's `header.seq` (the first
@@ -147,7 +156,7 @@ impl Publication {
     /// Whatever the caller put there is replaced (on the wire; the caller's message is not
     /// touched). A latched frame is later sent unchanged to late subscribers, as roscpp
     /// does (rospy numbers each anew).
-    fn number(&self, open_links: &[Arc<SubscriberLink>], frame: Bytes) -> Bytes {
+    fn stamp_seq(&self, open_links: &[Arc<SubscriberLink>], frame: Bytes) -> Bytes {
         if !self.has_header || frame.len() < 8 || open_links.is_empty() {
             return frame;
         }
@@ -160,18 +169,18 @@ impl Publication {
         frame.freeze()
     }
 
-    fn hand_out(&self, frame: Bytes, direct: bool) {
+    fn hand_out(&self, frame: Bytes, how: Handoff) {
         let mut links = self.links();
         links.retain(|l| !l.is_closed());
-        let frame = self.number(&links, frame);
+        let frame = self.stamp_seq(&links, frame);
         if self.latch {
             *self.latched.lock().unwrap_or_else(|e| e.into_inner()) = Some(frame.clone());
         }
         self.messages.fetch_add(1, Ordering::Relaxed);
         for link in links.iter() {
-            match direct {
-                true => link.offer(&frame),
-                false => link.queue.push(frame.clone()),
+            match how {
+                Handoff::TryNow => link.offer(&frame),
+                Handoff::Queue => link.queue.push(frame.clone()),
             }
         }
     }
@@ -185,7 +194,7 @@ impl Publication {
         for link in &self.subscriber_links() {
             link.queue.wait_for_room().await;
         }
-        self.hand_out(frame, false);
+        self.hand_out(frame, Handoff::Queue);
     }
 
     /// Whether a message published now goes anywhere: a subscriber is linked, or the topic
@@ -265,7 +274,7 @@ impl Publication {
         protocol: Protocol,
         peer: SocketAddr,
         local_port: u16,
-        wire: Wire,
+        sender: LinkSender,
     ) -> Arc<SubscriberLink> {
         let link = Arc::new(SubscriberLink {
             id: self.link_ids.fetch_add(1, Ordering::Relaxed),
@@ -275,7 +284,7 @@ impl Publication {
             local_port,
             stats: LinkStats::default(),
             queue: DropOldest::bounded(self.limits.queue_size, self.limits.queue_bytes, Bytes::len),
-            wire: tokio::sync::Mutex::new(wire),
+            sender: tokio::sync::Mutex::new(sender),
             closed: AtomicBool::new(false),
         });
         if let Some(frame) = self
@@ -312,7 +321,7 @@ impl Publication {
             Protocol::Tcp,
             peer,
             local_port,
-            Wire::tcp(writer),
+            LinkSender::tcp(writer),
         );
         // The subscriber sends nothing after its header: any read completing means it left.
         tokio::spawn(async move {
@@ -336,8 +345,8 @@ impl Publication {
         let peer = socket.peer_addr().map_err(|e| e.to_string())?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
         let socket = SendSocket::new(socket).map_err(|e| e.to_string())?;
-        let wire = Wire::udp(socket, fragmenter, udpros_peer, route_mtu);
-        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, wire))
+        let sender = LinkSender::udp(socket, fragmenter, udpros_peer, route_mtu);
+        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender))
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).
@@ -357,7 +366,7 @@ impl Drop for Publication {
 /// Drives one link: sends what `publish` queued or left unfinished, heartbeats on idle
 /// udpros UDP links, and says goodbye when the link closes.
 async fn serve(link: Arc<SubscriberLink>) {
-    let heartbeats = link.wire.lock().await.wants_heartbeats();
+    let heartbeats = link.sender.lock().await.wants_heartbeats();
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut frames = Vec::new();
@@ -366,18 +375,18 @@ async fn serve(link: Arc<SubscriberLink>) {
             tokio::select! {
                 _ = link.queue.wait_ready() => {}
                 _ = heartbeat.tick(), if heartbeats => {
-                    link.wire.lock().await.heartbeat().await?;
+                    link.sender.lock().await.heartbeat().await?;
                     continue;
                 }
             }
-            // Frames are taken only under the wire's lock, so a direct send from
+            // Frames are taken only under the sender's lock, so a direct send from
             // `publish` (which needs the lock and an empty queue) never overtakes them.
-            let mut wire = link.wire.lock().await;
-            wire.finish().await?;
+            let mut sender = link.sender.lock().await;
+            sender.finish().await?;
             while link.queue.take_all(&mut frames) {
-                wire.send_all(&mut frames, &link.stats).await?;
+                sender.send_all(&mut frames, &link.stats).await?;
             }
-            wire.unwatch();
+            sender.unwatch();
             if link.queue.is_closed() {
                 return Ok(());
             }
@@ -388,7 +397,7 @@ async fn serve(link: Arc<SubscriberLink>) {
         log_link_end(&link.caller_id, &e);
     }
     link.close();
-    link.wire.lock().await.goodbye().await;
+    link.sender.lock().await.goodbye().await;
 }
 
 /// Says why a link to a subscriber ended, once. A subscriber that left shows as the

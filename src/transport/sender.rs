@@ -23,44 +23,49 @@ const TCP_BATCH_BYTES: usize = 64 << 10;
 
 /// What an attempt to send a frame at once came to.
 #[derive(Debug)]
-pub(super) enum Attempt {
+pub(super) enum DirectSend {
     /// Gone whole.
     Sent,
     /// Nothing was sent: the frame goes to the queue.
     NotNow,
-    /// Partly sent; the rest waits in the wire for the link's task, which must be woken.
+    /// Partly sent; the rest waits in the link's sender for its task, which must be woken.
     Started,
     /// The link is broken.
     Failed(io::Error),
 }
 
-pub(super) enum Wire {
-    Udp(UdpWire),
-    Tcp(TcpWire),
+pub(super) enum LinkSender {
+    Udp(UdpLinkSender),
+    Tcp(TcpLinkSender),
 }
 
-impl std::fmt::Debug for Wire {
+impl std::fmt::Debug for LinkSender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Wire::Udp(_) => "Wire::Udp",
-            Wire::Tcp(_) => "Wire::Tcp",
+            LinkSender::Udp(_) => "LinkSender::Udp",
+            LinkSender::Tcp(_) => "LinkSender::Tcp",
         })
     }
 }
 
-impl Wire {
+impl LinkSender {
     /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known.
     pub(super) fn udp(
         socket: SendSocket,
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
-    ) -> Wire {
-        Wire::Udp(UdpWire::new(socket, fragmenter, udpros_peer, route_mtu))
+    ) -> LinkSender {
+        LinkSender::Udp(UdpLinkSender::new(
+            socket,
+            fragmenter,
+            udpros_peer,
+            route_mtu,
+        ))
     }
 
-    pub(super) fn tcp(writer: OwnedWriteHalf) -> Wire {
-        Wire::Tcp(TcpWire {
+    pub(super) fn tcp(writer: OwnedWriteHalf) -> LinkSender {
+        LinkSender::Tcp(TcpLinkSender {
             writer,
             unfinished: None,
             batch: Vec::new(),
@@ -70,23 +75,23 @@ impl Wire {
     /// Whether the link's task must send heartbeats (udpros UDP peers only: roscpp drops
     /// a link on PING).
     pub(super) fn wants_heartbeats(&self) -> bool {
-        matches!(self, Wire::Udp(w) if w.link.udpros_peer())
+        matches!(self, LinkSender::Udp(w) if w.link.udpros_peer())
     }
 
     /// Sends a frame without waiting, if it is small, the pacing budget allows it and the
     /// kernel takes it; never blocks.
-    pub(super) fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+    pub(super) fn try_send_now(&mut self, frame: &Bytes) -> DirectSend {
         match self {
-            Wire::Udp(w) => w.try_send_now(frame),
-            Wire::Tcp(w) => w.try_send_now(frame),
+            LinkSender::Udp(w) => w.try_send_now(frame),
+            LinkSender::Tcp(w) => w.try_send_now(frame),
         }
     }
 
     /// Completes what [`try_send_now`](Self::try_send_now) started.
     pub(super) async fn finish(&mut self) -> io::Result<()> {
         match self {
-            Wire::Udp(w) => w.finish().await,
-            Wire::Tcp(w) => w.finish().await,
+            LinkSender::Udp(w) => w.finish().await,
+            LinkSender::Tcp(w) => w.finish().await,
         }
     }
 
@@ -97,15 +102,15 @@ impl Wire {
         stats: &LinkStats,
     ) -> io::Result<()> {
         match self {
-            Wire::Udp(w) => w.send_all(frames, stats).await,
-            Wire::Tcp(w) => w.send_all(frames, stats).await,
+            LinkSender::Udp(w) => w.send_all(frames, stats).await,
+            LinkSender::Tcp(w) => w.send_all(frames, stats).await,
         }
     }
 
     /// The queue is drained: a UDP socket that had to wait for room leaves the runtime's
     /// poll set (see [`SendSocket`]).
     pub(super) fn unwatch(&mut self) {
-        if let Wire::Udp(w) = self {
+        if let LinkSender::Udp(w) = self {
             w.socket.unwatch();
         }
     }
@@ -113,7 +118,7 @@ impl Wire {
     /// A PING if nothing left for a heartbeat period. The link is idle then, so a socket
     /// that had to wait for room (for the PING or before it) leaves the poll set after it.
     pub(super) async fn heartbeat(&mut self) -> io::Result<()> {
-        let Wire::Udp(w) = self else {
+        let LinkSender::Udp(w) = self else {
             return Ok(());
         };
         let Some(ping) = w.link.poll_heartbeat(Instant::now()) else {
@@ -129,7 +134,7 @@ impl Wire {
 
     /// Tells a udpros UDP peer the link is closing (TCP peers see the connection close).
     pub(super) async fn goodbye(&mut self) {
-        if let Wire::Udp(w) = self {
+        if let LinkSender::Udp(w) = self {
             if let Some(bye) = w.link.goodbye() {
                 let _ = w.socket.send(&bye).await;
             }
@@ -138,7 +143,7 @@ impl Wire {
 }
 
 /// A UDP link's socket and the core's [`UdpSender`], which decides what leaves when.
-pub(super) struct UdpWire {
+pub(super) struct UdpLinkSender {
     socket: SendSocket,
     link: UdpSender,
 }
@@ -154,19 +159,19 @@ fn send_error(e: &io::Error) -> SendError {
     }
 }
 
-impl UdpWire {
+impl UdpLinkSender {
     fn new(
         socket: SendSocket,
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
-    ) -> UdpWire {
+    ) -> UdpLinkSender {
         let config = UdpSenderConfig {
             udpros_peer,
             route_mtu,
             segmenting: offload::can_segment(socket.socket()),
         };
-        UdpWire {
+        UdpLinkSender {
             link: UdpSender::new(Instant::now(), fragmenter, config),
             socket,
         }
@@ -191,24 +196,24 @@ impl UdpWire {
         }
     }
 
-    fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+    fn try_send_now(&mut self, frame: &Bytes) -> DirectSend {
         let now = Instant::now();
         if !self.link.push_now(now, frame) {
-            return Attempt::NotNow;
+            return DirectSend::NotNow;
         }
         while let Some(t) = self.link.poll_transmit(now) {
             match offload::try_send_segments(self.socket.socket(), t.datagrams, t.segment_size) {
                 Ok(()) => self.link.on_transmitted(now),
                 // The message id is taken: the rest must follow under it.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Attempt::Started,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return DirectSend::Started,
                 Err(e) => {
                     if let Err(e) = self.recover(e) {
-                        return Attempt::Failed(e);
+                        return DirectSend::Failed(e);
                     }
                 }
             }
         }
-        Attempt::Sent
+        DirectSend::Sent
     }
 
     /// Sends what the link has loaded, waiting for room and for pacing.
@@ -265,27 +270,27 @@ impl UdpWire {
     }
 }
 
-pub(super) struct TcpWire {
+pub(super) struct TcpLinkSender {
     writer: OwnedWriteHalf,
     /// The tail of a frame the kernel took only part of.
     unfinished: Option<Bytes>,
     batch: Vec<u8>,
 }
 
-impl TcpWire {
-    fn try_send_now(&mut self, frame: &Bytes) -> Attempt {
+impl TcpLinkSender {
+    fn try_send_now(&mut self, frame: &Bytes) -> DirectSend {
         if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES {
-            return Attempt::NotNow;
+            return DirectSend::NotNow;
         }
         match self.writer.try_write(frame) {
-            Ok(n) if n == frame.len() => Attempt::Sent,
-            Ok(0) => Attempt::NotNow,
+            Ok(n) if n == frame.len() => DirectSend::Sent,
+            Ok(0) => DirectSend::NotNow,
             Ok(n) => {
                 self.unfinished = Some(frame.slice(n..));
-                Attempt::Started
+                DirectSend::Started
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Attempt::NotNow,
-            Err(e) => Attempt::Failed(e),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => DirectSend::NotNow,
+            Err(e) => DirectSend::Failed(e),
         }
     }
 
@@ -333,7 +338,7 @@ mod tests {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
             let fragmenter = Fragmenter::new(7, 65_000).unwrap();
-            let mut wire = Wire::udp(socket, fragmenter, true, None);
+            let mut wire = LinkSender::udp(socket, fragmenter, true, None);
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -350,16 +355,16 @@ mod tests {
             let (mut sent, mut started) = (0, 0);
             for frame in &frames {
                 match wire.try_send_now(frame) {
-                    Attempt::Sent => sent += 1,
-                    Attempt::Started => {
+                    DirectSend::Sent => sent += 1,
+                    DirectSend::Started => {
                         started += 1;
                         tokio::time::timeout(Duration::from_secs(10), wire.finish())
                             .await
                             .expect("the queue drains")
                             .unwrap();
                     }
-                    Attempt::NotNow => panic!("the pacer toward a udpros peer allows 4 MB"),
-                    Attempt::Failed(e) => panic!("{e}"),
+                    DirectSend::NotNow => panic!("the pacer toward a udpros peer allows 4 MB"),
+                    DirectSend::Failed(e) => panic!("{e}"),
                 }
             }
             // 6 MB through a 64 kB send buffer at 25 MB/s: sends found no room.
@@ -388,14 +393,14 @@ mod tests {
             .unwrap();
         let socket = sender_to(rx.local_addr().unwrap(), 4 << 20);
         let datagram = 1500;
-        let mut wire = Wire::udp(socket, Fragmenter::new(7, datagram).unwrap(), true, None);
-        let Wire::Udp(w) = &wire else {
+        let mut wire = LinkSender::udp(socket, Fragmenter::new(7, datagram).unwrap(), true, None);
+        let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
         };
         assert!(w.link.segmenting(), "Linux since 4.18 has UDP_SEGMENT");
         // S3's compressed image.
         let fits = Bytes::from(vec![3u8; 100_000]);
-        assert!(matches!(wire.try_send_now(&fits), Attempt::Sent));
+        assert!(matches!(wire.try_send_now(&fits), DirectSend::Sent));
         let mut buf = vec![0u8; 65_536];
         let mut received = 0;
         while received < fits.len() {
@@ -411,7 +416,7 @@ mod tests {
         }
         assert_eq!(received, fits.len());
         let larger = Bytes::from(vec![4u8; DIRECT_MAX_SENDS * max_send(datagram) + 1]);
-        assert!(matches!(wire.try_send_now(&larger), Attempt::NotNow));
+        assert!(matches!(wire.try_send_now(&larger), DirectSend::NotNow));
     }
 
     /// A heartbeat goes out on an idle link, and a socket left in the poll set by sends
@@ -422,23 +427,23 @@ mod tests {
         on_a_slow_loopback(|| async {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
-            let mut wire = Wire::udp(socket, Fragmenter::new(7, 65_000).unwrap(), true, None);
+            let mut wire = LinkSender::udp(socket, Fragmenter::new(7, 65_000).unwrap(), true, None);
             let frame = Bytes::from(vec![1u8; 60_000]);
             let mut waited = false;
             for _ in 0..100 {
-                if let Attempt::Started = wire.try_send_now(&frame) {
+                if let DirectSend::Started = wire.try_send_now(&frame) {
                     wire.finish().await.unwrap();
                     waited = true;
                     break;
                 }
             }
-            let Wire::Udp(w) = &mut wire else {
+            let LinkSender::Udp(w) = &mut wire else {
                 unreachable!("a UDP wire")
             };
             assert!(waited && w.socket.watched(), "a send had to wait for room");
             tokio::time::sleep(HEARTBEAT).await;
             wire.heartbeat().await.unwrap();
-            let Wire::Udp(w) = &wire else {
+            let LinkSender::Udp(w) = &wire else {
                 unreachable!("a UDP wire")
             };
             assert!(

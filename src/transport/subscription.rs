@@ -4,7 +4,7 @@
 //! publisher.
 
 use super::queue::DropOldest;
-use super::{offload, udp_socket, LinkStats, Protocol, UDPROS_PEER_FIELD};
+use super::{offload, udp_socket, LinkStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::api::ok_value;
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
@@ -100,7 +100,9 @@ impl PublisherLink {
     /// The link's counters and state now.
     pub(crate) fn snapshot(&self) -> PublisherLinkStats {
         let status = self.status();
-        let (bytes, messages, _) = self.stats.get();
+        let LinkTotals {
+            bytes, messages, ..
+        } = self.stats.totals();
         PublisherLinkStats {
             publisher_uri: self.uri.clone(),
             protocol: status.protocol,
@@ -140,7 +142,7 @@ impl Drop for PublisherLink {
 
 /// Who this node is, as its links tell publishers.
 #[derive(Debug, Clone)]
-pub(crate) struct Local {
+pub(crate) struct LocalNode {
     pub node_name: String,
     pub host: String,
     pub bind: IpAddr,
@@ -150,7 +152,7 @@ pub(crate) struct Local {
 
 pub(crate) struct Subscription {
     pub config: SubscriptionConfig,
-    local: Local,
+    local: LocalNode,
     links: Mutex<HashMap<String, Arc<PublisherLink>>>,
     /// One queue per subscriber handle on this topic.
     sinks: Mutex<Vec<Arc<DropOldest<Received>>>>,
@@ -170,7 +172,7 @@ impl std::fmt::Debug for Subscription {
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Subscription {
-    pub(crate) fn new(config: SubscriptionConfig, local: Local) -> Arc<Subscription> {
+    pub(crate) fn new(config: SubscriptionConfig, local: LocalNode) -> Arc<Subscription> {
         Arc::new(Subscription {
             config,
             local,
@@ -344,7 +346,7 @@ async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
     let mut retry = Retry::new(sub.config.transports.contains(&Protocol::Tcp));
     loop {
         let started = Instant::now();
-        let messages_before = link.stats.get().1;
+        let messages_before = link.stats.totals().messages;
         let ended = connect_and_read(&sub, &link, retry.offer_udp()).await;
         link.set_status(|s| s.connected = false);
         if !sub.is_listed(&link) {
@@ -353,7 +355,7 @@ async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
         let attempt = Attempt {
             started,
             udp: link.status().protocol == Some(Protocol::Udp),
-            delivered: link.stats.get().1 != messages_before,
+            delivered: link.stats.totals().messages != messages_before,
         };
         let next = retry.ended(attempt, Instant::now());
         let (topic, uri) = (&sub.config.topic, &link.uri);
