@@ -629,6 +629,18 @@ mod tests {
         (server, api, calls)
     }
 
+    /// How long after `start` a node counted its first answered call (at most `limit`).
+    async fn first_call_after(
+        start: Instant,
+        calls: &std::sync::atomic::AtomicUsize,
+        limit: Duration,
+    ) -> Duration {
+        while calls.load(std::sync::atomic::Ordering::SeqCst) == 0 && start.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        start.elapsed()
+    }
+
     /// A node that answers with a fault is there: its update is not retried.
     #[tokio::test]
     async fn a_fault_is_an_answer_not_a_failure() {
@@ -657,10 +669,7 @@ mod tests {
         let (_server, api, answered) = node_api(Duration::from_millis(300)).await;
         let notifier = notifier(pacing());
         notifier.queue(&api, update("/t", vec!["http://a:1/".into()]));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while answered.load(std::sync::atomic::Ordering::SeqCst) == 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        first_call_after(Instant::now(), &answered, Duration::from_secs(5)).await;
         // The first try answers after its deadline (counted by the server, not by us); the
         // retry is in time and clears the failure.
         tokio::time::sleep(Duration::from_millis(600)).await;
@@ -687,9 +696,7 @@ mod tests {
         // A node the master told something before: what an answer takes here.
         let (_known, known_api, known_answered) = node_api(Duration::ZERO).await;
         notifier.queue(&known_api, update("/rosout", vec!["http://p0:1/".into()]));
-        while known_answered.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        first_call_after(Instant::now(), &known_answered, Duration::from_secs(5)).await;
         let (_server, live, answered) = node_api(Duration::ZERO).await;
         let start = Instant::now();
         for tarpit in &tarpits {
@@ -697,12 +704,7 @@ mod tests {
             notifier.queue(&api, update("/t", vec!["http://p1:1/".into()]));
         }
         notifier.queue(&live, update("/t", vec!["http://p1:1/".into()]));
-        while answered.load(std::sync::atomic::Ordering::SeqCst) == 0
-            && start.elapsed() < Duration::from_secs(10)
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let took = start.elapsed();
+        let took = first_call_after(start, &answered, Duration::from_secs(10)).await;
         assert!(
             took < Duration::from_secs(1),
             "the live node waited {took:?}"
@@ -739,12 +741,7 @@ mod tests {
         for api in tarpit_apis.iter().chain([&live]) {
             notifier.queue(api, update("/t", vec!["http://p2:1/".into()]));
         }
-        while answered.load(std::sync::atomic::Ordering::SeqCst) == 0
-            && start.elapsed() < Duration::from_secs(5)
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let took = start.elapsed();
+        let took = first_call_after(start, &answered, Duration::from_secs(5)).await;
         assert!(
             took < Duration::from_secs(1),
             "the live node waited {took:?}"
