@@ -250,6 +250,7 @@ impl UdpLinkSender {
         self.send_loaded().await?;
         let mut next = 0;
         while next < frames.len() {
+            // An idle link takes at least one frame (send_loaded left it idle).
             let taken = match self.link.push_queued(Instant::now(), &frames[next..]) {
                 Ok(taken) => taken.max(1),
                 Err(_) => {
@@ -261,7 +262,7 @@ impl UdpLinkSender {
                 }
             };
             self.send_loaded().await?;
-            let batch = &frames[next..(next + taken).min(frames.len())];
+            let batch = &frames[next..next + taken];
             batch.iter().for_each(|f| stats.add_message(f.len()));
             next += taken;
         }

@@ -221,8 +221,9 @@ impl UdpSender {
 
     /// Loads, from the front of `frames`, what the next sends carry: a run of small
     /// messages of one size that one segmented send takes, or one message. Returns how
-    /// many frames it took, or the error that makes the first unsendable (the driver
-    /// counts it dropped and goes on with the next).
+    /// many frames it took (at least one when the link is idle and `frames` is not empty),
+    /// or the error that makes the first unsendable (the driver counts it dropped and goes
+    /// on with the next).
     pub fn push_queued(&mut self, now: Instant, frames: &[Bytes]) -> Result<usize, FragmentError> {
         if self.is_sending() || frames.is_empty() {
             return Ok(0);
@@ -266,7 +267,9 @@ impl UdpSender {
         })
     }
 
-    /// When pacing lets the next datagrams go, while it holds them.
+    /// When pacing lets the next datagrams go, while it holds them: `Some` whenever
+    /// [`poll_transmit`](Self::poll_transmit) returned `None` while
+    /// [`is_sending`](Self::is_sending).
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.granted.filter(|_| self.is_sending())
     }
