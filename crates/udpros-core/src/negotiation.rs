@@ -182,6 +182,101 @@ impl UdpPlan {
     }
 }
 
+/// A publisher's `requestTopic` reply as the subscriber received it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TopicReply {
+    /// Status 1 with the chosen entry's items (empty when the publisher chose nothing).
+    Chosen(Vec<Param>),
+    /// A status other than 1: `code` 0 means no offered transport would do.
+    Refused {
+        /// The status code.
+        code: i32,
+        /// The text that goes with it (or what was wrong with the reply's shape).
+        message: String,
+    },
+}
+
+/// What a subscriber does with a publisher's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubscriberDecision {
+    /// Connect over TCPROS.
+    Tcp {
+        /// The publisher's host.
+        host: String,
+        /// Its TCPROS port.
+        port: u16,
+    },
+    /// Read the offered UDP socket: the publisher already sends to it.
+    Udp(UdprosAnswer),
+    /// Nothing to connect to until the master lists the publisher anew.
+    GiveUp(GiveUpReason),
+}
+
+/// Why a subscriber gives up on a publisher's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GiveUpReason {
+    /// The subscription allows only UDP and the publisher has no UDPROS (roscpp without
+    /// it, rospy): it answered nothing, or status 0.
+    NoUdpros,
+    /// The publisher chose nothing that was offered.
+    NoCommonTransport,
+    /// The publisher refused the request.
+    Refused(String),
+    /// The chosen entry does not read.
+    BadAnswer(NegotiationError),
+    /// The publisher chose UDPROS, which was not offered.
+    UdpNotOffered,
+}
+
+impl fmt::Display for GiveUpReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GiveUpReason::NoUdpros => f.write_str(
+                "the publisher does not support UDPROS, and this subscription allows only UDP",
+            ),
+            GiveUpReason::NoCommonTransport => f.write_str("no common transport"),
+            GiveUpReason::Refused(why) => write!(f, "publisher refused: {why}"),
+            GiveUpReason::BadAnswer(e) => write!(f, "publisher answered an unreadable entry: {e}"),
+            GiveUpReason::UdpNotOffered => {
+                f.write_str("publisher chose UDPROS, which was not offered")
+            }
+        }
+    }
+}
+
+/// What a subscriber offered in one `requestTopic` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscriberOffer {
+    /// A UDPROS entry (with a socket waiting for the answer).
+    pub udp: bool,
+    /// The subscription allows UDP only (no TCPROS entry, ever).
+    pub udp_only: bool,
+}
+
+impl SubscriberOffer {
+    /// The subscriber's decision on `reply`.
+    pub fn decide(&self, reply: TopicReply, limits: &HeaderLimits) -> SubscriberDecision {
+        let chosen = match reply {
+            TopicReply::Chosen(items) if !items.is_empty() => items,
+            TopicReply::Chosen(_) | TopicReply::Refused { code: 0, .. } if self.udp_only => {
+                return SubscriberDecision::GiveUp(GiveUpReason::NoUdpros)
+            }
+            TopicReply::Chosen(_) => {
+                return SubscriberDecision::GiveUp(GiveUpReason::NoCommonTransport)
+            }
+            TopicReply::Refused { message, .. } => {
+                return SubscriberDecision::GiveUp(GiveUpReason::Refused(message))
+            }
+        };
+        match Answer::from_params(&chosen, limits) {
+            Ok(Answer::Tcpros { host, port }) => SubscriberDecision::Tcp { host, port },
+            Ok(Answer::Udpros(answer)) if self.udp => SubscriberDecision::Udp(answer),
+            Ok(Answer::Udpros(_)) => SubscriberDecision::GiveUp(GiveUpReason::UdpNotOffered),
+            Err(e) => SubscriberDecision::GiveUp(GiveUpReason::BadAnswer(e)),
+        }
+    }
+}
+
 /// The receive buffer a subscriber asks for on a UDPROS link: two of its largest messages,
 /// within 1 to 4 MiB (the kernel may cap it lower: `net.core.rmem_max`).
 pub fn subscriber_receive_buffer(max_message_size: usize) -> usize {
@@ -369,6 +464,69 @@ mod tests {
         assert_eq!(udpros.datagram_for_route(None), 65_000);
         assert_eq!(roscpp.datagram_for_route(Some(8972)), ROSCPP_MAX_DATAGRAM);
         assert_eq!(subscriber_receive_buffer(100), 1 << 20);
+    }
+
+    #[test]
+    fn a_subscriber_decides_on_the_reply_and_says_why_it_gives_up() {
+        let limits = HeaderLimits::default();
+        let both = SubscriberOffer {
+            udp: true,
+            udp_only: false,
+        };
+        let tcp_only = SubscriberOffer {
+            udp: false,
+            udp_only: false,
+        };
+        let udp_only = SubscriberOffer {
+            udp: true,
+            udp_only: true,
+        };
+        let tcp = Answer::Tcpros {
+            host: "h".into(),
+            port: 7,
+        };
+        let chosen = |a: &Answer| TopicReply::Chosen(a.to_params());
+        assert_eq!(
+            both.decide(chosen(&tcp), &limits),
+            SubscriberDecision::Tcp {
+                host: "h".into(),
+                port: 7
+            }
+        );
+        let udp = Answer::Udpros(UdprosAnswer {
+            host: "h".into(),
+            port: 9,
+            connection_id: 3,
+            max_datagram: 1500,
+            header: ConnectionHeader::new().with("type", "t"),
+        });
+        assert!(
+            matches!(both.decide(chosen(&udp), &limits), SubscriberDecision::Udp(a) if a.connection_id == 3)
+        );
+        let gave_up = |offer: SubscriberOffer, reply| match offer.decide(reply, &limits) {
+            SubscriberDecision::GiveUp(why) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(gave_up(tcp_only, chosen(&udp)), GiveUpReason::UdpNotOffered);
+        assert_eq!(
+            gave_up(udp_only, TopicReply::Chosen(vec![])),
+            GiveUpReason::NoUdpros
+        );
+        let status_0 = TopicReply::Refused {
+            code: 0,
+            message: "no supported protocol implementations".into(),
+        };
+        assert_eq!(gave_up(udp_only, status_0.clone()), GiveUpReason::NoUdpros);
+        assert_eq!(
+            gave_up(both, status_0).to_string(),
+            "publisher refused: no supported protocol implementations"
+        );
+        assert_eq!(
+            gave_up(both, TopicReply::Chosen(vec![])),
+            GiveUpReason::NoCommonTransport
+        );
+        let garbage = TopicReply::Chosen(vec![Param::Str(TCPROS.into()), Param::Int(1)]);
+        assert!(matches!(gave_up(both, garbage), GiveUpReason::BadAnswer(_)));
         assert_eq!(subscriber_receive_buffer(usize::MAX), 4 << 20);
     }
 

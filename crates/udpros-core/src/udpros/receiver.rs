@@ -7,7 +7,9 @@
 //!   [`UdpReceiver::poll_event`];
 //! - keep one timer at [`UdpReceiver::poll_timeout`] (it may move after `handle` or
 //!   `handle_timeout`); when it fires call [`UdpReceiver::handle_timeout`], then drain
-//!   [`UdpReceiver::poll_event`] again;
+//!   [`UdpReceiver::poll_event`] again. An early `handle_timeout` does nothing, so a driver
+//!   may keep a timer that only moves earlier and is re-armed when it fires (cheaper than
+//!   following every move: a message in reassembly moves the deadline twice);
 //! - after a [`ReceiverEvent::Closed`] or [`ReceiverEvent::Dead`] the link is over: drop
 //!   the receiver.
 
