@@ -471,10 +471,7 @@ async fn connect_and_read(
             read_tcp(sub, link, &host, port).await
         }
         (SubscriberDecision::Udp(answer), Some(offer)) => read_udp(sub, link, answer, offer).await,
-        (SubscriberDecision::GiveUp(GiveUpReason::NoUdpros), _) => Ended::GiveUp(format!(
-            "the publisher at {} does not support UDPROS, and this subscription allows only UDP",
-            link.uri
-        )),
+        // The log line that says why names the publisher.
         (SubscriberDecision::GiveUp(why), _) => Ended::GiveUp(why.to_string()),
         (SubscriberDecision::Udp(_), None) => {
             Ended::GiveUp(GiveUpReason::UdpNotOffered.to_string())
