@@ -37,16 +37,10 @@ async fn rostopic_and_rosnode_on_a_udpros_node() {
         .advertise::<std_msgs::String>("/chatter", AdvertiseOptions::default())
         .await
         .unwrap();
-    let sending = tokio::spawn(async move {
-        loop {
-            publisher
-                .publish(&std_msgs::String {
-                    data: "from udpros".into(),
-                })
-                .unwrap();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    let message = std_msgs::String {
+        data: "from udpros".into(),
+    };
+    let sending = common::publish_every(publisher, message, Duration::from_millis(50));
     tokio::task::block_in_place(|| {
         let mut echo = ros_tool(&python, "rostopic", &uri);
         echo.args(["echo", "-n", "2", "/chatter"]);
@@ -120,14 +114,8 @@ async fn rosnode_info_shows_udpros_connections() {
     sub.args(["sub", "/chatter", "--hints", "udp"]);
     common::ros_env(&mut sub, &uri);
     let (_sub, mut lines) = spawn_lines(sub);
-    let sending = tokio::spawn(async move {
-        loop {
-            publisher
-                .publish(&std_msgs::String { data: "x".into() })
-                .unwrap();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    let message = std_msgs::String { data: "x".into() };
+    let sending = common::publish_every(publisher, message, Duration::from_millis(50));
     tokio::task::block_in_place(|| {
         assert!(lines.wait_for(WAIT, |l| l.starts_with("RECV ")).is_some());
         let mut node_info = ros_tool(&python, "rosnode", &uri);
@@ -314,14 +302,9 @@ async fn header_seq_counts_as_rospy_counts_it() {
         )
         .await
         .unwrap();
-    let sending = tokio::spawn(async move {
-        let mut message = udpros::msgs::geometry_msgs::PointStamped::default();
-        message.header.seq = 777;
-        loop {
-            publisher.publish(&message).unwrap();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    let mut message = udpros::msgs::geometry_msgs::PointStamped::default();
+    message.header.seq = 777;
+    let sending = common::publish_every(publisher, message, Duration::from_millis(50));
     // Published to nobody for a while: no number is used up.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let text = tokio::task::block_in_place(|| {

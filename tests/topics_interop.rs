@@ -223,16 +223,10 @@ async fn roscpp_and_rospy_subscribers_with_the_wrong_type_get_nothing() {
         .advertise::<std_msgs::String>("/data", AdvertiseOptions::default())
         .await
         .unwrap();
-    let sending = tokio::spawn(async move {
-        loop {
-            publisher
-                .publish(&std_msgs::String {
-                    data: "text".into(),
-                })
-                .unwrap();
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
+    let message = std_msgs::String {
+        data: "text".into(),
+    };
+    let sending = common::publish_every(publisher, message, Duration::from_millis(20));
     // Each expects UInt8MultiArray on a std_msgs/String topic.
     let mut peers = Vec::new();
     for hints in ["udp", "tcp"] {

@@ -427,12 +427,7 @@ async fn range_stamps_follow_clock_from_rosbag_play() {
         .advertise::<udpros::msgs::std_msgs::String>("/chatter", Default::default())
         .await
         .unwrap();
-    let sending = tokio::spawn(async move {
-        loop {
-            let _ = chatter.publish(&Default::default());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
+    let sending = common::publish_every(chatter, Default::default(), Duration::from_millis(20));
     let bag = std::env::temp_dir().join(format!("udpros-ping-clock-{}.bag", std::process::id()));
     let _ = std::fs::remove_file(&bag);
     tokio::task::block_in_place(|| common::record_bag(&python, &uri, &bag, &["/chatter"], 4));

@@ -97,14 +97,8 @@ async fn a_killed_subscriber_stops_the_publisher_sending_to_it() {
             .advertise::<std_msgs::String>(&p, AdvertiseOptions::default())
             .await
             .unwrap();
-        tokio::spawn(async move {
-            loop {
-                publisher
-                    .publish(&std_msgs::String { data: "x".into() })
-                    .unwrap();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
+        let message = std_msgs::String { data: "x".into() };
+        common::publish_every(publisher, message, Duration::from_millis(20))
     };
     let got = tokio::task::block_in_place(|| {
         lines.wait_for(Duration::from_secs(20), |l| l == "data: \"x\"")

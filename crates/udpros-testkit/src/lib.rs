@@ -396,6 +396,20 @@ pub async fn node(master: &str, name: &str) -> udpros::node::Node {
         .expect("node starts")
 }
 
+/// Publishes `message` every `period` on the current runtime until the returned task is
+/// aborted or the node shuts down: what a test runs while a ROS tool or peer listens.
+pub fn publish_every<M: udpros::msg::Message + Send + Sync + 'static>(
+    publisher: udpros::node::Publisher<M>,
+    message: M,
+    period: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while publisher.publish(&message).is_ok() {
+            tokio::time::sleep(period).await;
+        }
+    })
+}
+
 /// Runs `program args` against `master` with a 5 s limit; its output and how long it took.
 pub fn run_briefly(
     program: &str,
