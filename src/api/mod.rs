@@ -5,7 +5,7 @@ mod slave;
 pub(crate) mod validate;
 
 pub use master::{MasterClient, SystemState, TopicType};
-pub use slave::{SlaveBackend, SlaveHandler, SlaveReply};
+pub use slave::{SlaveBackend, SlaveHandler};
 
 use crate::xmlrpc::{CallError, Value};
 use std::fmt;
@@ -45,6 +45,43 @@ impl std::error::Error for ApiError {}
 impl From<CallError> for ApiError {
     fn from(e: CallError) -> Self {
         ApiError::Call(e)
+    }
+}
+
+/// A master or slave API answer, `[code, statusMessage, value]` on the wire: code 1 is
+/// success, 0 a failure to do what was asked, -1 an error in the call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusReply {
+    /// 1, 0 or -1.
+    pub code: i32,
+    /// The status message (rospy's wording; tools print it).
+    pub status: String,
+    /// The answer proper.
+    pub value: Value,
+}
+
+impl StatusReply {
+    /// Success: code 1.
+    pub fn ok(status: impl Into<String>, value: Value) -> StatusReply {
+        StatusReply::new(1, status, value)
+    }
+
+    /// Any code.
+    pub fn new(code: i32, status: impl Into<String>, value: Value) -> StatusReply {
+        StatusReply {
+            code,
+            status: status.into(),
+            value,
+        }
+    }
+
+    /// The answer as the XML-RPC array it travels as.
+    pub fn into_value(self) -> Value {
+        Value::Array(vec![
+            Value::Int(self.code),
+            Value::String(self.status),
+            self.value,
+        ])
     }
 }
 

@@ -2,46 +2,11 @@
 //! status messages (roscpp is laxer: it lacks getMasterUri and arity checks).
 
 use super::validate::{validate, Check};
+use super::StatusReply;
 use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-
-/// A slave API answer, `[code, statusMessage, value]` on the wire: code 1 is success, 0 a
-/// failure to do what was asked, -1 an error in the call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SlaveReply {
-    /// 1, 0 or -1.
-    pub code: i32,
-    /// The status message (rospy's wording; tools print it).
-    pub status: String,
-    /// The answer proper.
-    pub value: Value,
-}
-
-impl SlaveReply {
-    /// Success: code 1.
-    pub fn ok(status: impl Into<String>, value: Value) -> SlaveReply {
-        SlaveReply::new(1, status, value)
-    }
-
-    /// Any code.
-    pub fn new(code: i32, status: impl Into<String>, value: Value) -> SlaveReply {
-        SlaveReply {
-            code,
-            status: status.into(),
-            value,
-        }
-    }
-
-    fn into_value(self) -> Value {
-        Value::Array(vec![
-            Value::Int(self.code),
-            Value::String(self.status),
-            self.value,
-        ])
-    }
-}
 
 /// What a node tells its slave API.
 pub trait SlaveBackend: Send + Sync + 'static {
@@ -69,7 +34,7 @@ pub trait SlaveBackend: Send + Sync + 'static {
         caller_id: &str,
         topic: &str,
         protocols: Vec<Value>,
-    ) -> Pin<Box<dyn Future<Output = SlaveReply> + Send>>;
+    ) -> Pin<Box<dyn Future<Output = StatusReply> + Send>>;
     /// Asked to shut down (by `rosnode kill`, or the master replacing this node).
     fn shutdown(&self, reason: &str);
 }
@@ -118,11 +83,11 @@ impl Handler for SlaveHandler {
                 return Box::pin(async move { Err(fault) });
             }
         };
-        let reply = |answer: SlaveReply| Ok(answer.into_value());
+        let reply = |answer: StatusReply| Ok(answer.into_value());
         let (caller_id, args) = match validate(params, checks) {
             Ok(ok) => ok,
             Err((code, message)) => {
-                return Box::pin(async move { reply(SlaveReply::new(code, message, default)) })
+                return Box::pin(async move { reply(StatusReply::new(code, message, default)) })
             }
         };
         let b = &self.backend;
@@ -132,25 +97,25 @@ impl Handler for SlaveHandler {
                 .unwrap_or("")
                 .to_string()
         };
-        let answer: SlaveReply = match method {
-            "getUri" => SlaveReply::ok("", Value::String(b.uri())),
-            "getName" => SlaveReply::ok("", Value::String(b.name())),
+        let answer: StatusReply = match method {
+            "getUri" => StatusReply::ok("", Value::String(b.uri())),
+            "getName" => StatusReply::ok("", Value::String(b.name())),
             "getMasterUri" => {
                 let uri = b.master_uri();
-                SlaveReply::ok(uri.clone(), Value::String(uri))
+                StatusReply::ok(uri.clone(), Value::String(uri))
             }
-            "getBusStats" => SlaveReply::ok("", b.bus_stats()),
-            "getBusInfo" => SlaveReply::ok("bus info", b.bus_info()),
-            "getPid" => SlaveReply::ok("", Value::Int(std::process::id() as i32)),
-            "getSubscriptions" => SlaveReply::ok("subscriptions", pairs(b.subscriptions())),
-            "getPublications" => SlaveReply::ok("publications", pairs(b.publications())),
+            "getBusStats" => StatusReply::ok("", b.bus_stats()),
+            "getBusInfo" => StatusReply::ok("bus info", b.bus_info()),
+            "getPid" => StatusReply::ok("", Value::Int(std::process::id() as i32)),
+            "getSubscriptions" => StatusReply::ok("subscriptions", pairs(b.subscriptions())),
+            "getPublications" => StatusReply::ok("publications", pairs(b.publications())),
             "shutdown" => {
                 b.shutdown(&text(0));
-                SlaveReply::ok("shutdown", Value::Int(0))
+                StatusReply::ok("shutdown", Value::Int(0))
             }
             "paramUpdate" => match b.param_update(&text(0), args[1].clone()) {
-                true => SlaveReply::ok("", Value::Int(0)),
-                false => SlaveReply::new(-1, "not subscribed", Value::Int(0)),
+                true => StatusReply::ok("", Value::Int(0)),
+                false => StatusReply::new(-1, "not subscribed", Value::Int(0)),
             },
             "publisherUpdate" => {
                 let publishers = args[1]
@@ -159,7 +124,7 @@ impl Handler for SlaveHandler {
                     .iter()
                     .filter_map(|v| v.as_str().map(str::to_string));
                 b.publisher_update(&text(0), publishers.collect());
-                SlaveReply::ok("", Value::Int(0))
+                StatusReply::ok("", Value::Int(0))
             }
             "requestTopic" => {
                 let topic = text(0);
@@ -170,7 +135,7 @@ impl Handler for SlaveHandler {
                 let pending = b.request_topic(&caller_id, &topic, protocols);
                 return Box::pin(async move { reply(pending.await) });
             }
-            _ => SlaveReply::new(0, format!("Internal failure: no method {method}"), default),
+            _ => StatusReply::new(0, format!("Internal failure: no method {method}"), default),
         };
         Box::pin(async move { reply(answer) })
     }

@@ -6,6 +6,7 @@ use super::ordered::OrderedMap;
 use super::params::{compute_updates, DeleteError, Param, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
 use crate::api::validate::{validate, Check};
+use crate::api::StatusReply;
 use crate::names::resolve;
 use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value};
 use std::collections::BTreeMap;
@@ -25,8 +26,6 @@ pub(super) struct MasterHandler {
     notifier: Notifier,
     shutdown: watch::Sender<Option<String>>,
 }
-
-type Reply = (i32, String, Value);
 
 /// A validated call: its method, the caller, the arguments after the caller id, and the
 /// value a failure answers with.
@@ -139,27 +138,23 @@ impl MasterHandler {
                 ))
             }
         };
-        let (code, message, value) = match validate(params, checks) {
+        let reply = match validate(params, checks) {
             Ok((caller_id, args)) => self.run(method, &caller_id, args, default),
-            Err((code, message)) => (code, message, default),
+            Err((code, message)) => StatusReply::new(code, message, default),
         };
-        Ok(Value::Array(vec![
-            Value::Int(code),
-            Value::String(message),
-            value,
-        ]))
+        Ok(reply.into_value())
     }
 
     /// Answers a validated call. Calls that read no state never wait for the lock (a large
     /// setParam holds it); the others run under it, by the kind of state they touch.
-    fn run(&self, method: &str, caller_id: &str, args: Vec<Value>, default: Value) -> Reply {
+    fn run(&self, method: &str, caller_id: &str, args: Vec<Value>, default: Value) -> StatusReply {
         match method {
-            "getUri" => return (1, String::new(), Value::from(self.uri.as_str())),
-            "getPid" => return (1, String::new(), Value::Int(std::process::id() as i32)),
+            "getUri" => return StatusReply::ok("", Value::from(self.uri.as_str())),
+            "getPid" => return StatusReply::ok("", Value::Int(std::process::id() as i32)),
             "shutdown" => {
                 let reason = arg(&args, 0).to_string();
                 self.shutdown.send_replace(Some(reason));
-                return (1, "shutdown".into(), Value::Int(0));
+                return StatusReply::ok("shutdown", Value::Int(0));
             }
             _ => {}
         }
@@ -190,7 +185,12 @@ impl MasterHandler {
     }
 
     /// The parameter server's calls.
-    fn parameter_call(&self, s: &mut State, call: Call<'_>, prepared: Option<Param>) -> Reply {
+    fn parameter_call(
+        &self,
+        s: &mut State,
+        call: Call<'_>,
+        prepared: Option<Param>,
+    ) -> StatusReply {
         let Call {
             method,
             caller_id,
@@ -201,32 +201,42 @@ impl MasterHandler {
             "getParam" => {
                 let key = resolve(arg(args, 0), caller_id);
                 match s.params.get(&key) {
-                    Some(v) => (1, format!("Parameter [{key}]"), v),
-                    None => (-1, format!("Parameter [{key}] is not set"), Value::Int(0)),
+                    Some(v) => StatusReply::ok(format!("Parameter [{key}]"), v),
+                    None => {
+                        StatusReply::new(-1, format!("Parameter [{key}] is not set"), Value::Int(0))
+                    }
                 }
             }
             "setParam" => {
                 let key = resolve(arg(args, 0), caller_id);
                 let (Some(value), Some(param)) = (args.get(1), prepared) else {
-                    return (-1, "Error: invalid arguments: no value".into(), default);
+                    return StatusReply::new(-1, "Error: invalid arguments: no value", default);
                 };
                 if let Err(e) = s.params.set_param(&key, param) {
-                    return (-1, format!("Error: invalid arguments: {e}"), default);
+                    return StatusReply::new(-1, format!("Error: invalid arguments: {e}"), default);
                 }
                 let updates =
                     compute_updates(&s.reg.param_subscribers.map, &key, value, Some(caller_id));
                 self.notify_params(updates);
-                (1, format!("parameter {key} set"), Value::Int(0))
+                StatusReply::ok(format!("parameter {key} set"), Value::Int(0))
             }
             "deleteParam" => {
                 let key = resolve(arg(args, 0), caller_id);
                 match s.params.delete(&key) {
                     Ok(()) => {}
                     Err(DeleteError::NotSet) => {
-                        return (-1, format!("parameter [{key}] is not set"), Value::Int(0))
+                        return StatusReply::new(
+                            -1,
+                            format!("parameter [{key}] is not set"),
+                            Value::Int(0),
+                        )
                     }
                     Err(DeleteError::TypeError(e)) => {
-                        return (-1, format!("Error: invalid arguments: {e}"), default)
+                        return StatusReply::new(
+                            -1,
+                            format!("Error: invalid arguments: {e}"),
+                            default,
+                        )
                     }
                 }
                 let deleted = Value::Struct(BTreeMap::new());
@@ -236,23 +246,25 @@ impl MasterHandler {
                     &deleted,
                     None,
                 ));
-                (1, format!("parameter {key} deleted"), Value::Int(0))
+                StatusReply::ok(format!("parameter {key} deleted"), Value::Int(0))
             }
             "hasParam" => {
                 let key = resolve(arg(args, 0), caller_id);
                 let has = s.params.has(&key);
-                (1, key, Value::Bool(has))
+                StatusReply::ok(key, Value::Bool(has))
             }
             "searchParam" => {
                 let key = arg(args, 0);
                 match s.params.search(caller_id, key) {
-                    Ok(Some(found)) => (1, format!("Found [{found}]"), Value::String(found)),
-                    Ok(None) => (
+                    Ok(Some(found)) => {
+                        StatusReply::ok(format!("Found [{found}]"), Value::String(found))
+                    }
+                    Ok(None) => StatusReply::new(
                         -1,
                         format!("Cannot find parameter [{key}] in an upwards search"),
                         Value::from(""),
                     ),
-                    Err(e) => (0, format!("Internal failure: {e}"), default),
+                    Err(e) => StatusReply::new(0, format!("Internal failure: {e}"), default),
                 }
             }
             "subscribeParam" | "unsubscribeParam" => {
@@ -265,8 +277,7 @@ impl MasterHandler {
                 if method == "unsubscribeParam" {
                     s.reg
                         .unregister(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
-                    return (
-                        1,
+                    return StatusReply::ok(
                         format!("Unsubscribe to parameter [{key}]"),
                         Value::Int(1),
                     );
@@ -279,15 +290,15 @@ impl MasterHandler {
                     .reg
                     .register(Kind::ParamSubscriber, &sub_key, caller_id, api, None);
                 self.bump(bumped, caller_id);
-                (1, format!("Subscribed to parameter [{key}]"), value)
+                StatusReply::ok(format!("Subscribed to parameter [{key}]"), value)
             }
-            "getParamNames" => (1, "Parameter names".into(), string_list(s.params.names())),
-            _ => (0, format!("Internal failure: no method {method}"), default),
+            "getParamNames" => StatusReply::ok("Parameter names", string_list(s.params.names())),
+            _ => StatusReply::new(0, format!("Internal failure: no method {method}"), default),
         }
     }
 
     /// Registrations of publishers, subscribers and services, and their notifications.
-    fn registration_call(&self, s: &mut State, call: Call<'_>) -> Reply {
+    fn registration_call(&self, s: &mut State, call: Call<'_>) -> StatusReply {
         let Call {
             method,
             caller_id,
@@ -301,8 +312,7 @@ impl MasterHandler {
                     s.reg
                         .register(Kind::Service, service, caller_id, api, Some(service_api));
                 self.bump(bumped, caller_id);
-                (
-                    1,
+                StatusReply::ok(
                     format!("Registered [{caller_id}] as provider of [{service}]"),
                     Value::Int(1),
                 )
@@ -315,7 +325,7 @@ impl MasterHandler {
                     "",
                     Some(arg(args, 1)),
                 );
-                (code, msg, Value::Int(v))
+                StatusReply::new(code, msg, Value::Int(v))
             }
             "registerSubscriber" => {
                 let (topic, topic_type, api) = (arg(args, 0), arg(args, 1), arg(args, 2));
@@ -326,8 +336,7 @@ impl MasterHandler {
                 if !s.topic_types.contains(topic) && topic_type != "*" {
                     s.topic_types.insert(topic, topic_type.to_string());
                 }
-                (
-                    1,
+                StatusReply::ok(
                     format!("Subscribed to [{topic}]"),
                     string_list(s.reg.publishers.apis(topic)),
                 )
@@ -340,7 +349,7 @@ impl MasterHandler {
                     arg(args, 1),
                     None,
                 );
-                (code, msg, Value::Int(v))
+                StatusReply::new(code, msg, Value::Int(v))
             }
             "registerPublisher" => {
                 let (topic, topic_type, api) = (arg(args, 0), arg(args, 1), arg(args, 2));
@@ -350,8 +359,7 @@ impl MasterHandler {
                     s.topic_types.insert(topic, topic_type.to_string());
                 }
                 self.notify_subscribers(&s.reg, topic);
-                (
-                    1,
+                StatusReply::ok(
                     format!("Registered [{caller_id}] as publisher of [{topic}]"),
                     string_list(s.reg.subscribers.apis(topic)),
                 )
@@ -364,14 +372,14 @@ impl MasterHandler {
                 if v == 1 {
                     self.notify_subscribers(&s.reg, topic);
                 }
-                (code, msg, Value::Int(v))
+                StatusReply::new(code, msg, Value::Int(v))
             }
-            _ => (0, format!("Internal failure: no method {method}"), default),
+            _ => StatusReply::new(0, format!("Internal failure: no method {method}"), default),
         }
     }
 
     /// Questions about the graph: nodes, services, topics, the whole state.
-    fn graph_query(&self, s: &State, call: Call<'_>) -> Reply {
+    fn graph_query(&self, s: &State, call: Call<'_>) -> StatusReply {
         let Call {
             method,
             args,
@@ -380,14 +388,14 @@ impl MasterHandler {
         } = call;
         match method {
             "lookupService" => match s.reg.services.service_api(arg(args, 0)) {
-                Some(api) => (1, format!("rosrpc URI: [{api}]"), Value::from(api)),
-                None => (-1, "no provider".into(), Value::from("")),
+                Some(api) => StatusReply::ok(format!("rosrpc URI: [{api}]"), Value::from(api)),
+                None => StatusReply::new(-1, "no provider", Value::from("")),
             },
             "lookupNode" => {
                 let node = arg(args, 0);
                 match s.reg.nodes.get(node) {
-                    Some(n) => (1, "node api".into(), Value::from(n.api.as_str())),
-                    None => (-1, format!("unknown node [{node}]"), Value::from("")),
+                    Some(n) => StatusReply::ok("node api", Value::from(n.api.as_str())),
+                    None => StatusReply::new(-1, format!("unknown node [{node}]"), Value::from("")),
                 }
             }
             "getPublishedTopics" => {
@@ -407,14 +415,14 @@ impl MasterHandler {
                             s.topic_types.get(t).cloned().unwrap_or_default(),
                         )
                     });
-                (1, "current topics".into(), pairs(topics))
+                StatusReply::ok("current topics", pairs(topics))
             }
             "getTopicTypes" => {
                 let types = s
                     .topic_types
                     .iter()
                     .map(|(t, ty)| (t.to_string(), ty.clone()));
-                (1, "current system state".into(), pairs(types))
+                StatusReply::ok("current system state", pairs(types))
             }
             "getSystemState" => {
                 let reg = &s.reg;
@@ -423,13 +431,12 @@ impl MasterHandler {
                     reg.subscribers.state(),
                     reg.services.state(),
                 ];
-                (
-                    1,
-                    "current system state".into(),
+                StatusReply::ok(
+                    "current system state",
                     Value::Array(state.into_iter().map(state_value).collect()),
                 )
             }
-            _ => (0, format!("Internal failure: no method {method}"), default),
+            _ => StatusReply::new(0, format!("Internal failure: no method {method}"), default),
         }
     }
 

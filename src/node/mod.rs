@@ -13,7 +13,7 @@ pub use topics::{
     DEFAULT_MAX_LINKS, DEFAULT_MAX_LINKS_PER_HOST, DEFAULT_MAX_QUEUED_BYTES,
 };
 
-use crate::api::{ApiError, MasterClient, SlaveBackend, SlaveHandler, SlaveReply};
+use crate::api::{ApiError, MasterClient, SlaveBackend, SlaveHandler, StatusReply};
 use crate::msg::Time;
 use crate::time::{Clock, Rate, SimTimeSource};
 use crate::transport::tcp_server::TcpRosServer;
@@ -598,9 +598,9 @@ impl SlaveBackend for Backend {
         caller_id: &str,
         topic: &str,
         protocols: Vec<Value>,
-    ) -> Pin<Box<dyn Future<Output = SlaveReply> + Send>> {
+    ) -> Pin<Box<dyn Future<Output = StatusReply> + Send>> {
         let Some(node) = self.0.upgrade() else {
-            let reply = SlaveReply::new(
+            let reply = StatusReply::new(
                 -1,
                 format!("Not a publisher of [{topic}]"),
                 Value::Array(vec![]),

@@ -3,7 +3,7 @@
 //! the slave API reports.
 
 use super::{Node, NodeError, NodeInner};
-use crate::api::SlaveReply;
+use crate::api::StatusReply;
 use crate::msg::Message;
 use crate::transport::publication::Publication;
 use crate::transport::queue::DropOldest;
@@ -702,9 +702,9 @@ impl NodeInner {
         caller_id: String,
         topic: String,
         protocols: Vec<Value>,
-    ) -> SlaveReply {
+    ) -> StatusReply {
         let Some(publication) = self.publication(&topic) else {
-            return SlaveReply::new(
+            return StatusReply::new(
                 -1,
                 format!("Not a publisher of [{topic}]"),
                 Value::Array(vec![]),
@@ -713,7 +713,7 @@ impl NodeInner {
         // Past the publication's cap no transport will do: say so rather than offer TCPROS.
         if let Err(refusal) = publication.admit_any() {
             tracing::warn!("requestTopic from {caller_id}: {refusal}");
-            return SlaveReply::new(0, refusal, Value::Array(vec![]));
+            return StatusReply::new(0, refusal, Value::Array(vec![]));
         }
         let mut udp_refused = None;
         for entry in &protocols {
@@ -733,12 +733,12 @@ impl NodeInner {
                         port,
                     };
                     let reply = crate::xmlrpc::entry(answer.to_params());
-                    return SlaveReply::ok(format!("ready on {host}:{port}"), reply);
+                    return StatusReply::ok(format!("ready on {host}:{port}"), reply);
                 }
                 Ok(Some(Offer::Udpros(offer))) => {
                     match self.udp_link(&publication, &caller_id, offer).await {
                         Ok(answer) => {
-                            return SlaveReply::ok("", crate::xmlrpc::entry(answer.to_params()))
+                            return StatusReply::ok("", crate::xmlrpc::entry(answer.to_params()))
                         }
                         // The next offer (TCPROS, usually) may still work: an IPv4-only node
                         // cannot send to an IPv6-only subscriber, but it can accept its TCP.
@@ -751,12 +751,12 @@ impl NodeInner {
                 Ok(None) => continue,
                 Err(e) => {
                     tracing::warn!("requestTopic for {topic} from {caller_id}: {e}");
-                    return SlaveReply::new(0, e.to_string(), Value::Array(vec![]));
+                    return StatusReply::new(0, e.to_string(), Value::Array(vec![]));
                 }
             }
         }
         let why = udp_refused.unwrap_or_else(|| "no supported protocol implementations".into());
-        SlaveReply::new(0, why, Value::Array(vec![]))
+        StatusReply::new(0, why, Value::Array(vec![]))
     }
 
     async fn udp_link(
