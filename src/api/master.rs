@@ -77,10 +77,7 @@ impl MasterClient {
     ) -> Result<Vec<String>, ApiError> {
         strings(
             &self
-                .call(
-                    "registerPublisher",
-                    vec![topic.into(), ty.into(), caller_api.into()],
-                )
+                .register("registerPublisher", topic, ty, caller_api)
                 .await?,
         )
     }
@@ -91,10 +88,8 @@ impl MasterClient {
         topic: &str,
         caller_api: &str,
     ) -> Result<bool, ApiError> {
-        Ok(self
-            .call("unregisterPublisher", vec![topic.into(), caller_api.into()])
-            .await?
-            == Value::Int(1))
+        self.unregister("unregisterPublisher", topic, caller_api)
+            .await
     }
 
     /// Registers a subscriber; returns the current publishers' APIs.
@@ -106,10 +101,7 @@ impl MasterClient {
     ) -> Result<Vec<String>, ApiError> {
         strings(
             &self
-                .call(
-                    "registerSubscriber",
-                    vec![topic.into(), ty.into(), caller_api.into()],
-                )
+                .register("registerSubscriber", topic, ty, caller_api)
                 .await?,
         )
     }
@@ -120,13 +112,8 @@ impl MasterClient {
         topic: &str,
         caller_api: &str,
     ) -> Result<bool, ApiError> {
-        Ok(self
-            .call(
-                "unregisterSubscriber",
-                vec![topic.into(), caller_api.into()],
-            )
-            .await?
-            == Value::Int(1))
+        self.unregister("unregisterSubscriber", topic, caller_api)
+            .await
     }
 
     /// `registerService`: `service` served at the ROSRPC URI `service_api`.
@@ -136,12 +123,9 @@ impl MasterClient {
         service_api: &str,
         caller_api: &str,
     ) -> Result<(), ApiError> {
-        self.call(
-            "registerService",
-            vec![service.into(), service_api.into(), caller_api.into()],
-        )
-        .await
-        .map(drop)
+        self.register("registerService", service, service_api, caller_api)
+            .await
+            .map(drop)
     }
 
     /// `unregisterService`: whether the registration existed.
@@ -150,13 +134,27 @@ impl MasterClient {
         service: &str,
         service_api: &str,
     ) -> Result<bool, ApiError> {
-        Ok(self
-            .call(
-                "unregisterService",
-                vec![service.into(), service_api.into()],
-            )
-            .await?
-            == Value::Int(1))
+        self.unregister("unregisterService", service, service_api)
+            .await
+    }
+
+    /// A register call: `[caller_id, key, detail, caller_api]`, where the detail is the
+    /// topic type or the service's URI.
+    async fn register(
+        &self,
+        method: &str,
+        key: &str,
+        detail: &str,
+        caller_api: &str,
+    ) -> Result<Value, ApiError> {
+        self.call(method, vec![key.into(), detail.into(), caller_api.into()])
+            .await
+    }
+
+    /// An unregister call (`[caller_id, key, api]`): whether the registration existed
+    /// (rosmaster answers 1, or 0 for none).
+    async fn unregister(&self, method: &str, key: &str, api: &str) -> Result<bool, ApiError> {
+        Ok(self.call(method, vec![key.into(), api.into()]).await? == Value::Int(1))
     }
 
     /// The XML-RPC URI of a node.
