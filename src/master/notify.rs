@@ -167,12 +167,12 @@ impl Pacing {
     }
 }
 
-/// Whether the node answered (with success or a fault): it is there, and asking again
-/// would get the same answer.
-fn is_answer(outcome: &Result<(), CallError>) -> bool {
+/// Whether a failed call still had the node answer (with a fault, or a reply that was not
+/// XML-RPC): it is there, and asking again would get the same answer.
+fn is_answer(error: &CallError) -> bool {
     matches!(
-        outcome,
-        Ok(()) | Err(CallError::Fault(_) | CallError::Http(_) | CallError::Parse(_))
+        error,
+        CallError::Fault(_) | CallError::Http(_) | CallError::Parse(_)
     )
 }
 
@@ -376,7 +376,7 @@ impl Notifier {
         let outcome = tokio::time::timeout(deadline, self.run(api, task))
             .await
             .unwrap_or(Err(CallError::Timeout));
-        if is_answer(&outcome) {
+        if outcome.as_ref().err().is_none_or(is_answer) {
             let mut times = self.answer_times.lock().unwrap_or_else(|e| e.into_inner());
             times.record(started.elapsed());
         }
@@ -415,19 +415,7 @@ impl Notifier {
     /// the API's failures; no answer (unreachable, timed out) puts the task back for a
     /// retry, or drops the queue once the API has failed too often.
     async fn settle(&self, api: &str, task: Task, outcome: Result<(), CallError>) {
-        if is_answer(&outcome) {
-            if let Err(e) = &outcome {
-                tracing::debug!("{api} answered the master's call with {e}");
-            }
-            if let Some(entry) = self.apis().get_mut(api) {
-                entry.answered = true;
-                entry.failures = 0;
-                entry.failed_at = None;
-            }
-            return;
-        }
         let error = match outcome {
-            Ok(()) => return,
             // Not a URI anyone can call: no retry will change that.
             Err(CallError::InvalidUri(uri)) => {
                 tracing::debug!("the master cannot call {uri}: not an http:// URI");
@@ -441,7 +429,18 @@ impl Notifier {
                 tokio::time::sleep(DESCRIPTOR_WAIT).await;
                 return;
             }
-            Err(e) => e,
+            Err(e) if !is_answer(&e) => e,
+            answered => {
+                if let Err(e) = answered {
+                    tracing::debug!("{api} answered the master's call with {e}");
+                }
+                if let Some(entry) = self.apis().get_mut(api) {
+                    entry.answered = true;
+                    entry.failures = 0;
+                    entry.failed_at = None;
+                }
+                return;
+            }
         };
         let mut apis = self.apis();
         let Some(entry) = apis.get_mut(api) else {
