@@ -110,6 +110,7 @@
 
 pub mod api;
 pub(crate) mod connections;
+pub mod host;
 pub mod logging;
 pub mod master;
 pub mod msg;

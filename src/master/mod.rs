@@ -32,7 +32,7 @@ impl Master {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let uri = format!(
             "http://{}/",
-            crate::node::host::authority(host, listener.local_addr()?.port())
+            crate::host::authority(host, listener.local_addr()?.port())
         );
         let handler = MasterHandler::new(uri.clone());
         let server = XmlRpcServer::serve(listener, handler.clone())?;

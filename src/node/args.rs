@@ -3,7 +3,7 @@
 //! `__log`), private parameters (`_rate:=10`, typed as YAML), `ROS_NAMESPACE` and
 //! `ROS_MASTER_URI`.
 
-use super::host::{advertised_host, bind_address, HostOverrides};
+use crate::host::{advertised_host, bind_address, HostOverrides};
 use crate::names::{canonicalize, is_legal_base, ns_join, Remappings};
 use crate::xmlrpc::Value;
 use std::fmt;

@@ -188,6 +188,77 @@ fn is_empty_struct(v: &Value) -> bool {
     v.as_struct().is_some_and(BTreeMap::is_empty)
 }
 
+use crate::api::ApiError;
+
+impl super::Node {
+    /// A parameter, fresh from the master; `None` when unset.
+    pub async fn get_param(&self, key: &str) -> Result<Option<Value>, ApiError> {
+        self.inner.master.get_param(&self.resolve_name(key)).await
+    }
+
+    /// A parameter of type `T`, or `default` when unset; a value of another type is an error.
+    pub async fn param<T: FromParam>(&self, key: &str, default: T) -> Result<T, ApiError> {
+        let resolved = self.resolve_name(key);
+        match self.inner.master.get_param(&resolved).await? {
+            None => Ok(default),
+            Some(v) => T::from_param(&v).ok_or_else(|| {
+                ApiError::WrongType(format!(
+                    "parameter {resolved} must be {}, not {}",
+                    T::EXPECTED,
+                    describe_value(&v)
+                ))
+            }),
+        }
+    }
+
+    /// A parameter from the cache that subscribeParam keeps fresh (subscribing on first use).
+    pub async fn get_param_cached(&self, key: &str) -> Result<Option<Value>, ApiError> {
+        let resolved = self.resolve_name(key);
+        if let Some(cached) = self.inner.params.get(&resolved) {
+            return Ok(cached);
+        }
+        let value = self
+            .inner
+            .master
+            .subscribe_param(&resolved, self.uri())
+            .await?;
+        self.inner.params.insert(&resolved, value);
+        Ok(self.inner.params.get(&resolved).flatten())
+    }
+
+    /// Sets a parameter; `key` is resolved as a node name (`~key` is private).
+    pub async fn set_param(&self, key: &str, value: Value) -> Result<(), ApiError> {
+        let resolved = self.resolve_name(key);
+        self.inner
+            .master
+            .set_param(&resolved, value.clone())
+            .await?;
+        // The master does not tell the setter of its own change.
+        if self.inner.params.is_subscribed(&resolved) {
+            self.inner.params.update(&resolved, value);
+        }
+        Ok(())
+    }
+
+    /// Whether the parameter `key` (resolved) is set.
+    pub async fn has_param(&self, key: &str) -> Result<bool, ApiError> {
+        self.inner.master.has_param(&self.resolve_name(key)).await
+    }
+
+    /// Deletes the parameter `key` (resolved); whether it existed.
+    pub async fn delete_param(&self, key: &str) -> Result<bool, ApiError> {
+        self.inner
+            .master
+            .delete_param(&self.resolve_name(key))
+            .await
+    }
+
+    /// `searchParam` from this node's namespace upwards.
+    pub async fn search_param(&self, key: &str) -> Result<Option<String>, ApiError> {
+        self.inner.master.search_param(key).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ impl NodeInner {
     /// The node's `rosrpc://host:port` URI: its TCPROS port, which topics and services share.
     pub(crate) fn rosrpc_uri(&self) -> String {
         let port = self.tcp_port.get().copied().unwrap_or(0);
-        format!("rosrpc://{}", super::host::authority(&self.id.host, port))
+        format!("rosrpc://{}", crate::host::authority(&self.id.host, port))
     }
 
     /// Adds a service to the registry (before it is registered with the master, so the
@@ -51,11 +51,7 @@ impl NodeInner {
                 _ => return,
             };
         }
-        let master = self.master.clone();
-        let (name, uri) = (name.clone(), publication.uri.clone());
-        self.spawn_background(async move {
-            let _ = master.unregister_service(&name, &uri).await;
-        });
+        self.spawn_unregister(super::registry::Registration::Service(publication.clone()));
     }
 
     pub(crate) fn service(&self, name: &str) -> Option<Arc<ServicePublication>> {

@@ -658,7 +658,7 @@ async fn allowed_sources(
     udpros_peer: bool,
 ) -> Result<AllowedSources, String> {
     let mut names = vec![answer_host.to_string()];
-    names.extend(crate::node::host::uri_host(publisher_uri));
+    names.extend(crate::host::uri_host(publisher_uri));
     let mut hosts = Vec::new();
     for name in &names {
         let lookup = tokio::net::lookup_host((name.as_str(), 0));

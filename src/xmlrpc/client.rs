@@ -113,7 +113,7 @@ impl XmlRpcClient {
         method: &str,
         params: Vec<Value>,
     ) -> Result<Value, CallError> {
-        let parsed: hyper::Uri = crate::node::host::bracket_ipv6_uri(uri)
+        let parsed: hyper::Uri = crate::host::bracket_ipv6_uri(uri)
             .parse()
             .map_err(|_| CallError::InvalidUri(uri.to_string()))?;
         if parsed.scheme_str() != Some("http") || parsed.authority().is_none() {

@@ -130,7 +130,7 @@ impl XmlRpcServer {
     pub fn uri(&self, host: &str) -> String {
         format!(
             "http://{}/",
-            crate::node::host::authority(host, self.local_addr.port())
+            crate::host::authority(host, self.local_addr.port())
         )
     }
 

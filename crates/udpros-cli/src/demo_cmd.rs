@@ -67,12 +67,10 @@ async fn demo(args: DemoArgs) -> CliResult {
     let embedded = if master_answers(&uri).await {
         None
     } else {
-        let overrides = udpros::node::host::HostOverrides::from_env();
-        let host = udpros::node::host::advertised_host(&overrides);
-        let bind = std::net::SocketAddr::new(
-            udpros::node::host::bind_address(&overrides),
-            uri_port(&uri)?,
-        );
+        let overrides = udpros::host::HostOverrides::from_env();
+        let host = udpros::host::advertised_host(&overrides);
+        let bind =
+            std::net::SocketAddr::new(udpros::host::bind_address(&overrides), uri_port(&uri)?);
         let core = udpros::master::Roscore::start(bind, &host, Default::default())
             .await
             .map_err(|e| {

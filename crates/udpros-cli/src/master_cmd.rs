@@ -21,11 +21,11 @@ pub fn run(args: MasterArgs) -> CliResult {
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        let overrides = udpros::node::host::HostOverrides::from_env();
-        let host = udpros::node::host::advertised_host(&overrides);
+        let overrides = udpros::host::HostOverrides::from_env();
+        let host = udpros::host::advertised_host(&overrides);
         let bind = args
             .host
-            .unwrap_or_else(|| udpros::node::host::bind_address(&overrides));
+            .unwrap_or_else(|| udpros::host::bind_address(&overrides));
         // A roscore: its parameters, and the /rosout node unless told otherwise.
         let options = udpros::master::RoscoreOptions {
             rosout: !args.no_rosout,

@@ -43,7 +43,7 @@ impl FromStr for LinkSpec {
             "udp" => {
                 let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
                 Ok(LinkSpec::Udp {
-                    host: udpros::node::host::unbracketed(host).to_string(),
+                    host: udpros::host::unbracketed(host).to_string(),
                     port: port.parse().map_err(|_| bad())?,
                 })
             }
@@ -62,7 +62,7 @@ impl fmt::Display for LinkSpec {
         match self {
             LinkSpec::Serial { path, baud } => write!(f, "serial:{path}:{baud}"),
             LinkSpec::Udp { host, port } => {
-                write!(f, "udp:{}", udpros::node::host::authority(host, *port))
+                write!(f, "udp:{}", udpros::host::authority(host, *port))
             }
             LinkSpec::Sim(DeviceKind::Ping1d) => f.write_str("sim:ping1d"),
             LinkSpec::Sim(DeviceKind::Ping360) => f.write_str("sim:ping360"),

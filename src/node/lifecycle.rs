@@ -1,0 +1,159 @@
+//! Ending a node: shutdown on request, on SIGINT or SIGTERM, or when its last handle is
+//! dropped; and the watchdog that registers everything again after a master restart.
+
+use super::{lock, Node, NodeInner};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+impl Node {
+    /// Completes when something asks this node to shut down, with the reason.
+    pub async fn shutdown_requested(&self) -> String {
+        let mut rx = self.inner.shutdown.subscribe();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return String::new();
+            }
+        }
+    }
+
+    /// Whether the node shut down (by `shutdown`, the master, or `rosnode kill`).
+    pub fn is_shutdown(&self) -> bool {
+        self.inner.shutdown.borrow().is_some()
+    }
+
+    /// Whether the node is still running: false from the moment anything asked it to shut
+    /// down (a signal, `rosnode kill`, [`Node::shutdown`]). roscpp's `ros::ok()` and
+    /// rospy's `not is_shutdown()`, for `while node.ok() { ... }` loops.
+    pub fn ok(&self) -> bool {
+        !self.is_shutdown()
+    }
+
+    /// Runs until the node is asked to shut down (a signal, `rosnode kill`, the master, or
+    /// [`Node::shutdown`] from another task), then finishes the shutdown (everything
+    /// unregistered) and returns the reason: roscpp's `ros::spin()` for a node whose work
+    /// happens in its subscribers' and services' tasks.
+    pub async fn spin(&self) -> String {
+        let reason = self.shutdown_requested().await;
+        self.shutdown().await;
+        reason
+    }
+
+    /// Leaves the graph: unregisters every publication and subscription (so nothing stays
+    /// registered, as roscpp's shutdown does), unsubscribes cached parameters, closes
+    /// every link (udpros subscribers get ERR; every `recv()` returns `None`) and stops
+    /// serving. SIGINT, SIGTERM (see [`NodeOptions::handle_signals`]) and `rosnode kill`
+    /// do the same.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.send_if_modified(|reason| {
+            let first = reason.is_none();
+            reason.get_or_insert_with(|| "shutdown".into());
+            first
+        });
+        // One shutdown at a time, and once: a program's own `shutdown()` after a signal
+        // waits for the one the signal started (and does it, if that one was cancelled).
+        let mut done = self.inner.shut_down.lock().await;
+        if *done {
+            return;
+        }
+        // The watchdog re-registers what the master lost; it must not undo what follows.
+        if let Some(watchdog) = lock(&self.inner.watchdog).take() {
+            watchdog.abort();
+        }
+        self.inner.unregister_everything().await;
+        lock(&self.inner.slave).take();
+        *done = true;
+    }
+}
+
+/// How long a second SIGINT or SIGTERM waits for the unregistrations the first one started
+/// before it ends the process (`timeout` and many kill scripts signal twice at once).
+const SECOND_SIGNAL_GRACE: Duration = Duration::from_millis(500);
+
+/// Waits for SIGINT or SIGTERM, then shuts the node down as `rosnode kill` would. A
+/// second signal ends the process (exit status 128 + the first signal's number) once the
+/// unregistrations are done, or [`SECOND_SIGNAL_GRACE`] after it, for a program that does
+/// not end by itself; a third ends it at once.
+pub(super) async fn shut_down_on_signal(node: Weak<NodeInner>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return tracing::warn!(
+            "cannot watch SIGINT and SIGTERM; the node will not shut down on them"
+        );
+    };
+    let (name, status) = tokio::select! {
+        _ = interrupt.recv() => ("SIGINT", 130),
+        _ = terminate.recv() => ("SIGTERM", 143),
+    };
+    let unregistered = Arc::new(tokio::sync::Notify::new());
+    // The later signals are waited for by a task of its own: this one is aborted when the
+    // node goes away, and the process must still answer them then.
+    let done = unregistered.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        tokio::select! {
+            _ = done.notified() => {}
+            _ = tokio::time::sleep(SECOND_SIGNAL_GRACE) => {}
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+        std::process::exit(status);
+    });
+    let Some(inner) = node.upgrade() else { return };
+    tracing::info!("{name}: shutting down");
+    inner.shutdown.send_replace(Some(name.to_string()));
+    Node { inner }.shutdown().await;
+    // notify_one keeps the permit for a second signal that comes later.
+    unregistered.notify_one();
+}
+
+/// Notices a master restart (its pid changes, or it answers again after failing) and
+/// registers everything again: publications, subscriptions, cached parameters, private
+/// parameters from the command line. No ROS1 client library does this.
+pub(super) async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
+    let mut known_pid: Option<i32> = master_pid;
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        let Some(n) = node.upgrade() else { return };
+        if n.shutdown.borrow().is_some() {
+            return;
+        }
+        let pid = n.master.get_pid().await.ok();
+        let restarted = match (known_pid, pid) {
+            (Some(old), Some(new)) => old != new,
+            _ => false,
+        };
+        if pid.is_none() {
+            known_pid = None;
+            continue;
+        }
+        let first = known_pid.is_none();
+        known_pid = pid;
+        if (restarted || (first && !n.registrations().is_empty())) && n.shutdown.borrow().is_none() {
+            n.register_again().await;
+        }
+    }
+}
+
+impl Drop for NodeInner {
+    /// The last handle went away without `shutdown`: close links (udpros peers get ERR) and
+    /// unregister in the background, if a runtime is still there to do it.
+    fn drop(&mut self) {
+        if let Some(w) = lock(&self.watchdog).take() {
+            w.abort();
+        }
+        if let Some(s) = lock(&self.signals).take() {
+            s.abort();
+        }
+        self.unregister_everything_in_background();
+    }
+}

@@ -1,0 +1,175 @@
+//! What the node holds registered with the master, listed in one place. Shutdown, the
+//! re-registration after a master restart, `Drop` and the handles that unadvertise one
+//! topic all walk these [`Registration`]s rather than each enumerating the node's tables
+//! (the role of rosrust's RAII `Interactor`; here the tables are the list and this module
+//! reads them).
+
+use super::{lock, NodeInner, UNREGISTER_BUDGET};
+use crate::api::{ApiError, MasterClient};
+use crate::service::ServicePublication;
+use crate::transport::publication::Publication;
+use crate::transport::subscription::Subscription;
+use std::sync::Arc;
+
+/// One thing the node is registered with the master for.
+#[derive(Clone)]
+pub(crate) enum Registration {
+    /// An advertised topic (`registerPublisher`).
+    Publisher(Arc<Publication>),
+    /// A subscribed topic (`registerSubscriber`).
+    Subscriber(Arc<Subscription>),
+    /// An advertised service (`registerService`).
+    Service(Arc<ServicePublication>),
+    /// A cached parameter (`subscribeParam`).
+    Param(String),
+}
+
+impl Registration {
+    /// Registers again with a master that lost it: a subscriber learns the publishers, a
+    /// cached parameter its value.
+    async fn register(&self, node: &NodeInner, uri: &str) -> Result<(), ApiError> {
+        let master = &node.master;
+        match self {
+            Registration::Publisher(p) => {
+                master
+                    .register_publisher(&p.info.topic, &p.info.msg_type, uri)
+                    .await?;
+                Ok(())
+            }
+            Registration::Subscriber(s) => {
+                let updates_before = s.update_count();
+                let publishers = master
+                    .register_subscriber(&s.config.topic, &s.config.msg_type, uri)
+                    .await?;
+                s.registered(&publishers, updates_before);
+                Ok(())
+            }
+            Registration::Service(s) => {
+                master
+                    .register_service(&s.identity.service, &s.uri, uri)
+                    .await
+            }
+            Registration::Param(key) => {
+                let value = master.subscribe_param(key, uri).await?;
+                node.params.update(key, value);
+                Ok(())
+            }
+        }
+    }
+
+    async fn unregister(&self, master: &MasterClient, uri: &str) -> Result<(), ApiError> {
+        // Whether the master knew it does not matter: it does not now.
+        let _known: bool = match self {
+            Registration::Publisher(p) => master.unregister_publisher(&p.info.topic, uri).await,
+            Registration::Subscriber(s) => master.unregister_subscriber(&s.config.topic, uri).await,
+            Registration::Service(s) => {
+                master.unregister_service(&s.identity.service, &s.uri).await
+            }
+            Registration::Param(key) => return master.unsubscribe_param(key, uri).await,
+        }?;
+        Ok(())
+    }
+
+    /// Stops serving it here: a publication tells its udpros subscribers (ERR) and drops its
+    /// links, a subscription closes its queues (every `recv()` returns `None`), a service
+    /// its connections.
+    fn close(&self) {
+        match self {
+            Registration::Publisher(p) => p.close(),
+            Registration::Subscriber(s) => s.close(),
+            Registration::Service(s) => s.close(),
+            Registration::Param(_) => {}
+        }
+    }
+}
+
+impl NodeInner {
+    /// Everything registered now: publications, subscriptions, services, then cached
+    /// parameters, each sorted by name.
+    pub(super) fn registrations(&self) -> Vec<Registration> {
+        let publications = self.publication_list().into_iter();
+        let subscriptions = self.subscription_list().into_iter();
+        let services = self.service_list().into_iter();
+        let mut params = self.params.keys();
+        params.sort();
+        publications
+            .map(Registration::Publisher)
+            .chain(subscriptions.map(Registration::Subscriber))
+            .chain(services.map(Registration::Service))
+            .chain(params.into_iter().map(Registration::Param))
+            .collect()
+    }
+
+    /// Takes everything out of the node's tables, so that nothing answers for it any more
+    /// and a handle dropped later has nothing left to unregister.
+    fn take_registrations(&self) -> Vec<Registration> {
+        let registrations = self.registrations();
+        lock(&self.topics.publications).clear();
+        lock(&self.topics.subscriptions).clear();
+        lock(&self.services.0).clear();
+        for key in self.params.keys() {
+            self.params.remove(&key);
+        }
+        registrations
+    }
+
+    /// Leaves the graph: everything taken out, unregistered all at once within
+    /// [`UNREGISTER_BUDGET`] (a master that is gone or slow must not hold a node that is
+    /// leaving, nor the process when a second signal waits for this), then closed.
+    pub(super) async fn unregister_everything(&self) {
+        let registrations = self.take_registrations();
+        unregister_all(self.master.clone(), self.api_uri(), &registrations).await;
+        registrations.iter().for_each(Registration::close);
+    }
+
+    /// [`Self::unregister_everything`] from `Drop`: closed at once, unregistered in the
+    /// background if a runtime is still there to do it.
+    pub(super) fn unregister_everything_in_background(&self) {
+        let registrations = self.take_registrations();
+        registrations.iter().for_each(Registration::close);
+        let (master, uri) = (self.master.clone(), self.api_uri());
+        self.spawn_background(async move { unregister_all(master, uri, &registrations).await });
+    }
+
+    /// Unregisters one thing that went away (its last handle was dropped), in the
+    /// background.
+    pub(crate) fn spawn_unregister(&self, what: Registration) {
+        let (master, uri) = (self.master.clone(), self.api_uri());
+        self.spawn_background(async move {
+            let _ = what.unregister(&master, &uri).await;
+        });
+    }
+
+    /// Registers everything again with a master that restarted: the private parameters
+    /// from the command line first, then every registration.
+    pub(super) async fn register_again(&self) {
+        let uri = self.api_uri();
+        for (key, value) in self.id.params.clone() {
+            let _ = self.master.set_param(&key, value).await;
+        }
+        for registration in self.registrations() {
+            let _ = registration.register(self, &uri).await;
+        }
+    }
+
+    /// The node's slave API URI, which every registration names.
+    fn api_uri(&self) -> String {
+        self.uri.get().cloned().unwrap_or_default()
+    }
+}
+
+async fn unregister_all(master: MasterClient, uri: String, registrations: &[Registration]) {
+    let mut calls = tokio::task::JoinSet::new();
+    for registration in registrations {
+        let (registration, master, uri) = (registration.clone(), master.clone(), uri.clone());
+        calls.spawn(async move {
+            let _ = registration.unregister(&master, &uri).await;
+        });
+    }
+    let all = async { while calls.join_next().await.is_some() {} };
+    if tokio::time::timeout(UNREGISTER_BUDGET, all).await.is_err() {
+        tracing::warn!(
+            "the master did not answer every unregistration within {UNREGISTER_BUDGET:?}"
+        );
+    }
+}

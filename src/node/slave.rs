@@ -1,0 +1,330 @@
+//! The slave API's view of a node ([`SlaveBackend`]): who it is, what it publishes and
+//! subscribes, requestTopic's answers (TCPROS, or a UDPROS link planned by the core), and
+//! the bus statistics and bus info that `rosnode info` reads.
+
+use super::{Node, NodeInner};
+use crate::api::{SlaveBackend, StatusReply};
+use crate::transport::publication::Publication;
+use crate::transport::{resolve_udp_peer, udp_socket, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use crate::wire::header::HeaderLimits;
+use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
+use crate::xmlrpc::Value;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+impl crate::transport::tcp_server::Endpoints for Weak<NodeInner> {
+    fn publication(&self, topic: &str) -> Option<Arc<crate::transport::publication::Publication>> {
+        self.upgrade()?.publication(topic)
+    }
+
+    fn service(&self, service: &str) -> Option<Arc<crate::service::ServicePublication>> {
+        self.upgrade()?.service(service)
+    }
+}
+
+/// The slave API's view of a node; weak, so the server does not keep the node alive.
+pub(super) struct Backend(pub(super) Weak<NodeInner>);
+
+impl SlaveBackend for Backend {
+    fn name(&self) -> String {
+        self.0
+            .upgrade()
+            .map(|n| n.id.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn uri(&self) -> String {
+        self.0
+            .upgrade()
+            .and_then(|n| n.uri.get().cloned())
+            .unwrap_or_default()
+    }
+
+    fn master_uri(&self) -> String {
+        self.0
+            .upgrade()
+            .map(|n| n.id.master_uri.clone())
+            .unwrap_or_default()
+    }
+
+    fn publications(&self) -> Vec<(String, String)> {
+        let Some(n) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        n.publication_list()
+            .iter()
+            .map(|p| (p.info.topic.clone(), p.info.msg_type.clone()))
+            .collect()
+    }
+
+    fn subscriptions(&self) -> Vec<(String, String)> {
+        let Some(n) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        n.subscription_list()
+            .iter()
+            .map(|s| (s.config.topic.clone(), s.config.msg_type.clone()))
+            .collect()
+    }
+
+    fn bus_stats(&self) -> Value {
+        self.0
+            .upgrade()
+            .map_or_else(|| Value::Array(vec![]), |n| n.bus_stats())
+    }
+
+    fn bus_info(&self) -> Value {
+        self.0
+            .upgrade()
+            .map_or_else(|| Value::Array(vec![]), |n| n.bus_info())
+    }
+
+    fn publisher_update(&self, topic: &str, publishers: Vec<String>) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|n| n.publisher_update(topic, publishers))
+    }
+
+    fn param_update(&self, key: &str, value: Value) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|n| n.params.update(key, value))
+    }
+
+    fn request_topic(
+        &self,
+        caller_id: &str,
+        topic: &str,
+        protocols: Vec<Value>,
+    ) -> Pin<Box<dyn Future<Output = StatusReply> + Send>> {
+        let Some(node) = self.0.upgrade() else {
+            let reply = StatusReply::new(
+                -1,
+                format!("Not a publisher of [{topic}]"),
+                Value::Array(vec![]),
+            );
+            return Box::pin(async move { reply });
+        };
+        Box::pin(node.request_topic(caller_id.to_string(), topic.to_string(), protocols))
+    }
+
+    fn shutdown(&self, reason: &str) {
+        if let Some(node) = self.0.upgrade() {
+            tracing::info!("shutdown requested: {reason}");
+            node.shutdown.send_replace(Some(reason.to_string()));
+            tokio::spawn(async move { Node { inner: node }.shutdown().await });
+        }
+    }
+}
+
+impl NodeInner {
+    /// `[pubStats, subStats, serviceStats]` as rospy reports them.
+    pub(crate) fn bus_stats(&self) -> Value {
+        let publications = self.publication_list();
+        let pubs = publications.iter().map(|p| {
+            let conns = p.subscriber_links().into_iter().map(|l| {
+                let LinkTotals {
+                    bytes, messages, ..
+                } = l.stats.totals();
+                Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::Int(bytes as i32),
+                    Value::Int(messages as i32),
+                    Value::Bool(true),
+                ])
+            });
+            Value::Array(vec![
+                Value::from(p.info.topic.as_str()),
+                Value::Int(p.messages_sent() as i32),
+                Value::Array(conns.collect()),
+            ])
+        });
+        let subscriptions = self.subscription_list();
+        let subs = subscriptions.iter().map(|s| {
+            let conns = s.publisher_links().into_iter().map(|l| {
+                let LinkTotals {
+                    bytes, messages, ..
+                } = l.stats.totals();
+                let status = l.status();
+                Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::Int(bytes as i32),
+                    Value::Int(messages as i32),
+                    Value::Int(status.udp.lost() as i32),
+                    Value::Bool(status.connected),
+                ])
+            });
+            Value::Array(vec![
+                Value::from(s.config.topic.as_str()),
+                Value::Array(conns.collect()),
+            ])
+        });
+        Value::Array(vec![
+            Value::Array(pubs.collect()),
+            Value::Array(subs.collect()),
+            Value::Array(vec![]),
+        ])
+    }
+
+    /// getBusInfo rows, in the form `rosnode info` parses.
+    pub(crate) fn bus_info(&self) -> Value {
+        let mut rows = Vec::new();
+        for p in self.publication_list() {
+            for l in p.subscriber_links() {
+                rows.push(Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::from(l.caller_id.as_str()),
+                    Value::from("o"),
+                    Value::from(l.protocol.ros_name()),
+                    Value::from(p.info.topic.as_str()),
+                    Value::Bool(true),
+                    Value::String(format!(
+                        "{} connection on port {} to [{} on socket {}]",
+                        l.protocol.ros_name(),
+                        l.local_port,
+                        l.peer,
+                        l.id
+                    )),
+                ]));
+            }
+        }
+        for s in self.subscription_list() {
+            for l in s.publisher_links() {
+                let status = l.status();
+                let protocol = status.protocol.unwrap_or(Protocol::Tcp);
+                let peer = status.peer.map(|p| p.to_string()).unwrap_or_default();
+                rows.push(Value::Array(vec![
+                    Value::Int(l.id as i32),
+                    Value::from(l.uri.as_str()),
+                    Value::from("i"),
+                    Value::from(protocol.ros_name()),
+                    Value::from(s.config.topic.as_str()),
+                    Value::Bool(status.connected),
+                    Value::String(format!(
+                        "{} connection on port {} to [{peer} on socket {}]",
+                        protocol.ros_name(),
+                        status.local_port,
+                        l.id
+                    )),
+                ]));
+            }
+        }
+        Value::Array(rows)
+    }
+
+    /// Answers requestTopic: the first offered protocol this node can serve.
+    pub(crate) async fn request_topic(
+        self: Arc<Self>,
+        caller_id: String,
+        topic: String,
+        protocols: Vec<Value>,
+    ) -> StatusReply {
+        let Some(publication) = self.publication(&topic) else {
+            return StatusReply::new(
+                -1,
+                format!("Not a publisher of [{topic}]"),
+                Value::Array(vec![]),
+            );
+        };
+        // Past the publication's cap no transport will do: say so rather than offer TCPROS.
+        if let Err(refusal) = publication.admit_any() {
+            tracing::warn!("requestTopic from {caller_id}: {refusal}");
+            return StatusReply::new(0, refusal, Value::Array(vec![]));
+        }
+        let mut udp_refused = None;
+        for entry in &protocols {
+            let Some(items) = entry.as_array() else {
+                continue;
+            };
+            let offer = Offer::from_params(
+                &crate::xmlrpc::entry_params(items),
+                &HeaderLimits::default(),
+            );
+            match offer {
+                Ok(Some(Offer::Tcpros)) => {
+                    let host = self.id.host.clone();
+                    let port = self.tcp_port.get().copied().unwrap_or(0);
+                    let answer = Answer::Tcpros {
+                        host: host.clone(),
+                        port,
+                    };
+                    let reply = crate::xmlrpc::entry(answer.to_params());
+                    return StatusReply::ok(format!("ready on {host}:{port}"), reply);
+                }
+                Ok(Some(Offer::Udpros(offer))) => {
+                    match self.udp_link(&publication, &caller_id, offer).await {
+                        Ok(answer) => {
+                            return StatusReply::ok("", crate::xmlrpc::entry(answer.to_params()))
+                        }
+                        // The next offer (TCPROS, usually) may still work: an IPv4-only node
+                        // cannot send to an IPv6-only subscriber, but it can accept its TCP.
+                        Err(e) => {
+                            tracing::info!("UDPROS request for {topic} from {caller_id}: {e}");
+                            udp_refused = Some(e);
+                        }
+                    }
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!("requestTopic for {topic} from {caller_id}: {e}");
+                    return StatusReply::new(0, e.to_string(), Value::Array(vec![]));
+                }
+            }
+        }
+        let why = udp_refused.unwrap_or_else(|| "no supported protocol implementations".into());
+        StatusReply::new(0, why, Value::Array(vec![]))
+    }
+
+    async fn udp_link(
+        &self,
+        publication: &Arc<Publication>,
+        caller_id: &str,
+        offer: UdprosOffer,
+    ) -> Result<Answer, String> {
+        let mut reply = publication.accept(&offer.header)?;
+        let plan = UdpPlan::for_offer(&offer);
+        let peer = resolve_udp_peer(self.id.bind, &offer.host, offer.port, !plan.udpros_peer)
+            .await
+            .map_err(|e| e.to_string())?;
+        if self.id.bind.is_loopback() && !peer.ip().to_canonical().is_loopback() {
+            return Err(format!(
+                "ROS_HOSTNAME / ROS_IP allow only local connections, not {}",
+                offer.host
+            ));
+        }
+        // requestTopic checked the publication's cap and the descriptors already.
+        publication.admit_host(peer.ip())?;
+        let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)
+            .map_err(|e| e.to_string())?;
+        socket
+            .connect(peer)
+            .map_err(|e| format!("connect UDP to {peer}: {e}"))?;
+        let route_mtu = crate::transport::route_mtu(&socket);
+        let route_payload =
+            route_mtu.map(|mtu| mtu.saturating_sub(crate::transport::udp_headers(peer)));
+        let max_datagram = plan.datagram_for_route(route_payload);
+        // Declared in the answer: roscpp treats this port as informational, udpros
+        // subscribers accept datagrams only from it.
+        let source_port = socket.local_addr().map_err(|e| e.to_string())?.port();
+        let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
+        publication.add_udp_link(
+            socket,
+            caller_id,
+            connection_id,
+            max_datagram,
+            plan.udpros_peer,
+            route_mtu,
+        )?;
+        reply.insert(UDPROS_PEER_FIELD, "1");
+        Ok(Answer::Udpros(UdprosAnswer {
+            host: self.id.host.clone(),
+            port: source_port,
+            connection_id: connection_id as i32,
+            max_datagram,
+            header: reply,
+        }))
+    }
+}
