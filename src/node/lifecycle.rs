@@ -138,7 +138,8 @@ pub(super) async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>)
         }
         let first = known_pid.is_none();
         known_pid = pid;
-        if (restarted || (first && !n.registrations().is_empty())) && n.shutdown.borrow().is_none() {
+        if (restarted || (first && !n.registrations().is_empty())) && n.shutdown.borrow().is_none()
+        {
             n.register_again().await;
         }
     }

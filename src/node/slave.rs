@@ -4,7 +4,7 @@
 
 use super::{Node, NodeInner};
 use crate::api::{SlaveBackend, StatusReply};
-use crate::transport::publication::Publication;
+use crate::transport::publication::{Publication, UdpLinkError};
 use crate::transport::{resolve_udp_peer, udp_socket, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::HeaderLimits;
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
@@ -232,7 +232,7 @@ impl NodeInner {
         // Past the publication's cap no transport will do: say so rather than offer TCPROS.
         if let Err(refusal) = publication.admit_any() {
             tracing::warn!("requestTopic from {caller_id}: {refusal}");
-            return StatusReply::new(0, refusal, Value::Array(vec![]));
+            return StatusReply::new(0, refusal.to_string(), Value::Array(vec![]));
         }
         let mut udp_refused = None;
         for entry in &protocols {
@@ -274,7 +274,10 @@ impl NodeInner {
                 }
             }
         }
-        let why = udp_refused.unwrap_or_else(|| "no supported protocol implementations".into());
+        let why = udp_refused.map_or_else(
+            || "no supported protocol implementations".into(),
+            |e| e.to_string(),
+        );
         StatusReply::new(0, why, Value::Array(vec![]))
     }
 
@@ -283,32 +286,29 @@ impl NodeInner {
         publication: &Arc<Publication>,
         caller_id: &str,
         offer: UdprosOffer,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, UdpLinkError> {
         let mut reply = publication.accept(&offer.header)?;
         let plan = UdpPlan::for_offer(&offer);
         let peer = resolve_udp_peer(self.id.bind, &offer.host, offer.port, !plan.udpros_peer)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|error| UdpLinkError::Resolve {
+                host: offer.host.clone(),
+                error,
+            })?;
         if self.id.bind.is_loopback() && !peer.ip().to_canonical().is_loopback() {
-            return Err(format!(
-                "ROS_HOSTNAME / ROS_IP allow only local connections, not {}",
-                offer.host
-            ));
+            return Err(UdpLinkError::OnlyLocal { host: offer.host });
         }
         // requestTopic checked the publication's cap and the descriptors already.
         publication.admit_host(peer.ip())?;
-        let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)
-            .map_err(|e| e.to_string())?;
-        socket
-            .connect(peer)
-            .map_err(|e| format!("connect UDP to {peer}: {e}"))?;
+        let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)?;
+        socket.connect(peer)?;
         let route_mtu = crate::transport::route_mtu(&socket);
         let route_payload =
             route_mtu.map(|mtu| mtu.saturating_sub(crate::transport::udp_headers(peer)));
         let max_datagram = plan.datagram_for_route(route_payload);
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
-        let source_port = socket.local_addr().map_err(|e| e.to_string())?.port();
+        let source_port = socket.local_addr()?.port();
         let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
         publication.add_udp_link(
             socket,

@@ -8,7 +8,7 @@ use super::sender::{DirectSend, LinkSender};
 use super::{LinkStats, Protocol};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
-use crate::wire::topic::TopicIdentity;
+use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
 use crate::wire::udpros::Fragmenter;
 use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
@@ -16,6 +16,86 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
+
+/// Why a publication turns a subscriber away; its text is the `error` field of the reply
+/// (TCPROS) or the status of requestTopic's answer.
+#[derive(Debug)]
+pub(crate) enum LinkRefusal {
+    /// The subscriber's header does not match the topic.
+    Handshake(SubscriberRefusal),
+    /// The publication has [`AdvertiseOptions::max_links`](crate::node::AdvertiseOptions::max_links) links.
+    AtCap { topic: String, links: usize },
+    /// The process is near its descriptor limit.
+    NoDescriptors { topic: String },
+    /// The subscriber's host has [`AdvertiseOptions::max_links_per_host`](crate::node::AdvertiseOptions::max_links_per_host) links.
+    HostAtCap {
+        topic: String,
+        host: IpAddr,
+        links: usize,
+    },
+}
+
+impl std::fmt::Display for LinkRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkRefusal::Handshake(refusal) => refusal.fmt(f),
+            LinkRefusal::AtCap { topic, links } => write!(
+                f,
+                "{topic} already has {links} subscriber links, its limit (AdvertiseOptions::max_links)"
+            ),
+            LinkRefusal::NoDescriptors { topic } => write!(
+                f,
+                "{topic}: this node is near its descriptor limit and keeps the rest for its own work"
+            ),
+            LinkRefusal::HostAtCap { topic, host, links } => write!(
+                f,
+                "{topic} already has {links} subscriber links to {host}, its limit per host (AdvertiseOptions::max_links_per_host)"
+            ),
+        }
+    }
+}
+
+/// Why a publisher could not open the UDPROS link a subscriber asked for.
+#[derive(Debug)]
+pub(crate) enum UdpLinkError {
+    /// The publication turned the subscriber away.
+    Refused(LinkRefusal),
+    /// The subscriber's host did not resolve to an address this node can send to.
+    Resolve { host: String, error: std::io::Error },
+    /// `ROS_HOSTNAME` or `ROS_IP` name a loopback address and the subscriber is elsewhere.
+    OnlyLocal { host: String },
+    /// The socket could not be made, connected or inspected.
+    Socket(std::io::Error),
+    /// The datagram size the plan chose is unusable.
+    Datagram(crate::wire::udpros::FragmentError),
+}
+
+impl std::fmt::Display for UdpLinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UdpLinkError::Refused(refusal) => refusal.fmt(f),
+            UdpLinkError::Resolve { host, error } => write!(f, "cannot resolve {host}: {error}"),
+            UdpLinkError::OnlyLocal { host } => write!(
+                f,
+                "ROS_HOSTNAME / ROS_IP allow only local connections, not {host}"
+            ),
+            UdpLinkError::Socket(e) => write!(f, "UDP socket: {e}"),
+            UdpLinkError::Datagram(e) => e.fmt(f),
+        }
+    }
+}
+
+impl From<LinkRefusal> for UdpLinkError {
+    fn from(refusal: LinkRefusal) -> Self {
+        UdpLinkError::Refused(refusal)
+    }
+}
+
+impl From<std::io::Error> for UdpLinkError {
+    fn from(e: std::io::Error) -> Self {
+        UdpLinkError::Socket(e)
+    }
+}
 
 /// One subscriber's connection.
 #[derive(Debug)]
@@ -225,33 +305,33 @@ impl Publication {
             .collect()
     }
 
-    /// The handshake's verdict on a subscriber's header: our reply header, or the text of
-    /// the error, worded as roscpp words it.
-    pub(crate) fn accept(&self, header: &ConnectionHeader) -> Result<ConnectionHeader, String> {
-        self.info.accept_subscriber(header, self.latch)
+    /// The handshake's verdict on a subscriber's header: our reply header, or the refusal.
+    pub(crate) fn accept(
+        &self,
+        header: &ConnectionHeader,
+    ) -> Result<ConnectionHeader, LinkRefusal> {
+        self.info
+            .accept_subscriber(header, self.latch)
+            .map_err(LinkRefusal::Handshake)
     }
 
     /// Whether one more subscriber link is within this publication's cap and leaves the
     /// node its margin of descriptors; if not, the status that says why.
-    pub(crate) fn admit_any(&self) -> Result<(), String> {
-        let topic = &self.info.topic;
+    pub(crate) fn admit_any(&self) -> Result<(), LinkRefusal> {
+        let topic = self.info.topic.clone();
         let links = self.num_subscribers();
         if links >= self.limits.max_links {
-            return Err(format!(
-                "{topic} already has {links} subscriber links, its limit (AdvertiseOptions::max_links)"
-            ));
+            return Err(LinkRefusal::AtCap { topic, links });
         }
         if !crate::connections::descriptors_to_spare(DESCRIPTOR_MARGIN) {
-            return Err(format!(
-                "{topic}: this node is near its descriptor limit and keeps the rest for its own work"
-            ));
+            return Err(LinkRefusal::NoDescriptors { topic });
         }
         Ok(())
     }
 
     /// Whether one more link to `host` is within the cap per host (the caller has checked
     /// [`admit_any`](Self::admit_any)).
-    pub(crate) fn admit_host(&self, host: IpAddr) -> Result<(), String> {
+    pub(crate) fn admit_host(&self, host: IpAddr) -> Result<(), LinkRefusal> {
         let host = host.to_canonical();
         let from_host = self
             .links()
@@ -259,10 +339,11 @@ impl Publication {
             .filter(|l| !l.is_closed() && l.peer.ip().to_canonical() == host)
             .count();
         if from_host >= self.limits.max_links_per_host {
-            return Err(format!(
-                "{} already has {from_host} subscriber links to {host}, its limit per host (AdvertiseOptions::max_links_per_host)",
-                self.info.topic
-            ));
+            return Err(LinkRefusal::HostAtCap {
+                topic: self.info.topic.clone(),
+                host,
+                links: from_host,
+            });
         }
         Ok(())
     }
@@ -340,11 +421,12 @@ impl Publication {
         max_datagram: usize,
         udpros_peer: bool,
         route_mtu: Option<usize>,
-    ) -> Result<Arc<SubscriberLink>, String> {
-        let fragmenter = Fragmenter::new(connection_id, max_datagram).map_err(|e| e.to_string())?;
-        let peer = socket.peer_addr().map_err(|e| e.to_string())?;
+    ) -> Result<Arc<SubscriberLink>, UdpLinkError> {
+        let fragmenter =
+            Fragmenter::new(connection_id, max_datagram).map_err(UdpLinkError::Datagram)?;
+        let peer = socket.peer_addr()?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
-        let socket = SendSocket::new(socket).map_err(|e| e.to_string())?;
+        let socket = SendSocket::new(socket)?;
         let sender = LinkSender::udp(socket, fragmenter, udpros_peer, route_mtu);
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender))
     }

@@ -397,18 +397,17 @@ impl UdpOffer {
     }
 }
 
-fn open_udp(sub: &Subscription) -> Result<UdpOffer, String> {
+fn open_udp(sub: &Subscription) -> std::io::Result<UdpOffer> {
     let buffer = subscriber_receive_buffer(sub.config.max_message_size);
-    let (socket, capped) = udp_socket(SocketAddr::new(sub.local.bind, 0), buffer)
-        .and_then(|(socket, capped)| Ok((UdpSocket::from_std(socket)?, capped)))
-        .map_err(|e| format!("UDP socket: {e}"))?;
+    let (socket, capped) = udp_socket(SocketAddr::new(sub.local.bind, 0), buffer)?;
+    let socket = UdpSocket::from_std(socket)?;
     if let Some(granted) = capped {
         tracing::info!(
             "UDP receive buffer for {} capped by the kernel at {granted} bytes (asked {buffer}); raise net.core.rmem_max for large messages",
             sub.config.topic
         );
     }
-    let port = socket.local_addr().map_err(|e| e.to_string())?.port();
+    let port = socket.local_addr()?.port();
     offload::enable_coalescing(&socket);
     Ok(UdpOffer {
         port,
@@ -435,7 +434,12 @@ async fn connect_and_read(
                     offers.push(crate::xmlrpc::entry(entry));
                     udp = Some(offer);
                 }
-                Err(e) => tracing::warn!("cannot offer UDPROS for {}: {e}", sub.config.topic),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot offer UDPROS for {}: UDP socket: {e}",
+                        sub.config.topic
+                    )
+                }
             },
             Protocol::Tcp => offers.push(crate::xmlrpc::entry(Offer::Tcpros.to_params())),
         }
@@ -560,7 +564,7 @@ async fn read_udp(
     let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
     let sources = match allowed_sources(&link.uri, &answer.host, answer.port, udpros_peer).await {
         Ok(sources) => sources,
-        Err(e) => return Ended::Retry(e),
+        Err(e) => return Ended::Retry(e.to_string()),
     };
     let header = Arc::new(header);
     let config = UdpReceiverConfig {
@@ -649,6 +653,16 @@ async fn read_udp(
     }
 }
 
+/// None of the names of a publisher's host resolved.
+#[derive(Debug)]
+struct Unresolved(Vec<String>);
+
+impl std::fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot resolve the publisher's host {:?}", self.0)
+    }
+}
+
 /// The [`AllowedSources`] of a UDPROS link: the publisher's host as its answer names it
 /// and as its XML-RPC URI does, each resolved; between udpros peers, only the answer's port.
 async fn allowed_sources(
@@ -656,7 +670,7 @@ async fn allowed_sources(
     answer_host: &str,
     answer_port: u16,
     udpros_peer: bool,
-) -> Result<AllowedSources, String> {
+) -> Result<AllowedSources, Unresolved> {
     let mut names = vec![answer_host.to_string()];
     names.extend(crate::host::uri_host(publisher_uri));
     let mut hosts = Vec::new();
@@ -667,7 +681,7 @@ async fn allowed_sources(
         }
     }
     if hosts.is_empty() {
-        return Err(format!("cannot resolve the publisher's host {names:?}"));
+        return Err(Unresolved(names));
     }
     Ok(AllowedSources::new(
         hosts,

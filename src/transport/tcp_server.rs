@@ -100,7 +100,8 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
                     publication.admit_host(peer.ip())?;
                     Ok(reply)
                 })
-                .map(|reply| (publication, reply)),
+                .map(|reply| (publication, reply))
+                .map_err(|refusal| refusal.to_string()),
         },
         (None, Some(service)) => match lookup.service(service) {
             Some(service) => {

@@ -32,30 +32,28 @@ pub struct TopicIdentity {
 }
 
 impl TopicIdentity {
-    /// A publisher's verdict on a subscriber's header: the reply header, or the text of
-    /// the `error` field to send before closing, worded as roscpp words it. A `*` md5sum on
-    /// either side matches anything (rostopic's `AnyMsg`).
+    /// A publisher's verdict on a subscriber's header: the reply header, or the refusal
+    /// whose text goes in the `error` field before closing. A `*` md5sum on either side
+    /// matches anything (rostopic's `AnyMsg`).
     pub fn accept_subscriber(
         &self,
         header: &ConnectionHeader,
         latching: bool,
-    ) -> Result<ConnectionHeader, String> {
+    ) -> Result<ConnectionHeader, SubscriberRefusal> {
         let (Some(md5), Some(topic), Some(caller)) = (
             header.get("md5sum"),
             header.get("topic"),
             header.get("callerid"),
         ) else {
-            return Err(
-                "Header from subscriber did not have the required elements: md5sum, topic, callerid"
-                    .into(),
-            );
+            return Err(SubscriberRefusal::Incomplete);
         };
         if md5 != "*" && self.md5sum != "*" && md5 != self.md5sum {
-            let their_type = header.get("type").unwrap_or("");
-            return Err(format!(
-                "Client [{caller}] wants topic {topic} to have datatype/md5sum [{their_type}/{md5}], but our version has [{}/{}]. Dropping connection.",
-                self.msg_type, self.md5sum
-            ));
+            return Err(SubscriberRefusal::WrongType {
+                caller: caller.into(),
+                topic: topic.into(),
+                theirs: format!("{}/{md5}", header.get("type").unwrap_or("")),
+                ours: format!("{}/{}", self.msg_type, self.md5sum),
+            });
         }
         Ok(ConnectionHeader::new()
             .with("callerid", self.node.as_str())
@@ -111,6 +109,46 @@ impl fmt::Display for PublisherRefusal {
 }
 
 impl std::error::Error for PublisherRefusal {}
+
+/// Why a publisher refuses a subscriber's header. Displayed as roscpp words it, since
+/// rostopic and roscpp's logs show that text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscriberRefusal {
+    /// The header lacks `md5sum`, `topic` or `callerid`.
+    Incomplete,
+    /// The subscriber wants another type (`type/md5sum` on each side).
+    WrongType {
+        /// The subscriber's `callerid`.
+        caller: String,
+        /// The topic it asked for.
+        topic: String,
+        /// Its `type/md5sum`.
+        theirs: String,
+        /// The publisher's `type/md5sum`.
+        ours: String,
+    },
+}
+
+impl fmt::Display for SubscriberRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubscriberRefusal::Incomplete => f.write_str(
+                "Header from subscriber did not have the required elements: md5sum, topic, callerid",
+            ),
+            SubscriberRefusal::WrongType {
+                caller,
+                topic,
+                theirs,
+                ours,
+            } => write!(
+                f,
+                "Client [{caller}] wants topic {topic} to have datatype/md5sum [{theirs}], but our version has [{ours}]. Dropping connection."
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SubscriberRefusal {}
 
 /// A subscriber's check of a publisher's answer header (TCPROS or UDPROS): a refusal, or
 /// a header without what every ROS publisher sends.
@@ -247,13 +285,14 @@ mod tests {
             .accept_subscriber(&other.tcp_subscriber_header(false), false)
             .unwrap_err();
         assert_eq!(
-            refusal,
+            refusal.to_string(),
             "Client [/listener] wants topic /chatter to have datatype/md5sum [std_msgs/Int32/0123], but our version has [std_msgs/String/992ce8a1687cec8c8bd883ec73ca41d1]. Dropping connection."
         );
         let bare = ConnectionHeader::new().with("topic", "/chatter");
-        assert!(publisher
-            .accept_subscriber(&bare, false)
-            .unwrap_err()
+        let incomplete = publisher.accept_subscriber(&bare, false).unwrap_err();
+        assert_eq!(incomplete, SubscriberRefusal::Incomplete);
+        assert!(incomplete
+            .to_string()
             .starts_with("Header from subscriber did not have the required elements"));
         assert_eq!(
             identity("*").udp_subscriber_header().get(UDPROS_PEER_FIELD),
