@@ -120,6 +120,7 @@ mod python;
 pub mod reconfigure;
 pub mod rosout;
 pub mod service;
+pub(crate) mod socket;
 pub mod time;
 pub mod transport;
 pub mod xmlrpc;

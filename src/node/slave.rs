@@ -4,8 +4,9 @@
 
 use super::{Node, NodeInner};
 use crate::api::{SlaveBackend, StatusReply};
+use crate::socket::{route_mtu, udp_headers, udp_socket};
 use crate::transport::publication::{Publication, UdpLinkError};
-use crate::transport::{resolve_udp_peer, udp_socket, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use crate::transport::{resolve_udp_peer, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::HeaderLimits;
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
 use crate::xmlrpc::Value;
@@ -302,9 +303,8 @@ impl NodeInner {
         publication.admit_host(peer.ip())?;
         let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)?;
         socket.connect(peer)?;
-        let route_mtu = crate::transport::route_mtu(&socket);
-        let route_payload =
-            route_mtu.map(|mtu| mtu.saturating_sub(crate::transport::udp_headers(peer)));
+        let route_mtu = route_mtu(&socket);
+        let route_payload = route_mtu.map(|mtu| mtu.saturating_sub(udp_headers(peer)));
         let max_datagram = plan.datagram_for_route(route_payload);
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.

@@ -230,7 +230,7 @@ async fn connect_now(
         .ok_or_else(|| ServiceError::Protocol(format!("not a rosrpc URI: {uri}")))?;
     let mut stream = TcpStream::connect((host.as_str(), port)).await?;
     let _ = stream.set_nodelay(true);
-    crate::transport::set_keepalive(&stream);
+    crate::socket::set_keepalive(&stream);
     stream.write_all(&header.encode_tcp()).await?;
     let (reply, leftover) = crate::transport::read_header(&mut stream, &HeaderLimits::default())
         .await

@@ -1,13 +1,10 @@
 //! The tokio layer that drives the wire cores: publications fanning one serialized buffer
 //! out to TCPROS and UDPROS links, subscriptions negotiating with each publisher and
-//! reading from it, and the sockets both need.
+//! reading from it. The sockets themselves, and every system call udpros makes on them
+//! directly, are in [`crate::socket`].
 
-pub(crate) mod offload;
-#[cfg(target_os = "linux")]
-pub use offload::socket_addr;
 pub(crate) mod publication;
 pub(crate) mod queue;
-mod send_socket;
 mod sender;
 pub(crate) mod subscription;
 pub(crate) mod tcp_server;
@@ -76,74 +73,6 @@ pub(crate) struct LinkTotals {
     pub drops: u64,
 }
 
-/// A non-blocking UDP socket with buffers sized for `bytes` of messages in flight, not yet
-/// on the runtime. Returns the socket and, when the kernel granted less than asked, what
-/// it granted (to be reported).
-pub(crate) fn udp_socket(
-    bind: SocketAddr,
-    buffer_bytes: usize,
-) -> std::io::Result<(std::net::UdpSocket, Option<usize>)> {
-    use socket2::{Domain, Protocol as P, Socket, Type};
-    // An IPv6 socket (ROS_IPV6=on) stays dual-stack, as the kernel makes it by default.
-    let socket = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(P::UDP))?;
-    if bind.is_ipv6() {
-        let _ = socket.set_only_v6(false);
-    }
-    let _ = socket.set_recv_buffer_size(buffer_bytes);
-    let _ = socket.set_send_buffer_size(buffer_bytes);
-    // Linux reports twice what it granted (bookkeeping overhead included).
-    let granted = socket.recv_buffer_size().map(|g| g / 2).unwrap_or(0);
-    socket.set_nonblocking(true)?;
-    socket.bind(&bind.into())?;
-    let capped = (granted < buffer_bytes).then_some(granted);
-    Ok((socket.into(), capped))
-}
-
-/// IPv4 and UDP headers in front of a datagram's payload.
-pub(crate) const IPV4_UDP_HEADERS: usize = 28;
-/// IPv6 and UDP headers in front of a datagram's payload.
-pub(crate) const IPV6_UDP_HEADERS: usize = 48;
-
-/// The IP and UDP headers in front of a datagram sent to `peer`.
-pub(crate) fn udp_headers(peer: SocketAddr) -> usize {
-    match peer.ip().to_canonical() {
-        std::net::IpAddr::V4(_) => IPV4_UDP_HEADERS,
-        std::net::IpAddr::V6(_) => IPV6_UDP_HEADERS,
-    }
-}
-
-/// The MTU of the route a connected socket sends on (the device's, or a smaller path MTU
-/// the kernel has learned), or `None` when the kernel does not say.
-pub(crate) fn route_mtu(socket: &std::net::UdpSocket) -> Option<usize> {
-    use std::os::fd::AsRawFd;
-    let mut mtu: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a live local.
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU,
-            (&mut mtu as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0)
-        .then(|| usize::try_from(mtu).ok())
-        .flatten()
-        .filter(|&m| m > 0)
-}
-
-/// TCP keepalive as roscpp sets it: idle 60 s, interval 10 s, 9 probes.
-pub(crate) fn set_keepalive(stream: &tokio::net::TcpStream) {
-    let sock = socket2::SockRef::from(stream);
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(std::time::Duration::from_secs(60))
-        .with_interval(std::time::Duration::from_secs(10))
-        .with_retries(9);
-    let _ = sock.set_tcp_keepalive(&keepalive);
-}
-
 /// Steps aside once after a link delivered messages: the link's task is woken at once
 /// and goes to the back of the run queue, so the readers of what it delivered (woken by
 /// the delivery) run before it reads its socket again. Without it, each message waited
@@ -162,23 +91,6 @@ pub(crate) async fn let_readers_run() {
         std::task::Poll::Pending
     })
     .await
-}
-
-/// Asks the kernel to acknowledge the next segments at once, on a subscriber's TCPROS
-/// stream before each read.
-///
-/// A publisher that ignores `tcp_nodelay` (rosrust and roslibrust never set it) holds
-/// each message behind Nagle's algorithm until the previous one is acknowledged, and
-/// Linux, left to itself, delays the acknowledgement of a small segment by 4-12 ms once
-/// it guesses the stream is interactive: in S5, one subscriber of such a publisher in
-/// five fell into runs of 10 ms stalls. The kernel leaves quick-ack mode as it pleases,
-/// so it is asked again before every read; one `setsockopt` against a read that
-/// usually carries a whole message or more.
-pub(crate) fn acknowledge_promptly(stream: &tokio::net::TcpStream) {
-    #[cfg(target_os = "linux")]
-    let _ = socket2::SockRef::from(stream).set_tcp_quickack(true);
-    #[cfg(not(target_os = "linux"))]
-    let _ = stream;
 }
 
 /// Reads a peer's connection header within `limits`; with it, the decoder holding any

@@ -3,9 +3,9 @@
 //! `publish` never waits for a slow subscriber.
 
 use super::queue::DropOldest;
-use super::send_socket::SendSocket;
 use super::sender::{DirectSend, LinkSender};
 use super::{LinkStats, Protocol};
+use crate::socket::SendSocket;
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
@@ -395,7 +395,7 @@ impl Publication {
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
         let _ = stream.set_nodelay(true);
-        super::set_keepalive(&stream);
+        crate::socket::set_keepalive(&stream);
         let (mut reader, writer) = stream.into_split();
         let link = self.add_link(
             caller_id,

@@ -6,8 +6,8 @@
 //! without waking another task, which on a multi-threaded runtime is a cross-thread wake
 //! per message, the largest part of the latency on a quiet link.
 
-use super::send_socket::SendSocket;
-use super::{offload, LinkStats};
+use super::LinkStats;
+use crate::socket::{offload, SendSocket};
 use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
 use bytes::Bytes;
 use std::io;
@@ -323,7 +323,7 @@ impl TcpLinkSender {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::transport::send_socket::tests::{on_a_slow_loopback, sender_to};
+    use crate::socket::send_tests::{on_a_slow_loopback, sender_to};
     use crate::wire::link::HEARTBEAT;
     use crate::wire::udpros::{max_send, DIRECT_MAX_SENDS, HEADER_LEN};
     use std::time::Duration;

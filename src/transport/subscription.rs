@@ -4,8 +4,9 @@
 //! publisher.
 
 use super::queue::DropOldest;
-use super::{offload, udp_socket, LinkStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use super::{LinkStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::api::ok_value;
+use crate::socket::{offload, udp_socket};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
 use crate::wire::negotiation::{
@@ -496,7 +497,7 @@ async fn read_tcp(
             Err(_) => return Ended::Retry(format!("connect to {host}:{port} timed out")),
         };
     let _ = stream.set_nodelay(sub.config.tcp_nodelay);
-    super::set_keepalive(&stream);
+    crate::socket::set_keepalive(&stream);
     if let Err(e) = stream
         .write_all(
             &sub.identity()
@@ -542,7 +543,7 @@ async fn read_tcp(
         if delivered {
             super::let_readers_run().await;
         }
-        super::acknowledge_promptly(&stream);
+        crate::socket::acknowledge_promptly(&stream);
         match stream.read_buf(receiver.buffer_mut()).await {
             Ok(0) => return Ended::Retry("publisher closed the connection".into()),
             Ok(_) => {}

@@ -12,7 +12,10 @@ mod write;
 pub use base64::{decode_base64, encode_base64};
 pub use client::{CallError, XmlRpcClient};
 pub use parse::{parse_call, parse_response, ParseError, ParseLimits};
-pub use server::{serve_stream, Handler, HandlerFuture, ServerLimits, XmlRpcServer, LARGE_BODY};
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub use server::serve_stream;
+pub use server::{Handler, HandlerFuture, ServerLimits, XmlRpcServer, LARGE_BODY};
 pub(crate) use value::{entry, entry_params};
 pub use value::{Fault, MethodCall, Value};
 pub use write::{write_call, write_fault, write_response};

@@ -215,7 +215,8 @@ where
 
 /// Serves `handler` on one connection of any byte stream, with `limits`, exactly as a
 /// server serves each TCP connection it accepts: what the fuzzer feeds whole HTTP
-/// requests to.
+/// requests to (feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
 pub async fn serve_stream<IO>(io: IO, handler: Arc<dyn Handler>, limits: ServerLimits)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,

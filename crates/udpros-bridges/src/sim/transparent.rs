@@ -16,13 +16,13 @@
 
 use super::delay_line::DelayLine;
 use super::faults::{FaultModel, Faults};
+use socket2::SockAddr;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use udpros::transport::socket_addr;
 
 /// Datagrams held back at once; beyond this the proxy drops, like a full router queue.
 const MAX_IN_FLIGHT: usize = 4096;
@@ -205,57 +205,77 @@ fn recv_with_destination(
     socket: &impl AsRawFd,
     buf: &mut [u8],
 ) -> io::Result<(usize, SocketAddr, SocketAddr)> {
-    // SAFETY: all-zero is a valid sockaddr_storage and msghdr.
-    let mut source: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut control = [0u64; 16];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = (&mut source as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control);
-    // SAFETY: every pointer in `msg` points into live locals of the sizes it states.
-    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let from = socket_addr(&source)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unknown source family"))?;
-    let mut to = None;
-    // SAFETY: the CMSG macros walk the control buffer recvmsg filled, within
-    // msg_controllen; an address payload is copied into a zeroed sockaddr_storage, at most
-    // its size, and read by its family.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
-            let original = (level == libc::SOL_IP && kind == libc::IP_ORIGDSTADDR)
-                || (level == libc::SOL_IPV6 && kind == libc::IPV6_ORIGDSTADDR);
-            if original {
-                let mut storage: libc::sockaddr_storage = std::mem::zeroed();
-                let payload = ((*cmsg).cmsg_len as usize)
-                    .saturating_sub(libc::CMSG_LEN(0) as usize)
-                    .min(std::mem::size_of::<libc::sockaddr_storage>());
-                std::ptr::copy_nonoverlapping(
-                    libc::CMSG_DATA(cmsg),
-                    (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
-                    payload,
-                );
-                to = socket_addr(&storage);
+    // SAFETY: try_init hands a zeroed address storage of its full size; recvmsg writes at
+    // most msg_namelen bytes into it and says how many.
+    let ((n, to), from) = unsafe {
+        SockAddr::try_init(|source, source_len| {
+            let mut control = [0u64; 16];
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            // SAFETY: all-zero is a valid msghdr.
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = source.cast();
+            msg.msg_namelen = *source_len;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = std::mem::size_of_val(&control);
+            // SAFETY: every pointer in `msg` points into live locals of the sizes it states.
+            let n = libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-    }
+            *source_len = msg.msg_namelen;
+            Ok((n as usize, original_destination(&msg)))
+        })
+    }?;
+    let from = from
+        .as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unknown source family"))?;
     let to = to.ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             "a datagram without its original destination (not from a TPROXY rule)",
         )
     })?;
-    Ok((n as usize, from, to))
+    Ok((n, from, to))
+}
+
+/// The `IP_ORIGDSTADDR` or `IPV6_ORIGDSTADDR` address among the control messages that
+/// `recvmsg` just filled into `msg`.
+///
+/// # Safety
+/// `msg`'s control buffer is live and holds `msg_controllen` bytes that recvmsg wrote.
+unsafe fn original_destination(msg: &libc::msghdr) -> Option<SocketAddr> {
+    let mut to = None;
+    // SAFETY: the CMSG macros walk the control buffer within msg_controllen; an address
+    // payload is copied into try_init's zeroed storage, at most its size, and read by its
+    // family.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+        while !cmsg.is_null() {
+            let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+            let original = (level == libc::SOL_IP && kind == libc::IP_ORIGDSTADDR)
+                || (level == libc::SOL_IPV6 && kind == libc::IPV6_ORIGDSTADDR);
+            if original {
+                let payload =
+                    ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                let copied = SockAddr::try_init(|storage, len| {
+                    let payload = payload.min(*len as usize);
+                    std::ptr::copy_nonoverlapping(
+                        libc::CMSG_DATA(cmsg),
+                        storage.cast::<u8>(),
+                        payload,
+                    );
+                    *len = payload as libc::socklen_t;
+                    Ok(())
+                });
+                to = copied.ok().and_then(|(_, address)| address.as_socket());
+            }
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+        }
+    }
+    to
 }

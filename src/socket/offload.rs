@@ -316,7 +316,7 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
 /// The address a `sockaddr_storage` holds (one the kernel filled: a datagram's source, or
 /// a control message's address copied into one); `None` for a family other than IPv4/IPv6.
 #[cfg(target_os = "linux")]
-pub fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
+fn socket_addr(addr: &libc::sockaddr_storage) -> Option<SocketAddr> {
     use std::net::{Ipv4Addr, Ipv6Addr};
     match libc::c_int::from(addr.ss_family) {
         libc::AF_INET => {

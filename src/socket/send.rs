@@ -137,13 +137,13 @@ impl SendSocket {
 
     /// Whether the socket is in the runtime's poll set now.
     #[cfg(all(test, unix))]
-    pub(super) fn watched(&self) -> bool {
+    pub(crate) fn watched(&self) -> bool {
         self.watch.is_some()
     }
 }
 
 #[cfg(all(test, target_os = "linux"))]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::net::SocketAddr;
     use std::time::Duration;
@@ -161,7 +161,7 @@ pub(super) mod tests {
     }
 
     /// A sender with a `send_buffer`-byte send buffer, connected to `rx`.
-    pub(in crate::transport) fn sender_to(rx: SocketAddr, send_buffer: usize) -> SendSocket {
+    pub(crate) fn sender_to(rx: SocketAddr, send_buffer: usize) -> SendSocket {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         socket2::SockRef::from(&tx)
             .set_send_buffer_size(send_buffer)
@@ -174,7 +174,7 @@ pub(super) mod tests {
     /// frees a datagram as it sends it, so a send buffer fills only behind a queue: here a
     /// token bucket (`tc ... tbf`) on the loopback of a namespace of the test's own,
     /// entered by a thread of the test's own.
-    pub(in crate::transport) fn on_a_slow_loopback<F>(test: impl FnOnce() -> F + Send + 'static)
+    pub(crate) fn on_a_slow_loopback<F>(test: impl FnOnce() -> F + Send + 'static)
     where
         F: std::future::Future<Output = ()>,
     {

@@ -1,0 +1,103 @@
+//! Sockets and the system calls udpros makes on them itself: every `unsafe` block of the
+//! networking code is in this module. UDP sockets sized for the messages in flight, the
+//! route's MTU, TCP keepalive and quick acknowledgement, segmentation and coalescing
+//! offload (`offload`), and the non-blocking send socket a publisher's UDPROS link writes
+//! from any thread (`send`).
+//!
+//! Not `quinn-udp`, which would serve most of `offload`: it sets don't-fragment on every
+//! socket, and a roscpp subscriber asks for datagrams up to 1500 bytes whatever the
+//! route, which then could not cross a hop with a smaller MTU.
+
+pub(crate) mod offload;
+mod send;
+
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use send::tests as send_tests;
+pub(crate) use send::SendSocket;
+
+use std::net::SocketAddr;
+
+/// A non-blocking UDP socket with buffers sized for `bytes` of messages in flight, not yet
+/// on the runtime. Returns the socket and, when the kernel granted less than asked, what
+/// it granted (to be reported).
+pub(crate) fn udp_socket(
+    bind: SocketAddr,
+    buffer_bytes: usize,
+) -> std::io::Result<(std::net::UdpSocket, Option<usize>)> {
+    use socket2::{Domain, Protocol as P, Socket, Type};
+    // An IPv6 socket (ROS_IPV6=on) stays dual-stack, as the kernel makes it by default.
+    let socket = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(P::UDP))?;
+    if bind.is_ipv6() {
+        let _ = socket.set_only_v6(false);
+    }
+    let _ = socket.set_recv_buffer_size(buffer_bytes);
+    let _ = socket.set_send_buffer_size(buffer_bytes);
+    // Linux reports twice what it granted (bookkeeping overhead included).
+    let granted = socket.recv_buffer_size().map(|g| g / 2).unwrap_or(0);
+    socket.set_nonblocking(true)?;
+    socket.bind(&bind.into())?;
+    let capped = (granted < buffer_bytes).then_some(granted);
+    Ok((socket.into(), capped))
+}
+
+/// IPv4 and UDP headers in front of a datagram's payload.
+pub(crate) const IPV4_UDP_HEADERS: usize = 28;
+/// IPv6 and UDP headers in front of a datagram's payload.
+pub(crate) const IPV6_UDP_HEADERS: usize = 48;
+
+/// The IP and UDP headers in front of a datagram sent to `peer`.
+pub(crate) fn udp_headers(peer: SocketAddr) -> usize {
+    match peer.ip().to_canonical() {
+        std::net::IpAddr::V4(_) => IPV4_UDP_HEADERS,
+        std::net::IpAddr::V6(_) => IPV6_UDP_HEADERS,
+    }
+}
+
+/// The MTU of the route a connected socket sends on (the device's, or a smaller path MTU
+/// the kernel has learned), or `None` when the kernel does not say.
+pub(crate) fn route_mtu(socket: &std::net::UdpSocket) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a live local.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MTU,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0)
+        .then(|| usize::try_from(mtu).ok())
+        .flatten()
+        .filter(|&m| m > 0)
+}
+
+/// TCP keepalive as roscpp sets it: idle 60 s, interval 10 s, 9 probes.
+pub(crate) fn set_keepalive(stream: &tokio::net::TcpStream) {
+    let sock = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(60))
+        .with_interval(std::time::Duration::from_secs(10))
+        .with_retries(9);
+    let _ = sock.set_tcp_keepalive(&keepalive);
+}
+
+/// Asks the kernel to acknowledge the next segments at once, on a subscriber's TCPROS
+/// stream before each read.
+///
+/// A publisher that ignores `tcp_nodelay` (rosrust and roslibrust never set it) holds
+/// each message behind Nagle's algorithm until the previous one is acknowledged, and
+/// Linux, left to itself, delays the acknowledgement of a small segment by 4-12 ms once
+/// it guesses the stream is interactive: in S5, one subscriber of such a publisher in
+/// five fell into runs of 10 ms stalls. The kernel leaves quick-ack mode as it pleases,
+/// so it is asked again before every read; one `setsockopt` against a read that
+/// usually carries a whole message or more.
+pub(crate) fn acknowledge_promptly(stream: &tokio::net::TcpStream) {
+    #[cfg(target_os = "linux")]
+    let _ = socket2::SockRef::from(stream).set_tcp_quickack(true);
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
