@@ -13,7 +13,7 @@ mod handles;
 mod lifecycle;
 pub mod params;
 mod registry;
-mod services;
+pub(crate) mod services;
 mod slave;
 mod start;
 mod topics;
@@ -81,6 +81,19 @@ pub struct Node {
     pub(crate) inner: Arc<NodeInner>,
 }
 
+/// A node that may be gone, for what must not keep it alive (a service client, a
+/// reconfigure server): the layers above the node reach it through this, never through
+/// its inside.
+#[derive(Clone)]
+pub(crate) struct WeakNode(std::sync::Weak<NodeInner>);
+
+impl WeakNode {
+    /// The node's master client, unless the node is gone.
+    pub(crate) fn master(&self) -> Option<MasterClient> {
+        self.0.upgrade().map(|node| node.master.clone())
+    }
+}
+
 pub(crate) struct NodeInner {
     pub(crate) id: NodeIdentity,
     uri: OnceLock<String>,
@@ -110,6 +123,11 @@ pub(crate) struct NodeInner {
 }
 
 impl Node {
+    /// This node, without keeping it alive.
+    pub(crate) fn downgrade(&self) -> WeakNode {
+        WeakNode(Arc::downgrade(&self.inner))
+    }
+
     /// The node's clock: wall time, or sim time from `/clock` when `/use_sim_time` was
     /// true as the node started (see [`crate::time`]). Its sleeps end when the node shuts
     /// down.

@@ -1,15 +1,53 @@
 //! The node's registry of advertised services: names to handlers, the `rosrpc://` URI
 //! they are registered under, and the unregistration when one goes away.
 
-use super::{lock, NodeError, NodeInner};
+use super::{lock, Node, NodeError, NodeInner};
 use crate::service::{ServerOptions, ServicePublication};
 use crate::wire::service::ServiceIdentity;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Advertised services by resolved name.
 #[derive(Default)]
 pub(crate) struct Services(pub(crate) Mutex<HashMap<String, Arc<ServicePublication>>>);
+
+/// A service's place in the node's registry, held by its server handle: dropping it takes
+/// the service out and unregisters it (if it is still this one).
+pub(crate) struct ServiceRegistration {
+    node: Weak<NodeInner>,
+    publication: Arc<ServicePublication>,
+}
+
+impl Drop for ServiceRegistration {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.upgrade() {
+            node.remove_service(&self.publication);
+        }
+    }
+}
+
+impl Node {
+    /// Adds a service to the node's registry (before it is registered with the master,
+    /// so the first client finds it) and registers it. One node serves a name once, as in
+    /// roscpp.
+    pub(crate) async fn add_service(
+        &self,
+        identity: ServiceIdentity,
+        options: ServerOptions,
+        handler: crate::service::RawHandler,
+    ) -> Result<(Arc<ServicePublication>, ServiceRegistration), NodeError> {
+        let publication = self.inner.add_service(identity, options, handler)?;
+        let registration = ServiceRegistration {
+            node: Arc::downgrade(&self.inner),
+            publication: publication.clone(),
+        };
+        self.inner
+            .master
+            .register_service(&publication.identity.service, &publication.uri, self.uri())
+            .await?;
+        Ok((publication, registration))
+    }
+}
 
 impl NodeInner {
     /// The node's `rosrpc://host:port` URI: its TCPROS port, which topics and services share.
@@ -18,9 +56,7 @@ impl NodeInner {
         format!("rosrpc://{}", crate::host::authority(&self.id.host, port))
     }
 
-    /// Adds a service to the registry (before it is registered with the master, so the
-    /// first client finds it). One node serves a name once, as in roscpp.
-    pub(crate) fn add_service(
+    fn add_service(
         &self,
         identity: ServiceIdentity,
         options: ServerOptions,
@@ -42,7 +78,7 @@ impl NodeInner {
     }
 
     /// Removes a service (if it is still this one) and unregisters it in the background.
-    pub(crate) fn remove_service(&self, publication: &Arc<ServicePublication>) {
+    fn remove_service(&self, publication: &Arc<ServicePublication>) {
         let name = &publication.identity.service;
         {
             let mut services = lock(&self.services.0);

@@ -3,11 +3,11 @@
 
 use super::{Config, ConfigSpace, Description, DescriptionError};
 use crate::msgs::dynamic_reconfigure as msg;
-use crate::node::{AdvertiseOptions, Node, NodeError, NodeInner, Publisher};
+use crate::node::{AdvertiseOptions, Node, NodeError, Publisher, WeakNode};
 use crate::service::ServiceServer;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 type Callback = dyn Fn(Config, u32) -> Pin<Box<dyn Future<Output = Config> + Send>> + Send + Sync;
 
@@ -23,7 +23,7 @@ struct Shared {
     space: ConfigSpace,
     /// `<ns>/`, resolved.
     ns: String,
-    node: Weak<NodeInner>,
+    node: WeakNode,
     updates: Publisher<msg::Config>,
     callback: Box<Callback>,
     /// The applied config; held through a whole change, so changes go one at a time.
@@ -108,7 +108,7 @@ impl Node {
         let shared = Arc::new(Shared {
             space,
             ns: ns.clone(),
-            node: Arc::downgrade(&self.inner),
+            node: self.downgrade(),
             updates,
             callback: Box::new(move |config, level| Box::pin(callback(config, level))),
             current: tokio::sync::Mutex::new(config.clone()),
@@ -179,10 +179,9 @@ impl Shared {
 
     /// Writes every setting to the parameter server and publishes the config.
     async fn publish(&self, config: &Config) -> msg::Config {
-        if let Some(node) = self.node.upgrade() {
+        if let Some(master) = self.node.master() {
             for (name, value) in config.iter() {
-                let _ = node
-                    .master
+                let _ = master
                     .set_param(&format!("{}{name}", self.ns), value.to_xmlrpc())
                     .await;
             }

@@ -3,14 +3,13 @@
 
 use super::Service;
 use crate::api::ApiError;
-use crate::node::{Node, NodeInner};
+use crate::node::{Node, WeakNode};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::service::{self as rosrpc, ReplyError, Response, ResponseDecoder};
 use crate::wire::tcpros::{FrameClock, FrameDecoder, RateFloor};
 use bytes::Bytes;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Weak;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -257,7 +256,7 @@ fn seed(responses: &mut ResponseDecoder, mut leftover: FrameDecoder) {
 /// A client of one service, with serialized requests and responses (the md5sum may be
 /// `*`, which every server accepts).
 pub struct RawServiceClient {
-    node: Weak<NodeInner>,
+    node: WeakNode,
     caller_id: String,
     service: String,
     md5sum: String,
@@ -314,8 +313,8 @@ impl RawServiceClient {
     }
 
     async fn lookup(&self) -> Result<String, ServiceError> {
-        let node = self.node.upgrade().ok_or(ServiceError::Shutdown)?;
-        match node.master.lookup_service(&self.service).await {
+        let master = self.node.master().ok_or(ServiceError::Shutdown)?;
+        match master.lookup_service(&self.service).await {
             Ok(uri) => Ok(uri),
             Err(ApiError::Status { .. }) => Err(ServiceError::NotFound(self.service.clone())),
             Err(e) => Err(ServiceError::Master(e)),
@@ -440,7 +439,7 @@ impl Node {
         options: ClientOptions,
     ) -> RawServiceClient {
         RawServiceClient {
-            node: std::sync::Arc::downgrade(&self.inner),
+            node: self.downgrade(),
             caller_id: self.name().to_string(),
             service: self.resolve_name(name),
             md5sum: md5sum.to_string(),

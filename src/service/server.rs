@@ -4,7 +4,8 @@
 
 use super::Service;
 use crate::connections::ConnectionSet;
-use crate::node::{Node, NodeError, NodeInner};
+use crate::node::services::ServiceRegistration;
+use crate::node::{Node, NodeError};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::service::{response_frame, ServiceIdentity};
 use crate::wire::tcpros::{FrameClock, FrameDecoder, RateFloor};
@@ -13,7 +14,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
@@ -242,8 +243,9 @@ async fn call_handler(handler: &RawHandler, request: Bytes) -> Result<Vec<u8>, S
 /// An advertised service of serialized requests and responses; dropping the last handle
 /// unadvertises it (unregisters it from the master and closes its connections).
 pub struct RawServiceServer {
-    node: Weak<NodeInner>,
     publication: Arc<ServicePublication>,
+    /// Dropped after the connections are closed: takes the service out of the node.
+    _registration: ServiceRegistration,
 }
 
 impl RawServiceServer {
@@ -266,9 +268,6 @@ impl RawServiceServer {
 impl Drop for RawServiceServer {
     fn drop(&mut self) {
         self.publication.close();
-        if let Some(node) = self.node.upgrade() {
-            node.remove_service(&self.publication);
-        }
     }
 }
 
@@ -383,15 +382,10 @@ impl Node {
             service_type: service_type.to_string(),
             md5sum: md5sum.to_string(),
         };
-        let publication = self.inner.add_service(identity, options, handler)?;
-        let server = RawServiceServer {
-            node: Arc::downgrade(&self.inner),
-            publication: publication.clone(),
-        };
-        self.inner
-            .master
-            .register_service(&publication.identity.service, &publication.uri, self.uri())
-            .await?;
-        Ok(server)
+        let (publication, registration) = self.add_service(identity, options, handler).await?;
+        Ok(RawServiceServer {
+            publication,
+            _registration: registration,
+        })
     }
 }
