@@ -10,7 +10,8 @@ mod node_cmd;
 mod param_cmd;
 mod proxy_cmd;
 mod service_cmd;
-mod topic_cmd;
+mod tool_node;
+mod topic;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -49,7 +50,7 @@ enum Command {
     Msg(msg_cmd::MsgCommand),
     /// Topics: publish, echo, list, info, rate (like `rostopic`, UDPROS-aware).
     #[command(subcommand)]
-    Topic(topic_cmd::TopicCommand),
+    Topic(topic::TopicCommand),
     /// Nodes: list, info, ping, kill, cleanup (like `rosnode`).
     #[command(subcommand)]
     Node(node_cmd::NodeCommand),
@@ -88,7 +89,7 @@ fn main() -> ExitCode {
         Command::Node(cmd) => node_cmd::run(cmd),
         Command::Param(cmd) => param_cmd::run(cmd),
         Command::Service(cmd) => service_cmd::run(cmd),
-        Command::Topic(cmd) => topic_cmd::run(cmd),
+        Command::Topic(cmd) => topic::run(cmd).map_err(|e| e.to_string()),
         Command::Proxy(args) => proxy_cmd::run(args),
     };
     match result {

@@ -1,6 +1,6 @@
 //! `udpros node`: what `rosnode` does, with its output.
 
-use super::topic_cmd::tool_node;
+use super::tool_node::tool_node;
 use super::CliResult;
 use clap::{Args, Subcommand};
 use std::time::{Duration, Instant};

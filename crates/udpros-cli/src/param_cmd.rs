@@ -1,6 +1,6 @@
 //! `udpros param`: what `rosparam` does, with its YAML.
 
-use super::topic_cmd::tool_node;
+use super::tool_node::tool_node;
 use super::CliResult;
 use clap::Subcommand;
 use udpros::node::Node;

@@ -1,6 +1,6 @@
 //! `udpros service`: what `rosservice` does, with its output.
 
-use super::topic_cmd::tool_node;
+use super::tool_node::tool_node;
 use super::CliResult;
 use clap::{Args, Subcommand};
 use udpros::node::Node;

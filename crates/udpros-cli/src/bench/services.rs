@@ -37,7 +37,7 @@ pub struct ServicePeerArgs {
 /// udpros's side of a cell: an echo server (prints `READY`), or a client that writes its
 /// round trips and prints `CALLS ok=.. failed=..`.
 pub(super) async fn peer(args: ServicePeerArgs) -> CliResult {
-    let node = super::super::topic_cmd::tool_node("udpros_bench_service").await?;
+    let node = crate::tool_node::tool_node("udpros_bench_service").await?;
     if args.role == "serve" {
         let _server = node
             .advertise_service_raw(

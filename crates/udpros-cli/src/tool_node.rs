@@ -1,0 +1,78 @@
+//! The node a command-line tool runs as: anonymous, configured from the environment and
+//! the `name:=value` arguments, and sure of its master before any command goes on.
+
+use std::fmt;
+use udpros::node::Node;
+
+/// Why a tool's node did not start.
+#[derive(Debug)]
+pub enum ToolNodeError {
+    /// A ROS argument did not parse.
+    Args(udpros::node::args::ArgError),
+    /// The node could not start.
+    Start(udpros::node::NodeError),
+    /// The master did not answer.
+    Master {
+        /// The master's URI.
+        uri: String,
+        /// What the call said.
+        error: udpros::api::ApiError,
+    },
+}
+
+impl fmt::Display for ToolNodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolNodeError::Args(e) => e.fmt(f),
+            ToolNodeError::Start(e) => e.fmt(f),
+            ToolNodeError::Master { uri, error } => {
+                write!(f, "cannot reach the master at {uri}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ToolNodeError {}
+
+/// For the commands that still report failures as text.
+impl From<ToolNodeError> for String {
+    fn from(e: ToolNodeError) -> String {
+        e.to_string()
+    }
+}
+
+/// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...). It
+/// serves no logger services, so listing services or parameters shows only the graph's
+/// (rosservice list, rosparam and rosnode start no node at all).
+pub async fn tool_node(prefix: &str) -> Result<Node, ToolNodeError> {
+    anonymous_node(prefix, false).await
+}
+
+/// An anonymous node that serves `~get_loggers` and `~set_logger_level`, as the rospy node
+/// that `rostopic pub`, `echo`, `hz`, `bw` and `delay` start does.
+pub async fn node_with_logger_services(prefix: &str) -> Result<Node, ToolNodeError> {
+    anonymous_node(prefix, true).await
+}
+
+async fn anonymous_node(prefix: &str, logger_services: bool) -> Result<Node, ToolNodeError> {
+    let name = format!("{prefix}_{}", std::process::id());
+    let args =
+        udpros::node::args::NodeArgs::parse(crate::ros_args()).map_err(ToolNodeError::Args)?;
+    let id =
+        udpros::node::args::NodeIdentity::from_args(&name, &args).map_err(ToolNodeError::Args)?;
+    let options = udpros::node::NodeOptions {
+        logger_services,
+        ..udpros::node::NodeOptions::default()
+    };
+    let node = Node::with_options(id, options)
+        .await
+        .map_err(ToolNodeError::Start)?;
+    node.master()
+        .get_pid()
+        .await
+        .map_err(|error| ToolNodeError::Master {
+            uri: node.master().uri().to_string(),
+            error,
+        })?;
+    Ok(node)
+}
