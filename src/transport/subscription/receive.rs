@@ -1,340 +1,27 @@
-//! One subscribed topic: a link per publisher, each negotiating its transport in the
-//! subscription's order of preference (UDPROS, then TCPROS, by default), reading messages
-//! into the subscription's drop-oldest queue, and reconnecting while the master lists its
-//! publisher.
+//! One publisher link's task: negotiate with the publisher (requestTopic), then read its
+//! TCPROS stream or drive the core's `UdpReceiver` on a UDP socket, and decide from how it
+//! ended whether to try again, fall back to TCPROS or give up.
 
-use super::queue::DropOldest;
-use super::{LinkStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use super::{LinkStatus, PublisherLink, Subscription, REQUEST_TIMEOUT};
 use crate::api::ok_value;
 use crate::socket::{offload, udp_socket};
+use crate::transport::{Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
 use crate::wire::negotiation::{
     subscriber_receive_buffer, GiveUpReason, Offer, SubscriberDecision, SubscriberOffer,
-    TopicReply, UdprosAnswer, UdprosOffer,
+    TopicReply, UdprosAnswer,
 };
-use crate::wire::topic::{
-    check_publisher, TopicEvent, TopicIdentity, TopicReceiver, TopicStreamError,
-};
+use crate::wire::topic::{check_publisher, TopicEvent, TopicReceiver, TopicStreamError};
 use crate::wire::udpros::{
     ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpStats,
 };
-use crate::xmlrpc::{Value, XmlRpcClient};
-use bytes::Bytes;
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use crate::xmlrpc::Value;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
-
-#[derive(Debug, Clone)]
-pub(crate) struct SubscriptionConfig {
-    pub topic: String,
-    pub msg_type: String,
-    pub md5sum: String,
-    pub definition: String,
-    /// Transports to offer, most preferred first.
-    pub transports: Vec<Protocol>,
-    pub max_datagram_size: usize,
-    pub tcp_nodelay: bool,
-    pub max_message_size: usize,
-}
-
-/// A received message and what its publisher said of itself.
-#[derive(Debug, Clone)]
-pub struct Received {
-    /// The serialized message, without its length prefix.
-    pub body: Bytes,
-    /// The publisher's connection header (callerid, type, md5sum, latching).
-    pub publisher: Arc<ConnectionHeader>,
-    /// The transport it came over.
-    pub protocol: Protocol,
-}
-
-/// What a link currently knows, for statistics and `getBusInfo`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LinkStatus {
-    pub protocol: Option<Protocol>,
-    pub connected: bool,
-    pub local_port: u16,
-    pub peer: Option<SocketAddr>,
-    pub header: Option<Arc<ConnectionHeader>>,
-    pub udp: UdpStats,
-}
-
-pub(crate) struct PublisherLink {
-    pub uri: String,
-    pub id: u32,
-    pub stats: LinkStats,
-    status: Mutex<LinkStatus>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-/// One publisher link of a subscriber, as it stood when asked (from
-/// [`RawSubscriber::links`](crate::node::RawSubscriber::links)).
-#[derive(Debug, Clone)]
-pub struct PublisherLinkStats {
-    /// The publisher's XML-RPC URI, as the master lists it.
-    pub publisher_uri: String,
-    /// The transport, once negotiated.
-    pub protocol: Option<Protocol>,
-    /// Whether the link is up (it reconnects while the master lists the publisher).
-    pub connected: bool,
-    /// The local port the link receives on.
-    pub local_port: u16,
-    /// Where the publisher's data comes from (TCPROS: the connection's peer; UDPROS: the
-    /// source of the last accepted datagram).
-    pub peer: Option<SocketAddr>,
-    /// The publisher's connection header (type, md5sum, callerid, latching).
-    pub header: Option<Arc<ConnectionHeader>>,
-    /// Messages delivered over this link.
-    pub messages: u64,
-    /// Bytes of message bodies delivered over this link.
-    pub bytes: u64,
-    /// UDPROS reassembly counters (all zero on TCPROS): messages, losses by message id,
-    /// incomplete and malformed datagrams, datagrams from strangers.
-    pub udp: UdpStats,
-}
-
-impl PublisherLink {
-    /// The link's counters and state now.
-    pub(crate) fn snapshot(&self) -> PublisherLinkStats {
-        let status = self.status();
-        let LinkTotals {
-            bytes, messages, ..
-        } = self.stats.totals();
-        PublisherLinkStats {
-            publisher_uri: self.uri.clone(),
-            protocol: status.protocol,
-            connected: status.connected,
-            local_port: status.local_port,
-            peer: status.peer,
-            header: status.header,
-            messages,
-            bytes,
-            udp: status.udp,
-        }
-    }
-
-    pub(crate) fn status(&self) -> LinkStatus {
-        self.status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    fn set_status(&self, f: impl FnOnce(&mut LinkStatus)) {
-        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
-    }
-
-    fn stop(&self) {
-        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for PublisherLink {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Who this node is, as its links tell publishers.
-#[derive(Debug, Clone)]
-pub(crate) struct LocalNode {
-    pub node_name: String,
-    pub host: String,
-    pub bind: IpAddr,
-    pub client: XmlRpcClient,
-    pub link_ids: Arc<AtomicU32>,
-}
-
-pub(crate) struct Subscription {
-    pub config: SubscriptionConfig,
-    local: LocalNode,
-    links: Mutex<HashMap<String, Arc<PublisherLink>>>,
-    /// One queue per subscriber handle on this topic.
-    sinks: Mutex<Vec<Arc<DropOldest<Received>>>>,
-    /// publisherUpdate calls so far; changed and read only under the `links` lock.
-    updates: AtomicU64,
-    closed: AtomicBool,
-}
-
-impl std::fmt::Debug for Subscription {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscription")
-            .field("topic", &self.config.topic)
-            .finish()
-    }
-}
-
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-
-impl Subscription {
-    pub(crate) fn new(config: SubscriptionConfig, local: LocalNode) -> Arc<Subscription> {
-        Arc::new(Subscription {
-            config,
-            local,
-            links: Mutex::new(HashMap::new()),
-            sinks: Mutex::new(Vec::new()),
-            updates: AtomicU64::new(0),
-            closed: AtomicBool::new(false),
-        })
-    }
-
-    fn sinks(&self) -> std::sync::MutexGuard<'_, Vec<Arc<DropOldest<Received>>>> {
-        self.sinks.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A new queue fed every message of this topic (one per subscriber handle).
-    pub(crate) fn add_sink(
-        &self,
-        queue_size: usize,
-        max_bytes: usize,
-    ) -> Arc<DropOldest<Received>> {
-        let sink = Arc::new(DropOldest::bounded(
-            queue_size,
-            max_bytes,
-            |r: &Received| r.body.len(),
-        ));
-        self.sinks().push(sink.clone());
-        sink
-    }
-
-    /// Removes a handle's queue; returns how many remain.
-    pub(crate) fn remove_sink(&self, sink: &Arc<DropOldest<Received>>) -> usize {
-        let mut sinks = self.sinks();
-        sinks.retain(|s| !Arc::ptr_eq(s, sink));
-        sink.close();
-        sinks.len()
-    }
-
-    fn links(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PublisherLink>>> {
-        self.links.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn publisher_links(&self) -> Vec<Arc<PublisherLink>> {
-        let mut links: Vec<_> = self.links().values().cloned().collect();
-        links.sort_by_key(|l| l.id);
-        links
-    }
-
-    /// The master's publisherUpdate: the full, current list of publishers.
-    pub(crate) fn publisher_update(self: &Arc<Self>, uris: &[String]) {
-        let mut links = self.links();
-        self.updates.fetch_add(1, Ordering::Relaxed);
-        self.set_publishers(&mut links, uris);
-    }
-
-    /// How many publisherUpdate calls have arrived; take it before registerSubscriber.
-    pub(crate) fn update_count(&self) -> u64 {
-        let _links = self.links();
-        self.updates.load(Ordering::Relaxed)
-    }
-
-    /// The publisher list registerSubscriber answered. The master notifies a subscriber
-    /// only once it is registered, so an update that arrived since `updates_before` was
-    /// computed after this answer: the answer is stale then and must not undo it (a
-    /// publisher advertising during our registration would otherwise be dropped for good).
-    pub(crate) fn registered(self: &Arc<Self>, uris: &[String], updates_before: u64) {
-        let mut links = self.links();
-        if self.updates.load(Ordering::Relaxed) == updates_before {
-            self.set_publishers(&mut links, uris);
-        }
-    }
-
-    /// Links to new publishers start, links to publishers no longer listed stop (as
-    /// roscpp does).
-    fn set_publishers(
-        self: &Arc<Self>,
-        links: &mut HashMap<String, Arc<PublisherLink>>,
-        uris: &[String],
-    ) {
-        if self.closed.load(Ordering::Acquire) {
-            return;
-        }
-        links.retain(|uri, link| {
-            let keep = uris.contains(uri);
-            if !keep {
-                link.stop();
-            }
-            keep
-        });
-        for uri in uris {
-            if links.contains_key(uri) {
-                continue;
-            }
-            let link = Arc::new(PublisherLink {
-                uri: uri.clone(),
-                id: self.local.link_ids.fetch_add(1, Ordering::Relaxed),
-                stats: LinkStats::default(),
-                status: Mutex::new(LinkStatus::default()),
-                task: Mutex::new(None),
-            });
-            let task = tokio::spawn(run_link(self.clone(), link.clone()));
-            *link.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
-            links.insert(uri.clone(), link);
-        }
-    }
-
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        for (_, link) in self.links().drain() {
-            link.stop();
-        }
-        for sink in self.sinks().drain(..) {
-            sink.close();
-        }
-    }
-
-    fn is_listed(&self, link: &Arc<PublisherLink>) -> bool {
-        self.links()
-            .get(&link.uri)
-            .is_some_and(|l| Arc::ptr_eq(l, link))
-    }
-
-    fn deliver(
-        &self,
-        link: &PublisherLink,
-        body: Bytes,
-        publisher: &Arc<ConnectionHeader>,
-        protocol: Protocol,
-    ) {
-        link.stats.add_message(body.len());
-        let received = Received {
-            body,
-            publisher: publisher.clone(),
-            protocol,
-        };
-        for sink in self.sinks().iter() {
-            sink.push(received.clone());
-        }
-    }
-
-    /// Who this subscription is, as its handshakes state it.
-    fn identity(&self) -> TopicIdentity {
-        TopicIdentity {
-            node: self.local.node_name.clone(),
-            topic: self.config.topic.clone(),
-            msg_type: self.config.msg_type.clone(),
-            md5sum: self.config.md5sum.clone(),
-            definition: self.config.definition.clone(),
-        }
-    }
-
-    fn udp_offer(&self, port: u16, ipv6_only: bool) -> Offer {
-        Offer::Udpros(UdprosOffer {
-            header: self.identity().udp_subscriber_header(),
-            host: self.local.host.clone(),
-            port,
-            max_datagram: self.config.max_datagram_size,
-            ipv6_only,
-        })
-    }
-}
 
 /// Why one attempt at a link ended.
 enum Ended {
@@ -344,7 +31,7 @@ enum Ended {
     GiveUp(String),
 }
 
-async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
+pub(super) async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
     let mut retry = Retry::new(sub.config.transports.contains(&Protocol::Tcp));
     loop {
         let started = Instant::now();
@@ -430,7 +117,7 @@ async fn connect_and_read(
             Protocol::Udp => match open_udp(sub) {
                 Ok(offer) => {
                     let ipv6_only = !sub.local.bind.is_ipv4()
-                        && !super::has_ipv4_address(&sub.local.host).await;
+                        && !crate::transport::has_ipv4_address(&sub.local.host).await;
                     let entry = sub.udp_offer(offer.port, ipv6_only).to_params();
                     offers.push(crate::xmlrpc::entry(entry));
                     udp = Some(offer);
@@ -541,7 +228,7 @@ async fn read_tcp(
             }
         }
         if delivered {
-            super::let_readers_run().await;
+            crate::transport::let_readers_run().await;
         }
         crate::socket::acknowledge_promptly(&stream);
         match stream.read_buf(receiver.buffer_mut()).await {
@@ -649,7 +336,7 @@ async fn read_udp(
             s.peer = receiver.peer();
         });
         if delivered {
-            super::let_readers_run().await;
+            crate::transport::let_readers_run().await;
         }
     }
 }
