@@ -1,7 +1,7 @@
 //! The tokio layer that drives the wire cores: publications fanning one serialized buffer
 //! out to TCPROS and UDPROS links, subscriptions negotiating with each publisher and
 //! reading from it. The sockets themselves, and every system call udpros makes on them
-//! directly, are in [`crate::socket`].
+//! directly, are in `socket`.
 
 pub(crate) mod publication;
 pub(crate) mod queue;
