@@ -2,10 +2,10 @@
 //! in-process simulator, each turned into a stream of checked frames and reconnected
 //! forever with backoff.
 
-use super::frame::{Decoder, DecoderStats, Frame};
+use super::frame::{Decoder, DecoderStats};
 use super::sim::Simulator;
-use super::DeviceKind;
 use super::Dialect;
+use super::{Decoded, DeviceKind};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -74,8 +74,8 @@ impl fmt::Display for LinkSpec {
 #[derive(Debug, Clone)]
 pub enum LinkEvent {
     Connected,
-    /// A frame, and when its last byte arrived.
-    Frame(Frame, Instant),
+    /// A frame, decoded, and when its last byte arrived.
+    Message(Decoded, Instant),
     Disconnected(String),
 }
 
@@ -89,10 +89,12 @@ pub enum Outgoing {
 }
 
 /// Called in the link's own task for every frame, as soon as it is decoded.
-pub type FrameHook = Arc<dyn Fn(&Frame, Instant) + Send + Sync>;
+pub type FrameHook = Arc<dyn Fn(&Decoded, Instant) + Send + Sync>;
 
 struct Shared {
     stats: Arc<Mutex<DecoderStats>>,
+    /// The dialect frames are decoded in.
+    dialect: Dialect,
     hook: Option<FrameHook>,
 }
 
@@ -144,6 +146,7 @@ impl Link {
             out_rx,
             Shared {
                 stats: stats.clone(),
+                dialect,
                 hook,
             },
         ));
@@ -207,11 +210,16 @@ async fn deliver(
     let arrived = Instant::now();
     decoder.extend(bytes);
     while let Some(frame) = decoder.next_frame() {
+        let message = Decoded::of(&frame, shared.dialect);
         // The fast path publishes data right here, without a hop to another task.
         if let Some(hook) = &shared.hook {
-            hook(&frame, arrived);
+            hook(&message, arrived);
         }
-        if events.send(LinkEvent::Frame(frame, arrived)).await.is_err() {
+        if events
+            .send(LinkEvent::Message(message, arrived))
+            .await
+            .is_err()
+        {
             return false;
         }
     }

@@ -32,6 +32,32 @@ pub enum Dialect {
     Draft2017,
 }
 
+/// A frame decoded once, in the node's dialect: the link decodes each frame as it arrives,
+/// and the fast path that publishes Ping1D data and the [`session::Session`] read the same
+/// message.
+#[derive(Debug, Clone)]
+pub enum Decoded {
+    /// A message of the current set.
+    Current(Message),
+    /// A message of the 2017 draft.
+    Draft(draft2017::DraftMessage),
+    /// Another family's message, or one that does not decode.
+    Unknown,
+}
+
+impl Decoded {
+    /// Decodes `frame`: a 2017-draft node tries the draft first (a device that answers
+    /// with today's set is then noticed and reported), a current one only today's set.
+    pub fn of(frame: &Frame, dialect: Dialect) -> Decoded {
+        if dialect == Dialect::Draft2017 {
+            if let Ok(msg) = draft2017::DraftMessage::decode(frame.id, &frame.payload) {
+                return Decoded::Draft(msg);
+            }
+        }
+        Message::decode(frame.id, &frame.payload).map_or(Decoded::Unknown, Decoded::Current)
+    }
+}
+
 /// The next angle of a Ping360 sweep, in gradians (0..400), `step` gradians on: round and
 /// round over the full circle (`start == stop`, or 0 to 399), back and forth over a sector
 /// otherwise, `direction` (+1 or -1) turning at the sector's ends. The node and the

@@ -2,12 +2,11 @@
 //! arrival of the frame's last byte and published at once; the device is identified,
 //! configured and kept streaming by a session that survives link loss.
 
-use super::frame::Frame;
 use super::link::{Link, LinkEvent, Outgoing};
-use super::messages::{self as m, Message};
+use super::messages::Message;
 use super::session::{Action, DeviceState, Echo, Session};
 pub use super::session::{Config, DeviceType, Ping360Settings};
-use super::{draft2017 as draft, DeviceKind, Dialect};
+use super::{draft2017 as draft, Decoded, DeviceKind, Dialect};
 use crate::Params;
 use bytes::Bytes;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -244,10 +243,13 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                         trouble.failed(&why, Instant::now());
                         session.disconnected(why);
                     }
-                    LinkEvent::Frame(frame, arrived) => {
+                    LinkEvent::Message(message, arrived) => {
                         trouble.recovered();
-                        let data = matches!(frame.id, m::DeviceData::ID | m::AutoDeviceData::ID);
-                        if let Some(echo) = session.handle_frame(&frame, arrived) {
+                        let data = matches!(
+                            message,
+                            Decoded::Current(Message::DeviceData(_) | Message::AutoDeviceData(_))
+                        );
+                        if let Some(echo) = session.handle_message(&message, arrived) {
                             publish_echo(&read(&live), &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
                         }
                         if data {
@@ -403,65 +405,60 @@ fn fast_path(
     latency: Arc<std::sync::Mutex<LatencyWindow>>,
     clock: udpros::time::Clock,
 ) -> super::link::FrameHook {
-    Arc::new(move |frame: &Frame, arrived: Instant| {
+    Arc::new(move |message: &Decoded, arrived: Instant| {
         let stamp = stamp_at(&clock, arrived);
         let cfg = read(&live);
-        let published = match cfg.dialect {
-            Dialect::Draft2017 => match draft::DraftMessage::decode(frame.id, &frame.payload) {
-                Ok(draft::DraftMessage::EsProfile(p)) => {
-                    let scan = (p.start_mm, p.length_mm);
-                    let confidence = u16::from(p.confidence);
-                    publish_profile(
-                        &cfg,
-                        &pubs,
-                        stamp,
-                        p.distance,
-                        confidence,
-                        p.pulse_usec,
-                        p.ping_number,
-                        scan,
-                        p.gain_index,
-                        p.data,
-                    );
-                    true
-                }
-                _ => false,
-            },
-            Dialect::Current => match Message::decode(frame.id, &frame.payload) {
-                Ok(Message::Profile(p)) => {
-                    let scan = (p.scan_start, p.scan_length);
-                    publish_profile(
-                        &cfg,
-                        &pubs,
-                        stamp,
-                        p.distance,
-                        p.confidence,
-                        p.transmit_duration,
-                        p.ping_number,
-                        scan,
-                        p.gain_setting,
-                        p.profile_data,
-                    );
-                    true
-                }
-                Ok(Message::Distance(d)) => {
-                    let scan = (d.scan_start, d.scan_length);
-                    publish_profile(
-                        &cfg,
-                        &pubs,
-                        stamp,
-                        d.distance,
-                        d.confidence,
-                        d.transmit_duration,
-                        d.ping_number,
-                        scan,
-                        d.gain_setting,
-                        Bytes::new(),
-                    );
-                    true
-                }
-                _ => false,
-            },
+        let published = match message {
+            Decoded::Draft(draft::DraftMessage::EsProfile(p)) => {
+                let scan = (p.start_mm, p.length_mm);
+                let confidence = u16::from(p.confidence);
+                publish_profile(
+                    &cfg,
+                    &pubs,
+                    stamp,
+                    p.distance,
+                    confidence,
+                    p.pulse_usec,
+                    p.ping_number,
+                    scan,
+                    p.gain_index,
+                    p.data.clone(),
+                );
+                true
+            }
+            Decoded::Current(Message::Profile(p)) => {
+                let scan = (p.scan_start, p.scan_length);
+                publish_profile(
+                    &cfg,
+                    &pubs,
+                    stamp,
+                    p.distance,
+                    p.confidence,
+                    p.transmit_duration,
+                    p.ping_number,
+                    scan,
+                    p.gain_setting,
+                    p.profile_data.clone(),
+                );
+                true
+            }
+            Decoded::Current(Message::Distance(d)) => {
+                let scan = (d.scan_start, d.scan_length);
+                publish_profile(
+                    &cfg,
+                    &pubs,
+                    stamp,
+                    d.distance,
+                    d.confidence,
+                    d.transmit_duration,
+                    d.ping_number,
+                    scan,
+                    d.gain_setting,
+                    Bytes::new(),
+                );
+                true
+            }
+            _ => false,
         };
         if published {
             latency

@@ -7,7 +7,7 @@
 use super::frame::Frame;
 use super::link::LinkSpec;
 use super::messages::{self as m, Message};
-use super::{draft2017 as draft, DeviceKind, Dialect};
+use super::{draft2017 as draft, Decoded, DeviceKind, Dialect};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -329,25 +329,30 @@ impl Session {
         self.awaiting_echo = None;
     }
 
-    /// A frame from the device; the echo to publish when it carries Ping360 data. (Ping1D
-    /// data is published by the link's fast path, not here.)
+    /// A frame from the device, decoded here: [`Session::handle_message`] for callers that
+    /// hold raw frames.
     pub fn handle_frame(&mut self, frame: &Frame, now: Instant) -> Option<Echo> {
+        self.handle_message(&Decoded::of(frame, self.cfg.dialect), now)
+    }
+
+    /// A message from the device; the echo to publish when it carries Ping360 data. (Ping1D
+    /// data is published by the link's fast path, not here.)
+    pub fn handle_message(&mut self, message: &Decoded, now: Instant) -> Option<Echo> {
         self.device.messages += 1;
         self.last_data = now;
-        if self.cfg.dialect == Dialect::Draft2017 {
-            if let Ok(msg) = draft::DraftMessage::decode(frame.id, &frame.payload) {
-                if let draft::DraftMessage::GenGetVersion(v) = msg {
-                    self.device.kind = Some(DeviceKind::Ping1d);
-                    self.device.firmware = format!(
-                        "{}.{} (2017 draft protocol)",
-                        v.fw_version_major, v.fw_version_minor
-                    );
-                }
+        let msg = match message {
+            Decoded::Draft(draft::DraftMessage::GenGetVersion(v)) => {
+                self.device.kind = Some(DeviceKind::Ping1d);
+                self.device.firmware = format!(
+                    "{}.{} (2017 draft protocol)",
+                    v.fw_version_major, v.fw_version_minor
+                );
                 return None;
             }
-        }
-        // Another family's message, or damaged (counted by the decoder): nothing to do.
-        let msg = Message::decode(frame.id, &frame.payload).ok()?;
+            Decoded::Current(msg) => msg,
+            // Another family's message, or damaged (counted by the decoder): nothing to do.
+            Decoded::Draft(_) | Decoded::Unknown => return None,
+        };
         let echo =
             |angle, gain_setting, transmit_frequency, transmit_duration, sample_period, data| {
                 Echo {
@@ -407,7 +412,7 @@ impl Session {
                 tracing::warn!("device refused message {}: {}", n.nacked_id, n.nack_message);
                 device.settle(n.nacked_id, false, &n.nack_message);
             }
-            ref reply @ (Message::SpeedOfSound(_)
+            reply @ (Message::SpeedOfSound(_)
             | Message::ModeAuto(_)
             | Message::PingInterval(_)
             | Message::Range(_)
@@ -420,7 +425,7 @@ impl Session {
                     d.transmit_frequency,
                     d.transmit_duration,
                     d.sample_period,
-                    d.data,
+                    d.data.clone(),
                 ));
             }
             Message::AutoDeviceData(d) => {
@@ -430,7 +435,7 @@ impl Session {
                     d.transmit_frequency,
                     d.transmit_duration,
                     d.sample_period,
-                    d.data,
+                    d.data.clone(),
                 ));
             }
             _ => {}
