@@ -4,12 +4,12 @@
 
 use super::link::{Link, LinkEvent, Outgoing};
 use super::messages::Message;
-use super::session::{Action, DeviceState, Echo, Session};
+use super::session::{Action, DeviceState, Echo, Session, CHANGE_TIMEOUT};
 pub use super::session::{Config, DeviceType, Ping360Settings};
 use super::{draft2017 as draft, Decoded, DeviceKind, Dialect};
 use crate::Params;
 use bytes::Bytes;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
@@ -124,12 +124,9 @@ impl Publishers {
     }
 }
 
-/// The settings publishing reads, changed at run time by dynamic_reconfigure.
-type Live = Arc<RwLock<Config>>;
-
-fn read(live: &Live) -> std::sync::RwLockReadGuard<'_, Config> {
-    live.read().unwrap_or_else(|e| e.into_inner())
-}
+/// The session's settings as they change: what the fast path publishes with and what
+/// dynamic_reconfigure's changes start from.
+type Live = tokio::sync::watch::Receiver<Arc<Config>>;
 
 /// A reconfiguration for the node's loop: the settings to try, and where the settings
 /// applied go (refused ones put back).
@@ -137,17 +134,6 @@ struct Change {
     tried: Config,
     applied: tokio::sync::oneshot::Sender<Config>,
 }
-
-/// A change sent to the device and not yet confirmed.
-struct Waiting {
-    before: Config,
-    tried: Config,
-    applied: tokio::sync::oneshot::Sender<Config>,
-    deadline: Instant,
-}
-
-/// How long a reconfiguration waits for the device's confirmations at most.
-const CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The latest data-path latencies, for percentiles in /diagnostics.
 #[derive(Debug, Default, Clone)]
@@ -209,7 +195,8 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
             .advertise("/diagnostics", AdvertiseOptions::default())
             .await?,
     });
-    let live: Live = Arc::new(RwLock::new(cfg.clone()));
+    let mut session = Session::new(cfg.clone(), Instant::now());
+    let live = session.watch_config();
     let latency = Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
     let clock = node.clock();
     let hook = fast_path(live.clone(), pubs.clone(), latency.clone(), clock.clone());
@@ -219,21 +206,18 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         super::frame::DEFAULT_MAX_PAYLOAD,
         Some(hook),
     );
-    let mut session = Session::new(cfg.clone(), Instant::now());
     let mut sweep = Sweep::new(cfg.image_size, clock.now());
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
     let (changes_tx, mut changes) = tokio::sync::mpsc::channel::<Change>(1);
     let mut serving: Option<DeviceKind> = None;
-    let mut waiting: Option<Waiting> = None;
+    // Where the settings a change ends with go, while one is in progress.
+    let mut answer: Option<tokio::sync::oneshot::Sender<Config>> = None;
     let mut shutdown = std::pin::pin!(node.shutdown_requested());
     loop {
         // Never sooner than a millisecond: what is due is done below, after every wake.
-        let mut wake = session
+        let wake = session
             .poll_timeout()
             .max(Instant::now() + Duration::from_millis(1));
-        if let Some(w) = &waiting {
-            wake = wake.min(w.deadline);
-        }
         tokio::select! {
             event = link.events.recv() => {
                 let Some(event) = event else { break };
@@ -250,7 +234,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                             Decoded::Current(Message::DeviceData(_) | Message::AutoDeviceData(_))
                         );
                         if let Some(echo) = session.handle_message(&message, arrived) {
-                            publish_echo(&read(&live), &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
+                            publish_echo(session.config(), &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
                         }
                         if data {
                             latency.lock().unwrap_or_else(|e| e.into_inner()).record(arrived.elapsed());
@@ -258,21 +242,13 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
                     }
                 }
             }
-            Some(change) = changes.recv(), if waiting.is_none() => {
-                let before = session.config().clone();
-                let _ = session.take_refused();
-                session.reconfigure(change.tried.clone(), Instant::now());
-                if change.tried.image_size != before.image_size {
+            Some(change) = changes.recv(), if answer.is_none() => {
+                if change.tried.image_size != session.config().image_size {
                     sweep = Sweep::new(change.tried.image_size, clock.now());
                 }
-                // What the node applies itself takes effect at once.
-                *live.write().unwrap_or_else(|e| e.into_inner()) = change.tried.clone();
-                waiting = Some(Waiting {
-                    before,
-                    tried: change.tried,
-                    applied: change.applied,
-                    deadline: Instant::now() + CHANGE_TIMEOUT,
-                });
+                if session.begin_change(change.tried, Instant::now()) {
+                    answer = Some(change.applied);
+                }
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
             _ = &mut shutdown => break,
@@ -281,7 +257,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
         if session.handle_timeout(now) {
             publish_diagnostics(
                 &node,
-                &read(&live),
+                session.config(),
                 &pubs,
                 session.device(),
                 &link,
@@ -289,14 +265,9 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
             );
         }
         send_actions(&mut session, &link);
-        if waiting
-            .as_ref()
-            .is_some_and(|w| session.settled() || now >= w.deadline)
-        {
-            if let Some(w) = waiting.take() {
-                let applied = settle_change(&mut session, &w);
-                *live.write().unwrap_or_else(|e| e.into_inner()) = applied.clone();
-                let _ = w.applied.send(applied);
+        if let Some(applied) = session.poll_change(now) {
+            if let Some(answer) = answer.take() {
+                let _ = answer.send(applied);
             }
         }
         let known = match cfg.device_type {
@@ -319,22 +290,6 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
     Ok(())
 }
 
-/// The settings a change ends with: what the device refused goes back (and is said in
-/// the log; diagnostics count it); a setting still unconfirmed at the deadline counts as
-/// applied, as the device has not refused it.
-fn settle_change(session: &mut Session, w: &Waiting) -> Config {
-    let refused = session.take_refused();
-    for id in &refused {
-        tracing::warn!(
-            "the device refused {}; it stays as it was",
-            super::reconfigure::setting_of(*id)
-        );
-    }
-    let applied = super::reconfigure::revert_refused(&w.tried, &w.before, &refused);
-    session.settle_config(applied.clone());
-    applied
-}
-
 /// Serves `kind`'s settings to dynamic_reconfigure under `~`, for as long as the node
 /// runs. The server starts in a task of its own: its first callback waits for the node's
 /// loop, which must not be waiting for it.
@@ -346,12 +301,12 @@ fn serve_settings(
 ) {
     use super::reconfigure::{apply, description, report};
     let node = node.clone();
-    let settings = description(kind, &read(&live));
+    let settings = description(kind, &live.borrow());
     tokio::spawn(async move {
         let callback = move |settings: udpros::reconfigure::Config, _level: u32| {
             let (changes, live) = (changes.clone(), live.clone());
             async move {
-                let base = read(&live).clone();
+                let base = Config::clone(&live.borrow());
                 let tried = apply(&base, &settings);
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let applied = if tried == base {
@@ -407,7 +362,7 @@ fn fast_path(
 ) -> super::link::FrameHook {
     Arc::new(move |message: &Decoded, arrived: Instant| {
         let stamp = stamp_at(&clock, arrived);
-        let cfg = read(&live);
+        let cfg = live.borrow();
         let published = match message {
             Decoded::Draft(draft::DraftMessage::EsProfile(p)) => {
                 let scan = (p.start_mm, p.length_mm);

@@ -1,7 +1,6 @@
 //! The `ping_sonar` settings that dynamic_reconfigure changes while the node runs: which
 //! ones each device has, their ranges and levels, and the way between them and [`Config`].
 
-use super::messages as m;
 use super::session::Config;
 use super::DeviceKind;
 use udpros::reconfigure::{self as rc, Choice, Description, GroupId, GroupKind, Param};
@@ -184,35 +183,6 @@ pub fn report(cfg: &Config, settings: &mut rc::Config) {
     settings.set("image_rate", cfg.image_rate);
 }
 
-/// `tried` with the settings whose set messages the device refused put back as in
-/// `before`.
-pub fn revert_refused(tried: &Config, before: &Config, refused: &[u16]) -> Config {
-    let mut cfg = tried.clone();
-    for id in refused {
-        match *id {
-            m::SetSpeedOfSound::ID => cfg.speed_of_sound = before.speed_of_sound,
-            m::SetModeAuto::ID => cfg.mode_auto = before.mode_auto,
-            m::SetPingInterval::ID => cfg.ping_interval = before.ping_interval,
-            m::SetRange::ID => cfg.range = before.range,
-            m::SetGainSetting::ID => cfg.gain = before.gain,
-            _ => {}
-        }
-    }
-    cfg
-}
-
-/// The name of the setting a set message carries, for diagnostics.
-pub fn setting_of(set_id: u16) -> &'static str {
-    match set_id {
-        m::SetSpeedOfSound::ID => "speed_of_sound",
-        m::SetModeAuto::ID => "mode_auto",
-        m::SetPingInterval::ID => "ping_interval",
-        m::SetRange::ID => "range",
-        m::SetGainSetting::ID => "gain",
-        _ => "a setting",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,16 +203,5 @@ mod tests {
             assert!(changed.set("range", 42.0));
             assert_eq!(apply(&base, &changed).range, 42.0);
         }
-    }
-
-    #[test]
-    fn a_refused_range_goes_back() {
-        let before = Config::new(super::super::link::LinkSpec::Sim(DeviceKind::Ping1d));
-        let mut tried = before.clone();
-        tried.range = 0.5;
-        tried.ping_interval = 50;
-        let applied = revert_refused(&tried, &before, &[m::SetRange::ID]);
-        assert_eq!((applied.range, applied.ping_interval), (before.range, 50));
-        assert_eq!(setting_of(m::SetRange::ID), "range");
     }
 }

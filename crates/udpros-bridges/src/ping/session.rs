@@ -10,7 +10,9 @@ use super::messages::{self as m, Message};
 use super::{draft2017 as draft, Decoded, DeviceKind, Dialect};
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// Which device the node expects (`~device_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,6 +201,18 @@ const PING360_REPLY_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long an auto-transmitting Ping360 may stay silent before it is configured again.
 const AUTO_TRANSMIT_SILENCE: Duration = Duration::from_secs(2);
 
+/// How long a change of settings waits for the device's confirmations at most; a setting
+/// still unconfirmed then counts as applied, since the device has not refused it.
+pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A change of settings sent to the device and not yet settled.
+#[derive(Debug)]
+struct Change {
+    /// The settings before it, for what the device refuses.
+    before: Config,
+    deadline: Instant,
+}
+
 /// What the session asks of the link.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -266,6 +280,11 @@ impl DeviceState {
 #[derive(Debug)]
 pub struct Session {
     cfg: Config,
+    /// `cfg` as readers elsewhere see it (the fast path, dynamic_reconfigure); only the
+    /// session writes it.
+    published: watch::Sender<Arc<Config>>,
+    /// The change of settings in progress.
+    change: Option<Change>,
     settings: Ping360Settings,
     device: DeviceState,
     out: VecDeque<Action>,
@@ -286,6 +305,8 @@ impl Session {
         Session {
             settings: Ping360Settings::for_range(cfg.range, cfg.speed_of_sound),
             angle: angle_grad(cfg.start_angle),
+            published: watch::Sender::new(Arc::new(cfg.clone())),
+            change: None,
             cfg,
             device: DeviceState::default(),
             out: VecDeque::new(),
@@ -459,6 +480,9 @@ impl Session {
         for p in &self.device.pending {
             due = due.min(p.deadline);
         }
+        if let Some(change) = &self.change {
+            due = due.min(change.deadline);
+        }
         match kind {
             DeviceKind::Ping1d => due.min(self.next_poll.max(self.last_data + self.poll_stall())),
             DeviceKind::Ping360 if !self.use_auto_transmit() => match self.awaiting_echo {
@@ -536,14 +560,60 @@ impl Session {
         &self.cfg
     }
 
+    /// The settings in force as they change, for readers outside the session's loop.
+    pub fn watch_config(&self) -> watch::Receiver<Arc<Config>> {
+        self.published.subscribe()
+    }
+
+    fn set_config(&mut self, cfg: Config) {
+        self.settings = Ping360Settings::for_range(cfg.range, cfg.speed_of_sound);
+        self.published.send_replace(Arc::new(cfg.clone()));
+        self.cfg = cfg;
+    }
+
+    /// Starts a change of settings (dynamic_reconfigure): `tried` is in force at once, and
+    /// what the device refuses goes back once it has answered ([`Session::poll_change`]).
+    /// False, and nothing done, while another change is in progress.
+    pub fn begin_change(&mut self, tried: Config, now: Instant) -> bool {
+        if self.change.is_some() {
+            return false;
+        }
+        // Refusals of settings sent before belong to no change.
+        self.device.refused_ids.clear();
+        self.change = Some(Change {
+            before: self.cfg.clone(),
+            deadline: now + CHANGE_TIMEOUT,
+        });
+        self.reconfigure(tried, now);
+        true
+    }
+
+    /// The settings a change ends with, once the device has confirmed or refused each of
+    /// them or [`CHANGE_TIMEOUT`] has passed: what it refused is put back as it was (and said
+    /// in the log; diagnostics count it). `None` while no change is due.
+    pub fn poll_change(&mut self, now: Instant) -> Option<Config> {
+        let due = self.change.as_ref()?.deadline <= now || self.settled();
+        if !due {
+            return None;
+        }
+        let change = self.change.take()?;
+        let mut applied = self.cfg.clone();
+        for id in self.take_refused() {
+            tracing::warn!("the device refused {}; it stays as it was", setting_of(id));
+            revert(&mut applied, &change.before, id);
+        }
+        self.set_config(applied.clone());
+        Some(applied)
+    }
+
     /// New settings while running (dynamic_reconfigure). A configured Ping1D gets the
     /// settings that changed, each confirmed by ACK or read-back as at start (the 2017
     /// draft gets them all again); a Ping360 uses them from its next transmit, or, when it
     /// transmits by itself, is configured again. Before the device is configured they are
     /// simply what it will be configured with.
     pub fn reconfigure(&mut self, cfg: Config, now: Instant) {
-        let old = std::mem::replace(&mut self.cfg, cfg);
-        self.settings = Ping360Settings::for_range(self.cfg.range, self.cfg.speed_of_sound);
+        let old = self.cfg.clone();
+        self.set_config(cfg);
         if (old.start_angle, old.stop_angle) != (self.cfg.start_angle, self.cfg.stop_angle) {
             self.angle = angle_grad(self.cfg.start_angle);
             self.direction = 1;
@@ -572,13 +642,6 @@ impl Session {
             (Some(DeviceKind::Ping1d), Dialect::Draft2017) => self.configured = false,
             _ => {}
         }
-    }
-
-    /// Takes the settings the node applied after some were refused: kept for the next
-    /// configuration, sent to nobody.
-    pub fn settle_config(&mut self, cfg: Config) {
-        self.cfg = cfg;
-        self.settings = Ping360Settings::for_range(self.cfg.range, self.cfg.speed_of_sound);
     }
 
     /// Whether every setting sent has been confirmed or refused.
@@ -813,6 +876,30 @@ fn ping1d_settings(cfg: &Config) -> Vec<(Message, Message)> {
     sets
 }
 
+/// Puts the setting that the set message `set_id` carries back as in `before`.
+fn revert(cfg: &mut Config, before: &Config, set_id: u16) {
+    match set_id {
+        m::SetSpeedOfSound::ID => cfg.speed_of_sound = before.speed_of_sound,
+        m::SetModeAuto::ID => cfg.mode_auto = before.mode_auto,
+        m::SetPingInterval::ID => cfg.ping_interval = before.ping_interval,
+        m::SetRange::ID => cfg.range = before.range,
+        m::SetGainSetting::ID => cfg.gain = before.gain,
+        _ => {}
+    }
+}
+
+/// The name of the setting a set message carries, for the log.
+fn setting_of(set_id: u16) -> &'static str {
+    match set_id {
+        m::SetSpeedOfSound::ID => "speed_of_sound",
+        m::SetModeAuto::ID => "mode_auto",
+        m::SetPingInterval::ID => "ping_interval",
+        m::SetRange::ID => "range",
+        m::SetGainSetting::ID => "gain",
+        _ => "a setting",
+    }
+}
+
 /// Degrees as the Ping360's gradians (400 a turn).
 pub(crate) fn angle_grad(degrees: f64) -> u16 {
     ((degrees / 0.9).round() as i64).rem_euclid(400) as u16
@@ -953,6 +1040,47 @@ mod tests {
         assert!(b.session.settled());
         assert_eq!(b.session.take_refused(), [m::SetRange::ID]);
         assert!(b.session.take_refused().is_empty(), "taken once");
+    }
+
+    #[test]
+    fn a_change_puts_back_what_the_device_refuses_and_keeps_the_rest() {
+        let mut cfg = udp();
+        cfg.mode_auto = false; // the range is the node's to set
+        let mut b = Bench::new(DeviceKind::Ping1d, cfg);
+        b.run(Duration::from_secs(1));
+        let watched = b.session.watch_config();
+        let before = b.session.config().clone();
+        let mut tried = before.clone();
+        tried.range = 0.5; // refused: a Ping1D scans 1 m and more
+        tried.ping_interval = 50;
+        assert!(b.session.begin_change(tried.clone(), b.now));
+        assert_eq!(**watched.borrow(), tried, "in force at once");
+        assert!(
+            !b.session.begin_change(before.clone(), b.now),
+            "one at a time"
+        );
+        assert_eq!(b.session.poll_change(b.now), None, "not answered yet");
+        assert!(b.session.poll_timeout() <= b.now + CHANGE_TIMEOUT);
+        b.run(Duration::from_millis(500));
+        let applied = b.session.poll_change(b.now).expect("settled");
+        assert_eq!((applied.range, applied.ping_interval), (before.range, 50));
+        assert_eq!(b.session.config(), &applied);
+        assert_eq!(**watched.borrow(), applied);
+        assert_eq!(b.session.poll_change(b.now), None, "answered once");
+    }
+
+    #[test]
+    fn a_change_the_device_never_answers_ends_at_its_deadline_as_tried() {
+        let mut session = Session::new(udp(), Instant::now());
+        let t0 = Instant::now();
+        let mut tried = session.config().clone();
+        tried.gain = 3;
+        assert!(session.begin_change(tried.clone(), t0));
+        // Unconfigured: nothing is pending, so the change settles at once.
+        assert_eq!(session.poll_change(t0), Some(tried.clone()));
+        session.connected(t0);
+        assert!(session.begin_change(udp(), t0));
+        assert_eq!(session.poll_change(t0 + CHANGE_TIMEOUT), Some(udp()));
     }
 
     #[test]
