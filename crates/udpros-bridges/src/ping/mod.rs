@@ -9,6 +9,7 @@ pub mod messages;
 pub mod node;
 pub mod reconfigure;
 pub mod session;
+pub mod settings;
 pub mod sim;
 
 pub use frame::{encode_frame, Decoder, DecoderStats, Frame};
