@@ -26,6 +26,9 @@
 //!
 //! A call that fails because the master itself is out of descriptors is not the node's
 //! fault: it waits a moment and is tried again, never dropped.
+//!
+//! One file, just past 500 lines: the queues, the two lanes and their deadlines are one
+//! scheduler whose fairness is argued together.
 
 use crate::xmlrpc::{CallError, Value, XmlRpcClient};
 use std::collections::{HashMap, VecDeque};

@@ -3,6 +3,10 @@
 //! step a Ping360 without auto-transmit through its sweep), and ask for its health, all
 //! driven by frames in, `now` and deadlines. The node feeds it link events and sends what
 //! [`Session::poll_action`] returns; the session is tested with simulated time.
+//!
+//! One file, past 500 lines, on purpose: one state machine whose transitions (identify,
+//! configure, confirm, stream, settle a change, health) share its state and deadlines; the
+//! settings it applies are in `settings.rs`.
 
 use super::frame::Frame;
 use super::link::LinkSpec;

@@ -12,6 +12,8 @@
 //! the last must be exactly the negotiated payload size, and the work per datagram is its
 //! copy plus a map operation. A message waiting for its DATA0 is bounded by
 //! [`MAX_STASH_BYTES`].
+//!
+//! One file, just past 500 lines: one state machine whose bounds are argued together.
 
 use super::{message_id_distance, DatagramHeader, Opcode, HEADER_LEN};
 use bytes::Bytes;
