@@ -69,7 +69,10 @@ fn check(program: &str, source: &str) {
 fn ping_sonar_help_names_everything_and_needs_no_master() {
     check(
         env!("CARGO_BIN_EXE_ping_sonar"),
-        include_str!("../src/ping/node.rs"),
+        concat!(
+            include_str!("../src/ping/node.rs"),
+            include_str!("../src/ping/publish.rs")
+        ),
     );
 }
 

@@ -7,6 +7,7 @@ pub mod frame;
 pub mod link;
 pub mod messages;
 pub mod node;
+mod publish;
 pub mod reconfigure;
 pub mod session;
 pub mod settings;

@@ -82,6 +82,10 @@ const AUTO_TRANSMIT_SILENCE: Duration = Duration::from_secs(2);
 /// still unconfirmed then counts as applied, since the device has not refused it.
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The session's settings as they change ([`Session::watch_config`]): what the node's fast
+/// path publishes with and what dynamic_reconfigure's changes start from.
+pub type ConfigWatch = watch::Receiver<Arc<Config>>;
+
 /// A change of settings sent to the device and not yet settled.
 #[derive(Debug)]
 struct Change {
@@ -438,7 +442,7 @@ impl Session {
     }
 
     /// The settings in force as they change, for readers outside the session's loop.
-    pub fn watch_config(&self) -> watch::Receiver<Arc<Config>> {
+    pub fn watch_config(&self) -> ConfigWatch {
         self.published.subscribe()
     }
 

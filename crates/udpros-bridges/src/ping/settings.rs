@@ -223,3 +223,48 @@ pub(super) fn setting_of(set_id: u16) -> &'static str {
 pub(crate) fn angle_grad(degrees: f64) -> u16 {
     ((degrees / 0.9).round() as i64).rem_euclid(400) as u16
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping360_settings_follow_ping_viewer() {
+        let s = Ping360Settings::for_range(2.0, 1500.0);
+        assert_eq!(s.number_of_samples, 1200);
+        assert!(s.sample_period >= 80);
+        let s = Ping360Settings::for_range(50.0, 1500.0);
+        assert_eq!(s.number_of_samples, 1200);
+        assert_eq!(s.sample_period, 2222);
+        assert!((5..=500).contains(&s.transmit_duration));
+        let short = Ping360Settings::for_range(0.75, 1500.0);
+        assert!(short.number_of_samples < 1200 && short.sample_period == 80);
+    }
+
+    #[test]
+    fn ping360_settings_are_total() {
+        let odd = [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            5e-324,
+            -1.0,
+            f64::MAX,
+            f64::MIN,
+        ];
+        for range in odd.iter().chain(&[10.0]) {
+            for sos in odd.iter().chain(&[1500.0]) {
+                let s = Ping360Settings::for_range(*range, *sos);
+                assert!((200..=1200).contains(&s.number_of_samples), "{range} {sos}");
+                assert!((80..=40000).contains(&s.sample_period), "{range} {sos}");
+                assert!((5..=500).contains(&s.transmit_duration), "{range} {sos}");
+            }
+        }
+        assert_eq!(
+            Ping360Settings::for_range(f64::NAN, f64::NAN),
+            Ping360Settings::for_range(10.0, 1500.0)
+        );
+    }
+}
