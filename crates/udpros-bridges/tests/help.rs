@@ -80,6 +80,9 @@ fn ping_sonar_help_names_everything_and_needs_no_master() {
 fn mavlink_bridge_help_names_everything_and_needs_no_master() {
     check(
         env!("CARGO_BIN_EXE_mavlink_bridge"),
-        include_str!("../src/mavlink/node.rs"),
+        concat!(
+            include_str!("../src/mavlink/node.rs"),
+            include_str!("../src/mavlink/publish.rs")
+        ),
     );
 }

@@ -8,6 +8,7 @@ pub mod link;
 pub mod messages;
 pub mod node;
 pub mod protocol;
+mod publish;
 pub mod reconfigure;
 pub mod scenario;
 pub mod session;
