@@ -4,6 +4,8 @@
 //! offset). Each bridge has a protocol session without I/O, a thin tokio node around it,
 //! and a simulated device ([`sim`] holds the simulated network's faults).
 
+#![warn(missing_docs, unreachable_pub)]
+
 use udpros::node::params::FromParam;
 use udpros::node::Node;
 
@@ -182,6 +184,7 @@ impl Trouble {
     const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_secs(10);
     const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(300);
 
+    /// Backs off the log for `device` (named in each line).
     pub fn new(device: impl Into<String>) -> Trouble {
         Trouble {
             device: device.into(),

@@ -3,6 +3,8 @@
 //! scripts in `peers/`), free ports, a stock `rosmaster`, child processes that die with the
 //! test, lines read with deadlines, and random messages. Not published.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod cpp_peer;
 pub mod netns;
 pub mod random;
@@ -109,10 +111,12 @@ pub fn peer_script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Lower-case hex, two digits a byte (the peers' scripts exchange bytes so).
 pub fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes of lower- or upper-case hex (a test's own data; panics on bad hex).
 pub fn from_hex(hex: &str) -> Vec<u8> {
     (0..hex.len() / 2)
         .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
@@ -275,12 +279,14 @@ pub fn ros_tool(python: &std::path::Path, tool: &str, master_uri: &str) -> Comma
 /// Lines a child prints, read on a thread so a test can wait for them with a deadline.
 pub struct Lines {
     rx: std::sync::mpsc::Receiver<(String, std::time::Instant)>,
+    /// Every line read so far, in order.
     pub seen: Vec<String>,
     /// When each line of `seen` was read, as the reading thread saw it.
     pub arrived: Vec<std::time::Instant>,
 }
 
 impl Lines {
+    /// Starts reading `out` (a child's stdout or stderr) on a thread.
     pub fn new(out: impl std::io::Read + Send + 'static) -> Lines {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

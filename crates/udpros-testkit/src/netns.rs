@@ -25,7 +25,9 @@ pub enum Identity {
 /// Which family a node's addresses and names are of (`Ipv6` sets `ROS_IPV6=on`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
+    /// Addresses and names of IPv4.
     Ipv4,
+    /// Addresses and names of IPv6.
     Ipv6,
 }
 
@@ -36,7 +38,9 @@ pub struct Host {
     pub name: String,
     /// Its network namespace.
     pub ns: String,
+    /// Its IPv4 address.
     pub ipv4: String,
+    /// Its IPv6 address.
     pub ipv6: String,
     /// The switch's end of its cable.
     switch_port: String,
@@ -45,6 +49,7 @@ pub struct Host {
 /// Hosts on one switch, removed (namespaces and hosts files) when dropped.
 pub struct Network {
     switch: String,
+    /// The hosts, in the order they were asked for.
     pub hosts: Vec<Host>,
 }
 

@@ -9,10 +9,12 @@ use udpros::msg::{Duration, Time};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator that starts from `seed` (the same seed, the same values).
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -21,10 +23,12 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// A number in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
 
+    /// One of `items` (panics on an empty slice: a test's own mistake).
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len() as u64) as usize]
     }

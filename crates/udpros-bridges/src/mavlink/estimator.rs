@@ -26,6 +26,7 @@ pub struct Exchange {
 }
 
 impl Exchange {
+    /// The round trip (ns), as our clock measured it.
     pub fn rtt(&self) -> i64 {
         self.t3.saturating_sub(self.t1)
     }
@@ -49,8 +50,11 @@ fn saturate(v: i128) -> i64 {
 /// What an estimator made of one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// The sample moved the estimate.
     Accepted,
+    /// Refused: its round trip was too long.
     RejectedRtt,
+    /// Refused: it disagreed too much with the estimate.
     RejectedDeviation,
     /// The estimator reset itself (a clock jump).
     Reset,
@@ -59,16 +63,23 @@ pub enum Verdict {
 /// PX4's and mavros's parameters, under mavros's names.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Px4Params {
+    /// The filter's gain on the offset until it converges.
     pub timesync_alpha_initial: f64,
+    /// The filter's gain on the skew until it converges.
     pub timesync_beta_initial: f64,
+    /// The gain on the offset once converged.
     pub timesync_alpha_final: f64,
+    /// The gain on the skew once converged.
     pub timesync_beta_final: f64,
+    /// Samples before the filter counts as converged.
     pub convergence_window: u32,
     /// ms
     pub max_rtt_sample: f64,
     /// ms
     pub max_deviation_sample: f64,
+    /// Refused samples in a row for a long round trip before the filter resets.
     pub max_consecutive_high_rtt: u32,
+    /// Refused samples in a row for a large deviation before the filter resets.
     pub max_consecutive_high_deviation: u32,
 }
 
@@ -97,10 +108,12 @@ pub struct Px4Filter {
     skew: f64,
     high_rtt: u32,
     high_deviation: u32,
+    /// Times the filter reset itself.
     pub resets: u32,
 }
 
 impl Px4Filter {
+    /// A filter with PX4's parameters `p`, before any sample.
     pub fn new(p: Px4Params) -> Px4Filter {
         Px4Filter {
             p,
@@ -113,6 +126,7 @@ impl Px4Filter {
         }
     }
 
+    /// Whether enough samples came for the final gains.
     pub fn converged(&self) -> bool {
         self.sequence >= self.p.convergence_window
     }
@@ -129,6 +143,7 @@ impl Px4Filter {
         };
     }
 
+    /// Takes one exchange, as PX4's `Timesync::handle_message` does.
     pub fn update(&mut self, e: &Exchange) -> Verdict {
         let observed = e.observed_offset() as f64;
         let rtt = e.rtt() as f64;
@@ -221,10 +236,12 @@ pub struct WindowFit {
     /// How far the fitted samples sit from the fit, beyond what their RTT explains (ns):
     /// large when the samples contradict each other.
     fit_error: i64,
+    /// Times a clock jump restarted the fit.
     pub resets: u32,
 }
 
 impl WindowFit {
+    /// A fit with parameters `p`, before any sample.
     pub fn new(p: FitParams) -> WindowFit {
         WindowFit {
             p,
@@ -291,6 +308,7 @@ impl WindowFit {
         self.rtt_min().map_or(i64::MAX, |m| (m / 2).max(200_000))
     }
 
+    /// Takes one exchange.
     pub fn update(&mut self, e: &Exchange) -> Verdict {
         let s = Sample {
             mid: e.mid(),

@@ -59,37 +59,52 @@ impl std::fmt::Display for FcuUrl {
     }
 }
 
+/// What a link reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LinkEvent {
+    /// The transport is up.
     Connected,
+    /// The transport went down, and why; the link connects again.
     Disconnected(String),
     /// The TIMESYNC request `ts1` was handed to the transport at `at_ns`.
     TimesyncSent {
+        /// The request's ts1.
         ts1: i64,
+        /// CLOCK_MONOTONIC (ns).
         at_ns: i64,
     },
     /// A message from `from`, received at `at_ns` (CLOCK_MONOTONIC).
     Message {
+        /// The sender.
         from: Ids,
+        /// The message.
         msg: Incoming,
+        /// CLOCK_MONOTONIC (ns).
         at_ns: i64,
     },
 }
 
+/// A link's counters, shared with its task.
 #[derive(Debug, Default)]
 pub struct LinkStats {
+    /// Messages received.
     pub received: AtomicU64,
+    /// Messages sent.
     pub sent: AtomicU64,
+    /// Sends that failed.
     pub send_errors: AtomicU64,
     /// Messages dropped because the node fell behind (the event queue was full).
     pub overflowed: AtomicU64,
+    /// Times the transport came up.
     pub connects: AtomicU64,
 }
 
 /// A running link; dropping it stops the task.
 pub struct Link {
+    /// What the link reports, in order.
     pub events: mpsc::Receiver<LinkEvent>,
     out: mpsc::Sender<Outgoing>,
+    /// Its counters.
     pub stats: Arc<LinkStats>,
     task: tokio::task::JoinHandle<()>,
 }

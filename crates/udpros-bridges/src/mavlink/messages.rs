@@ -16,14 +16,21 @@ use mavlink::{MavHeader, MavlinkVersion};
 pub enum Incoming {
     /// A HEARTBEAT; `autopilot` is false for GCSs, companions and other non-autopilots.
     Heartbeat {
+        /// Whether the sender is an autopilot.
         autopilot: bool,
     },
+    /// A PING, request or reply.
     Ping(Ping),
+    /// A TIMESYNC, request or reply.
     Timesync(Timesync),
+    /// SYSTEM_TIME: the sender's wall clock.
     SystemTime {
+        /// Unix time (µs).
         unix_usec: u64,
+        /// Time since boot (ms).
         boot_ms: u32,
     },
+    /// Anything else (ignored).
     Other,
 }
 
@@ -34,14 +41,20 @@ pub enum Outgoing {
     Heartbeat,
     /// HEARTBEAT as a PX4 quadrotor (the simulated autopilot).
     AutopilotHeartbeat,
+    /// A PING, request or reply.
     Ping(Ping),
+    /// A TIMESYNC, request or reply.
     Timesync(Timesync),
+    /// SYSTEM_TIME (the simulated autopilot's wall clock).
     SystemTime {
+        /// Unix time (µs).
         unix_usec: u64,
+        /// Time since boot (ms).
         boot_ms: u32,
     },
 }
 
+/// What a decoded MAVLink message means to the bridge.
 pub fn from_mavlink(msg: &MavMessage) -> Incoming {
     match msg {
         MavMessage::HEARTBEAT(h) => Incoming::Heartbeat {
@@ -71,6 +84,7 @@ pub fn from_mavlink(msg: &MavMessage) -> Incoming {
     }
 }
 
+/// The MAVLink message to send for `out`.
 pub fn to_mavlink(out: &Outgoing) -> MavMessage {
     match out {
         Outgoing::Heartbeat => MavMessage::HEARTBEAT(HEARTBEAT_DATA {

@@ -27,7 +27,9 @@ pub const HELP: &str = include_str!("help.txt");
 /// The node's private parameters.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// `~fcu_url`: where the autopilot is (mavros's URL forms).
     pub fcu_url: FcuUrl,
+    /// Our ids, the autopilot's, timeouts and the estimators' parameters.
     pub session: SessionConfig,
     /// Hz; 0 turns PING off.
     pub ping_rate: f64,
@@ -35,11 +37,14 @@ pub struct Config {
     pub timesync_rate: f64,
     /// Publish the PX4/mavros filter's offset on `~timesync_status` instead of ours.
     pub use_px4_filter: bool,
+    /// `~time_ref_source`: the `source` of `~time_reference`.
     pub time_ref_source: String,
+    /// The simulated autopilot, for `sim:` URLs.
     pub sim: SimConfig,
 }
 
 impl Config {
+    /// Defaults for an autopilot at `fcu_url`.
     pub fn new(fcu_url: FcuUrl) -> Config {
         Config {
             fcu_url,

@@ -9,11 +9,14 @@ use std::collections::VecDeque;
 /// A MAVLink system and component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ids {
+    /// The system id (1 for a vehicle's autopilot, 255 for a ground station).
     pub system: u8,
+    /// The component id within the system (1 for the autopilot).
     pub component: u8,
 }
 
 impl Ids {
+    /// 0/0: every system and component (a request to whoever answers).
     pub const BROADCAST: Ids = Ids {
         system: 0,
         component: 0,
@@ -23,24 +26,34 @@ impl Ids {
 /// PING's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ping {
+    /// The requester's timestamp (µs), echoed in the reply.
     pub time_usec: u64,
+    /// The request's sequence number, echoed in the reply.
     pub seq: u32,
+    /// 0/0 in a request; the requester in a reply.
     pub target: Ids,
 }
 
+/// What the PING exchanges measured so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PingStats {
+    /// Requests sent.
     pub sent: u64,
+    /// Replies to our requests.
     pub replies: u64,
     /// Requests unanswered within the timeout, counted once a first reply has come.
     pub lost: u64,
     /// Lost over settled requests (see `InFlight`), as of the last `expire`.
     pub loss: f64,
+    /// The last round trip (µs).
     pub last_rtt_us: Option<u64>,
+    /// The shortest round trip (µs).
     pub min_rtt_us: Option<u64>,
+    /// The mean round trip (µs; 0 before a reply).
     pub mean_rtt_us: f64,
 }
 
+/// What a PING received means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PingOutcome {
     /// One of our requests came back after this many microseconds.
@@ -156,10 +169,12 @@ pub struct Pinger {
     /// Keyed by (seq, time_usec); times in µs.
     in_flight: InFlight<(u32, u64)>,
     timeout_us: u64,
+    /// What the exchanges measured so far.
     pub stats: PingStats,
 }
 
 impl Pinger {
+    /// A pinger for `ours`, counting a request lost after `timeout_us` without reply.
     pub fn new(ours: Ids, timeout_us: u64) -> Pinger {
         Pinger {
             ours,
@@ -232,8 +247,11 @@ impl Pinger {
 /// TIMESYNC's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timesync {
+    /// The responder's clock (ns) in a reply; 0 in a request.
     pub tc1: i64,
+    /// The requester's clock (ns), echoed in the reply.
     pub ts1: i64,
+    /// Whom the message is for (TIMESYNC v2; v1 has no target).
     pub target: Ids,
 }
 
@@ -248,16 +266,22 @@ pub enum Responder {
     GarbageTarget,
 }
 
+/// What the TIMESYNC exchanges measured so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TimesyncStats {
+    /// Requests sent.
     pub sent: u64,
+    /// Replies from the autopilot.
     pub replies: u64,
     /// Replies from another system than the autopilot.
     pub foreign: u64,
     /// Replies for requests we are not waiting for (another requester's, duplicates).
     pub unmatched: u64,
+    /// Replies from a v1 responder (broadcast).
     pub v1_replies: u64,
+    /// Replies addressed to neither us nor everyone.
     pub garbage_target: u64,
+    /// The autopilot's requests we answered.
     pub answered: u64,
     /// Requests unanswered within the timeout, counted once a first reply has come.
     pub lost: u64,
@@ -275,12 +299,14 @@ fn loss_fraction(lost: u64, answered: u64) -> f64 {
     }
 }
 
+/// What a TIMESYNC received means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimesyncOutcome {
     /// One of our exchanges completed.
     Sample(Exchange, Responder),
     /// The autopilot's own request: send this reply.
     Answer(Timesync),
+    /// Not for us, or not a reply we wait for (counted in the stats).
     Ignored,
 }
 
@@ -294,10 +320,12 @@ pub struct TimesyncClient {
     last_ts1: i64,
     /// Answer the autopilot's requests (off by default: mavros may share the link).
     pub respond: bool,
+    /// What the exchanges measured so far.
     pub stats: TimesyncStats,
 }
 
 impl TimesyncClient {
+    /// A client for `ours` that answers the autopilot's own requests when `respond`.
     pub fn new(ours: Ids, respond: bool) -> TimesyncClient {
         TimesyncClient {
             ours,
@@ -322,6 +350,7 @@ impl TimesyncClient {
         }
     }
 
+    /// A TIMESYNC from `from` at `now_ns`: a sample of ours, a request to answer, or nothing.
     pub fn on_timesync(
         &mut self,
         from: Ids,

@@ -6,11 +6,14 @@ use super::estimator::{Exchange, FitParams, Px4Filter, Px4Params, Verdict, Windo
 /// A one-way delay: `base` plus an exponentially distributed part of mean `jitter` (ns).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Delay {
+    /// The fixed part (ns).
     pub base: f64,
+    /// The mean of the exponential part (ns).
     pub jitter: f64,
 }
 
 impl Delay {
+    /// A delay given in milliseconds.
     pub const fn ms(base: f64, jitter: f64) -> Delay {
         Delay {
             base: base * 1e6,
@@ -19,19 +22,28 @@ impl Delay {
     }
 }
 
+/// One link the timesync benchmark replays: rates, delays, loss, drift and clock steps.
 #[derive(Debug, Clone)]
 pub struct Scenario {
+    /// Its name in the tables.
     pub name: &'static str,
+    /// TIMESYNC requests per second.
     pub rate_hz: f64,
+    /// How long it runs (s).
     pub duration_s: f64,
     /// remote − local at the start (ns).
     pub offset: i64,
+    /// The remote clock's rate error (parts per million).
     pub drift_ppm: f64,
+    /// Requests' one-way delay.
     pub up: Delay,
+    /// Replies' one-way delay.
     pub down: Delay,
+    /// The fraction of messages lost each way.
     pub loss: f64,
     /// (time in s, jump of the remote clock in ns)
     pub steps: Vec<(f64, i64)>,
+    /// The random seed, so a run is repeatable.
     pub seed: u64,
 }
 
@@ -138,7 +150,9 @@ impl Scenario {
 /// How one estimator did on one scenario.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Score {
+    /// Samples the estimator took.
     pub accepted: usize,
+    /// Samples it was given.
     pub samples: usize,
     /// When |error − expected| last came back under 100 µs for good (s), if it did.
     pub settled_at: Option<f64>,
@@ -146,8 +160,11 @@ pub struct Score {
     pub settled_after_step: Option<f64>,
     /// Over the last 60 s (µs).
     pub mean_error_us: f64,
+    /// Over the last 60 s (µs).
     pub rms_error_us: f64,
+    /// Times it reset.
     pub resets: u32,
+    /// Whether it ever had an estimate.
     pub had_estimate: bool,
 }
 

@@ -8,15 +8,20 @@ use super::protocol::{
     Ids, PingOutcome, PingStats, Pinger, Responder, TimesyncClient, TimesyncOutcome, TimesyncStats,
 };
 
+/// What a [`Session`] is set up with.
 #[derive(Debug, Clone)]
 pub struct SessionConfig {
+    /// Our own system and component.
     pub ours: Ids,
     /// The autopilot, if fixed; else learnt from its HEARTBEAT.
     pub autopilot: Option<Ids>,
     /// How long a request may wait for its reply before it counts as lost (ns).
     pub timeout_ns: i64,
+    /// Answer the autopilot's own TIMESYNC requests.
     pub respond_timesync: bool,
+    /// PX4's offset filter, run beside ours for comparison.
     pub px4: Px4Params,
+    /// Our windowed fit of offset and skew.
     pub fit: FitParams,
 }
 
@@ -24,32 +29,46 @@ pub struct SessionConfig {
 /// remote, on CLOCK_MONOTONIC).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimesyncSample {
+    /// The four timestamps of the exchange.
     pub exchange: Exchange,
+    /// Which protocol version answered.
     pub responder: Responder,
+    /// This exchange's own offset (midpoint of the round trip).
     pub observed_offset: i64,
     /// Our estimator's offset at the reply's arrival.
     pub fit_offset: Option<i64>,
+    /// PX4's filter's offset at the reply's arrival.
     pub px4_offset: Option<i64>,
 }
 
+/// What the session asks of the node after a message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
+    /// Send this to the autopilot.
     Send(Outgoing),
+    /// A TIMESYNC exchange completed.
     Timesync(TimesyncSample),
     /// The autopilot's wall clock (SYSTEM_TIME), received at `at_ns`.
     SystemTime {
+        /// The autopilot's Unix time (µs).
         unix_usec: u64,
+        /// When it arrived, on our CLOCK_MONOTONIC (ns).
         at_ns: i64,
     },
+    /// The autopilot was heard for the first time.
     AutopilotFound(Ids),
 }
 
 /// Running round-trip figures (ns).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RttStats {
+    /// The last round trip.
     pub last: Option<i64>,
+    /// The shortest.
     pub min: Option<i64>,
+    /// The mean (0 before any).
     pub mean: f64,
+    /// Round trips counted.
     pub count: u64,
 }
 
@@ -65,25 +84,38 @@ impl RttStats {
 /// Everything the latency topic and the diagnostics show.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
+    /// The autopilot, once known.
     pub autopilot: Option<Ids>,
+    /// PING round trips and losses.
     pub ping: PingStats,
+    /// TIMESYNC counts and losses.
     pub timesync: TimesyncStats,
+    /// TIMESYNC round trips.
     pub timesync_rtt: RttStats,
+    /// The TIMESYNC version the autopilot answers with, once known.
     pub responder: Option<Responder>,
     /// Our estimator at `now` (local − remote, ns).
     pub offset: Option<i64>,
+    /// PX4's filter's offset at `now` (ns).
     pub px4_offset: Option<i64>,
+    /// Our estimate of the clocks' rate difference (parts per million).
     pub skew_ppm: Option<f64>,
+    /// Whether our estimator has converged.
     pub converged: bool,
     /// A clock jump restarted our estimator and the new window is not confirmed yet:
     /// `offset` is the last confirmed estimate.
     pub reconverging: bool,
+    /// Whether PX4's filter has converged.
     pub px4_converged: bool,
+    /// Our estimate's uncertainty (ns).
     pub uncertainty: Option<i64>,
+    /// Times a clock jump restarted our estimator.
     pub resets: u32,
+    /// Times PX4's filter reset.
     pub px4_resets: u32,
 }
 
+/// PING and TIMESYNC with one autopilot, without I/O: messages and `now` in, messages to send, samples and reports out.
 #[derive(Debug, Clone)]
 pub struct Session {
     cfg: SessionConfig,
@@ -97,6 +129,7 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session set up with `cfg`, before the autopilot is heard.
     pub fn new(cfg: SessionConfig) -> Session {
         Session {
             autopilot: cfg.autopilot,
@@ -139,14 +172,17 @@ impl Session {
         self.fit.resets = resets;
     }
 
+    /// The autopilot, once known (fixed, or learnt from its HEARTBEAT).
     pub fn autopilot(&self) -> Option<Ids> {
         self.autopilot
     }
 
+    /// The next PING request, stamped `now_ns`.
     pub fn ping_request(&mut self, now_ns: i64) -> Outgoing {
         Outgoing::Ping(self.pinger.request(micros(now_ns)))
     }
 
+    /// The next TIMESYNC request, stamped `now_ns`, to the autopilot once known.
     pub fn timesync_request(&mut self, now_ns: i64) -> Outgoing {
         Outgoing::Timesync(self.timesync.request(now_ns, self.autopilot))
     }
@@ -162,6 +198,7 @@ impl Session {
         self.timesync.expire(now_ns, self.cfg.timeout_ns);
     }
 
+    /// A message from `from` that arrived at `at_ns`; what to do about it.
     pub fn on_message(&mut self, from: Ids, msg: Incoming, at_ns: i64) -> Option<Event> {
         if from == self.cfg.ours {
             return None; // our own message, looped back by a router or broadcast
@@ -206,6 +243,7 @@ impl Session {
         }
     }
 
+    /// Everything measured, with the estimators read at `now_ns`.
     pub fn report(&self, now_ns: i64) -> Report {
         Report {
             autopilot: self.autopilot,

@@ -26,18 +26,24 @@ pub enum TimesyncResponder {
     Silent,
 }
 
+/// How the simulated autopilot behaves.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// Its system and component.
     pub ids: Ids,
     /// Its clock minus CLOCK_MONOTONIC at start (ns); `None`: a boot clock starting at 0.
     pub clock_offset_ns: Option<i64>,
+    /// Its clock's rate error (parts per million).
     pub drift_ppm: f64,
     /// Requests until the autopilot stamps them.
     pub up: Faults,
     /// Replies from the stamp to the requester.
     pub down: Faults,
+    /// The random seed of its faults.
     pub seed: u64,
+    /// How it answers TIMESYNC (which firmware it plays).
     pub timesync: TimesyncResponder,
+    /// Whether it answers PING.
     pub answer_ping: bool,
     /// Send MAVLink 1 frames (which cannot carry TIMESYNC's target fields).
     pub mavlink1: bool,
@@ -77,10 +83,14 @@ impl SimClock {
     }
 }
 
+/// What the simulated autopilot did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimStats {
+    /// Messages received.
     pub received: u64,
+    /// TIMESYNC requests answered.
     pub timesync_answered: u64,
+    /// PING requests answered.
     pub ping_answered: u64,
 }
 
@@ -201,6 +211,7 @@ impl SimAutopilot {
         Ok(SimAutopilot { addr, shared })
     }
 
+    /// The UDP address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
@@ -226,6 +237,7 @@ impl SimAutopilot {
         };
     }
 
+    /// Its counts so far.
     pub fn stats(&self) -> SimStats {
         *lock(&self.shared.stats)
     }

@@ -7,7 +7,9 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
+/// `BR`, payload length, id, source and destination device ids.
 pub const HEADER_LEN: usize = 8;
+/// The header and the two-byte checksum around a payload.
 pub const OVERHEAD: usize = HEADER_LEN + 2;
 /// The largest real payload is a Ping360 `auto_device_data` of 1200 samples (1220 bytes).
 pub const DEFAULT_MAX_PAYLOAD: usize = 4096;
@@ -15,9 +17,13 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 4096;
 /// One checked frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// The message id.
     pub id: u16,
+    /// The sender's device id.
     pub src: u8,
+    /// The receiver's device id.
     pub dst: u8,
+    /// The message's fields, little-endian.
     pub payload: Bytes,
 }
 
@@ -45,7 +51,9 @@ fn checksum(bytes: &[u8]) -> u16 {
 /// What the decoder has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DecoderStats {
+    /// Frames whose checksum matched.
     pub frames: u64,
+    /// Frames whose checksum did not (dropped).
     pub checksum_errors: u64,
     /// Bytes skipped while looking for a frame start.
     pub skipped_bytes: u64,
@@ -70,6 +78,7 @@ impl Default for Decoder {
 }
 
 impl Decoder {
+    /// A decoder that takes payloads up to `max_payload` bytes (longer ones are skipped as damage).
     pub fn new(max_payload: usize) -> Decoder {
         Decoder {
             buf: BytesMut::with_capacity(4096),
@@ -78,6 +87,7 @@ impl Decoder {
         }
     }
 
+    /// What it has seen so far.
     pub fn stats(&self) -> &DecoderStats {
         &self.stats
     }
@@ -87,6 +97,7 @@ impl Decoder {
         self.buf.len()
     }
 
+    /// Takes bytes as they arrive, in any pieces.
     pub fn extend(&mut self, data: &[u8]) {
         self.buf.extend_from_slice(data);
     }

@@ -17,8 +17,21 @@ use tokio::sync::mpsc;
 /// `udp:[fd00::2]:9090`) or `sim:ping1d` / `sim:ping360`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkSpec {
-    Serial { path: String, baud: u32 },
-    Udp { host: String, port: u16 },
+    /// A serial port.
+    Serial {
+        /// The device file (`/dev/ttyUSB0`).
+        path: String,
+        /// Bits per second.
+        baud: u32,
+    },
+    /// A device (or BlueOS's bridge to one) that answers UDP datagrams.
+    Udp {
+        /// Its host name or address (IPv6 without brackets).
+        host: String,
+        /// Its UDP port (9090 for BlueOS's Ping bridges).
+        port: u16,
+    },
+    /// A simulated device of that kind, in this process.
     Sim(DeviceKind),
 }
 
@@ -73,15 +86,18 @@ impl fmt::Display for LinkSpec {
 /// What a link reports.
 #[derive(Debug, Clone)]
 pub enum LinkEvent {
+    /// The transport is up.
     Connected,
     /// A frame, decoded, and when its last byte arrived.
     Message(Decoded, Instant),
+    /// The transport went down, and why; the link connects again.
     Disconnected(String),
 }
 
 /// What the session asks of the link.
 #[derive(Debug, Clone)]
 pub enum Outgoing {
+    /// These bytes (one or more frames).
     Bytes(Vec<u8>),
     /// A serial break then `U` bytes (Ping360 auto-baud; stops auto-transmit). Over UDP an
     /// empty datagram, which BlueOS's bridges turn into a break.
@@ -100,8 +116,11 @@ struct Shared {
 
 /// A running link; dropping it stops it.
 pub struct Link {
+    /// What the link reports, in order.
     pub events: mpsc::Receiver<LinkEvent>,
+    /// What to send.
     pub out: mpsc::UnboundedSender<Outgoing>,
+    /// The decoder's counts, updated as bytes arrive.
     pub stats: Arc<Mutex<DecoderStats>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -158,6 +177,7 @@ impl Link {
         }
     }
 
+    /// Sends `bytes` (dropped if the link has stopped).
     pub fn send(&self, bytes: Vec<u8>) {
         let _ = self.out.send(Outgoing::Bytes(bytes));
     }

@@ -6,19 +6,27 @@ use bytes::Bytes;
 use serde::Serialize;
 use std::fmt;
 
+/// Why a payload is not a message of the set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
+    /// No message of the set has this id.
     UnknownId(u16),
     /// The payload's size does not fit the message.
     Length {
+        /// The message id.
         id: u16,
+        /// The size its fields take.
         expected: usize,
+        /// The payload's size.
         actual: usize,
     },
     /// A vector's count disagrees with the bytes that follow it.
     VectorCount {
+        /// The message id.
         id: u16,
+        /// The count the payload declares.
         count: usize,
+        /// The bytes after it.
         remaining: usize,
     },
 }
@@ -138,20 +146,33 @@ macro_rules! ping_messages {
         $(#[$doc:meta])* $name:ident = $id:literal { $($field:ident : $ty:ty),* $(,)? } $(vec $vec:ident)? $(text $text:ident)? ;
     )* }) => {
         $(
+            #[doc = concat!("`", stringify!($name), "`, id ", stringify!($id), ".")]
             $(#[$doc])*
             #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
             pub struct $name {
-                $(pub $field: $ty,)*
-                $(#[serde(serialize_with = "udpros::wire::zero_copy::serialize")] pub $vec: Bytes,)?
-                $(pub $text: String,)?
+                $(
+                    #[doc = concat!("`", stringify!($field), "`, as the protocol names it.")]
+                    pub $field: $ty,
+                )*
+                $(
+                    /// The trailing array (its `u16` count is implied by the length).
+                    #[serde(serialize_with = "udpros::wire::zero_copy::serialize")]
+                    pub $vec: Bytes,
+                )?
+                $(
+                    /// The trailing text, without its terminating NULs.
+                    pub $text: String,
+                )?
             }
 
             impl $name {
+                /// The message id.
                 pub const ID: u16 = $id;
                 const FIXED: usize = 0 $(+ <$ty as Field>::SIZE)*;
 
                 const TAIL: Tail = ping_messages!(@tail $(vec $vec)? $(text $text)?);
 
+                /// The message from a frame's payload.
                 #[allow(unused_variables, unused_mut, unused_assignments)]
                 pub fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
                     let (head, tail) = split($id, payload, Self::FIXED, Self::TAIL)?;
@@ -167,6 +188,7 @@ macro_rules! ping_messages {
                     })
                 }
 
+                /// The payload of a frame carrying it.
                 #[allow(unused_mut)]
                 pub fn encode(&self) -> Vec<u8> {
                     let mut out = Vec::with_capacity(Self::FIXED + 2);
@@ -186,10 +208,14 @@ macro_rules! ping_messages {
         #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
         #[serde(tag = "message", rename_all = "snake_case")]
         pub enum $enum {
-            $($name($name),)*
+            $(
+                #[doc = concat!("`", stringify!($name), "`.")]
+                $name($name),
+            )*
         }
 
         impl $enum {
+            /// The message with id `id` from a frame's payload.
             pub fn decode(id: u16, payload: &[u8]) -> Result<Self, DecodeError> {
                 match id {
                     $($id => $name::decode(payload).map($enum::$name),)*
@@ -197,12 +223,14 @@ macro_rules! ping_messages {
                 }
             }
 
+            /// Its message id.
             pub fn id(&self) -> u16 {
                 match self {
                     $($enum::$name(_) => $id,)*
                 }
             }
 
+            /// The payload of a frame carrying it.
             pub fn encode(&self) -> Vec<u8> {
                 match self {
                     $($enum::$name(m) => m.encode(),)*

@@ -29,8 +29,10 @@ pub enum DeviceKind {
 /// `goto_bootloader`), so the dialect is chosen deliberately and never mixed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Dialect {
+    /// The message set of today's firmware and brping.
     #[default]
     Current,
+    /// The 2017 draft of old Ping1D firmware.
     Draft2017,
 }
 

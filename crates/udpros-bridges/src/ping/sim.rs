@@ -3,6 +3,10 @@
 //! ACK (or NACK with a reason), unknown ids with silence, measurements answered after the
 //! ping, continuous profile streaming, Ping360 `transducer` replies and `auto_transmit`
 //! sweeps, `motor_off`, and the 2017 draft dialect for old Ping1D firmware.
+//!
+//! One file past 500 lines, on purpose: one device model (Ping1D and Ping360, both
+//! dialects) whose replies share its state; `serve_udp` and `serve_stream` at the end are
+//! its only I/O.
 
 use super::draft2017::{self as draft, DraftMessage};
 use super::frame::{encode_frame, Decoder, Frame};
@@ -19,6 +23,7 @@ const PING360_STEP: Duration = Duration::from_millis(8);
 /// The device's own id, written as the source of its frames (a real Ping360 sends 2).
 const DEVICE_ID: u8 = 2;
 
+/// A simulated Ping1D or Ping360: bytes and `now` in, bytes out.
 #[derive(Debug)]
 pub struct Simulator {
     kind: DeviceKind,
@@ -45,6 +50,7 @@ pub struct Simulator {
 }
 
 impl Simulator {
+    /// A `kind` device speaking `dialect`, switched on at `now`.
     pub fn new(kind: DeviceKind, dialect: Dialect, now: Instant) -> Simulator {
         Simulator {
             kind,

@@ -19,6 +19,7 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// No faults: a perfect path.
     pub const NONE: Faults = Faults {
         loss: 0.0,
         duplicate: 0.0,
@@ -37,6 +38,7 @@ pub struct FaultModel {
 }
 
 impl FaultModel {
+    /// A model whose random draws start from `seed`.
     pub fn new(seed: u64) -> FaultModel {
         FaultModel {
             state: seed ^ 0x5851_f42d_4c95_7f2d,
@@ -56,6 +58,7 @@ impl FaultModel {
         f.delay + Duration::from_secs_f64(extra.max(0.0))
     }
 
+    /// What happens to the next datagram on a path with faults `f`.
     pub fn fate(&mut self, f: &Faults) -> Fate {
         if self.uniform() < f.loss {
             return Vec::new();

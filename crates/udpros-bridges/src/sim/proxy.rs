@@ -24,11 +24,16 @@ struct Counts {
     down_dropped: AtomicU64,
 }
 
+/// Datagrams the proxy relayed and dropped, each way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProxyStats {
+    /// Datagrams from the client toward the upstream.
     pub up: u64,
+    /// Of those, dropped by the fault model.
     pub up_dropped: u64,
+    /// Datagrams from the upstream toward the client.
     pub down: u64,
+    /// Of those, dropped by the fault model.
     pub down_dropped: u64,
 }
 
@@ -88,10 +93,12 @@ impl Proxy {
         })
     }
 
+    /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
+    /// Its counts so far.
     pub fn stats(&self) -> ProxyStats {
         let c = &self.counts;
         ProxyStats {

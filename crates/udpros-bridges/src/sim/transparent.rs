@@ -46,7 +46,9 @@ struct Counts {
 /// fault model dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransparentStats {
+    /// Datagrams handed to it.
     pub received: u64,
+    /// Of those, dropped by the fault model.
     pub dropped: u64,
 }
 
@@ -89,10 +91,12 @@ impl TransparentProxy {
         })
     }
 
+    /// The address its TPROXY rule sends to.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
+    /// Its counts so far.
     pub fn stats(&self) -> TransparentStats {
         TransparentStats {
             received: self.counts.relayed.load(Ordering::Relaxed),
