@@ -269,10 +269,7 @@ mod tests {
     #[tokio::test]
     async fn exchanges_messages_with_a_udp_peer_and_stamps_them() {
         let peer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let ours = Ids {
-            system: 1,
-            component: 191,
-        };
+        let ours = Ids::ONBOARD_COMPUTER;
         let mut link = Link::spawn(format!("udpout:{}", peer.local_addr().unwrap()), ours);
         assert_eq!(link.events.recv().await, Some(LinkEvent::Connected));
         assert!(link.send(Outgoing::Heartbeat));
@@ -280,10 +277,7 @@ mod tests {
         let (n, from) = peer.recv_from(&mut buf).await.unwrap();
         let got = super::super::messages::parse_datagram(&buf[..n]);
         assert_eq!(got, vec![(ours, Incoming::Heartbeat { autopilot: false })]);
-        let fcu = Ids {
-            system: 1,
-            component: 1,
-        };
+        let fcu = Ids::AUTOPILOT;
         let before = monotonic_ns();
         let reply = super::super::messages::frame(
             fcu,
@@ -305,10 +299,7 @@ mod tests {
     async fn a_dropped_tcp_connection_is_made_again() {
         use tokio::io::AsyncReadExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let ours = Ids {
-            system: 1,
-            component: 191,
-        };
+        let ours = Ids::ONBOARD_COMPUTER;
         let mut link = Link::spawn(format!("tcpout:{}", listener.local_addr().unwrap()), ours);
         for round in 0..2 {
             let (mut stream, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())

@@ -160,20 +160,14 @@ pub fn parse_datagram(bytes: &[u8]) -> Vec<(Ids, Incoming)> {
 mod tests {
     use super::*;
 
-    const FCU: Ids = Ids {
-        system: 1,
-        component: 1,
-    };
+    const FCU: Ids = Ids::AUTOPILOT;
 
     #[test]
     fn a_v2_timesync_reply_keeps_its_target_and_a_v1_frame_reads_as_broadcast() {
         let reply = Outgoing::Timesync(Timesync {
             tc1: 5,
             ts1: -7,
-            target: Ids {
-                system: 1,
-                component: 191,
-            },
+            target: Ids::ONBOARD_COMPUTER,
         });
         let v2 = frame(FCU, 3, MavlinkVersion::V2, &reply);
         assert_eq!(v2[0], 0xFD);

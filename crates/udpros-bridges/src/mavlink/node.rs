@@ -49,10 +49,7 @@ impl Config {
         Config {
             fcu_url,
             session: SessionConfig {
-                ours: Ids {
-                    system: 1,
-                    component: 191, // MAV_COMP_ID_ONBOARD_COMPUTER
-                },
+                ours: Ids::ONBOARD_COMPUTER,
                 autopilot: None,
                 timeout_ns: 2_000_000_000,
                 respond_timesync: false,

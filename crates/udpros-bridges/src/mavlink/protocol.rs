@@ -21,6 +21,23 @@ impl Ids {
         system: 0,
         component: 0,
     };
+    /// 1/1: vehicle 1's autopilot (`MAV_COMP_ID_AUTOPILOT1`).
+    pub const AUTOPILOT: Ids = Ids {
+        system: 1,
+        component: 1,
+    };
+    /// 1/191: a companion computer on vehicle 1 (`MAV_COMP_ID_ONBOARD_COMPUTER`), the
+    /// bridge's default.
+    pub const ONBOARD_COMPUTER: Ids = Ids {
+        system: 1,
+        component: 191,
+    };
+    /// 255/190: a ground station (`MAV_COMP_ID_MISSIONPLANNER`), as QGroundControl and
+    /// Mission Planner call themselves.
+    pub const GROUND_STATION: Ids = Ids {
+        system: 255,
+        component: 190,
+    };
 }
 
 /// PING's fields.
@@ -420,18 +437,9 @@ impl TimesyncClient {
 mod tests {
     use super::*;
 
-    const US: Ids = Ids {
-        system: 1,
-        component: 191,
-    };
-    const FCU: Ids = Ids {
-        system: 1,
-        component: 1,
-    };
-    const GCS: Ids = Ids {
-        system: 255,
-        component: 190,
-    };
+    const US: Ids = Ids::ONBOARD_COMPUTER;
+    const FCU: Ids = Ids::AUTOPILOT;
+    const GCS: Ids = Ids::GROUND_STATION;
 
     #[test]
     fn ping_accepts_only_our_replies_and_answers_others() {

@@ -273,18 +273,9 @@ mod tests {
     use super::*;
     use crate::mavlink::protocol::{Ping, Timesync};
 
-    const US: Ids = Ids {
-        system: 1,
-        component: 191,
-    };
-    const FCU: Ids = Ids {
-        system: 1,
-        component: 1,
-    };
-    const GCS: Ids = Ids {
-        system: 255,
-        component: 190,
-    };
+    const US: Ids = Ids::ONBOARD_COMPUTER;
+    const FCU: Ids = Ids::AUTOPILOT;
+    const GCS: Ids = Ids::GROUND_STATION;
 
     fn session() -> Session {
         Session::new(SessionConfig {

@@ -52,10 +52,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> SimConfig {
         SimConfig {
-            ids: Ids {
-                system: 1,
-                component: 1,
-            },
+            ids: Ids::AUTOPILOT,
             clock_offset_ns: None,
             drift_ppm: 0.0,
             up: Faults::NONE,
@@ -311,10 +308,7 @@ mod tests {
 
     fn request(ts1: i64) -> Vec<u8> {
         frame(
-            Ids {
-                system: 1,
-                component: 191,
-            },
+            Ids::ONBOARD_COMPUTER,
             0,
             MavlinkVersion::V2,
             &Outgoing::Timesync(Timesync {
@@ -362,13 +356,7 @@ mod tests {
             .unwrap();
         let t1 = monotonic_ns();
         let (reply, t3) = exchange(&sim, &socket, t1);
-        assert_eq!(
-            reply.target,
-            Ids {
-                system: 1,
-                component: 191
-            }
-        );
+        assert_eq!(reply.target, Ids::ONBOARD_COMPUTER);
         let rtt = t3 - t1;
         assert!(rtt >= 4_000_000, "rtt {rtt}");
         // The stamp lies 3 ms after the request left, in a clock 5 s ahead.
