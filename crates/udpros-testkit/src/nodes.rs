@@ -1,0 +1,53 @@
+//! udpros nodes for tests: one on a master, a publisher that keeps publishing, a simulated
+//! `/clock`.
+
+/// A udpros node named `name` on `master`, on loopback.
+pub async fn node(master: &str, name: &str) -> udpros::node::Node {
+    let args = [
+        format!("__master:={master}"),
+        "__ip:=127.0.0.1".to_string(),
+        format!("__name:={name}"),
+    ];
+    udpros::node::Node::new(name, args)
+        .await
+        .expect("node starts")
+}
+
+/// Publishes `message` every `period` on the current runtime until the returned task is
+/// aborted or the node shuts down: what a test runs while a ROS tool or peer listens.
+pub fn publish_every<M: udpros::msg::Message + Send + Sync + 'static>(
+    publisher: udpros::node::Publisher<M>,
+    message: M,
+    period: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while publisher.publish(&message).is_ok() {
+            tokio::time::sleep(period).await;
+        }
+    })
+}
+
+/// `/clock` published from `node` as a simulator publishes it: `start` first, then at wall
+/// speed, every 10 ms, until the task is aborted. Also gives the simulated time now.
+pub async fn simulated_clock(
+    node: &udpros::node::Node,
+    start: udpros::msg::Time,
+) -> (
+    tokio::task::JoinHandle<()>,
+    impl Fn() -> udpros::msg::Time + Clone + Send + 'static,
+) {
+    use udpros::msgs::rosgraph_msgs::Clock;
+    let clock = node
+        .advertise::<Clock>("/clock", Default::default())
+        .await
+        .expect("advertise /clock");
+    let started = std::time::Instant::now();
+    let now = move || start + started.elapsed().into();
+    let ticking = tokio::spawn(async move {
+        loop {
+            let _ = clock.publish(&Clock { clock: now() });
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    });
+    (ticking, now)
+}
