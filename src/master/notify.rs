@@ -683,9 +683,12 @@ mod tests {
     /// The worst case of a first fan-out: a live node never tried by the master, queued
     /// behind hundreds of never-tried tarpits. With a fixed 250 ms deadline the round would
     /// take 400 × 250 ms / 20 = 5 s; the congested lane's deadline follows the answers the
-    /// master has seen (milliseconds here), so the live node hears within a second.
+    /// master has seen (milliseconds here, so its 25 ms floor: 20 rounds, 0.5 s), so the
+    /// live node hears in about 0.8 s. The bar, 2.5 s, is half the fixed deadline's round:
+    /// margin for a loaded machine (this test ran in 1.0 s beside the other unit tests on a
+    /// busy one), still far from what it guards against.
     #[tokio::test]
-    async fn a_never_tried_live_node_behind_never_tried_tarpits_hears_within_a_second() {
+    async fn a_never_tried_live_node_behind_never_tried_tarpits_hears_long_before_a_fixed_round() {
         let mut tarpits = Vec::new();
         for _ in 0..400 {
             tarpits.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
@@ -708,7 +711,7 @@ mod tests {
         notifier.queue(&live, update("/t", vec!["http://p1:1/".into()]));
         let took = first_call_after(start, &answered, Duration::from_secs(10)).await;
         assert!(
-            took < Duration::from_secs(1),
+            took < Duration::from_millis(2500),
             "the live node waited {took:?}"
         );
         assert_eq!(notifier.failures(&live), 0);
@@ -745,7 +748,7 @@ mod tests {
         }
         let took = first_call_after(start, &answered, Duration::from_secs(5)).await;
         assert!(
-            took < Duration::from_secs(1),
+            took < Duration::from_millis(2500),
             "the live node waited {took:?}"
         );
         // The tarpits give up after three failures (rounds of about 0.8 s, 100 at a time

@@ -44,8 +44,9 @@ impl Node {
     /// Leaves the graph: unregisters every publication and subscription (so nothing stays
     /// registered, as roscpp's shutdown does), unsubscribes cached parameters, closes
     /// every link (udpros subscribers get ERR; every `recv()` returns `None`) and stops
-    /// serving. SIGINT, SIGTERM (see [`NodeOptions::handle_signals`](super::NodeOptions::handle_signals)) and `rosnode kill`
-    /// do the same.
+    /// serving. SIGINT, SIGTERM (see
+    /// [`NodeOptions::handle_signals`](super::NodeOptions::handle_signals)) and `rosnode
+    /// kill` do the same.
     pub async fn shutdown(&self) {
         self.inner.shutdown.send_if_modified(|reason| {
             let first = reason.is_none();

@@ -103,14 +103,20 @@ impl NodeInner {
     /// Takes everything out of the node's tables, so that nothing answers for it any more
     /// and a handle dropped later has nothing left to unregister.
     fn take_registrations(&self) -> Vec<Registration> {
-        let registrations = self.registrations();
-        lock(&self.topics.publications).clear();
-        lock(&self.topics.subscriptions).clear();
-        lock(&self.services.0).clear();
-        for key in self.params.keys() {
-            self.params.remove(&key);
-        }
-        registrations
+        // Each table emptied under its lock: one advertised meanwhile is either taken here
+        // or registered after, never dropped from the table without being unregistered.
+        let publications = std::mem::take(&mut *lock(&self.topics.publications));
+        let subscriptions = std::mem::take(&mut *lock(&self.topics.subscriptions));
+        let services = std::mem::take(&mut *lock(&self.services.0));
+        let params = self.params.keys();
+        params.iter().for_each(|key| self.params.remove(key));
+        let publications = publications.into_values().map(|a| a.publication);
+        publications
+            .map(Registration::Publisher)
+            .chain(subscriptions.into_values().map(Registration::Subscriber))
+            .chain(services.into_values().map(Registration::Service))
+            .chain(params.into_iter().map(Registration::Param))
+            .collect()
     }
 
     /// Leaves the graph: everything taken out, unregistered all at once within

@@ -233,7 +233,7 @@ async fn connect_now(
     stream.write_all(&header.encode_tcp()).await?;
     let (reply, leftover) = crate::transport::read_header(&mut stream, &HeaderLimits::default())
         .await
-        .map_err(ServiceError::Protocol)?;
+        .map_err(|e| ServiceError::Protocol(e.to_string()))?;
     rosrpc::check_reply(&reply).map_err(|e| match e {
         ReplyError::Refused(text) => ServiceError::Refused(text),
         other => ServiceError::Protocol(other.to_string()),

@@ -103,20 +103,44 @@ pub(crate) async fn read_header(
         crate::wire::header::ConnectionHeader,
         crate::wire::tcpros::FrameDecoder,
     ),
-    String,
+    HeaderReadError,
 > {
     use tokio::io::AsyncReadExt;
     let mut decoder = crate::wire::tcpros::FrameDecoder::new(limits.max_total);
     loop {
-        if let Some(body) = decoder.next_frame().map_err(|e| e.to_string())? {
+        if let Some(body) = decoder.next_frame().map_err(HeaderReadError::TooLarge)? {
             let header = crate::wire::header::ConnectionHeader::decode_fields(&body, limits)
-                .map_err(|e| e.to_string())?;
+                .map_err(HeaderReadError::Malformed)?;
             return Ok((header, decoder));
         }
         match stream.read_buf(decoder.buffer_mut()).await {
-            Ok(0) => return Err("connection closed before its header".into()),
+            Ok(0) => return Err(HeaderReadError::Closed),
             Ok(_) => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(HeaderReadError::Io(e)),
+        }
+    }
+}
+
+/// Why a peer's connection header could not be read.
+#[derive(Debug)]
+pub(crate) enum HeaderReadError {
+    /// It announced more than the limits allow.
+    TooLarge(crate::wire::tcpros::FrameTooLarge),
+    /// Its fields do not parse.
+    Malformed(crate::wire::header::HeaderError),
+    /// The peer closed the connection first.
+    Closed,
+    /// Reading failed.
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for HeaderReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderReadError::TooLarge(e) => e.fmt(f),
+            HeaderReadError::Malformed(e) => e.fmt(f),
+            HeaderReadError::Closed => f.write_str("connection closed before its header"),
+            HeaderReadError::Io(e) => e.fmt(f),
         }
     }
 }
