@@ -1,7 +1,7 @@
 //! The handles a program publishes and subscribes with, typed and untyped; the last
 //! handle of a topic dropped unadvertises or unsubscribes it.
 
-use super::registry::Registration;
+use super::registry::{remove_if_same, Registration};
 use super::NodeInner;
 use crate::msg::Message;
 use crate::transport::publication::Publication;
@@ -212,15 +212,9 @@ impl Drop for RawSubscriber {
             return;
         };
         let topic = &self.subscription.config.topic;
-        {
-            // Not if the node's shutdown took it out already.
-            let mut subscriptions = super::lock(&node.topics.subscriptions);
-            match subscriptions.get(topic) {
-                Some(current) if Arc::ptr_eq(current, &self.subscription) => {
-                    subscriptions.remove(topic)
-                }
-                _ => return,
-            };
+        // Not if the node's shutdown took it out already.
+        if !remove_if_same(&node.topics.subscriptions, topic, &self.subscription) {
+            return;
         }
         self.subscription.close();
         node.spawn_unregister(Registration::Subscriber(self.subscription.clone()));

@@ -9,7 +9,8 @@ use crate::api::{ApiError, MasterClient};
 use crate::service::ServicePublication;
 use crate::transport::publication::Publication;
 use crate::transport::subscription::Subscription;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// One thing the node is registered with the master for.
 #[derive(Clone)]
@@ -161,6 +162,20 @@ impl NodeInner {
     /// The node's slave API URI, which every registration names.
     fn api_uri(&self) -> String {
         self.uri.get().cloned().unwrap_or_default()
+    }
+}
+
+/// Removes `name` from `table` if it still holds `entry`, not a newer one of that name (or
+/// none, after a shutdown emptied the table); whether it did.
+pub(super) fn remove_if_same<T>(
+    table: &Mutex<HashMap<String, Arc<T>>>,
+    name: &str,
+    entry: &Arc<T>,
+) -> bool {
+    let mut table = lock(table);
+    match table.get(name) {
+        Some(current) if Arc::ptr_eq(current, entry) => table.remove(name).is_some(),
+        _ => false,
     }
 }
 

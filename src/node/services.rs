@@ -36,7 +36,7 @@ impl Node {
         options: ServerOptions,
         handler: crate::service::RawHandler,
     ) -> Result<(Arc<ServicePublication>, ServiceRegistration), NodeError> {
-        let publication = self.inner.add_service(identity, options, handler)?;
+        let publication = self.inner.insert_service(identity, options, handler)?;
         let registration = ServiceRegistration {
             node: Arc::downgrade(&self.inner),
             publication: publication.clone(),
@@ -56,7 +56,8 @@ impl NodeInner {
         format!("rosrpc://{}", crate::host::authority(&self.id.host, port))
     }
 
-    fn add_service(
+    /// Puts a service in the table; refused if this node serves the name already.
+    fn insert_service(
         &self,
         identity: ServiceIdentity,
         options: ServerOptions,
@@ -79,13 +80,12 @@ impl NodeInner {
 
     /// Removes a service (if it is still this one) and unregisters it in the background.
     fn remove_service(&self, publication: &Arc<ServicePublication>) {
-        let name = &publication.identity.service;
-        {
-            let mut services = lock(&self.services.0);
-            match services.get(name) {
-                Some(current) if Arc::ptr_eq(current, publication) => services.remove(name),
-                _ => return,
-            };
+        if !super::registry::remove_if_same(
+            &self.services.0,
+            &publication.identity.service,
+            publication,
+        ) {
+            return;
         }
         self.spawn_unregister(super::registry::Registration::Service(publication.clone()));
     }

@@ -187,6 +187,7 @@ impl From<ToolNodeError> for TopicError {
     }
 }
 
+/// Runs one `topic` subcommand on an anonymous node of its own, shut down when it is done.
 pub fn run(cmd: TopicCommand) -> Result<(), TopicError> {
     // Bad values are refused before anything connects.
     if let TopicCommand::Pub(PubArgs { rate: Some(r), .. }) = &cmd {
