@@ -130,13 +130,33 @@ pub fn from_hex(hex: &str) -> Vec<u8> {
         .collect()
 }
 
-/// A port that was free a moment ago, on loopback.
+/// A port that was free a moment ago, on every address, for a test to hand to a server
+/// it starts (a rosmaster, a node's fixed port).
+///
+/// Taken below the kernel's ephemeral range (32768 and up on Linux), from a counter that
+/// starts at a place derived from this process: a port the kernel chose (`bind(0)`, the
+/// local end of an outgoing connection) can be handed out again to anyone the moment it is
+/// released, so a server started on one sometimes found it taken by a parallel test's
+/// node and the test talked to the wrong process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % SPAN,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..SPAN {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN) as u16;
+        let tcp = std::net::TcpListener::bind(("0.0.0.0", port)).is_ok();
+        if tcp && std::net::UdpSocket::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + SPAN)
 }
 
 /// A program of the workspace's `examples/`, built by `cargo test --all-targets` (or here,

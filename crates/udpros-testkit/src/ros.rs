@@ -30,12 +30,17 @@ pub fn start_rosmaster() -> Option<(Child, String)> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     ros_env(&mut cmd, &uri);
-    let child = Child(cmd.spawn().expect("start rosmaster"));
-    wait_for(std::time::Duration::from_secs(20), || {
+    let mut child = Child(cmd.spawn().expect("start rosmaster"));
+    // Listening on the port is not enough: the master must still run (a rosmaster that
+    // could not bind exits, while someone else may answer on that port).
+    let listening = wait_for(std::time::Duration::from_secs(20), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    })
-    .then_some(())
-    .expect("rosmaster did not start listening");
+    });
+    let running = matches!(child.0.try_wait(), Ok(None));
+    assert!(
+        listening && running,
+        "rosmaster did not start on port {port}"
+    );
     Some((child, uri))
 }
 
