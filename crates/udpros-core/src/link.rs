@@ -10,6 +10,7 @@
 //! not a dead link). roscpp neither sends nor expects PINGs, so links with roscpp are
 //! watched by their messages only.
 
+use crate::udpros::UdpStats;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -107,7 +108,7 @@ impl Retry {
 pub enum Dead {
     /// A udpros publisher sent neither data nor PING for [`LIVENESS_TIMEOUT`].
     Silent,
-    /// This many messages began and none completed.
+    /// This many messages began, none completed, and most of their datagrams never came.
     NothingCompletes(u64),
 }
 
@@ -122,7 +123,7 @@ impl std::fmt::Display for Dead {
             ),
             Dead::NothingCompletes(n) => write!(
                 f,
-                "{n} UDPROS messages begun and none completed (a path MTU that drops fragments, or heavy loss)"
+                "{n} UDPROS messages begun, none completed, and most of their datagrams lost (a path MTU that drops fragments)"
             ),
         }
     }
@@ -159,20 +160,24 @@ impl UdpLiveness {
         self.next_check
     }
 
-    /// The check at `now`, given how many messages the link completed and began without
-    /// completing; `Some` when the link is dead.
-    pub fn handle_timeout(
-        &mut self,
-        now: Instant,
-        completed: u64,
-        incomplete: u64,
-    ) -> Option<Dead> {
+    /// The check at `now`, given what the link's reassembly counted; `Some` when the link
+    /// is dead.
+    ///
+    /// Messages that begin and never complete mean a path that drops every full-size
+    /// datagram (an MTU black hole: only the short last blocks and heartbeats get through),
+    /// which UDPROS cannot cross, so the link is given up and the subscriber falls back.
+    /// They also mean heavy random loss, where a message of 70 datagrams is rarely whole at
+    /// 5 % but most of each one's datagrams arrive: that link still carries fresh data (and
+    /// FEC rebuilds it), so it is judged dead only when most of the blocks of the messages
+    /// given up never came.
+    pub fn handle_timeout(&mut self, now: Instant, stats: &UdpStats) -> Option<Dead> {
         if now < self.next_check {
             return None;
         }
         self.next_check = now + LIVENESS_CHECK;
-        if completed == 0 && incomplete >= INCOMPLETE_BEFORE_FAILURE {
-            return Some(Dead::NothingCompletes(incomplete));
+        let mostly_lost = stats.incomplete_blocks_seen * 2 < stats.incomplete_blocks_expected;
+        if stats.messages == 0 && stats.incomplete >= INCOMPLETE_BEFORE_FAILURE && mostly_lost {
+            return Some(Dead::NothingCompletes(stats.incomplete));
         }
         if self.expects_heartbeats
             && now.saturating_duration_since(self.last_heard) > LIVENESS_TIMEOUT
@@ -309,7 +314,11 @@ mod tests {
         let t0 = Instant::now();
         let mut udpros = UdpLiveness::new(t0, true);
         let mut roscpp = UdpLiveness::new(t0, false);
-        assert_eq!(udpros.handle_timeout(t0, 0, 0), None, "not due yet");
+        let five = UdpStats {
+            messages: 5,
+            ..UdpStats::default()
+        };
+        assert_eq!(udpros.handle_timeout(t0, &five), None, "not due yet");
         let mut now = t0;
         let mut dead_at = None;
         while now < t0 + Duration::from_secs(10) {
@@ -317,11 +326,11 @@ mod tests {
             if now == t0 + Duration::from_secs(1) {
                 udpros.heard(now); // a heartbeat
             }
-            if let Some(dead) = udpros.handle_timeout(now, 5, 0) {
+            if let Some(dead) = udpros.handle_timeout(now, &five) {
                 dead_at = Some((dead, now - t0));
                 break;
             }
-            assert_eq!(roscpp.handle_timeout(now, 5, 0), None);
+            assert_eq!(roscpp.handle_timeout(now, &five), None);
         }
         let (dead, after) = dead_at.expect("declared dead");
         assert_eq!(dead, Dead::Silent);
@@ -335,18 +344,32 @@ mod tests {
     fn messages_that_never_complete_kill_a_new_link_with_any_publisher() {
         let t0 = Instant::now();
         let mut roscpp = UdpLiveness::new(t0, false);
+        // Ten messages of ten blocks each, of which only the last block ever arrived.
+        let stats = |messages, incomplete, seen| UdpStats {
+            messages,
+            incomplete,
+            incomplete_blocks_seen: seen,
+            incomplete_blocks_expected: incomplete * 10,
+            ..UdpStats::default()
+        };
         let due = roscpp.poll_timeout();
-        assert_eq!(roscpp.handle_timeout(due, 0, 9), None);
+        assert_eq!(roscpp.handle_timeout(due, &stats(0, 9, 9)), None);
         let due = roscpp.poll_timeout();
         assert_eq!(
-            roscpp.handle_timeout(due, 0, 10),
+            roscpp.handle_timeout(due, &stats(0, 10, 10)),
             Some(Dead::NothingCompletes(10))
         );
         let due = roscpp.poll_timeout();
         assert_eq!(
-            roscpp.handle_timeout(due, 1, 50),
+            roscpp.handle_timeout(due, &stats(1, 50, 50)),
             None,
             "one completed message"
+        );
+        let due = roscpp.poll_timeout();
+        assert_eq!(
+            roscpp.handle_timeout(due, &stats(0, 50, 475)),
+            None,
+            "random loss: most blocks of each message arrive"
         );
     }
 

@@ -66,6 +66,11 @@ impl Fragmenter {
         self.connection_id
     }
 
+    /// The id of the message fragmented last (0 before the first).
+    pub fn last_message_id(&self) -> u8 {
+        self.last_message_id
+    }
+
     fn payload_size(&self) -> usize {
         self.max_datagram_size - HEADER_LEN
     }

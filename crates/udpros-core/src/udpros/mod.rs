@@ -2,8 +2,10 @@
 //! `u8` message id, `u16` block) and a slice of the message frame (its `u32` length prefix
 //! included). DATA0 opens a message and carries the block count; DATAN carries block
 //! `1..count`. PING and ERR are the heartbeat and the close notice, which roscpp never sends
-//! and treats as errors, so they go only to udpros peers.
+//! and treats as errors, so they go only to udpros peers, as REPAIR does (forward error
+//! correction, on links where both ends agreed: see [`fec`]).
 
+pub mod fec;
 mod fragment;
 mod pacing;
 mod reassemble;
@@ -39,6 +41,8 @@ pub enum Opcode {
     Ping = 2,
     /// The link is closing (udpros peers only).
     Err = 3,
+    /// A repair shard or a message's checksum (udpros peers that agreed on [`fec`] only).
+    Repair = 4,
 }
 
 impl Opcode {
@@ -49,6 +53,7 @@ impl Opcode {
             1 => Opcode::DataN,
             2 => Opcode::Ping,
             3 => Opcode::Err,
+            4 => Opcode::Repair,
             _ => return None,
         })
     }
@@ -120,7 +125,7 @@ mod tests {
         assert_eq!(h.encode(), [1, 2, 3, 4, 1, 9, 1, 2]);
         assert_eq!(DatagramHeader::parse(&h.encode()), Some(h));
         assert_eq!(
-            DatagramHeader::parse(&[0, 0, 0, 0, 4, 1, 1, 0]),
+            DatagramHeader::parse(&[0, 0, 0, 0, 5, 1, 1, 0]),
             None,
             "unknown opcode"
         );

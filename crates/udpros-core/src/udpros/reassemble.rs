@@ -83,12 +83,26 @@ pub struct UdpStats {
     pub oversize: u64,
     /// Heartbeats received.
     pub pings: u64,
+    /// Repair datagrams taken (FEC links).
+    pub repairs: u64,
+    /// Messages rebuilt from repair datagrams (FEC links).
+    pub rebuilt: u64,
+    /// Messages dropped because they failed their checksum (FEC links).
+    pub corrupt: u64,
+    /// Messages of several blocks delivered unchecked: their metadata was lost (FEC links).
+    pub unverified: u64,
+    /// Blocks that arrived of the messages given up ...
+    pub incomplete_blocks_seen: u64,
+    /// ... and the blocks those messages had: their ratio tells random loss (most blocks
+    /// arrive) from a path that drops every full-size datagram (almost none do).
+    pub incomplete_blocks_expected: u64,
 }
 
 impl UdpStats {
-    /// Messages known lost: begun and abandoned, or never seen at all.
+    /// Messages known lost: begun and abandoned, never seen at all, or dropped for a
+    /// failed checksum.
     pub fn lost(&self) -> u64 {
-        self.incomplete + self.missed
+        self.incomplete + self.missed + self.corrupt
     }
 }
 
@@ -120,7 +134,14 @@ struct Partial {
     ahead_bytes: usize,
     highest: u16,
     deadline: Instant,
+    /// Second copies of blocks that differ from the first (a stale block of the message
+    /// that used this id before, or a forged one), kept so that a message whose checksum
+    /// fails can be tried with them (FEC links only check; see [`Reassembler::conflicts`]).
+    conflicts: Vec<(u16, Vec<u8>)>,
 }
+
+/// Most conflicting second copies kept per message.
+const MAX_CONFLICTS: usize = 4;
 
 impl Partial {
     fn has(&self, index: u16) -> bool {
@@ -170,7 +191,32 @@ impl Partial {
     }
 
     fn memory(&self) -> usize {
-        self.frame.capacity() + self.ahead_bytes
+        self.frame.capacity()
+            + self.ahead_bytes
+            + self.conflicts.iter().map(|(_, b)| b.len()).sum::<usize>()
+    }
+
+    /// The bytes held for block `index`, if it arrived.
+    fn block(&self, index: u16) -> Option<&[u8]> {
+        if index < self.contiguous {
+            let start = usize::from(index) * self.block_payload;
+            let end = (start + self.block_payload).min(self.frame.len());
+            Some(&self.frame[start..end])
+        } else {
+            self.ahead.get(&index).map(Vec::as_slice)
+        }
+    }
+
+    fn present(&self) -> usize {
+        usize::from(self.contiguous) + self.ahead.len()
+    }
+
+    /// Keeps a second copy of block `index` that differs from the first.
+    fn note_duplicate(&mut self, index: u16, payload: &[u8]) {
+        let differs = self.block(index).is_some_and(|held| held != payload);
+        if differs && self.conflicts.len() < MAX_CONFLICTS {
+            self.conflicts.push((index, payload.to_vec()));
+        }
     }
 }
 
@@ -199,6 +245,8 @@ pub struct Reassembler {
     /// The newest message delivered: an older one arriving after it is late, whole or
     /// not (a subscriber wants the freshest data, in order).
     last_delivered: Option<u8>,
+    /// The conflicting second copies of the last delivered message's blocks.
+    delivered_conflicts: Vec<(u16, Vec<u8>)>,
     stats: UdpStats,
 }
 
@@ -213,6 +261,7 @@ impl Reassembler {
             abandoned: IdRing::default(),
             last_started: None,
             last_delivered: None,
+            delivered_conflicts: Vec::new(),
             stats: UdpStats::default(),
         }
     }
@@ -232,10 +281,92 @@ impl Reassembler {
         &self.stats
     }
 
+    /// Counts what a caller judged of a datagram it kept from reassembly.
+    pub fn count(&mut self, judged: impl FnOnce(&mut UdpStats)) {
+        judged(&mut self.stats);
+    }
+
     /// Bytes held for incomplete messages.
     pub fn memory(&self) -> usize {
         self.partial.as_ref().map_or(0, Partial::memory)
             + self.stash.as_ref().map_or(0, |s| s.bytes)
+    }
+
+    /// The id of the message delivered last.
+    pub fn last_delivered(&self) -> Option<u8> {
+        self.last_delivered
+    }
+
+    /// Second copies of the last delivered message's blocks that differed from the copies
+    /// it was assembled from (`(index, payload)`, at most a few): a message that fails its
+    /// checksum may be right with them.
+    pub fn conflicts(&self) -> &[(u16, Vec<u8>)] {
+        &self.delivered_conflicts
+    }
+
+    /// The blocks held of message `id`, in reassembly or waiting for its DATA0: `(index,
+    /// payload)`, in no particular order. Empty when nothing of it is held.
+    pub fn blocks_of(&self, id: u8) -> Vec<(u16, &[u8])> {
+        if let Some(p) = self.partial.as_ref().filter(|p| p.id == id) {
+            let ahead = p.ahead.iter().map(|(&i, b)| (i, b.as_slice()));
+            (0..p.contiguous)
+                .filter_map(|i| Some((i, p.block(i)?)))
+                .chain(ahead)
+                .collect()
+        } else if let Some(stash) = self.stash.as_ref().filter(|s| s.id == id) {
+            stash
+                .blocks
+                .iter()
+                .map(|(&i, b)| (i, b.as_slice()))
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// How many blocks of message `id` are held.
+    pub fn held_blocks(&self, id: u8) -> usize {
+        if let Some(p) = self.partial.as_ref().filter(|p| p.id == id) {
+            p.present()
+        } else {
+            self.stash
+                .as_ref()
+                .filter(|s| s.id == id)
+                .map_or(0, |s| s.blocks.len())
+        }
+    }
+
+    /// Places blocks of message `id` that were rebuilt rather than received (`blocks` of
+    /// them in all; `restored` holds `(index, payload)` with each payload its block's exact
+    /// size): block 0 starts the message as its DATA0 would, the others fill it. Returns the
+    /// message if that completed it. Counted as received blocks are, except that they are
+    /// never out of order.
+    pub fn restore(
+        &mut self,
+        now: Instant,
+        id: u8,
+        blocks: u16,
+        mut restored: Vec<(u16, Vec<u8>)>,
+    ) -> Option<Event> {
+        // Block 0 first: it starts the message, and the others need it started.
+        restored.sort_unstable_by_key(|(index, _)| *index);
+        let mut event = None;
+        for (index, payload) in restored {
+            if index == 0 {
+                let header = DatagramHeader {
+                    connection_id: self.config.connection_id.unwrap_or(0),
+                    opcode: Opcode::Data0,
+                    message_id: id,
+                    block: blocks,
+                };
+                event = self.on_data0(now, header, Bytes::from(payload)).or(event);
+            } else if let Some(p) = self.partial.as_mut().filter(|p| p.id == id) {
+                if !p.has(index) && !p.place(index, &payload) {
+                    self.stats.malformed += 1;
+                }
+            }
+        }
+        event.or_else(|| self.take_complete())
     }
 
     /// When [`Reassembler::handle_timeout`] should next run.
@@ -276,6 +407,12 @@ impl Reassembler {
                 Some(Event::Ping)
             }
             Opcode::Err => Some(Event::Closed),
+            // Only links that agreed on FEC carry repairs, and their receiver takes them
+            // before they reach reassembly.
+            Opcode::Repair => {
+                self.stats.malformed += 1;
+                None
+            }
             Opcode::Data0 => self.on_data0(now, header, datagram.slice(HEADER_LEN..)),
             Opcode::DataN => {
                 self.on_datan(now, header, &datagram[HEADER_LEN..]);
@@ -363,6 +500,7 @@ impl Reassembler {
             ahead_bytes: 0,
             highest: 0,
             deadline: now + self.config.timeout,
+            conflicts: Vec::new(),
         };
         partial.place(0, &payload);
         if let Some(stash) = self.stash.take_if(|s| s.id == id) {
@@ -392,6 +530,7 @@ impl Reassembler {
         if let Some(p) = self.partial.as_mut().filter(|p| p.id == id) {
             if p.has(index) {
                 self.stats.duplicates += 1;
+                p.note_duplicate(index, payload);
             } else {
                 let later_seen = index < p.highest;
                 if !p.place(index, payload) {
@@ -439,7 +578,9 @@ impl Reassembler {
 
     fn take_complete(&mut self) -> Option<Event> {
         let partial = self.partial.take_if(|p| p.is_complete())?;
-        self.deliver(partial.id, Bytes::from(partial.frame).slice(4..))
+        let event = self.deliver(partial.id, Bytes::from(partial.frame).slice(4..));
+        self.delivered_conflicts = partial.conflicts;
+        event
     }
 
     fn deliver(&mut self, id: u8, body: Bytes) -> Option<Event> {
@@ -449,6 +590,7 @@ impl Reassembler {
         }
         self.delivered.push(id);
         self.last_delivered = Some(id);
+        self.delivered_conflicts.clear();
         self.stats.messages += 1;
         self.stats.bytes += body.len() as u64;
         Some(Event::Message(body))
@@ -477,20 +619,26 @@ impl Reassembler {
 
     fn abandon_partial(&mut self) {
         if let Some(p) = self.partial.take() {
-            self.abandon(p.id);
+            self.abandon(p.id, p.present(), usize::from(p.blocks));
         }
     }
 
     fn abandon_stash(&mut self) {
         if let Some(s) = self.stash.take() {
-            self.abandon(s.id);
+            // The block count came with the DATA0 that never arrived: at least the highest
+            // index seen, and block 0 itself.
+            let highest = s.blocks.keys().next_back().map_or(0, |&i| usize::from(i));
+            self.abandon(s.id, s.blocks.len(), highest + 1);
         }
     }
 
-    /// Gives message `id` up, counted once however often a duplicated DATA0 restarted it.
-    fn abandon(&mut self, id: u8) {
+    /// Gives message `id` up, counted once however often a duplicated DATA0 restarted it,
+    /// with the `seen` of its `expected` blocks that arrived.
+    fn abandon(&mut self, id: u8, seen: usize, expected: usize) {
         if !self.abandoned.contains(id) {
             self.stats.incomplete += 1;
+            self.stats.incomplete_blocks_seen += seen as u64;
+            self.stats.incomplete_blocks_expected += expected.max(seen) as u64;
             self.abandoned.push(id);
         }
     }

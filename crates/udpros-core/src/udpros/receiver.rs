@@ -13,7 +13,10 @@
 //! - after a [`ReceiverEvent::Closed`] or [`ReceiverEvent::Dead`] the link is over: drop
 //!   the receiver.
 
-use super::{Event, Reassembler, ReassemblerConfig, UdpStats};
+use super::fec::{self, Repair, RepairMeta};
+use super::{
+    message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig, UdpStats,
+};
 use crate::link::{AllowedSources, Dead, UdpLiveness};
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -30,6 +33,10 @@ pub struct UdpReceiverConfig {
     /// The publisher is udpros and heartbeats an idle link, so silence means it is gone
     /// (roscpp sends no heartbeats: its links are judged by their messages only).
     pub expects_heartbeats: bool,
+    /// Both ends agreed on FEC: repair datagrams are taken, messages of several blocks are
+    /// checked against their checksum, and the reassembler's `block_payload` is the shard
+    /// size ([`fec::shard_size`]).
+    pub fec: bool,
 }
 
 /// What happened on the link, in the order it happened.
@@ -66,6 +73,72 @@ pub struct UdpReceiver {
     events: VecDeque<ReceiverEvent>,
     /// Messages dropped because the driver did not drain events.
     events_dropped: u64,
+    /// The repair side of a link that agreed on FEC.
+    fec: Option<FecState>,
+}
+
+/// What a receiver holds for FEC: the repair shards of the message they may rebuild, and
+/// the metadata of the last few messages, to check them when they complete.
+#[derive(Debug)]
+struct FecState {
+    shard: usize,
+    pending: Option<PendingRepair>,
+    metas: [Option<(u8, RepairMeta)>; RECENT_METAS],
+    next_meta: usize,
+    /// Repair datagrams taken, messages rebuilt, messages that failed their checksum, and
+    /// messages of several blocks delivered without one (their metadata was lost).
+    repairs: u64,
+    rebuilt: u64,
+    corrupt: u64,
+    unverified: u64,
+}
+
+/// The repair shards held for one message.
+#[derive(Debug)]
+struct PendingRepair {
+    id: u8,
+    meta: RepairMeta,
+    shards: Vec<(u16, Bytes)>,
+    /// A rebuild was tried: a message is decoded at most once.
+    tried: bool,
+}
+
+/// Messages whose FEC metadata is remembered: the current one and a few before it, far
+/// fewer than the 255 after which an id comes back.
+const RECENT_METAS: usize = 4;
+
+impl FecState {
+    /// The metadata remembered for message `id`: one, or more when datagrams disagreed
+    /// (a forged or stale one among them), any of which a message may match.
+    fn metas_of(&self, id: u8) -> impl Iterator<Item = RepairMeta> + '_ {
+        self.metas
+            .iter()
+            .flatten()
+            .filter(move |(held, _)| *held == id)
+            .map(|(_, meta)| *meta)
+    }
+
+    /// Forgets the metadata of message `id` and of every message before it.
+    fn forget_up_to(&mut self, id: u8) {
+        for slot in &mut self.metas {
+            if slot.is_some_and(|(held, _)| message_id_distance(held, id) < 128) {
+                *slot = None;
+            }
+        }
+    }
+
+    fn remember(&mut self, id: u8, meta: RepairMeta) {
+        if !self.metas_of(id).any(|held| held == meta) {
+            self.metas[self.next_meta] = Some((id, meta));
+            self.next_meta = (self.next_meta + 1) % RECENT_METAS;
+        }
+    }
+
+    fn memory(&self) -> usize {
+        self.pending
+            .as_ref()
+            .map_or(0, |p| p.shards.len() * self.shard)
+    }
 }
 
 impl UdpReceiver {
@@ -80,6 +153,20 @@ impl UdpReceiver {
             truncated: 0,
             events: VecDeque::new(),
             events_dropped: 0,
+            fec: config
+                .fec
+                .then_some(config.reassembler.block_payload)
+                .flatten()
+                .map(|shard| FecState {
+                    shard,
+                    pending: None,
+                    metas: [None; RECENT_METAS],
+                    next_meta: 0,
+                    repairs: 0,
+                    rebuilt: 0,
+                    corrupt: 0,
+                    unverified: 0,
+                }),
         }
     }
 
@@ -95,15 +182,177 @@ impl UdpReceiver {
             }
             self.peer = Some(from);
         }
-        match self.reassembler.handle(now, datagram) {
-            Some(Event::Message(body)) => {
-                self.liveness.heard(now);
-                self.push(ReceiverEvent::Message(body));
+        let header = DatagramHeader::parse(&datagram);
+        let ours = |h: &DatagramHeader| {
+            let checked = self.reassembler.config().connection_id;
+            checked.is_none_or(|id| id == h.connection_id)
+        };
+        if header.as_ref().is_some_and(ours) {
+            // Any datagram of the link shows the publisher is there: under heavy loss few
+            // messages complete, and a busy publisher sends no heartbeats.
+            self.liveness.heard(now);
+        }
+        if self.fec.is_some() {
+            if let Some(h) = header.filter(|h| h.opcode == Opcode::Repair) {
+                self.on_repair(now, h, datagram);
+                return;
             }
+        }
+        match self.reassembler.handle(now, datagram) {
+            Some(Event::Message(body)) => self.deliver(now, body),
             Some(Event::Ping) => self.liveness.heard(now),
             Some(Event::Closed) => self.push(ReceiverEvent::Closed),
-            None => {}
+            None => {
+                if let Some(h) = header.filter(|h| h.opcode != Opcode::Ping) {
+                    self.try_rebuild(now, h.message_id);
+                }
+            }
         }
+    }
+
+    /// A repair datagram on a link that agreed on FEC.
+    fn on_repair(&mut self, now: Instant, header: DatagramHeader, datagram: Bytes) {
+        let Some(fec) = self.fec.as_mut() else {
+            return;
+        };
+        let foreign = self
+            .reassembler
+            .config()
+            .connection_id
+            .is_some_and(|id| id != header.connection_id);
+        if foreign {
+            self.reassembler.count(|stats| stats.foreign += 1);
+            return;
+        }
+        let max_message_size = self.reassembler.config().max_message_size;
+        let Ok(repair) = Repair::parse(datagram, fec.shard) else {
+            self.reassembler.count(|stats| stats.malformed += 1);
+            return;
+        };
+        fec.repairs += 1;
+        let id = repair.message_id;
+        let newer_than = |other: u8| (1..128).contains(&message_id_distance(other, id));
+        let delivered = self.reassembler.last_delivered();
+        if delivered.is_some_and(|last| last != id && !newer_than(last)) {
+            return; // a late repair of a message delivered or given up
+        }
+        fec.remember(id, repair.meta);
+        if repair.shard.is_empty() || delivered == Some(id) {
+            return; // metadata only, or the message is already whole
+        }
+        let pending = match fec.pending.as_mut() {
+            Some(p) if p.id == id && p.meta == repair.meta => p,
+            // Never for an older message than the one held.
+            Some(p) if !newer_than(p.id) => return,
+            _ => fec.pending.insert(PendingRepair {
+                id,
+                meta: repair.meta,
+                shards: Vec::new(),
+                tried: false,
+            }),
+        };
+        // More than k shards never help (with the blocks held, k rebuild), and a repeated
+        // index is a duplicate: neither is kept, nor more bytes than the largest message,
+        // so a flood holds no more than the message it claims to repair.
+        let room = (pending.shards.len() + 1) * fec.shard <= max_message_size;
+        let useful = room
+            && pending.shards.len() < usize::from(repair.meta.blocks)
+            && !pending.shards.iter().any(|(i, _)| *i == repair.index);
+        if useful {
+            // A copy: the datagram may be a slice of a large receive batch.
+            let shard = Bytes::copy_from_slice(&repair.shard);
+            pending.shards.push((repair.index, shard));
+            self.try_rebuild(now, id);
+        }
+    }
+
+    /// Rebuilds message `id` from its blocks and repair shards once there are enough.
+    fn try_rebuild(&mut self, now: Instant, id: u8) {
+        let Some(fec) = self.fec.as_mut() else {
+            return;
+        };
+        let Some(pending) = fec.pending.as_mut().filter(|p| p.id == id && !p.tried) else {
+            return;
+        };
+        let k = usize::from(pending.meta.blocks);
+        let held = self.reassembler.held_blocks(id);
+        if held >= k || held + pending.shards.len() < k {
+            return;
+        }
+        pending.tried = true;
+        let blocks = self.reassembler.blocks_of(id);
+        let Some(restored) = fec::rebuild(pending.meta, fec.shard, &blocks, &pending.shards) else {
+            return;
+        };
+        let blocks = pending.meta.blocks;
+        if let Some(Event::Message(body)) = self.reassembler.restore(now, id, blocks, restored) {
+            if let Some(fec) = self.fec.as_mut() {
+                fec.rebuilt += 1;
+            }
+            self.deliver(now, body);
+        }
+    }
+
+    /// A message the reassembler completed: checked against its checksum on an FEC link,
+    /// then handed over.
+    fn deliver(&mut self, now: Instant, body: Bytes) {
+        let Some(body) = self.checked(body) else {
+            return;
+        };
+        self.liveness.heard(now);
+        self.push(ReceiverEvent::Message(body));
+    }
+
+    /// `body` if it matches its message's checksum, or can be made to with the second copies
+    /// of its blocks that differed; `None` (counted) if not. Messages without metadata pass.
+    fn checked(&mut self, body: Bytes) -> Option<Bytes> {
+        let Some(fec) = self.fec.as_mut() else {
+            return Some(body);
+        };
+        let id = self.reassembler.last_delivered()?;
+        let metas: Vec<RepairMeta> = fec.metas_of(id).collect();
+        // Ids come back every 255 messages: metadata of this message and of the ones before
+        // it is spent now, and must not be taken for a later message with the same id.
+        fec.forget_up_to(id);
+        if metas.is_empty() {
+            if body.len() + 4 > fec.shard {
+                fec.unverified += 1;
+            }
+            return Some(body);
+        }
+        let matches = |body: &[u8]| {
+            let crc = fec::body_crc(body);
+            metas
+                .iter()
+                .any(|m| body.len() + 4 == m.frame_len as usize && crc == m.body_crc)
+        };
+        if matches(&body) {
+            return Some(body);
+        }
+        // A stale or forged block taken first, the real one arriving later: try the later
+        // copies, one at a time and all together.
+        let conflicts = self.reassembler.conflicts();
+        let substituted = |chosen: &[&(u16, Vec<u8>)]| {
+            let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+            frame.extend_from_slice(&body);
+            for (index, block) in chosen {
+                let start = usize::from(*index) * fec.shard;
+                let end = start + block.len();
+                frame.get_mut(start..end)?.copy_from_slice(block);
+            }
+            Some(Bytes::from(frame).slice(4..))
+        };
+        let all: Vec<&(u16, Vec<u8>)> = conflicts.iter().collect();
+        let fixed = conflicts
+            .iter()
+            .map(|c| substituted(&[c]))
+            .chain(std::iter::once(substituted(&all)))
+            .flatten()
+            .find(|candidate| matches(candidate));
+        if fixed.is_none() {
+            fec.corrupt += 1;
+        }
+        fixed
     }
 
     /// Counts `reads` the socket could not hand over whole (a datagram larger than the
@@ -130,9 +379,7 @@ impl UdpReceiver {
     /// checks liveness (an [`ReceiverEvent::Dead`] when the link is dead).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.reassembler.handle_timeout(now);
-        let stats = self.reassembler.stats();
-        let (completed, incomplete) = (stats.messages, stats.incomplete);
-        if let Some(dead) = self.liveness.handle_timeout(now, completed, incomplete) {
+        if let Some(dead) = self.liveness.handle_timeout(now, &self.stats()) {
             self.push(ReceiverEvent::Dead(dead));
         }
     }
@@ -143,6 +390,14 @@ impl UdpReceiver {
         let mut stats = *self.reassembler.stats();
         stats.foreign += self.strangers;
         stats.malformed += self.truncated;
+        if let Some(fec) = &self.fec {
+            // A message that failed its checksum was completed, not delivered.
+            stats.messages = stats.messages.saturating_sub(fec.corrupt);
+            stats.repairs = fec.repairs;
+            stats.rebuilt = fec.rebuilt;
+            stats.corrupt = fec.corrupt;
+            stats.unverified = fec.unverified;
+        }
         stats
     }
 
@@ -167,7 +422,7 @@ impl UdpReceiver {
                 _ => 0,
             })
             .sum();
-        self.reassembler.memory() + pending
+        self.reassembler.memory() + pending + self.fec.as_ref().map_or(0, FecState::memory)
     }
 
     fn push(&mut self, event: ReceiverEvent) {
@@ -209,6 +464,7 @@ mod tests {
                 },
                 sources: AllowedSources::new(vec!["10.0.0.2".parse().unwrap()], Some(4000)),
                 expects_heartbeats: heartbeats,
+                fec: false,
             },
         )
     }
@@ -275,28 +531,47 @@ mod tests {
         assert!(at - silent_since <= LIVENESS_TIMEOUT + Duration::from_millis(500));
     }
 
-    #[test]
-    fn a_path_that_drops_every_last_fragment_is_dead_even_with_heartbeats() {
+    /// Feeds `INCOMPLETE_BEFORE_FAILURE + 1` messages of 5000 bytes (four blocks), of which
+    /// `keep` picks the blocks that arrive, with a heartbeat after each; the events at the
+    /// next liveness check.
+    fn after_messages_cut_by(keep: impl Fn(usize, &Bytes) -> bool) -> Vec<ReceiverEvent> {
         let t0 = Instant::now();
         let publisher: SocketAddr = PUBLISHER.parse().unwrap();
         let mut tx = Fragmenter::new(7, 1500).unwrap();
         let mut rx = receiver(t0, true);
         let mut now = t0;
         for _ in 0..INCOMPLETE_BEFORE_FAILURE + 1 {
-            let mut blocks = datagrams(&mut tx, &[2; 5000]);
-            blocks.pop();
-            for d in blocks {
-                rx.handle(now, publisher, d);
+            let blocks = datagrams(&mut tx, &[2; 5000]);
+            for (i, d) in blocks.into_iter().enumerate() {
+                if keep(i, &d) {
+                    rx.handle(now, publisher, d);
+                }
             }
             rx.handle(now, publisher, Bytes::copy_from_slice(&tx.ping()));
             now += Duration::from_millis(100);
         }
         now = now.max(rx.poll_timeout());
         rx.handle_timeout(now);
-        let dead = events(&mut rx);
+        events(&mut rx)
+    }
+
+    #[test]
+    fn a_path_that_drops_every_full_size_datagram_is_dead_even_with_heartbeats() {
+        // An MTU black hole: only each message's short last block gets through.
+        let dead = after_messages_cut_by(|_, d| d.len() < 1500);
         assert!(
             matches!(dead[..], [ReceiverEvent::Dead(Dead::NothingCompletes(n))] if n >= INCOMPLETE_BEFORE_FAILURE),
             "{dead:?}"
+        );
+    }
+
+    #[test]
+    fn a_path_that_loses_a_block_of_every_message_is_lossy_not_dead() {
+        let events = after_messages_cut_by(|i, _| i != 2);
+        assert_eq!(
+            events,
+            [],
+            "three of four blocks arrive: loss, which FEC repairs"
         );
     }
 

@@ -20,6 +20,7 @@
 //! kernel-default receive buffer and drops a link on PING or ERR, so it gets neither, and
 //! large messages are spread over its publishing period.
 
+use super::fec::{FecEncoder, FecPolicy, FEC_HEADER_LEN};
 use super::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
 use crate::link::HEARTBEAT;
 use bytes::Bytes;
@@ -49,7 +50,7 @@ pub const DIRECT_MAX_DATAGRAMS: usize = 8;
 pub const DIRECT_MAX_SENDS: usize = 2;
 
 /// What the driver knows about a link when it opens it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdpSenderConfig {
     /// The subscriber is udpros: it sizes its receive buffer for whole messages, and
     /// expects heartbeats and a goodbye.
@@ -59,6 +60,10 @@ pub struct UdpSenderConfig {
     pub route_mtu: Option<usize>,
     /// The kernel cuts one send into datagrams (Linux's UDP_SEGMENT).
     pub segmenting: bool,
+    /// Repair for each message, on a link where both ends agreed on FEC (else
+    /// [`FecPolicy::Off`]). The fragmenter's blocks are then the code's shards: build it
+    /// with the datagram size [`fec::shard_size`](super::fec::shard_size) leaves for data.
+    pub fec: FecPolicy,
 }
 
 /// Datagrams to send in one call: `datagrams` holds them back to back, each
@@ -132,16 +137,38 @@ fn fragments_per_datagram(route_mtu: Option<usize>, size: usize) -> usize {
     (size + 8).div_ceil(per_fragment)
 }
 
+/// What a link with FEC keeps between messages.
+#[derive(Debug, Default)]
+struct FecWork {
+    encoder: FecEncoder,
+    /// A message's data datagrams, before they are laid out among its repair datagrams.
+    data: Vec<u8>,
+    /// Its repair datagrams.
+    repair: Vec<u8>,
+}
+
+/// A stretch of the outgoing datagrams that share one size (but its last), as one
+/// segmented send wants them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    /// Where in `out` it ends.
+    end: usize,
+    /// The size of each of its datagrams but the last.
+    segment: usize,
+}
+
 /// One publisher's UDPROS link to one subscriber, send side (see the module documentation
 /// for the order of calls).
 #[derive(Debug)]
 pub struct UdpSender {
     fragmenter: Fragmenter,
     pacer: Pacer,
-    /// Datagrams to send, back to back, each `segment` bytes but the last, as one
-    /// segmented send wants them: one message's fragments, or several small messages.
+    /// Datagrams to send, back to back, in runs of one size: one message's fragments (and
+    /// its repair datagrams), or several small messages.
     out: Vec<u8>,
-    segment: usize,
+    runs: Vec<Run>,
+    /// The run being sent.
+    run: usize,
     /// How much of `out` has left.
     sent: usize,
     /// The pacer has granted the next send (`Some(at)`: from `at` on).
@@ -153,6 +180,12 @@ pub struct UdpSender {
     udpros_peer: bool,
     /// Messages dropped because a send was refused as too large.
     oversize_drops: u64,
+    fec: FecPolicy,
+    /// The code's state and a message's datagrams before they are laid out, kept between
+    /// messages (boxed: links without FEC carry only the pointer).
+    work: Box<FecWork>,
+    /// Repair datagrams sent.
+    repairs_sent: u64,
 }
 
 impl UdpSender {
@@ -163,9 +196,10 @@ impl UdpSender {
         let fragments = fragments_per_datagram(config.route_mtu, size);
         UdpSender {
             pacer: pacer_for(config.udpros_peer, fragments),
-            segment: size,
             fragmenter,
             out: Vec::new(),
+            runs: Vec::new(),
+            run: 0,
             sent: 0,
             granted: None,
             paced_whole: false,
@@ -173,7 +207,24 @@ impl UdpSender {
             last_sent: now,
             udpros_peer: config.udpros_peer,
             oversize_drops: 0,
+            fec: if config.udpros_peer {
+                config.fec
+            } else {
+                FecPolicy::Off
+            },
+            work: Box::default(),
+            repairs_sent: 0,
         }
+    }
+
+    /// The repair policy in use ([`FecPolicy::Off`] toward roscpp).
+    pub fn fec(&self) -> FecPolicy {
+        self.fec
+    }
+
+    /// Repair datagrams sent so far.
+    pub fn repairs_sent(&self) -> u64 {
+        self.repairs_sent
     }
 
     /// Whether the subscriber is udpros (it gets heartbeats and a goodbye).
@@ -202,7 +253,7 @@ impl UdpSender {
     /// has its id: all of it must follow.
     pub fn push_now(&mut self, now: Instant, frame: &Bytes) -> bool {
         let blocks = self.fragmenter.blocks_for(frame.len());
-        let bytes = frame.len() + blocks * HEADER_LEN;
+        let bytes = self.wire_bytes(frame.len());
         let small = if self.segmenting {
             bytes <= DIRECT_MAX_SENDS * max_send(self.fragmenter.max_datagram_size())
         } else {
@@ -239,8 +290,7 @@ impl UdpSender {
             1
         };
         for frame in &frames[..taken] {
-            let blocks = self.fragmenter.blocks_for(frame.len());
-            self.pacer.message(now, frame.len() + blocks * HEADER_LEN);
+            self.pacer.message(now, self.wire_bytes(frame.len()));
         }
         self.paced_whole = false;
         Ok(taken)
@@ -263,7 +313,7 @@ impl UdpSender {
         }
         Some(Transmit {
             datagrams: &self.out[self.sent..self.sent + len],
-            segment_size: self.segment,
+            segment_size: self.segment(),
         })
     }
 
@@ -277,6 +327,13 @@ impl UdpSender {
     /// The datagrams of the last [`Transmit`] left whole at `now`.
     pub fn on_transmitted(&mut self, now: Instant) {
         self.sent += self.next_send_len();
+        if self
+            .runs
+            .get(self.run)
+            .is_some_and(|run| self.sent >= run.end)
+        {
+            self.run += 1;
+        }
         self.granted = None;
         if !self.is_sending() {
             self.last_sent = now;
@@ -285,7 +342,7 @@ impl UdpSender {
 
     /// The send of the last [`Transmit`] (or of a heartbeat) failed with `error`.
     pub fn on_send_error(&mut self, error: SendError) -> AfterError {
-        let segmented = self.is_sending() && self.next_send_len() > self.segment;
+        let segmented = self.is_sending() && self.next_send_len() > self.segment();
         match error {
             SendError::Unsupported | SendError::TooLarge if self.segmenting && segmented => {
                 self.segmenting = false;
@@ -317,29 +374,110 @@ impl UdpSender {
         self.udpros_peer.then(|| self.fragmenter.err())
     }
 
-    /// Lays out a message's datagrams in `out`; takes its message id.
-    fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
+    /// Bytes a frame of `frame_len` bytes takes on the wire, headers and repair included.
+    fn wire_bytes(&self, frame_len: usize) -> usize {
+        let blocks = self.fragmenter.blocks_for(frame_len);
+        let data = frame_len + blocks * HEADER_LEN;
+        if !self.fec.enabled() {
+            return data;
+        }
+        let shard = self.fragmenter.max_datagram_size() - HEADER_LEN;
+        match self.fec.repairs(blocks) {
+            0 if blocks < 2 => data,
+            0 => data + HEADER_LEN + FEC_HEADER_LEN,
+            r => data + usize::from(r) * (HEADER_LEN + FEC_HEADER_LEN + shard),
+        }
+    }
+
+    /// Forgets what was loaded.
+    fn clear(&mut self) {
         self.out.clear();
+        self.runs.clear();
+        self.run = 0;
         self.sent = 0;
         self.granted = None;
-        self.segment = self.fragmenter.max_datagram_size();
-        self.fragmenter.write_datagrams(frame, &mut self.out)?;
-        Ok(())
+    }
+
+    /// Appends `datagrams`, each `segment` bytes but the last, to `out` as one run.
+    fn push_run(&mut self, datagrams: &[u8], segment: usize) {
+        if datagrams.is_empty() {
+            return;
+        }
+        self.out.extend_from_slice(datagrams);
+        self.runs.push(Run {
+            end: self.out.len(),
+            segment,
+        });
+    }
+
+    /// Lays out a message's datagrams in `out`; takes its message id. With FEC, its repair
+    /// datagrams go among them: the first ahead of the data (it tells the subscriber the
+    /// message's size and checksum before any block), the others spread over the data's
+    /// sends, so that a burst of loss takes some of each and the pacer spaces them.
+    fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
+        self.clear();
+        let data_size = self.fragmenter.max_datagram_size();
+        if !self.fec.enabled() {
+            self.fragmenter.write_datagrams(frame, &mut self.out)?;
+            self.runs.push(Run {
+                end: self.out.len(),
+                segment: data_size,
+            });
+            return Ok(());
+        }
+        let mut work = std::mem::take(&mut self.work);
+        work.data.clear();
+        work.repair.clear();
+        let written = self.fragmenter.write_datagrams(frame, &mut work.data);
+        if let Ok(blocks) = written {
+            let shard = data_size - HEADER_LEN;
+            let (fec, shards) = work.encoder.write(
+                self.fragmenter.connection_id(),
+                self.fragmenter.last_message_id(),
+                frame,
+                shard,
+                self.fec.repairs(usize::from(blocks)),
+                &mut work.repair,
+            );
+            self.repairs_sent += u64::from(shards);
+            self.interleave(&work.data, data_size, &work.repair, fec);
+        }
+        self.work = work;
+        written.map(|_| ())
+    }
+
+    /// Lays out `data` (datagrams of `data_size` bytes, the last possibly shorter) and the
+    /// `fec` equal-size datagrams of `repair`: one FEC datagram first, the others in groups
+    /// after each of the data's sends.
+    fn interleave(&mut self, data: &[u8], data_size: usize, repair: &[u8], fec: usize) {
+        let repair_size = repair.len().checked_div(fec).unwrap_or(0);
+        let per_send = if self.segmenting {
+            max_send(data_size)
+        } else {
+            data_size
+        };
+        let sends = data.len().div_ceil(per_send).max(1);
+        let later = fec.saturating_sub(1);
+        let first = repair.len().min(repair_size);
+        self.push_run(&repair[..first], repair_size);
+        for (i, chunk) in data.chunks(per_send).enumerate() {
+            self.push_run(chunk, data_size);
+            let (from, to) = (later * i / sends, later * (i + 1) / sends);
+            let group = &repair[first + from * repair_size..first + to * repair_size];
+            self.push_run(group, repair_size);
+        }
     }
 
     /// Lays out, from the front of `frames`, messages of one datagram each and all of
     /// `frames[0]`'s size, as many as one segmented send carries. Returns how many.
     fn load_small(&mut self, frames: &[Bytes]) -> usize {
         let size = frames[0].len();
-        if self.fragmenter.blocks_for(size) != 1 {
+        if self.fragmenter.blocks_for(size) != 1 || self.fec.repairs(1) > 0 {
             return 0;
         }
         let segment = HEADER_LEN + size;
         let most = max_send(segment) / segment;
-        self.out.clear();
-        self.sent = 0;
-        self.granted = None;
-        self.segment = segment;
+        self.clear();
         let mut taken = 0;
         for frame in frames.iter().take(most).take_while(|f| f.len() == size) {
             if self
@@ -351,18 +489,32 @@ impl UdpSender {
             }
             taken += 1;
         }
+        self.runs.push(Run {
+            end: self.out.len(),
+            segment,
+        });
         taken
     }
 
-    /// How many bytes of `out` the next send carries: as many whole datagrams as one
-    /// segmented send takes, or one datagram.
+    /// The size of the datagrams of the run being sent.
+    fn segment(&self) -> usize {
+        self.runs
+            .get(self.run)
+            .map_or(self.fragmenter.max_datagram_size(), |run| run.segment)
+    }
+
+    /// How many bytes of `out` the next send carries: as many whole datagrams of the run
+    /// being sent as one segmented send takes, or one datagram.
     fn next_send_len(&self) -> usize {
-        let most = if self.segmenting {
-            max_send(self.segment)
-        } else {
-            self.segment
+        let Some(run) = self.runs.get(self.run) else {
+            return 0;
         };
-        (self.out.len() - self.sent).min(most)
+        let most = if self.segmenting {
+            max_send(run.segment)
+        } else {
+            run.segment
+        };
+        run.end.saturating_sub(self.sent).min(most)
     }
 }
 
@@ -377,6 +529,7 @@ mod tests {
             udpros_peer,
             route_mtu: None,
             segmenting,
+            fec: FecPolicy::Off,
         };
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use udpros_core::link::{AllowedSources, HEARTBEAT};
+use udpros_core::udpros::fec::{shard_size, FecPolicy};
 use udpros_core::udpros::{
     Fragmenter, ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpSender,
     UdpSenderConfig, HEADER_LEN,
@@ -54,6 +55,9 @@ pub struct PathConfig {
     pub reorder_by: Duration,
     /// One-way delay of every datagram.
     pub delay: Duration,
+    /// Mean length of a run of lost datagrams (Gilbert-Elliott style; 1 for independent
+    /// losses), at the same average `loss`.
+    pub mean_burst: f64,
 }
 
 impl PathConfig {
@@ -64,6 +68,7 @@ impl PathConfig {
             reordering: 0.0,
             reorder_by: Duration::ZERO,
             delay: Duration::from_millis(1),
+            mean_burst: 1.0,
         }
     }
 
@@ -75,6 +80,16 @@ impl PathConfig {
             reordering: 0.05,
             reorder_by: Duration::from_millis(20),
             delay: Duration::from_millis(5),
+            mean_burst: 1.0,
+        }
+    }
+
+    /// Only random loss: `loss` of the datagrams, in runs of `mean_burst` on average.
+    pub fn losing(loss: f64, mean_burst: f64) -> PathConfig {
+        PathConfig {
+            loss,
+            mean_burst,
+            ..PathConfig::clean()
         }
     }
 }
@@ -86,6 +101,13 @@ pub struct Path {
     rng: Rng,
     in_flight: BTreeMap<(Instant, u64), Bytes>,
     sent: u64,
+    /// Datagrams still to lose in the current run of losses.
+    burst_left: u32,
+    /// Datagrams offered to the path, and of them lost.
+    pub offered: u64,
+    pub lost: u64,
+    /// Bytes offered to the path (UDP payloads).
+    pub offered_bytes: u64,
 }
 
 impl Path {
@@ -95,11 +117,35 @@ impl Path {
             rng: Rng::new(seed),
             in_flight: BTreeMap::new(),
             sent: 0,
+            burst_left: 0,
+            offered: 0,
+            lost: 0,
+            offered_bytes: 0,
         }
     }
 
+    /// Whether the next datagram is lost: runs start with chance `loss / mean_burst` and
+    /// go on with chance `1 - 1 / mean_burst` per datagram (a geometric run length).
+    fn loses(&mut self) -> bool {
+        let mean = self.config.mean_burst.max(1.0);
+        if self.burst_left > 0 {
+            self.burst_left -= 1;
+            return true;
+        }
+        if !self.rng.chance(self.config.loss / mean) {
+            return false;
+        }
+        while self.rng.chance(1.0 - 1.0 / mean) && self.burst_left < 1000 {
+            self.burst_left += 1;
+        }
+        true
+    }
+
     pub fn send(&mut self, now: Instant, datagram: Bytes) {
-        if self.rng.chance(self.config.loss) {
+        self.offered += 1;
+        self.offered_bytes += datagram.len() as u64;
+        if self.loses() {
+            self.lost += 1;
             return;
         }
         let copies = if self.rng.chance(self.config.duplication) {
@@ -137,16 +183,35 @@ pub fn publisher_addr() -> SocketAddr {
 
 /// The receiver a udpros subscriber makes for a udpros publisher at [`publisher_addr`].
 pub fn receiver(now: Instant, connection_id: u32, max_datagram: usize) -> UdpReceiver {
+    receiver_with(now, connection_id, max_datagram, false)
+}
+
+/// The data datagram size on a link of `max_datagram`, with or without FEC.
+pub fn data_datagram(max_datagram: usize, fec: bool) -> usize {
+    match fec {
+        true => HEADER_LEN + shard_size(max_datagram).unwrap(),
+        false => max_datagram,
+    }
+}
+
+/// [`receiver`], on a link that agreed on FEC when `fec`.
+pub fn receiver_with(
+    now: Instant,
+    connection_id: u32,
+    max_datagram: usize,
+    fec: bool,
+) -> UdpReceiver {
     UdpReceiver::new(
         now,
         UdpReceiverConfig {
             reassembler: ReassemblerConfig {
                 connection_id: Some(connection_id),
-                block_payload: Some(max_datagram - HEADER_LEN),
+                block_payload: Some(data_datagram(max_datagram, fec) - HEADER_LEN),
                 ..ReassemblerConfig::default()
             },
             sources: AllowedSources::new(vec![publisher_addr().ip()], Some(4000)),
             expects_heartbeats: true,
+            fec,
         },
     )
 }
@@ -191,19 +256,27 @@ pub struct Pair {
 impl Pair {
     /// A link between udpros peers: `max_datagram` negotiated, segmented sends.
     pub fn new(path: PathConfig, seed: u64, max_datagram: usize) -> Pair {
+        Pair::with_fec(path, seed, max_datagram, FecPolicy::Off)
+    }
+
+    /// A link between udpros peers that agreed on FEC unless `fec` is off, the publisher
+    /// repairing by `fec`.
+    pub fn with_fec(path: PathConfig, seed: u64, max_datagram: usize, fec: FecPolicy) -> Pair {
         let now = Instant::now();
         let config = UdpSenderConfig {
             udpros_peer: true,
             route_mtu: None,
             segmenting: true,
+            fec,
         };
+        let data = data_datagram(max_datagram, fec.enabled());
         Pair {
             started: now,
             now,
-            sender: UdpSender::new(now, Fragmenter::new(7, max_datagram).unwrap(), config),
+            sender: UdpSender::new(now, Fragmenter::new(7, data).unwrap(), config),
             queue: VecDeque::new(),
             path: Path::new(path, seed),
-            receiver: receiver(now, 7, max_datagram),
+            receiver: receiver_with(now, 7, max_datagram, fec.enabled()),
             events: Vec::new(),
             last_arrival: None,
             next_tick: now + HEARTBEAT,

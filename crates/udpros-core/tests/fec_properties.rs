@@ -1,0 +1,306 @@
+//! Forward error correction on a UDPROS link between udpros peers, sender to receiver over
+//! simulated paths (see `util`): large messages survive loss that loses most of them
+//! without it, bursts included; what arrives is whole, once and in order; a block of an
+//! older message with the same id never makes it into a delivered one; forged repair
+//! datagrams cost bounded memory; a lossless link carries next to nothing more.
+
+mod util;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use std::time::{Duration, Instant};
+use udpros_core::udpros::fec::{FecEncoder, FecPolicy, RepairRatio};
+use udpros_core::udpros::{Fragmenter, ReceiverEvent, UdpSender, UdpSenderConfig, HEADER_LEN};
+use util::{body, check_body, data_datagram, publisher_addr, receiver_with, Pair, PathConfig, Rng};
+
+const DATAGRAM: usize = 1472;
+
+fn fixed(ratio: f64) -> FecPolicy {
+    FecPolicy::Fixed(RepairRatio::new(ratio).unwrap())
+}
+
+/// Sends `count` messages of `size` bytes every `period` over `path`; returns the pair and
+/// the ids delivered, each checked whole.
+fn stream(
+    path: PathConfig,
+    seed: u64,
+    fec: FecPolicy,
+    count: usize,
+    size: usize,
+    period: Duration,
+) -> (Pair, Vec<u64>) {
+    let mut pair = Pair::with_fec(path, seed, DATAGRAM, fec);
+    for id in 0..count {
+        pair.send(&body(id as u64, size));
+        pair.run_for(period);
+    }
+    pair.run_for(Duration::from_secs(1));
+    let ids = pair
+        .delivered()
+        .map(|b| check_body(b).expect("a delivered message is whole"))
+        .collect();
+    (pair, ids)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// 100 kB messages (about 70 datagrams) over 5 % loss, duplication and reordering, a
+    /// quarter of repair: all but a rare one arrive (without FEC, 3 % would), whole, once,
+    /// in order, and the link stays up.
+    #[test]
+    fn large_messages_are_rebuilt_over_a_lossy_path(seed in any::<u64>()) {
+        let count = 60;
+        let (pair, ids) = stream(
+            PathConfig::lossy(), seed, fixed(0.25), count, 100_000, Duration::from_millis(100),
+        );
+        prop_assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        prop_assert!(ids.len() >= count - 1, "{} of {count}", ids.len());
+        prop_assert_eq!(pair.dead(), None);
+        let stats = pair.receiver.stats();
+        prop_assert!(stats.rebuilt > 0, "{stats:?}");
+        prop_assert_eq!(stats.corrupt, 0);
+        prop_assert_eq!(stats.messages, ids.len() as u64);
+    }
+}
+
+/// The same path without FEC loses most large messages, but the link is not torn down:
+/// most of each message's datagrams arrive, which is loss, not a path that cannot carry
+/// them.
+#[test]
+fn without_fec_heavy_loss_loses_messages_but_not_the_link() {
+    let count = 100;
+    let (pair, ids) = stream(
+        PathConfig::losing(0.05, 1.0),
+        7,
+        FecPolicy::Off,
+        count,
+        100_000,
+        Duration::from_millis(100),
+    );
+    assert!(ids.len() < count / 4, "{} of {count}", ids.len());
+    assert_eq!(pair.dead(), None, "{:?}", pair.receiver.stats());
+    // With FEC on the same path, every one arrives.
+    let (_, ids) = stream(
+        PathConfig::losing(0.05, 1.0),
+        7,
+        fixed(0.25),
+        count,
+        100_000,
+        Duration::from_millis(100),
+    );
+    assert!(ids.len() >= count - 1, "{} of {count}", ids.len());
+}
+
+/// 1 MB messages (about 720 datagrams) at 5 % loss with a tenth of repair, and 100 kB ones
+/// through bursts of loss (runs of 3 on average, 5 % overall) with a quarter.
+#[test]
+fn megabyte_messages_and_bursts_of_loss_are_rebuilt() {
+    let (pair, ids) = stream(
+        PathConfig::losing(0.05, 1.0),
+        11,
+        fixed(0.1),
+        20,
+        1 << 20,
+        Duration::from_millis(100),
+    );
+    assert_eq!(ids.len(), 20, "{:?}", pair.receiver.stats());
+    let (pair, ids) = stream(
+        PathConfig::losing(0.05, 3.0),
+        13,
+        fixed(0.25),
+        200,
+        100_000,
+        Duration::from_millis(100),
+    );
+    let loss = pair.path.lost as f64 / pair.path.offered as f64;
+    assert!((0.03..0.07).contains(&loss), "the path lost {loss}");
+    assert!(ids.len() >= 198, "{} of 200 at {loss} loss", ids.len());
+}
+
+/// Wire bytes per payload byte against FEC off: a lossless link with no repair carries one
+/// 24-byte checksum datagram per large message (and slightly smaller data datagrams).
+#[test]
+fn checksums_alone_cost_under_two_percent_and_repair_what_it_says() {
+    let wire = |fec| {
+        let (pair, ids) = stream(
+            PathConfig::clean(),
+            3,
+            fec,
+            20,
+            100_000,
+            Duration::from_millis(100),
+        );
+        assert_eq!(ids.len(), 20);
+        pair.path.offered_bytes as f64
+    };
+    let off = wire(FecPolicy::Off);
+    let checksum_only = wire(fixed(0.0)) / off;
+    assert!(checksum_only < 1.02, "{checksum_only}");
+    let tenth = wire(fixed(0.1)) / off;
+    assert!((1.08..1.13).contains(&tenth), "{tenth}");
+}
+
+/// Everything a publisher sends for `frame`, as separate datagrams.
+fn datagrams_of(tx: &mut UdpSender, frame: &Bytes, now: Instant) -> Vec<Bytes> {
+    assert_eq!(tx.push_queued(now, std::slice::from_ref(frame)), Ok(1));
+    let mut out = Vec::new();
+    let mut at = now;
+    while tx.is_sending() {
+        match tx.poll_transmit(at) {
+            Some(t) => {
+                out.extend(
+                    t.datagrams
+                        .chunks(t.segment_size)
+                        .map(Bytes::copy_from_slice),
+                );
+                tx.on_transmitted(at);
+            }
+            None => at = tx.poll_timeout().unwrap(),
+        }
+    }
+    out
+}
+
+fn frame_of(body: &[u8]) -> Bytes {
+    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(body);
+    Bytes::from(frame)
+}
+
+fn is_data(datagram: &[u8], index: u16) -> bool {
+    datagram[4] == 1 && u16::from_le_bytes([datagram[6], datagram[7]]) == index
+}
+
+/// UDPROS ids cycle through 255: a block of the message that used an id before, delayed
+/// until the id comes back, is taken into the new message. Without FEC it is delivered
+/// corrupted (roscpp does the same); with FEC the checksum catches it, and the real block,
+/// arriving after it, is put in its place, or the message is dropped and counted.
+#[test]
+fn a_stale_block_with_a_recycled_id_never_reaches_the_subscriber() {
+    for fec in [FecPolicy::Off, fixed(0.0)] {
+        let now = Instant::now();
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+            fec,
+        };
+        let fragmenter = Fragmenter::new(7, data_datagram(DATAGRAM, fec.enabled())).unwrap();
+        let mut tx = UdpSender::new(now, fragmenter, config);
+        let mut rx = receiver_with(now, 7, DATAGRAM, fec.enabled());
+        let mut delivered = Vec::new();
+        let mut stale = None;
+        // Messages 0, 255 and 510 share the id 1.
+        for n in 0..=510u64 {
+            let mut sent = datagrams_of(&mut tx, &frame_of(&body(n, 10_000)), now);
+            if n == 255 || n == 510 {
+                // Block 3 of the message before with this id arrives first: at 255 the
+                // real one follows it, at 510 the real one is lost.
+                if let Some(stale) = stale.take() {
+                    rx.handle(now, publisher_addr(), stale);
+                }
+                if n == 510 {
+                    sent.retain(|d| !is_data(d, 3));
+                }
+            }
+            if n % 255 == 0 {
+                stale = sent.iter().find(|d| is_data(d, 3)).cloned();
+            }
+            for d in sent {
+                rx.handle(now, publisher_addr(), d);
+            }
+            while let Some(event) = rx.poll_event() {
+                if let ReceiverEvent::Message(body) = event {
+                    delivered.push(body);
+                }
+            }
+        }
+        let corrupted = delivered.iter().filter(|b| check_body(b).is_none()).count();
+        let stats = rx.stats();
+        if fec.enabled() {
+            assert_eq!(corrupted, 0, "{stats:?}");
+            assert_eq!(stats.corrupt, 1, "the message whose real block was lost");
+            assert_eq!(delivered.len(), 510);
+        } else {
+            assert_eq!(corrupted, 2, "the hole FEC closes");
+        }
+    }
+}
+
+/// Forged repair datagrams (checksums right, geometry lying or not) for the link's ids,
+/// megabytes of them between real messages: memory stays within the link's bound, no
+/// message is delivered corrupted, and the real ones keep arriving.
+#[test]
+fn forged_repairs_cost_bounded_memory_and_corrupt_nothing() {
+    let now = Instant::now();
+    let fec = fixed(0.1);
+    let config = UdpSenderConfig {
+        udpros_peer: true,
+        route_mtu: None,
+        segmenting: true,
+        fec,
+    };
+    let shard = data_datagram(DATAGRAM, true) - HEADER_LEN;
+    let mut tx = UdpSender::new(now, Fragmenter::new(7, shard + HEADER_LEN).unwrap(), config);
+    let mut rx = receiver_with(now, 7, DATAGRAM, true);
+    let mut rng = Rng::new(99);
+    let mut forger = FecEncoder::default();
+    let mut forged_bytes = 0usize;
+    let mut most_memory = 0;
+    let mut delivered = Vec::new();
+    for id in 0..200u64 {
+        let mut sent = datagrams_of(&mut tx, &frame_of(&body(id, 50_000)), now);
+        // Lose a block now and then, so that repair (and forged repair) matters.
+        if id % 3 == 0 {
+            sent.retain(|d| !is_data(d, 5));
+        }
+        // Forged: any id, sizes up to 400 kB and once 8 MB, as much repair as the message
+        // has blocks.
+        for forgery in 0..3 {
+            let len = match (id, forgery) {
+                (100, 0) => 8 << 20,
+                _ => 4 + rng.below(400_000) as usize,
+            };
+            let frame: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+            let blocks = len.div_ceil(shard) as u16;
+            let mut out = Vec::new();
+            forger.write(7, rng.below(256) as u8, &frame, shard, blocks, &mut out);
+            forged_bytes += out.len();
+            let size = HEADER_LEN + 16 + shard;
+            for d in out.chunks(size) {
+                rx.handle(now, publisher_addr(), Bytes::copy_from_slice(d));
+            }
+        }
+        for d in sent {
+            rx.handle(now, publisher_addr(), d);
+        }
+        most_memory = most_memory.max(rx.memory());
+        while let Some(event) = rx.poll_event() {
+            if let ReceiverEvent::Message(body) = event {
+                delivered.push(body);
+            }
+        }
+    }
+    assert!(forged_bytes > 100 << 20, "{forged_bytes}");
+    // The 8 MB claim is held at most as large as it is, the rest never adds up.
+    assert!(most_memory < 12 << 20, "{most_memory}");
+    assert!(delivered.iter().all(|b| check_body(b).is_some()));
+    assert!(delivered.len() >= 120, "{} of 200", delivered.len());
+}
+
+/// A message's checksum belongs to it alone: 255 messages later its id comes back on a
+/// message of one block, which has no checksum, and which must not be held to the old one.
+#[test]
+fn a_checksum_never_outlives_its_message() {
+    let mut pair = Pair::with_fec(PathConfig::clean(), 5, DATAGRAM, FecPolicy::default());
+    let sizes: Vec<usize> = std::iter::once(20_000).chain([64; 300]).collect();
+    for (id, &size) in sizes.iter().enumerate() {
+        pair.send(&body(id as u64, size));
+        pair.run_for(Duration::from_millis(1));
+    }
+    pair.run_for(Duration::from_secs(1));
+    let ids: Vec<u64> = pair.delivered().filter_map(|b| check_body(b)).collect();
+    assert_eq!(ids, (0..sizes.len() as u64).collect::<Vec<_>>());
+    assert_eq!(pair.receiver.stats().corrupt, 0);
+}
