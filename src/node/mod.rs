@@ -18,6 +18,7 @@ mod slave;
 mod start;
 mod topics;
 
+pub use crate::wire::udpros::fec::{FecPolicy, RepairRatio};
 pub use handles::{Publisher, RawPublisher, RawSubscriber, Subscriber};
 pub use start::NodeOptions;
 pub use topics::{

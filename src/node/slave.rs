@@ -5,10 +5,11 @@
 use super::{Node, NodeInner};
 use crate::api::{SlaveBackend, StatusReply};
 use crate::socket::{route_mtu, udp_headers, udp_socket};
-use crate::transport::publication::{Publication, UdpLinkError};
+use crate::transport::publication::{Publication, UdpLinkError, UdpLinkTerms};
 use crate::transport::{resolve_udp_peer, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::HeaderLimits;
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
+use crate::wire::udpros::fec::{FecPolicy, FEC_FIELD, FEC_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -306,19 +307,26 @@ impl NodeInner {
         let route_mtu = route_mtu(&socket);
         let route_payload = route_mtu.map(|mtu| mtu.saturating_sub(udp_headers(peer)));
         let max_datagram = plan.datagram_for_route(route_payload);
+        let fec = match plan.udpros_peer {
+            true => publication.fec().grant(&offer.header, max_datagram),
+            false => FecPolicy::Off,
+        };
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr()?.port();
         let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
-        publication.add_udp_link(
-            socket,
-            caller_id,
+        let terms = UdpLinkTerms {
             connection_id,
             max_datagram,
-            plan.udpros_peer,
+            udpros_peer: plan.udpros_peer,
             route_mtu,
-        )?;
+            fec,
+        };
+        publication.add_udp_link(socket, caller_id, terms)?;
         reply.insert(UDPROS_PEER_FIELD, "1");
+        if fec.enabled() {
+            reply.insert(FEC_FIELD, FEC_VERSION);
+        }
         Ok(Answer::Udpros(UdprosAnswer {
             host: self.id.host.clone(),
             port: source_port,

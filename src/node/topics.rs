@@ -9,6 +9,7 @@ use crate::transport::publication::Publication;
 use crate::transport::subscription::{LocalNode, Subscription, SubscriptionConfig};
 use crate::transport::Protocol;
 use crate::wire::topic::TopicIdentity;
+use crate::wire::udpros::fec::FecPolicy;
 use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,11 @@ pub struct AdvertiseOptions {
     pub max_links: usize,
     /// Of those, links to one subscriber host (IP address).
     pub max_links_per_host: usize,
+    /// Forward error correction on UDPROS links to udpros subscribers that ask for it:
+    /// by default each message of several datagrams carries a checksum, and repair comes
+    /// at the ratio the subscriber asks; [`FecPolicy::Fixed`] with a ratio adds repair to
+    /// every such link, [`FecPolicy::Off`] keeps today's wire (see [`crate::wire::udpros::fec`]).
+    pub fec: FecPolicy,
 }
 
 /// The default bound on the bytes a queue of messages holds, per subscriber and per
@@ -42,6 +48,7 @@ impl Default for AdvertiseOptions {
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             max_links: DEFAULT_MAX_LINKS,
             max_links_per_host: DEFAULT_MAX_LINKS_PER_HOST,
+            fec: FecPolicy::default(),
         }
     }
 }
@@ -69,6 +76,11 @@ pub struct SubscribeOptions {
     pub max_queued_bytes: usize,
     /// Larger messages are refused (and the link dropped, on TCP).
     pub max_message_size: usize,
+    /// Forward error correction asked of udpros publishers on UDPROS links: by default
+    /// checksums only; [`FecPolicy::Fixed`] with a ratio asks for that much repair (the
+    /// publisher sends the larger of its own ratio and this one), [`FecPolicy::Off`] asks
+    /// for nothing. roscpp publishers are never asked.
+    pub fec: FecPolicy,
 }
 
 impl Default for SubscribeOptions {
@@ -80,6 +92,7 @@ impl Default for SubscribeOptions {
             queue_size: 100,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             max_message_size: 64 << 20,
+            fec: FecPolicy::default(),
         }
     }
 }
@@ -159,6 +172,7 @@ impl Node {
                         queue_bytes: options.max_queued_bytes,
                         max_links: options.max_links,
                         max_links_per_host: options.max_links_per_host,
+                        fec: options.fec,
                     },
                     self.inner.link_ids.clone(),
                 );
@@ -222,6 +236,7 @@ impl Node {
                         max_datagram_size: options.max_datagram_size,
                         tcp_nodelay: options.tcp_nodelay,
                         max_message_size: options.max_message_size,
+                        fec: options.fec,
                     };
                     let s = Subscription::new(config, self.local());
                     subs.insert(topic.clone(), s.clone());

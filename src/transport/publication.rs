@@ -9,7 +9,8 @@ use crate::socket::SendSocket;
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
-use crate::wire::udpros::Fragmenter;
+use crate::wire::udpros::fec::{shard_size, FecPolicy};
+use crate::wire::udpros::{Fragmenter, HEADER_LEN};
 use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -167,6 +168,23 @@ pub(crate) struct LinkLimits {
     pub max_links: usize,
     /// Links at once to one host.
     pub max_links_per_host: usize,
+    /// FEC on UDPROS links to udpros subscribers that ask for it.
+    pub fec: FecPolicy,
+}
+
+/// What `requestTopic` settled for a UDPROS link to one subscriber.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdpLinkTerms {
+    /// The id every datagram carries.
+    pub connection_id: u32,
+    /// The largest datagram, header included.
+    pub max_datagram: usize,
+    /// The subscriber is udpros.
+    pub udpros_peer: bool,
+    /// The MTU of the route to it, if known.
+    pub route_mtu: Option<usize>,
+    /// The FEC both ends agreed on ([`FecPolicy::Off`] when they did not).
+    pub fec: FecPolicy,
 }
 
 /// Descriptors a node keeps for its own work when it takes a subscriber link: a
@@ -417,18 +435,31 @@ impl Publication {
         &self,
         socket: std::net::UdpSocket,
         caller_id: &str,
-        connection_id: u32,
-        max_datagram: usize,
-        udpros_peer: bool,
-        route_mtu: Option<usize>,
+        terms: UdpLinkTerms,
     ) -> Result<Arc<SubscriberLink>, UdpLinkError> {
+        // On an FEC link the data blocks are the code's shards, a repair header smaller
+        // than the datagrams (see `fec::shard_size`).
+        let data_datagram = shard_size(terms.max_datagram)
+            .filter(|_| terms.fec.enabled())
+            .map_or(terms.max_datagram, |shard| HEADER_LEN + shard);
         let fragmenter =
-            Fragmenter::new(connection_id, max_datagram).map_err(UdpLinkError::Datagram)?;
+            Fragmenter::new(terms.connection_id, data_datagram).map_err(UdpLinkError::Datagram)?;
         let peer = socket.peer_addr()?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
         let socket = SendSocket::new(socket)?;
-        let sender = LinkSender::udp(socket, fragmenter, udpros_peer, route_mtu);
+        let sender = LinkSender::udp(
+            socket,
+            fragmenter,
+            terms.udpros_peer,
+            terms.route_mtu,
+            terms.fec,
+        );
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender))
+    }
+
+    /// The FEC this publication offers udpros subscribers.
+    pub(crate) fn fec(&self) -> FecPolicy {
+        self.limits.fec
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).

@@ -8,6 +8,7 @@
 
 use super::LinkStats;
 use crate::socket::{offload, SendSocket};
+use crate::wire::udpros::fec::FecPolicy;
 use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
 use bytes::Bytes;
 use std::io;
@@ -35,7 +36,9 @@ pub(super) enum DirectSend {
 }
 
 pub(super) enum LinkSender {
-    Udp(UdpLinkSender),
+    /// Boxed: the link's send state (buffers, pacer, FEC work) is several times a TCP
+    /// link's, and one pointer per publish costs nothing beside the send.
+    Udp(Box<UdpLinkSender>),
     Tcp(TcpLinkSender),
 }
 
@@ -55,13 +58,15 @@ impl LinkSender {
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
+        fec: FecPolicy,
     ) -> LinkSender {
-        LinkSender::Udp(UdpLinkSender::new(
-            socket,
-            fragmenter,
+        let config = UdpSenderConfig {
             udpros_peer,
             route_mtu,
-        ))
+            segmenting: offload::can_segment(socket.socket()),
+            fec,
+        };
+        LinkSender::Udp(Box::new(UdpLinkSender::new(socket, fragmenter, config)))
     }
 
     pub(super) fn tcp(writer: OwnedWriteHalf) -> LinkSender {
@@ -160,17 +165,7 @@ fn send_error(e: &io::Error) -> SendError {
 }
 
 impl UdpLinkSender {
-    fn new(
-        socket: SendSocket,
-        fragmenter: Fragmenter,
-        udpros_peer: bool,
-        route_mtu: Option<usize>,
-    ) -> UdpLinkSender {
-        let config = UdpSenderConfig {
-            udpros_peer,
-            route_mtu,
-            segmenting: offload::can_segment(socket.socket()),
-        };
+    fn new(socket: SendSocket, fragmenter: Fragmenter, config: UdpSenderConfig) -> UdpLinkSender {
         UdpLinkSender {
             link: UdpSender::new(Instant::now(), fragmenter, config),
             socket,
@@ -339,7 +334,7 @@ mod tests {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
             let fragmenter = Fragmenter::new(7, 65_000).unwrap();
-            let mut wire = LinkSender::udp(socket, fragmenter, true, None);
+            let mut wire = LinkSender::udp(socket, fragmenter, true, None, FecPolicy::Off);
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -394,7 +389,13 @@ mod tests {
             .unwrap();
         let socket = sender_to(rx.local_addr().unwrap(), 4 << 20);
         let datagram = 1500;
-        let mut wire = LinkSender::udp(socket, Fragmenter::new(7, datagram).unwrap(), true, None);
+        let mut wire = LinkSender::udp(
+            socket,
+            Fragmenter::new(7, datagram).unwrap(),
+            true,
+            None,
+            FecPolicy::Off,
+        );
         let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
         };
@@ -428,7 +429,13 @@ mod tests {
         on_a_slow_loopback(|| async {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
-            let mut wire = LinkSender::udp(socket, Fragmenter::new(7, 65_000).unwrap(), true, None);
+            let mut wire = LinkSender::udp(
+                socket,
+                Fragmenter::new(7, 65_000).unwrap(),
+                true,
+                None,
+                FecPolicy::Off,
+            );
             let frame = Bytes::from(vec![1u8; 60_000]);
             let mut waited = false;
             for _ in 0..100 {

@@ -8,6 +8,7 @@ use super::{LinkStats, LinkTotals, Protocol};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::negotiation::{Offer, UdprosOffer};
 use crate::wire::topic::TopicIdentity;
+use crate::wire::udpros::fec::FecPolicy;
 use crate::wire::udpros::UdpStats;
 use crate::xmlrpc::XmlRpcClient;
 use bytes::Bytes;
@@ -30,6 +31,8 @@ pub(crate) struct SubscriptionConfig {
     pub max_datagram_size: usize,
     pub tcp_nodelay: bool,
     pub max_message_size: usize,
+    /// What UDPROS offers ask of udpros publishers.
+    pub fec: FecPolicy,
 }
 
 /// A received message and what its publisher said of itself.
@@ -317,7 +320,7 @@ impl Subscription {
 
     fn udp_offer(&self, port: u16, ipv6_only: bool) -> Offer {
         Offer::Udpros(UdprosOffer {
-            header: self.identity().udp_subscriber_header(),
+            header: self.config.fec.ask(self.identity().udp_subscriber_header()),
             host: self.local.host.clone(),
             port,
             max_datagram: self.config.max_datagram_size,

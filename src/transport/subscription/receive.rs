@@ -254,6 +254,13 @@ async fn read_udp(
         Ok(sources) => sources,
         Err(e) => return Ended::Retry(e.to_string()),
     };
+    // The link carries FEC when this end asked and the publisher confirmed: its data
+    // blocks are then the code's shards.
+    let shard = sub
+        .config
+        .fec
+        .agreed(&header, answer.max_datagram)
+        .filter(|_| udpros_peer);
     let header = Arc::new(header);
     let config = UdpReceiverConfig {
         reassembler: ReassemblerConfig {
@@ -261,11 +268,14 @@ async fn read_udp(
             // roscpp's ids are opaque; a udpros publisher sends the id it returned.
             connection_id: udpros_peer.then_some(answer.connection_id as u32),
             // The publisher cuts the stream at the size it answered.
-            block_payload: Some(answer.max_datagram - crate::wire::udpros::HEADER_LEN),
+            block_payload: Some(
+                shard.unwrap_or(answer.max_datagram - crate::wire::udpros::HEADER_LEN),
+            ),
             ..ReassemblerConfig::default()
         },
         sources,
         expects_heartbeats: udpros_peer,
+        fec: shard.is_some(),
     };
     let mut receiver = UdpReceiver::new(Instant::now(), config);
     link.set_status(|s| {

@@ -87,6 +87,10 @@ pub struct PeerArgs {
     /// then happens on one thread, with no wake of another.
     #[arg(long)]
     multi_thread: bool,
+    /// Forward error correction: `off`, or the repair ratio a publisher adds or a
+    /// subscriber asks for (udpros peers only).
+    #[arg(long, default_value_t = udpros::node::FecPolicy::default())]
+    fec: udpros::node::FecPolicy,
 }
 
 /// User and system CPU seconds of `who` (`RUSAGE_SELF`: this process; `RUSAGE_THREAD`:

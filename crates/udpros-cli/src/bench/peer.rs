@@ -28,6 +28,7 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
             &args.topic,
             AdvertiseOptions {
                 queue_size: 1000, // as the roscpp peer
+                fec: args.fec,
                 ..AdvertiseOptions::default()
             },
         )
@@ -101,6 +102,7 @@ async fn subscribe(node: &Node, args: &PeerArgs) -> CliResult {
     let options = SubscribeOptions {
         transports,
         queue_size: 100_000,
+        fec: args.fec,
         ..SubscribeOptions::default()
     };
     let mut sub = node

@@ -193,14 +193,21 @@ pub(super) fn udp_report(links: &[PublisherLinkStats]) -> Vec<String> {
             } else {
                 0.0
             };
-            lines.push(format!(
+            let mut line = format!(
                 "UDP from {}: {} delivered, {} lost ({pct:.2}%), {} incomplete, {} malformed",
                 link.publisher_uri,
                 udp.messages,
                 udp.lost(),
                 udp.incomplete,
                 udp.malformed
-            ));
+            );
+            if udp.repairs > 0 {
+                line += &format!(
+                    "; FEC: {} repair datagrams, {} rebuilt, {} failed their checksum",
+                    udp.repairs, udp.rebuilt, udp.corrupt
+                );
+            }
+            lines.push(line);
         }
     }
     lines
