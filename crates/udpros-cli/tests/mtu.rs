@@ -6,143 +6,9 @@
 
 use udpros_testkit as common;
 
-use common::netns::{Family, Identity, Network};
-use common::{Child, Lines};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+mod two_hosts;
 
-/// `program args` run on `host` as a node of the master on host A (`udpros master`).
-fn on(net: &Network, host: &str, program: &Path, args: &[&str]) -> Command {
-    let a = net.host("a");
-    let master_uri = format!("http://{}:11311/", a.ipv4);
-    let mut cmd = net
-        .host(host)
-        .ros_command(program, &master_uri, Identity::Ip, Family::Ipv4);
-    cmd.args(args);
-    cmd
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Side {
-    Udpros,
-    Roscpp,
-}
-
-fn peer(side: Side, roscpp: &Path) -> PathBuf {
-    match side {
-        Side::Udpros => PathBuf::from(env!("CARGO_BIN_EXE_udpros")),
-        Side::Roscpp => roscpp.to_path_buf(),
-    }
-}
-
-fn peer_args<'a>(side: Side, rest: &[&'a str]) -> Vec<&'a str> {
-    let mut args = match side {
-        Side::Udpros => vec!["bench", "peer"],
-        Side::Roscpp => vec![],
-    };
-    args.extend_from_slice(rest);
-    args
-}
-
-/// Sends `count` messages of `size` bytes at 10 Hz from a publisher on host A to a UDP-only
-/// subscriber on host B, across a path of `mtu`; returns how many arrived.
-fn delivered(
-    from: Side,
-    to: Side,
-    mtu: u32,
-    size: usize,
-    count: u32,
-    roscpp: &Path,
-) -> Option<u32> {
-    let net = Network::new(&["a", "b"], mtu)?;
-    let host_a = net.host("a").ipv4.clone();
-    let udpros = PathBuf::from(env!("CARGO_BIN_EXE_udpros"));
-    let mut master = on(
-        &net,
-        "a",
-        &udpros,
-        &["master", "--host", &host_a, "--port", "11311"],
-    );
-    let _master = Child(
-        master
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // Reachable from host B, across the veth pair, before any node starts.
-    let reachable = common::wait_for(Duration::from_secs(30), || {
-        on(&net, "b", &udpros, &["node", "list"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    assert!(reachable, "the master on host A, from host B");
-    let (size_s, count_s) = (size.to_string(), count.to_string());
-    let mut sub = on(
-        &net,
-        "b",
-        &peer(to, roscpp),
-        &peer_args(
-            to,
-            &[
-                "sub",
-                "/mtu",
-                "--count",
-                &count_s,
-                "--transport",
-                "udp",
-                "--idle",
-                "5",
-            ],
-        ),
-    );
-    sub.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    let mut sub_child = sub.spawn().unwrap();
-    let mut lines = Lines::new(sub_child.stdout.take().unwrap());
-    let _sub = Child(sub_child);
-    // The subscriber registers once the master answers (it may start first).
-    assert!(
-        lines
-            .wait_for(Duration::from_secs(30), |l| l == "READY")
-            .is_some(),
-        "subscriber ready"
-    );
-    let mut publisher = on(
-        &net,
-        "a",
-        &peer(from, roscpp),
-        &peer_args(
-            from,
-            &[
-                "pub",
-                "/mtu",
-                "--size",
-                &size_s,
-                "--rate",
-                "10",
-                "--count",
-                &count_s,
-                "--subscribers",
-                "1",
-            ],
-        ),
-    );
-    let _pub = Child(
-        publisher
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let summary = lines.wait_for(Duration::from_secs(90), |l| l.starts_with("SUB "))?;
-    summary
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("received="))
-        .and_then(|n| n.parse().ok())
-}
+use two_hosts::{delivered, Across, Side};
 
 /// Each pair across both MTUs and both sizes, the fraction delivered printed; at least
 /// `floor_percent[mtu][size]` must arrive (MTU 1400 then 576; 100 kB then 1 MB), and
@@ -154,7 +20,7 @@ fn run_pair(from: Side, to: Side, floor_percent: Option<[[u32; 2]; 2]>) {
     let count = 20;
     for (m, mtu) in [1400, 576].into_iter().enumerate() {
         for (s, size) in [100_000, 1_000_000].into_iter().enumerate() {
-            let Some(got) = delivered(from, to, mtu, size, count, &roscpp) else {
+            let Some(got) = delivered(from, to, Across::mtu(mtu), size, count, &roscpp) else {
                 // Namespaces unavailable (skipped above, or the run failed to report).
                 if std::env::var_os(common::REQUIRE_INTEROP).is_some_and(|v| v == "1") {
                     panic!("{from:?} -> {to:?} at MTU {mtu}, {size} B: no subscriber summary");

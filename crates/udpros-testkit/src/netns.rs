@@ -273,6 +273,45 @@ impl Host {
         }
     }
 
+    /// Sends every UDP datagram as a packet of its own: no UDP segmentation offload on the
+    /// host's cable (`ethtool -K eth0 tx-udp-segmentation off`), so that a loss further on
+    /// takes datagrams one at a time, as a real link does, not a whole segmented send.
+    pub fn unsegmented_udp(&self) {
+        let ok = self
+            .command("ethtool")
+            .args(["-K", "eth0", "tx-udp-segmentation", "off"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "ethtool -K eth0 tx-udp-segmentation off on {}",
+            self.name
+        );
+    }
+
+    /// Drops `per_mille` of the UDP datagrams this host receives, each at random, with
+    /// nftables (`numgen random mod 1000 < N drop` on the input hook).
+    pub fn lose_udp(&self, per_mille: u32) {
+        let rules = format!(
+            "table inet udpros_lossy {{\n  chain input {{\n    type filter hook input priority 0;\n    \
+             meta l4proto udp numgen random mod 1000 < {per_mille} drop\n  }}\n}}\n"
+        );
+        let mut nft = self
+            .command("nft")
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("nft");
+        use std::io::Write;
+        let written = nft
+            .stdin
+            .take()
+            .is_some_and(|mut stdin| stdin.write_all(rules.as_bytes()).is_ok());
+        let ok = written && nft.wait().is_ok_and(|s| s.success());
+        assert!(ok, "nftables random UDP drop on {}", self.name);
+    }
+
     /// `program` run on this host (inside its namespace), with a ROS_HOME of its own.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
         let mut cmd = Command::new("ip");
