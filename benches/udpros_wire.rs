@@ -1,6 +1,7 @@
 //! Fragmenting and reassembling UDPROS messages, beside a plain copy of the same bytes; and
 //! serializing a message into its frame, beside allocating and copying the same bytes; and
-//! a LaserScan's float arrays written and read as blocks.
+//! a LaserScan's float arrays written and read as blocks; and forward error correction:
+//! making a message's repair datagrams, checking its checksum, rebuilding lost blocks.
 //!
 //! `cargo bench --bench udpros_wire` prints a table; `-- --quick` runs a few iterations only
 //! (CI uses it so the benchmark cannot rot). Timings are printed, never asserted.
@@ -10,6 +11,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 use udpros::msgs::sensor_msgs::{CompressedImage, LaserScan};
 use udpros::wire::tcpros::frame;
+use udpros::wire::udpros::fec::{self, FecEncoder, Repair};
 use udpros::wire::udpros::{Event, Fragmenter, Reassembler, ReassemblerConfig};
 
 fn per_iteration(iterations: u32, mut f: impl FnMut()) -> Duration {
@@ -88,6 +90,65 @@ fn main() {
     }
     serialization(quick);
     numeric_arrays(quick);
+    forward_error_correction(quick);
+}
+
+/// What FEC costs per message at 1472-byte datagrams: the publisher makes the repair
+/// datagrams (checksum included), the subscriber checks the checksum of every message and
+/// rebuilds only when blocks were lost (here as many as there are repair shards).
+fn forward_error_correction(quick: bool) {
+    println!();
+    println!("Forward error correction, 1472-byte datagrams (1448-byte shards)");
+    println!();
+    println!("| message | blocks | repair | encode (repairs + CRC) | CRC of the body | rebuild |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let shard = fec::shard_size(1472).expect("room");
+    for (size, ratio) in [
+        (10_000usize, 0.25),
+        (100_000, 0.1),
+        (100_000, 0.25),
+        (1_000_000, 0.1),
+    ] {
+        let iterations = if quick {
+            3
+        } else {
+            (50_000_000 / size as u32).clamp(20, 5000)
+        };
+        let body: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
+        let frame = frame(&body);
+        let k = frame.len().div_ceil(shard);
+        let r = (k as f64 * ratio).round() as u16;
+        let mut encoder = FecEncoder::default();
+        let mut out = Vec::new();
+        let encode = per_iteration(iterations, || {
+            out.clear();
+            encoder.write(1, 1, black_box(&frame), shard, r, &mut out);
+            black_box(&out);
+        });
+        let crc = per_iteration(iterations, || {
+            black_box(fec::body_crc(black_box(&body)));
+        });
+        let repairs: Vec<(u16, Bytes)> = out
+            .chunks(24 + shard)
+            .map(|d| Repair::parse(Bytes::copy_from_slice(d), shard).expect("ours"))
+            .map(|repair| (repair.index, repair.shard))
+            .collect();
+        let meta = Repair::parse(Bytes::copy_from_slice(&out[..24 + shard]), shard)
+            .expect("ours")
+            .meta;
+        // The first `r` blocks lost, the rest held.
+        let held: Vec<(u16, &[u8])> = frame
+            .chunks(shard)
+            .enumerate()
+            .skip(usize::from(r))
+            .map(|(i, b)| (i as u16, b))
+            .collect();
+        let rebuild = per_iteration(iterations.min(500), || {
+            let restored = fec::rebuild(meta, shard, black_box(&held), &repairs).expect("enough");
+            assert_eq!(restored.len(), usize::from(r));
+        });
+        println!("| {size} B | {k} | {r} | {encode:.2?} | {crc:.2?} | {rebuild:.2?} |");
+    }
 }
 
 /// `to_frame` sizes the frame first (a walk that copies nothing), then writes it once.
