@@ -380,3 +380,99 @@ async fn handles_dropped_on_a_plain_thread_still_unregister() {
     }
     assert_eq!(now, (vec![], vec![]), "both unregistered");
 }
+
+/// The info strings of the node's getBusInfo rows.
+async fn bus_info_strings(node: &Node) -> Vec<String> {
+    let info = udpros::xmlrpc::XmlRpcClient::default()
+        .call(node.uri(), "getBusInfo", vec!["/t".into()])
+        .await
+        .unwrap();
+    let rows = info.as_array().unwrap()[2].as_array().unwrap().to_vec();
+    rows.iter()
+        .filter_map(|r| r.as_array()?.get(6)?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Between udpros peers FEC is on by default (adaptive): both ends say so in getBusInfo,
+/// the publisher's links show what the subscriber reported (nothing lost on loopback) and
+/// the redundancy in use, and large messages arrive whole. A subscriber that turns it off
+/// gets today's wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fec_is_negotiated_between_udpros_peers_and_shown() {
+    let (_m, talker, listener) = graph().await;
+    let publisher = talker
+        .advertise::<std_msgs::UInt8MultiArray>("/fec", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let mut subscriber = listener
+        .subscribe::<std_msgs::UInt8MultiArray>("/fec", SubscribeOptions::udp_only())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for n in 0..20u32 {
+        publisher.publish(&bytes_msg(n, 100_000)).unwrap();
+        let m = tokio::time::timeout(Duration::from_secs(5), subscriber.recv())
+            .await
+            .expect("a message")
+            .unwrap();
+        assert_eq!(
+            m.data,
+            bytes_msg(u32::from_le_bytes(m.data[..4].try_into().unwrap()), 100_000).data
+        );
+        // Spaced so that the subscriber's reports (every 200 ms at most) come back.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let links = publisher.links();
+    let fec = links[0].fec.expect("FEC between udpros peers");
+    assert!(fec.link.target.is_some(), "adaptive by default");
+    assert_eq!(fec.reported_loss, Some(0.0), "{fec:?}");
+    assert!(fec.last_blocks > 60, "{fec:?}");
+    assert!(fec.last_repairs <= 4, "a clean link, the prior fading: {fec:?}");
+    let received = subscriber.links();
+    assert_eq!(received[0].udp.corrupt, 0);
+    assert!(
+        received[0].udp.repairs > 0,
+        "checksums came: {:?}",
+        received[0].udp
+    );
+    let talker_info = bus_info_strings(&talker).await;
+    assert!(
+        talker_info.iter().any(|s| s.contains("; FEC adaptive")),
+        "{talker_info:?}"
+    );
+    let listener_info = bus_info_strings(&listener).await;
+    assert!(
+        listener_info
+            .iter()
+            .any(|s| s.contains("; FEC: loss seen 0.00 %")),
+        "{listener_info:?}"
+    );
+
+    // Off on the subscriber's side: no FEC on the link.
+    let off = SubscribeOptions {
+        fec: udpros::node::FecPolicy::Off,
+        ..SubscribeOptions::udp_only()
+    };
+    let mut plain = listener
+        .subscribe::<std_msgs::UInt8MultiArray>("/fec_off", off)
+        .await
+        .unwrap();
+    let plain_publisher = talker
+        .advertise::<std_msgs::UInt8MultiArray>("/fec_off", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while plain_publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    plain_publisher.publish(&bytes_msg(1, 100_000)).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), plain.recv())
+        .await
+        .expect("a message")
+        .unwrap();
+    assert_eq!(plain_publisher.links()[0].fec, None);
+    assert_eq!(plain.links()[0].udp.repairs, 0);
+}

@@ -7,6 +7,7 @@ use crate::msg::Message;
 use crate::transport::publication::Publication;
 use crate::transport::queue::DropOldest;
 use crate::transport::subscription::{PublisherLinkStats, Received, Subscription};
+use crate::transport::SubscriberLinkStats;
 use crate::wire::header::ConnectionHeader;
 use bytes::Bytes;
 use std::future::Future;
@@ -48,6 +49,20 @@ impl RawPublisher {
     /// Subscribers linked now.
     pub fn num_subscribers(&self) -> usize {
         self.publication.num_subscribers()
+    }
+
+    /// Each subscriber link's counters now, by subscriber name: messages sent and dropped,
+    /// and on UDPROS links to udpros subscribers, FEC (the loss they report, the
+    /// redundancy in use).
+    pub fn links(&self) -> Vec<SubscriberLinkStats> {
+        let mut links: Vec<_> = self
+            .publication
+            .subscriber_links()
+            .iter()
+            .map(|l| l.snapshot())
+            .collect();
+        links.sort_by(|a, b| a.caller_id.cmp(&b.caller_id));
+        links
     }
 }
 
@@ -117,6 +132,11 @@ impl<M: Message> Publisher<M> {
     /// Subscribers linked now.
     pub fn num_subscribers(&self) -> usize {
         self.raw.num_subscribers()
+    }
+
+    /// Each subscriber link's counters now (see [`RawPublisher::links`]).
+    pub fn links(&self) -> Vec<SubscriberLinkStats> {
+        self.raw.links()
     }
 
     /// The untyped publisher behind it (publishing already serialized frames).

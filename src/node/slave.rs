@@ -6,10 +6,11 @@ use super::{Node, NodeInner};
 use crate::api::{SlaveBackend, StatusReply};
 use crate::socket::{route_mtu, udp_headers, udp_socket};
 use crate::transport::publication::{Publication, UdpLinkError, UdpLinkTerms};
-use crate::transport::{resolve_udp_peer, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use crate::transport::subscription::LinkStatus;
+use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::HeaderLimits;
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
-use crate::wire::udpros::fec::{FecPolicy, FEC_FIELD, FEC_VERSION};
+use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -122,6 +123,40 @@ impl SlaveBackend for Backend {
     }
 }
 
+/// What `getBusInfo` (and so `rosnode info`) adds to a publisher's UDPROS link with FEC.
+fn fec_sent(fec: FecSendStats) -> String {
+    let reported = fec
+        .reported_loss
+        .map_or("none yet".to_string(), |p| format!("{:.2} %", 100.0 * p));
+    let mode = match fec.link.target {
+        Some(target) => format!("adaptive, target {}", target.get()),
+        None => format!("fixed, ratio {}", fec.link.floor.get()),
+    };
+    format!(
+        "; FEC {mode}: loss reported {reported}, last message {} blocks + {} repair, {} repair datagrams sent",
+        fec.last_blocks, fec.last_repairs, fec.repairs_sent
+    )
+}
+
+/// What `getBusInfo` adds to a subscriber's UDPROS link with FEC.
+fn fec_received(status: &LinkStatus) -> String {
+    let on = status
+        .header
+        .as_ref()
+        .is_some_and(|h| h.get(FEC_FIELD) == Some(FEC_VERSION));
+    if status.protocol != Some(Protocol::Udp) || !on {
+        return String::new();
+    }
+    let udp = &status.udp;
+    format!(
+        "; FEC: loss seen {:.2} %, {} repair datagrams, {} messages rebuilt, {} failed their checksum",
+        udp.loss_ppm as f64 / 1e4,
+        udp.repairs,
+        udp.rebuilt,
+        udp.corrupt
+    )
+}
+
 impl NodeInner {
     /// `[pubStats, subStats, serviceStats]` as rospy reports them.
     pub(crate) fn bus_stats(&self) -> Value {
@@ -184,11 +219,12 @@ impl NodeInner {
                     Value::from(p.info.topic.as_str()),
                     Value::Bool(true),
                     Value::String(format!(
-                        "{} connection on port {} to [{} on socket {}]",
+                        "{} connection on port {} to [{} on socket {}]{}",
                         l.protocol.ros_name(),
                         l.local_port,
                         l.peer,
-                        l.id
+                        l.id,
+                        l.snapshot().fec.map(fec_sent).unwrap_or_default()
                     )),
                 ]));
             }
@@ -206,10 +242,11 @@ impl NodeInner {
                     Value::from(s.config.topic.as_str()),
                     Value::Bool(status.connected),
                     Value::String(format!(
-                        "{} connection on port {} to [{peer} on socket {}]",
+                        "{} connection on port {} to [{peer} on socket {}]{}",
                         protocol.ros_name(),
                         status.local_port,
-                        l.id
+                        l.id,
+                        fec_received(&status)
                     )),
                 ]));
             }
@@ -307,10 +344,10 @@ impl NodeInner {
         let route_mtu = route_mtu(&socket);
         let route_payload = route_mtu.map(|mtu| mtu.saturating_sub(udp_headers(peer)));
         let max_datagram = plan.datagram_for_route(route_payload);
-        let fec = match plan.udpros_peer {
-            true => publication.fec().grant(&offer.header, max_datagram),
-            false => FecPolicy::Off,
-        };
+        let fec = plan
+            .udpros_peer
+            .then(|| publication.fec().grant(&offer.header, max_datagram))
+            .flatten();
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr()?.port();
@@ -324,7 +361,7 @@ impl NodeInner {
         };
         publication.add_udp_link(socket, caller_id, terms)?;
         reply.insert(UDPROS_PEER_FIELD, "1");
-        if fec.enabled() {
+        if fec.is_some() {
             reply.insert(FEC_FIELD, FEC_VERSION);
         }
         Ok(Answer::Udpros(UdprosAnswer {

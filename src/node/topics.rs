@@ -29,10 +29,12 @@ pub struct AdvertiseOptions {
     pub max_links: usize,
     /// Of those, links to one subscriber host (IP address).
     pub max_links_per_host: usize,
-    /// Forward error correction on UDPROS links to udpros subscribers that ask for it:
-    /// by default each message of several datagrams carries a checksum, and repair comes
-    /// at the ratio the subscriber asks; [`FecPolicy::Fixed`] with a ratio adds repair to
-    /// every such link, [`FecPolicy::Off`] keeps today's wire (see [`crate::wire::udpros::fec`]).
+    /// Forward error correction on UDPROS links to udpros subscribers that ask for it (see
+    /// [`crate::wire::udpros::fec`]): by default adaptive, each message of several
+    /// datagrams carrying a checksum and the fewest repair datagrams that keep the chance
+    /// of losing it under one in a thousand at the loss the subscriber reports;
+    /// [`FecPolicy::Fixed`] adds at least a fixed ratio, [`FecPolicy::Off`] keeps today's
+    /// wire.
     pub fec: FecPolicy,
 }
 
@@ -77,9 +79,10 @@ pub struct SubscribeOptions {
     /// Larger messages are refused (and the link dropped, on TCP).
     pub max_message_size: usize,
     /// Forward error correction asked of udpros publishers on UDPROS links: by default
-    /// checksums only; [`FecPolicy::Fixed`] with a ratio asks for that much repair (the
-    /// publisher sends the larger of its own ratio and this one), [`FecPolicy::Off`] asks
-    /// for nothing. roscpp publishers are never asked.
+    /// adaptive (the link reports the loss it sees and the publisher repairs for it);
+    /// [`FecPolicy::Fixed`] asks for at least a fixed ratio of repair,
+    /// [`FecPolicy::Adaptive`] with a stricter target for that, [`FecPolicy::Off`] for
+    /// nothing. roscpp publishers are never asked.
     pub fec: FecPolicy,
 }
 

@@ -62,6 +62,91 @@ impl LinkStats {
     }
 }
 
+/// What a UDPROS link to a udpros subscriber with FEC has sent and heard, shared by its
+/// sender and the statistics calls.
+#[derive(Debug)]
+pub(crate) struct FecSendCounters {
+    repairs_sent: AtomicU64,
+    /// The last message's blocks (high half) and repair datagrams (low half).
+    last_plan: AtomicU64,
+    /// The loss the subscriber last reported, parts per million; `u32::MAX` before any.
+    reported_loss_ppm: std::sync::atomic::AtomicU32,
+}
+
+impl Default for FecSendCounters {
+    fn default() -> Self {
+        FecSendCounters {
+            repairs_sent: AtomicU64::new(0),
+            last_plan: AtomicU64::new(0),
+            reported_loss_ppm: std::sync::atomic::AtomicU32::new(u32::MAX),
+        }
+    }
+}
+
+impl FecSendCounters {
+    /// Takes what the link's sender knows now.
+    pub(crate) fn update(&self, sender: &crate::wire::udpros::UdpSender) {
+        self.repairs_sent
+            .store(sender.repairs_sent(), Ordering::Relaxed);
+        if let Some((blocks, repairs)) = sender.last_plan() {
+            let plan = (u64::from(blocks) << 32) | u64::from(repairs);
+            self.last_plan.store(plan, Ordering::Relaxed);
+        }
+        if let Some(report) = sender.reported() {
+            let ppm = (report.loss * 1e6).round() as u32;
+            self.reported_loss_ppm.store(ppm, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters now.
+    pub(crate) fn snapshot(&self, link: crate::wire::udpros::fec::LinkFec) -> FecSendStats {
+        let plan = self.last_plan.load(Ordering::Relaxed);
+        let ppm = self.reported_loss_ppm.load(Ordering::Relaxed);
+        FecSendStats {
+            link,
+            repairs_sent: self.repairs_sent.load(Ordering::Relaxed),
+            last_blocks: (plan >> 32) as u16,
+            last_repairs: plan as u16,
+            reported_loss: (ppm != u32::MAX).then(|| f64::from(ppm) / 1e6),
+        }
+    }
+}
+
+/// FEC on a UDPROS link to a udpros subscriber, as it stood when asked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FecSendStats {
+    /// What both ends settled on.
+    pub link: crate::wire::udpros::fec::LinkFec,
+    /// Repair datagrams sent so far.
+    pub repairs_sent: u64,
+    /// The last message's blocks and repair datagrams: the redundancy in use.
+    pub last_blocks: u16,
+    /// See `last_blocks`.
+    pub last_repairs: u16,
+    /// The datagram loss the subscriber last reported (adaptive links).
+    pub reported_loss: Option<f64>,
+}
+
+/// One subscriber link of a publisher, as it stood when asked (from
+/// [`RawPublisher::links`](crate::node::RawPublisher::links)).
+#[derive(Debug, Clone)]
+pub struct SubscriberLinkStats {
+    /// The subscriber's node name.
+    pub caller_id: String,
+    /// The transport.
+    pub protocol: Protocol,
+    /// Where the link sends to.
+    pub peer: SocketAddr,
+    /// Messages and message bytes sent, and messages dropped from its queue.
+    pub messages: u64,
+    /// See `messages`.
+    pub bytes: u64,
+    /// See `messages`.
+    pub drops: u64,
+    /// FEC, on UDPROS links to udpros subscribers that agreed on it.
+    pub fec: Option<FecSendStats>,
+}
+
 /// A link's counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LinkTotals {

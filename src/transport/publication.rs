@@ -4,12 +4,12 @@
 
 use super::queue::DropOldest;
 use super::sender::{DirectSend, LinkSender};
-use super::{LinkStats, Protocol};
+use super::{FecSendCounters, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
 use crate::socket::SendSocket;
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
-use crate::wire::udpros::fec::{shard_size, FecPolicy};
+use crate::wire::udpros::fec::{shard_size, FecPolicy, LinkFec};
 use crate::wire::udpros::{Fragmenter, HEADER_LEN};
 use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
@@ -108,12 +108,35 @@ pub(crate) struct SubscriberLink {
     pub peer: SocketAddr,
     pub local_port: u16,
     pub stats: LinkStats,
+    /// FEC, on a UDPROS link to a udpros subscriber that agreed on it.
+    pub fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     queue: DropOldest<Bytes>,
     sender: tokio::sync::Mutex<LinkSender>,
     closed: AtomicBool,
 }
 
 impl SubscriberLink {
+    /// The link's counters and state now.
+    pub(crate) fn snapshot(&self) -> SubscriberLinkStats {
+        let LinkTotals {
+            bytes,
+            messages,
+            drops,
+        } = self.stats.totals();
+        SubscriberLinkStats {
+            caller_id: self.caller_id.clone(),
+            protocol: self.protocol,
+            peer: self.peer,
+            messages,
+            bytes,
+            drops,
+            fec: self
+                .fec
+                .as_ref()
+                .map(|(link, counters)| counters.snapshot(*link)),
+        }
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
@@ -183,8 +206,8 @@ pub(crate) struct UdpLinkTerms {
     pub udpros_peer: bool,
     /// The MTU of the route to it, if known.
     pub route_mtu: Option<usize>,
-    /// The FEC both ends agreed on ([`FecPolicy::Off`] when they did not).
-    pub fec: FecPolicy,
+    /// The FEC both ends agreed on (`None` when they did not).
+    pub fec: Option<LinkFec>,
 }
 
 /// Descriptors a node keeps for its own work when it takes a subscriber link: a
@@ -374,6 +397,7 @@ impl Publication {
         peer: SocketAddr,
         local_port: u16,
         sender: LinkSender,
+        fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     ) -> Arc<SubscriberLink> {
         let link = Arc::new(SubscriberLink {
             id: self.link_ids.fetch_add(1, Ordering::Relaxed),
@@ -382,6 +406,7 @@ impl Publication {
             peer,
             local_port,
             stats: LinkStats::default(),
+            fec,
             queue: DropOldest::bounded(self.limits.queue_size, self.limits.queue_bytes, Bytes::len),
             sender: tokio::sync::Mutex::new(sender),
             closed: AtomicBool::new(false),
@@ -421,6 +446,7 @@ impl Publication {
             peer,
             local_port,
             LinkSender::tcp(writer),
+            None,
         );
         // The subscriber sends nothing after its header: any read completing means it left.
         tokio::spawn(async move {
@@ -440,21 +466,23 @@ impl Publication {
         // On an FEC link the data blocks are the code's shards, a repair header smaller
         // than the datagrams (see `fec::shard_size`).
         let data_datagram = shard_size(terms.max_datagram)
-            .filter(|_| terms.fec.enabled())
+            .filter(|_| terms.fec.is_some())
             .map_or(terms.max_datagram, |shard| HEADER_LEN + shard);
         let fragmenter =
             Fragmenter::new(terms.connection_id, data_datagram).map_err(UdpLinkError::Datagram)?;
         let peer = socket.peer_addr()?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
         let socket = SendSocket::new(socket)?;
+        let counters = Arc::new(FecSendCounters::default());
         let sender = LinkSender::udp(
             socket,
             fragmenter,
             terms.udpros_peer,
             terms.route_mtu,
-            terms.fec,
+            terms.fec.map(|fec| (fec, counters.clone())),
         );
-        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender))
+        let fec = terms.fec.map(|fec| (fec, counters));
+        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, fec))
     }
 
     /// The FEC this publication offers udpros subscribers.

@@ -6,12 +6,14 @@
 //! without waking another task, which on a multi-threaded runtime is a cross-thread wake
 //! per message, the largest part of the latency on a quiet link.
 
+use super::FecSendCounters;
 use super::LinkStats;
 use crate::socket::{offload, SendSocket};
-use crate::wire::udpros::fec::FecPolicy;
+use crate::wire::udpros::fec::LinkFec;
 use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
 use bytes::Bytes;
 use std::io;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
@@ -58,15 +60,17 @@ impl LinkSender {
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
-        fec: FecPolicy,
+        fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     ) -> LinkSender {
         let config = UdpSenderConfig {
             udpros_peer,
             route_mtu,
             segmenting: offload::can_segment(socket.socket()),
-            fec,
+            fec: fec.as_ref().map(|(fec, _)| *fec),
         };
-        LinkSender::Udp(Box::new(UdpLinkSender::new(socket, fragmenter, config)))
+        let mut sender = UdpLinkSender::new(socket, fragmenter, config);
+        sender.counters = fec.map(|(_, counters)| counters);
+        LinkSender::Udp(Box::new(sender))
     }
 
     pub(super) fn tcp(writer: OwnedWriteHalf) -> LinkSender {
@@ -151,6 +155,8 @@ impl LinkSender {
 pub(super) struct UdpLinkSender {
     socket: SendSocket,
     link: UdpSender,
+    /// Where the statistics calls see the link's FEC.
+    counters: Option<Arc<FecSendCounters>>,
 }
 
 /// What an OS error on a send means to the link.
@@ -169,6 +175,14 @@ impl UdpLinkSender {
         UdpLinkSender {
             link: UdpSender::new(Instant::now(), fragmenter, config),
             socket,
+            counters: None,
+        }
+    }
+
+    /// Shows the statistics calls what the link's FEC did.
+    fn publish_counters(&self) {
+        if let Some(counters) = &self.counters {
+            counters.update(&self.link);
         }
     }
 
@@ -193,9 +207,13 @@ impl UdpLinkSender {
 
     fn try_send_now(&mut self, frame: &Bytes) -> DirectSend {
         let now = Instant::now();
+        if let Err(e) = self.read_reports(now) {
+            return DirectSend::Failed(e);
+        }
         if !self.link.push_now(now, frame) {
             return DirectSend::NotNow;
         }
+        self.publish_counters();
         while let Some(t) = self.link.poll_transmit(now) {
             match offload::try_send_segments(self.socket.socket(), t.datagrams, t.segment_size) {
                 Ok(()) => self.link.on_transmitted(now),
@@ -209,6 +227,30 @@ impl UdpLinkSender {
             }
         }
         DirectSend::Sent
+    }
+
+    /// Reads the subscriber's loss reports from the link's socket when the link wants them
+    /// (adaptive FEC links, every few tens of milliseconds): a non-blocking read or a few
+    /// before a message is laid out, so that the link needs no reader of its own. A
+    /// connected socket only takes datagrams from the subscriber's port; at most a few are
+    /// read each time, and the kernel's buffer bounds the rest. An error the read finds
+    /// (the subscriber's port unreachable) is the link's, as on a send.
+    fn read_reports(&mut self, now: Instant) -> io::Result<()> {
+        if !self.link.wants_reports(now) {
+            return Ok(());
+        }
+        let mut buf = [0u8; 64];
+        for _ in 0..8 {
+            match self.socket.socket().recv(&mut buf) {
+                Ok(n) => {
+                    self.link.handle_report(&buf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Sends what the link has loaded, waiting for room and for pacing.
@@ -245,8 +287,10 @@ impl UdpLinkSender {
         self.send_loaded().await?;
         let mut next = 0;
         while next < frames.len() {
+            let now = Instant::now();
+            self.read_reports(now)?;
             // An idle link takes at least one frame (send_loaded left it idle).
-            let taken = match self.link.push_queued(Instant::now(), &frames[next..]) {
+            let taken = match self.link.push_queued(now, &frames[next..]) {
                 Ok(taken) => taken.max(1),
                 Err(_) => {
                     stats
@@ -256,6 +300,7 @@ impl UdpLinkSender {
                     continue;
                 }
             };
+            self.publish_counters();
             self.send_loaded().await?;
             let batch = &frames[next..next + taken];
             batch.iter().for_each(|f| stats.add_message(f.len()));
@@ -334,7 +379,7 @@ mod tests {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
             let fragmenter = Fragmenter::new(7, 65_000).unwrap();
-            let mut wire = LinkSender::udp(socket, fragmenter, true, None, FecPolicy::Off);
+            let mut wire = LinkSender::udp(socket, fragmenter, true, None, None);
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -394,7 +439,7 @@ mod tests {
             Fragmenter::new(7, datagram).unwrap(),
             true,
             None,
-            FecPolicy::Off,
+            None,
         );
         let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
@@ -434,7 +479,7 @@ mod tests {
                 Fragmenter::new(7, 65_000).unwrap(),
                 true,
                 None,
-                FecPolicy::Off,
+                None,
             );
             let frame = Bytes::from(vec![1u8; 60_000]);
             let mut waited = false;

@@ -1,8 +1,9 @@
 //! UDPROS over a lossy link: two hosts in network namespaces, every UDP datagram a packet of
 //! its own on the publisher's cable, and nftables dropping 5 % of the datagrams host B
 //! receives at random. 100 kB messages are about 70 datagrams: without FEC a few percent
-//! arrive whole (roscpp's share is the same); with a quarter of repair between udpros
-//! peers, all of them. The link survives either way. Needs root (CI runs as root),
+//! arrive whole (roscpp's share is the same); with FEC between udpros peers, adaptive (the
+//! default: the subscriber reports the loss, the publisher repairs for it) or a fixed
+//! quarter of repair, all of them. The link survives either way. Needs root (CI runs as root),
 //! iproute2, nftables and ethtool.
 
 use udpros_testkit as common;
@@ -35,21 +36,40 @@ fn fec_delivers_large_messages_across_five_percent_loss() {
         if got.is_none() && required {
             panic!("FEC {fec}: no subscriber summary");
         }
+        let received = got.as_ref().map(|d| d.received);
+        let reported = got
+            .as_ref()
+            .and_then(|d| d.publisher_says("fec_reported_loss"));
         println!(
-            "udpros -> udpros, 100 kB at 10 Hz, 5 % datagram loss, FEC {fec}: {got:?}/{count}"
+            "udpros -> udpros, 100 kB at 10 Hz, 5 % datagram loss, FEC {fec}: {received:?}/{count} (loss the publisher heard: {reported:?})"
         );
         got
     };
-    let Some(with_fec) = run("0.25") else {
+    let (Some(adaptive), Some(fixed), Some(without)) = (run("adaptive"), run("0.25"), run("off"))
+    else {
         return;
     };
-    let Some(without) = run("off") else {
-        return;
-    };
-    // Expected: all 60 with FEC (a message is lost with probability 6e-8), about 2 without.
-    assert!(with_fec * 100 >= count * 95, "{with_fec}/{count} with FEC");
+    // Expected: all 60 with FEC (adaptive aims at one in a thousand lost, a quarter of
+    // repair loses one in 10^7), about 2 without.
+    let (adaptive_got, fixed_got, without_got) =
+        (adaptive.received, fixed.received, without.received);
     assert!(
-        without * 2 < count,
-        "{without}/{count} without FEC: is the path lossy?"
+        adaptive_got * 100 >= count * 95,
+        "{adaptive_got}/{count} with adaptive FEC"
     );
+    assert!(
+        fixed_got * 100 >= count * 95,
+        "{fixed_got}/{count} with a quarter of repair"
+    );
+    assert!(
+        without_got * 2 < count,
+        "{without_got}/{count} without FEC: is the path lossy?"
+    );
+    // The subscriber's reports reached the publisher across the lossy path.
+    let heard: f64 = adaptive
+        .publisher_says("fec_reported_loss")
+        .and_then(|p| p.parse().ok())
+        .expect("the publisher heard the subscriber's loss reports");
+    assert!((0.02..0.10).contains(&heard), "reported loss {heard}");
+    assert_eq!(without.publisher_says("fec_reported_loss"), None, "FEC off");
 }

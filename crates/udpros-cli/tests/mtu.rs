@@ -20,7 +20,8 @@ fn run_pair(from: Side, to: Side, floor_percent: Option<[[u32; 2]; 2]>) {
     let count = 20;
     for (m, mtu) in [1400, 576].into_iter().enumerate() {
         for (s, size) in [100_000, 1_000_000].into_iter().enumerate() {
-            let Some(got) = delivered(from, to, Across::mtu(mtu), size, count, &roscpp) else {
+            let got = delivered(from, to, Across::mtu(mtu), size, count, &roscpp);
+            let Some(got) = got.map(|d| d.received) else {
                 // Namespaces unavailable (skipped above, or the run failed to report).
                 if std::env::var_os(common::REQUIRE_INTEROP).is_some_and(|v| v == "1") {
                     panic!("{from:?} -> {to:?} at MTU {mtu}, {size} B: no subscriber summary");

@@ -10,8 +10,11 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use udpros_core::udpros::fec::{FecEncoder, FecPolicy, RepairRatio};
-use udpros_core::udpros::{Fragmenter, ReceiverEvent, UdpSender, UdpSenderConfig, HEADER_LEN};
-use util::{body, check_body, data_datagram, publisher_addr, receiver_with, Pair, PathConfig, Rng};
+use udpros_core::udpros::{Fragmenter, ReceiverEvent, UdpSender, HEADER_LEN};
+use util::{
+    body, check_body, data_datagram, publisher_addr, receiver_with, sender_config, Pair,
+    PathConfig, Rng,
+};
 
 const DATAGRAM: usize = 1472;
 
@@ -180,12 +183,7 @@ fn is_data(datagram: &[u8], index: u16) -> bool {
 fn a_stale_block_with_a_recycled_id_never_reaches_the_subscriber() {
     for fec in [FecPolicy::Off, fixed(0.0)] {
         let now = Instant::now();
-        let config = UdpSenderConfig {
-            udpros_peer: true,
-            route_mtu: None,
-            segmenting: true,
-            fec,
-        };
+        let config = sender_config(fec, DATAGRAM);
         let fragmenter = Fragmenter::new(7, data_datagram(DATAGRAM, fec.enabled())).unwrap();
         let mut tx = UdpSender::new(now, fragmenter, config);
         let mut rx = receiver_with(now, 7, DATAGRAM, fec.enabled());
@@ -235,12 +233,7 @@ fn a_stale_block_with_a_recycled_id_never_reaches_the_subscriber() {
 fn forged_repairs_cost_bounded_memory_and_corrupt_nothing() {
     let now = Instant::now();
     let fec = fixed(0.1);
-    let config = UdpSenderConfig {
-        udpros_peer: true,
-        route_mtu: None,
-        segmenting: true,
-        fec,
-    };
+    let config = sender_config(fec, DATAGRAM);
     let shard = data_datagram(DATAGRAM, true) - HEADER_LEN;
     let mut tx = UdpSender::new(now, Fragmenter::new(7, shard + HEADER_LEN).unwrap(), config);
     let mut rx = receiver_with(now, 7, DATAGRAM, true);
@@ -303,4 +296,55 @@ fn a_checksum_never_outlives_its_message() {
     let ids: Vec<u64> = pair.delivered().filter_map(|b| check_body(b)).collect();
     assert_eq!(ids, (0..sizes.len() as u64).collect::<Vec<_>>());
     assert_eq!(pair.receiver.stats().corrupt, 0);
+}
+
+/// Adaptive repair, the default between udpros peers: the subscriber reports the loss it
+/// sees, the publisher repairs just enough for one message in a thousand. The bars:
+/// at 5 % loss at least 99.9 % of 100 kB messages and of 1 MB ones; in bursts (runs of 3,
+/// 5 % overall) at least 99 %; on a clean link at most 2 % more bytes than FEC off, at 0.1 %
+/// loss at most 5 % more, at 5 % at most 30 % more.
+#[test]
+fn adaptive_repair_meets_the_delivery_and_overhead_bars() {
+    let adaptive = FecPolicy::default();
+    let period = Duration::from_millis(100);
+    let run = |loss, burst, size, count| {
+        stream(
+            PathConfig::losing(loss, burst),
+            21,
+            adaptive,
+            count,
+            size,
+            period,
+        )
+    };
+    let (pair, ids) = run(0.05, 1.0, 100_000, 300);
+    assert!(
+        ids.len() >= 299,
+        "{} of 300: {:?}",
+        ids.len(),
+        pair.receiver.stats()
+    );
+    assert!(pair.reports > 10, "{} reports", pair.reports);
+    let loss = pair.sender.reported().expect("reported").loss;
+    assert!((0.03..0.07).contains(&loss), "reported {loss}");
+    let (pair, ids) = run(0.05, 1.0, 1 << 20, 30);
+    assert_eq!(ids.len(), 30, "{:?}", pair.receiver.stats());
+    let (pair, ids) = run(0.05, 3.0, 100_000, 300);
+    let missing: Vec<u64> = (0..300).filter(|i| !ids.contains(i)).collect();
+    assert!(
+        missing.len() <= 3,
+        "lost {missing:?} in bursts: {:?}",
+        pair.receiver.stats()
+    );
+
+    let wire = |fec, loss| {
+        let path = PathConfig::losing(loss, 1.0);
+        let (pair, _) = stream(path, 23, fec, 150, 100_000, period);
+        pair.path.offered_bytes as f64
+    };
+    for (loss, bar) in [(0.0, 1.02), (0.001, 1.05), (0.05, 1.3)] {
+        let ratio = wire(adaptive, loss) / wire(FecPolicy::Off, loss);
+        println!("adaptive FEC at {loss} loss: {ratio:.3} bytes per byte of FEC off");
+        assert!(ratio <= bar, "{ratio} at {loss} loss, bar {bar}");
+    }
 }

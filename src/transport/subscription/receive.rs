@@ -303,8 +303,9 @@ async fn read_udp(
             received = offer.recv() => {
                 let batch = match received {
                     Ok(batch) => batch,
-                    // A transient error (this socket sends nothing, so no port-unreachable):
-                    // a pause keeps a persistent one from spinning.
+                    // A transient error (or the port-unreachable of a loss report sent to a
+                    // publisher that left, which its silence will tell): a pause keeps a
+                    // persistent one from spinning.
                     Err(_) => {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                         continue;
@@ -340,6 +341,11 @@ async fn read_udp(
                 }
                 ReceiverEvent::Dead(dead) => return Ended::Retry(dead.to_string()),
             }
+        }
+        // On an FEC link, the loss seen goes back to the publisher's port, at most a few
+        // times a second; a report that cannot leave now is simply not sent.
+        if let Some((report, peer)) = receiver.poll_transmit(Instant::now()).zip(receiver.peer()) {
+            let _ = offer.socket.try_send_to(&report, peer);
         }
         link.set_status(|s| {
             s.udp = receiver.stats();

@@ -80,7 +80,24 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
     };
     let seconds = start.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    println!("PUB sent={} seconds={seconds:.3} {}", args.count, usage());
+    // FEC on the first link, if it carries any: what the subscriber reported, and the
+    // repair that cost.
+    let fec = publisher
+        .links()
+        .into_iter()
+        .find_map(|l| l.fec)
+        .map(|f| {
+            let loss = f
+                .reported_loss
+                .map_or("none".to_string(), |p| format!("{p:.4}"));
+            format!(" fec_reported_loss={loss} fec_repairs={}", f.repairs_sent)
+        })
+        .unwrap_or_default();
+    println!(
+        "PUB sent={} seconds={seconds:.3} {}{fec}",
+        args.count,
+        usage()
+    );
     drop(publisher);
     Ok(())
 }

@@ -72,8 +72,28 @@ impl Across {
     }
 }
 
+/// What one run delivered.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    /// Messages the subscriber received.
+    pub received: u32,
+    /// The publisher's summary line (`PUB sent=.. ...`), if it printed one.
+    pub publisher: Option<String>,
+}
+
+impl Delivered {
+    /// The value of `key=` in the publisher's summary.
+    pub fn publisher_says(&self, key: &str) -> Option<String> {
+        let prefix = format!("{key}=");
+        self.publisher
+            .as_deref()?
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(prefix.as_str()).map(str::to_string))
+    }
+}
+
 /// Sends `count` messages of `size` bytes at 10 Hz from a publisher on host A to a UDP-only
-/// subscriber on host B, `across` the path; returns how many arrived.
+/// subscriber on host B, `across` the path; what arrived.
 pub fn delivered(
     from: Side,
     to: Side,
@@ -81,7 +101,7 @@ pub fn delivered(
     size: usize,
     count: u32,
     roscpp: &Path,
-) -> Option<u32> {
+) -> Option<Delivered> {
     let net = Network::new(&["a", "b"], across.mtu)?;
     if across.loss_per_mille > 0 {
         net.host("a").unsegmented_udp();
@@ -157,16 +177,21 @@ pub fn delivered(
             ],
         ),
     );
-    let _pub = Child(
-        publisher
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
+    let mut pub_child = publisher
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut pub_lines = Lines::new(pub_child.stdout.take().unwrap());
+    let _pub = Child(pub_child);
     let summary = lines.wait_for(Duration::from_secs(90), |l| l.starts_with("SUB "))?;
-    summary
+    let received = summary
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix("received="))
-        .and_then(|n| n.parse().ok())
+        .and_then(|n| n.parse().ok())?;
+    let publisher = pub_lines.wait_for(Duration::from_secs(15), |l| l.starts_with("PUB "));
+    Some(Delivered {
+        received,
+        publisher,
+    })
 }

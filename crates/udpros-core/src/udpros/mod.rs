@@ -7,6 +7,7 @@
 
 pub mod fec;
 mod fragment;
+pub mod loss;
 mod pacing;
 mod reassemble;
 mod receiver;
@@ -18,7 +19,7 @@ pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig};
 pub use sender::{
     max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
-    DIRECT_MAX_SENDS, MAX_SEGMENTS, MAX_SEND,
+    DIRECT_MAX_SENDS, MAX_SEGMENTS, MAX_SEND, REPORT_CHECK,
 };
 
 /// Bytes of the datagram header.
@@ -43,6 +44,9 @@ pub enum Opcode {
     Err = 3,
     /// A repair shard or a message's checksum (udpros peers that agreed on [`fec`] only).
     Repair = 4,
+    /// The subscriber's report of the link's datagram loss, to the publisher (the same
+    /// links only; see [`loss`]).
+    Report = 5,
 }
 
 impl Opcode {
@@ -54,6 +58,7 @@ impl Opcode {
             2 => Opcode::Ping,
             3 => Opcode::Err,
             4 => Opcode::Repair,
+            5 => Opcode::Report,
             _ => return None,
         })
     }
@@ -125,7 +130,7 @@ mod tests {
         assert_eq!(h.encode(), [1, 2, 3, 4, 1, 9, 1, 2]);
         assert_eq!(DatagramHeader::parse(&h.encode()), Some(h));
         assert_eq!(
-            DatagramHeader::parse(&[0, 0, 0, 0, 5, 1, 1, 0]),
+            DatagramHeader::parse(&[0, 0, 0, 0, 6, 1, 1, 0]),
             None,
             "unknown opcode"
         );

@@ -91,6 +91,9 @@ pub struct UdpStats {
     pub corrupt: u64,
     /// Messages of several blocks delivered unchecked: their metadata was lost (FEC links).
     pub unverified: u64,
+    /// Datagram loss over the last few thousand datagrams, in parts per million (see
+    /// [`LossMeter`](super::loss::LossMeter)).
+    pub loss_ppm: u32,
     /// Blocks that arrived of the messages given up ...
     pub incomplete_blocks_seen: u64,
     /// ... and the blocks those messages had: their ratio tells random loss (most blocks
@@ -409,7 +412,7 @@ impl Reassembler {
             Opcode::Err => Some(Event::Closed),
             // Only links that agreed on FEC carry repairs, and their receiver takes them
             // before they reach reassembly.
-            Opcode::Repair => {
+            Opcode::Repair | Opcode::Report => {
                 self.stats.malformed += 1;
                 None
             }

@@ -14,6 +14,7 @@
 //!   the receiver.
 
 use super::fec::{self, Repair, RepairMeta};
+use super::loss::{LossMeter, REPORT_LEN};
 use super::{
     message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig, UdpStats,
 };
@@ -75,6 +76,8 @@ pub struct UdpReceiver {
     events_dropped: u64,
     /// The repair side of a link that agreed on FEC.
     fec: Option<FecState>,
+    /// The link's datagram loss, counted on every link, reported on FEC links.
+    loss: LossMeter,
 }
 
 /// What a receiver holds for FEC: the repair shards of the message they may rebuild, and
@@ -153,6 +156,7 @@ impl UdpReceiver {
             truncated: 0,
             events: VecDeque::new(),
             events_dropped: 0,
+            loss: LossMeter::default(),
             fec: config
                 .fec
                 .then_some(config.reassembler.block_payload)
@@ -187,10 +191,11 @@ impl UdpReceiver {
             let checked = self.reassembler.config().connection_id;
             checked.is_none_or(|id| id == h.connection_id)
         };
-        if header.as_ref().is_some_and(ours) {
+        if let Some(h) = header.as_ref().filter(|h| ours(h)) {
             // Any datagram of the link shows the publisher is there: under heavy loss few
             // messages complete, and a busy publisher sends no heartbeats.
             self.liveness.heard(now);
+            self.loss.on_datagram(h);
         }
         if self.fec.is_some() {
             if let Some(h) = header.filter(|h| h.opcode == Opcode::Repair) {
@@ -231,6 +236,12 @@ impl UdpReceiver {
         };
         fec.repairs += 1;
         let id = repair.message_id;
+        let sent_with = match (repair.meta.repairs, repair.meta.blocks) {
+            (0, k) => u32::from(k) + u32::from(k >= 2),
+            (r, k) => u32::from(k) + u32::from(r),
+        };
+        self.loss
+            .on_meta(id, u32::from(repair.meta.blocks), sent_with);
         let newer_than = |other: u8| (1..128).contains(&message_id_distance(other, id));
         let delivered = self.reassembler.last_delivered();
         if delivered.is_some_and(|last| last != id && !newer_than(last)) {
@@ -355,6 +366,16 @@ impl UdpReceiver {
         fixed
     }
 
+    /// A loss report for the publisher, when one is due at `now` (FEC links only, at most
+    /// every [`REPORT_INTERVAL`](super::loss::REPORT_INTERVAL) while messages arrive): send
+    /// it from the socket the link reads on to [`UdpReceiver::peer`]. Call after handling
+    /// datagrams.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<[u8; REPORT_LEN]> {
+        self.fec.as_ref()?;
+        let connection_id = self.reassembler.config().connection_id?;
+        self.loss.poll_report(now, connection_id)
+    }
+
     /// Counts `reads` the socket could not hand over whole (a datagram larger than the
     /// buffer): they are malformed datagrams as far as the link is concerned.
     pub fn on_truncated(&mut self, reads: u64) {
@@ -388,6 +409,7 @@ impl UdpReceiver {
     /// datagrams from strangers counted as foreign and truncated reads as malformed.
     pub fn stats(&self) -> UdpStats {
         let mut stats = *self.reassembler.stats();
+        stats.loss_ppm = self.loss.loss().map_or(0, |p| (p * 1e6).round() as u32);
         stats.foreign += self.strangers;
         stats.malformed += self.truncated;
         if let Some(fec) = &self.fec {

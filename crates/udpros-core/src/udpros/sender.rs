@@ -20,7 +20,8 @@
 //! kernel-default receive buffer and drops a link on PING or ERR, so it gets neither, and
 //! large messages are spread over its publishing period.
 
-use super::fec::{FecEncoder, FecPolicy, FEC_HEADER_LEN};
+use super::fec::{FecEncoder, LinkFec, FEC_HEADER_LEN};
+use super::loss::Report;
 use super::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
 use crate::link::HEARTBEAT;
 use bytes::Bytes;
@@ -49,6 +50,10 @@ pub const DIRECT_MAX_DATAGRAMS: usize = 8;
 /// message would hold it too long.
 pub const DIRECT_MAX_SENDS: usize = 2;
 
+/// How often an adaptive FEC link looks for the subscriber's loss reports (which come at
+/// most every [`REPORT_INTERVAL`](super::loss::REPORT_INTERVAL)).
+pub const REPORT_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// What the driver knows about a link when it opens it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdpSenderConfig {
@@ -60,10 +65,10 @@ pub struct UdpSenderConfig {
     pub route_mtu: Option<usize>,
     /// The kernel cuts one send into datagrams (Linux's UDP_SEGMENT).
     pub segmenting: bool,
-    /// Repair for each message, on a link where both ends agreed on FEC (else
-    /// [`FecPolicy::Off`]). The fragmenter's blocks are then the code's shards: build it
-    /// with the datagram size [`fec::shard_size`](super::fec::shard_size) leaves for data.
-    pub fec: FecPolicy,
+    /// Repair for each message, on a link where both ends agreed on FEC (`None` where they
+    /// did not). The fragmenter's blocks are then the code's shards: build it with the
+    /// datagram size [`fec::shard_size`](super::fec::shard_size) leaves for data.
+    pub fec: Option<LinkFec>,
 }
 
 /// Datagrams to send in one call: `datagrams` holds them back to back, each
@@ -180,12 +185,21 @@ pub struct UdpSender {
     udpros_peer: bool,
     /// Messages dropped because a send was refused as too large.
     oversize_drops: u64,
-    fec: FecPolicy,
+    fec: Option<LinkFec>,
+    /// What the subscriber last reported of the link's loss (adaptive FEC links).
+    reported: Option<Report>,
+    /// When the driver should next look for reports.
+    next_report_check: Instant,
+    /// The repair for the last block count asked: `(k, repairs)` (the adaptive search is
+    /// cheap, but not free for messages of thousands of blocks).
+    repairs_cache: Option<(usize, u16)>,
     /// The code's state and a message's datagrams before they are laid out, kept between
     /// messages (boxed: links without FEC carry only the pointer).
     work: Box<FecWork>,
     /// Repair datagrams sent.
     repairs_sent: u64,
+    /// The last message's block count and repair datagrams.
+    last_plan: Option<(u16, u16)>,
 }
 
 impl UdpSender {
@@ -207,24 +221,74 @@ impl UdpSender {
             last_sent: now,
             udpros_peer: config.udpros_peer,
             oversize_drops: 0,
-            fec: if config.udpros_peer {
-                config.fec
-            } else {
-                FecPolicy::Off
-            },
+            fec: config.fec.filter(|_| config.udpros_peer),
+            reported: None,
+            next_report_check: now,
+            repairs_cache: None,
             work: Box::default(),
             repairs_sent: 0,
+            last_plan: None,
         }
     }
 
-    /// The repair policy in use ([`FecPolicy::Off`] toward roscpp).
-    pub fn fec(&self) -> FecPolicy {
+    /// The FEC the link carries (`None` toward roscpp and where either end is off).
+    pub fn fec(&self) -> Option<LinkFec> {
         self.fec
+    }
+
+    /// What the subscriber last reported of the link's loss.
+    pub fn reported(&self) -> Option<Report> {
+        self.reported
+    }
+
+    /// Whether the driver should read the subscriber's reports from the link's socket now
+    /// (adaptive FEC links, every [`REPORT_CHECK`]): a non-blocking read before a send,
+    /// so that the link needs no reader of its own.
+    pub fn wants_reports(&mut self, now: Instant) -> bool {
+        let adaptive = self.fec.is_some_and(|f| f.target.is_some());
+        if !adaptive || now < self.next_report_check {
+            return false;
+        }
+        self.next_report_check = now + REPORT_CHECK;
+        true
+    }
+
+    /// A datagram read from the link's socket: the subscriber's loss report, or nothing
+    /// this link takes (ignored; a report claims at most
+    /// [`MAX_REPORTED_LOSS`](super::loss::MAX_REPORTED_LOSS)).
+    pub fn handle_report(&mut self, datagram: &[u8]) -> bool {
+        let Some(report) = Report::parse(datagram, self.fragmenter.connection_id()) else {
+            return false;
+        };
+        if self.reported != Some(report) {
+            self.repairs_cache = None;
+        }
+        self.reported = Some(report);
+        true
+    }
+
+    /// Repair shards for a message of `k` blocks.
+    fn repairs(&mut self, k: usize) -> u16 {
+        let Some(fec) = self.fec else {
+            return 0;
+        };
+        if let Some((cached, r)) = self.repairs_cache.filter(|(cached, _)| *cached == k) {
+            debug_assert_eq!(cached, k);
+            return r;
+        }
+        let r = fec.repairs(k, self.reported.as_ref());
+        self.repairs_cache = Some((k, r));
+        r
     }
 
     /// Repair datagrams sent so far.
     pub fn repairs_sent(&self) -> u64 {
         self.repairs_sent
+    }
+
+    /// The last message's blocks and repair datagrams (FEC links): the redundancy in use.
+    pub fn last_plan(&self) -> Option<(u16, u16)> {
+        self.last_plan
     }
 
     /// Whether the subscriber is udpros (it gets heartbeats and a goodbye).
@@ -290,7 +354,8 @@ impl UdpSender {
             1
         };
         for frame in &frames[..taken] {
-            self.pacer.message(now, self.wire_bytes(frame.len()));
+            let bytes = self.wire_bytes(frame.len());
+            self.pacer.message(now, bytes);
         }
         self.paced_whole = false;
         Ok(taken)
@@ -375,14 +440,14 @@ impl UdpSender {
     }
 
     /// Bytes a frame of `frame_len` bytes takes on the wire, headers and repair included.
-    fn wire_bytes(&self, frame_len: usize) -> usize {
+    fn wire_bytes(&mut self, frame_len: usize) -> usize {
         let blocks = self.fragmenter.blocks_for(frame_len);
         let data = frame_len + blocks * HEADER_LEN;
-        if !self.fec.enabled() {
+        if self.fec.is_none() {
             return data;
         }
         let shard = self.fragmenter.max_datagram_size() - HEADER_LEN;
-        match self.fec.repairs(blocks) {
+        match self.repairs(blocks) {
             0 if blocks < 2 => data,
             0 => data + HEADER_LEN + FEC_HEADER_LEN,
             r => data + usize::from(r) * (HEADER_LEN + FEC_HEADER_LEN + shard),
@@ -417,7 +482,7 @@ impl UdpSender {
     fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
         self.clear();
         let data_size = self.fragmenter.max_datagram_size();
-        if !self.fec.enabled() {
+        if self.fec.is_none() {
             self.fragmenter.write_datagrams(frame, &mut self.out)?;
             self.runs.push(Run {
                 end: self.out.len(),
@@ -436,10 +501,11 @@ impl UdpSender {
                 self.fragmenter.last_message_id(),
                 frame,
                 shard,
-                self.fec.repairs(usize::from(blocks)),
+                self.repairs(usize::from(blocks)),
                 &mut work.repair,
             );
             self.repairs_sent += u64::from(shards);
+            self.last_plan = Some((blocks, shards));
             self.interleave(&work.data, data_size, &work.repair, fec);
         }
         self.work = work;
@@ -472,7 +538,7 @@ impl UdpSender {
     /// `frames[0]`'s size, as many as one segmented send carries. Returns how many.
     fn load_small(&mut self, frames: &[Bytes]) -> usize {
         let size = frames[0].len();
-        if self.fragmenter.blocks_for(size) != 1 || self.fec.repairs(1) > 0 {
+        if self.fragmenter.blocks_for(size) != 1 || self.repairs(1) > 0 {
             return 0;
         }
         let segment = HEADER_LEN + size;
@@ -529,7 +595,7 @@ mod tests {
             udpros_peer,
             route_mtu: None,
             segmenting,
-            fec: FecPolicy::Off,
+            fec: None,
         };
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }

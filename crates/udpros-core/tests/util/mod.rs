@@ -9,6 +9,7 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use udpros_core::header::ConnectionHeader;
 use udpros_core::link::{AllowedSources, HEARTBEAT};
 use udpros_core::udpros::fec::{shard_size, FecPolicy};
 use udpros_core::udpros::{
@@ -216,6 +217,17 @@ pub fn receiver_with(
     )
 }
 
+/// What a udpros publisher with policy `fec` settles with a subscriber of the same policy.
+pub fn sender_config(fec: FecPolicy, max_datagram: usize) -> UdpSenderConfig {
+    let asked = fec.ask(ConnectionHeader::new());
+    UdpSenderConfig {
+        udpros_peer: true,
+        route_mtu: None,
+        segmenting: true,
+        fec: fec.grant(&asked, max_datagram),
+    }
+}
+
 /// A message body that names itself: `id` in its first 8 bytes, then bytes derived from
 /// it, so a delivered body tells which message it was and whether it is whole.
 pub fn body(id: u64, len: usize) -> Vec<u8> {
@@ -251,6 +263,8 @@ pub struct Pair {
     next_tick: Instant,
     /// The publisher heartbeats when idle (false: it has gone silent).
     pub heartbeats: bool,
+    /// Loss reports the subscriber sent.
+    pub reports: u64,
 }
 
 impl Pair {
@@ -259,16 +273,11 @@ impl Pair {
         Pair::with_fec(path, seed, max_datagram, FecPolicy::Off)
     }
 
-    /// A link between udpros peers that agreed on FEC unless `fec` is off, the publisher
-    /// repairing by `fec`.
+    /// A link between udpros peers that both have the policy `fec`, settled as a
+    /// publisher settles it; the subscriber's loss reports reach the publisher.
     pub fn with_fec(path: PathConfig, seed: u64, max_datagram: usize, fec: FecPolicy) -> Pair {
         let now = Instant::now();
-        let config = UdpSenderConfig {
-            udpros_peer: true,
-            route_mtu: None,
-            segmenting: true,
-            fec,
-        };
+        let config = sender_config(fec, max_datagram);
         let data = data_datagram(max_datagram, fec.enabled());
         Pair {
             started: now,
@@ -281,6 +290,7 @@ impl Pair {
             last_arrival: None,
             next_tick: now + HEARTBEAT,
             heartbeats: true,
+            reports: 0,
         }
     }
 
@@ -346,6 +356,11 @@ impl Pair {
             for datagram in self.path.arrived(self.now) {
                 self.receiver.handle(self.now, publisher_addr(), datagram);
                 self.last_arrival = Some(self.now);
+            }
+            // Reports go back at once: the way back is not what is tested.
+            if let Some(report) = self.receiver.poll_transmit(self.now) {
+                self.reports += 1;
+                self.sender.handle_report(&report);
             }
             if self.receiver.poll_timeout() <= self.now {
                 self.receiver.handle_timeout(self.now);
