@@ -430,7 +430,10 @@ async fn fec_is_negotiated_between_udpros_peers_and_shown() {
     assert!(fec.link.target.is_some(), "adaptive by default");
     assert_eq!(fec.reported_loss, Some(0.0), "{fec:?}");
     assert!(fec.last_blocks > 60, "{fec:?}");
-    assert!(fec.last_repairs <= 4, "a clean link, the prior fading: {fec:?}");
+    assert!(
+        fec.last_repairs <= 4,
+        "a clean link, the prior fading: {fec:?}"
+    );
     let received = subscriber.links();
     assert_eq!(received[0].udp.corrupt, 0);
     assert!(

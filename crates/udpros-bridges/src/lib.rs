@@ -7,6 +7,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 use udpros::node::params::FromParam;
+use udpros::node::FecPolicy;
 use udpros::node::Node;
 
 pub mod sim;
@@ -146,6 +147,25 @@ impl Params<'_> {
             Some(&(_, value)) => Ok(value),
             None => Err(format!("{key} '{name}' is not {}", either(&names()))),
         }
+    }
+}
+
+impl Params<'_> {
+    /// `~fec`: forward error correction toward udpros subscribers of the bridge's topics
+    /// on UDPROS (`adaptive`, the default; `adaptive:TARGET`; a fixed repair ratio from 0
+    /// to 1; `off`), refused with its name and what is allowed.
+    pub async fn fec(&self) -> Result<FecPolicy, String> {
+        use udpros::xmlrpc::Value;
+        let default = Value::from(FecPolicy::default().to_string());
+        // `_fec:=0.25` arrives as a double and `_fec:=1` as an integer, `_fec:=off` as a
+        // string: the text of each is what is read.
+        let text = match self.get("~fec", default).await? {
+            Value::String(text) => text,
+            Value::Double(ratio) => ratio.to_string(),
+            Value::Int(ratio) => ratio.to_string(),
+            other => return Err(format!("~fec: {other:?} is not a FEC setting")),
+        };
+        text.parse().map_err(|e| format!("~fec: {e}"))
     }
 }
 

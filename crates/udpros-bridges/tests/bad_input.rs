@@ -43,6 +43,12 @@ async fn bad_parameters_are_one_line_and_exit_1() {
             vec!["_speed_of_sound:=0"],
             "~speed_of_sound",
         ),
+        (env!("CARGO_BIN_EXE_ping_sonar"), vec!["_fec:=2"], "~fec"),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_fec:=adaptive:NaN"],
+            "~fec",
+        ),
         (
             env!("CARGO_BIN_EXE_ping_sonar"),
             vec!["_range:=-1"],

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use udpros::msgs::{std_msgs, std_srvs};
-use udpros::node::{Node, SubscribeOptions};
+use udpros::node::{FecPolicy, Node, SubscribeOptions};
 
 /// What `--help` prints: every parameter (default, range, meaning), topic and service. A
 /// test checks that it names every `~` name this module reads or advertises.
@@ -41,6 +41,8 @@ pub struct Config {
     pub time_ref_source: String,
     /// The simulated autopilot, for `sim:` URLs.
     pub sim: SimConfig,
+    /// `~fec`: FEC toward udpros subscribers on UDPROS.
+    pub fec: FecPolicy,
 }
 
 impl Config {
@@ -61,6 +63,7 @@ impl Config {
             use_px4_filter: false,
             time_ref_source: "fcu".into(),
             sim: SimConfig::default(),
+            fec: FecPolicy::default(),
         }
     }
 
@@ -69,6 +72,7 @@ impl Config {
         let p = Params(node);
         let url: String = p.get("~fcu_url", "sim:".to_string()).await?;
         let mut cfg = Config::new(url.parse()?);
+        cfg.fec = p.fec().await?;
         let id = async |key: &str, default: i32| -> Result<u8, String> {
             let v = p
                 .get(key, default)
@@ -187,7 +191,7 @@ async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
 
 /// Runs the node until it is shut down; fails only when it cannot start.
 pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
-    let pubs = advertise(&node).await.map_err(|e| e.to_string())?;
+    let pubs = advertise(&node, cfg.fec).await.map_err(|e| e.to_string())?;
     // The simulator lives as long as the node.
     let (sim, address) = match &cfg.fcu_url {
         FcuUrl::Mavlink(address) => (None, address.clone()),

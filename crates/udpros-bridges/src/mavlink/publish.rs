@@ -9,7 +9,7 @@ use super::protocol::Responder;
 use super::session::{Report, TimesyncSample};
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
-use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher};
+use udpros::node::{AdvertiseOptions, FecPolicy, Node, NodeError, Publisher};
 use udpros::time::Clock;
 
 pub(super) struct Publishers {
@@ -19,8 +19,11 @@ pub(super) struct Publishers {
     pub(super) diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
 }
 
-pub(super) async fn advertise(node: &Node) -> Result<Publishers, NodeError> {
-    let opts = AdvertiseOptions::default();
+pub(super) async fn advertise(node: &Node, fec: FecPolicy) -> Result<Publishers, NodeError> {
+    let opts = AdvertiseOptions {
+        fec,
+        ..AdvertiseOptions::default()
+    };
     Ok(Publishers {
         timesync_status: node.advertise("~timesync_status", opts.clone()).await?,
         latency: node.advertise("~latency", opts.clone()).await?,

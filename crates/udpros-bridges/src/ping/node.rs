@@ -47,6 +47,7 @@ impl Config {
             .await?;
         Ok(Config {
             device: device.parse()?,
+            fec: p.fec().await?,
             device_type,
             dialect,
             frame_id: p.get("~frame_id", "sonar".to_string()).await?,
@@ -90,7 +91,7 @@ struct Change {
 /// settings served to dynamic_reconfigure; a change goes to the device, and what it
 /// refuses is put back.
 pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
-    let pubs = Arc::new(Publishers::advertise(&node).await?);
+    let pubs = Arc::new(Publishers::advertise(&node, cfg.fec).await?);
     let mut session = Session::new(cfg.clone(), Instant::now());
     let live = session.watch_config();
     let latency = Arc::new(std::sync::Mutex::new(LatencyWindow::default()));

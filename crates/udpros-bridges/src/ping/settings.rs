@@ -5,6 +5,7 @@
 use super::link::LinkSpec;
 use super::messages::{self as m, Message};
 use super::Dialect;
+use udpros::node::FecPolicy;
 
 /// Which device the node expects (`~device_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +23,8 @@ pub enum DeviceType {
 pub struct Config {
     /// Where the device is (`~device`).
     pub device: LinkSpec,
+    /// `~fec`: FEC toward udpros subscribers on UDPROS.
+    pub fec: FecPolicy,
     /// `~device_type`.
     pub device_type: DeviceType,
     /// `~dialect`: the current protocol or the 2017 draft.
@@ -65,6 +68,7 @@ impl Config {
     pub fn new(device: LinkSpec) -> Config {
         Config {
             device,
+            fec: FecPolicy::default(),
             device_type: DeviceType::Auto,
             dialect: Dialect::Current,
             frame_id: "sonar".into(),

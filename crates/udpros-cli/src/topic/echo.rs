@@ -41,6 +41,7 @@ impl Decoders {
 pub(super) async fn echo(node: &Node, args: EchoArgs) -> Result<(), TopicError> {
     let options = SubscribeOptions {
         transports: args.transport.0.clone(),
+        fec: args.fec,
         ..SubscribeOptions::default()
     };
     let mut sub = node.subscribe_raw(&args.topic, options).await?;

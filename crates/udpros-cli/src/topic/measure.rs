@@ -33,6 +33,7 @@ async fn sample<S>(
 ) -> Result<(), TopicError> {
     let options = SubscribeOptions {
         transports: args.transport.0.clone(),
+        fec: args.fec,
         ..SubscribeOptions::default()
     };
     let mut sub = node.subscribe_raw(&args.topic, options).await?;

@@ -13,6 +13,7 @@ use clap::{Args, Subcommand};
 use std::fmt;
 use std::time::Duration;
 use udpros::msg::dynamic::DynamicError;
+use udpros::node::FecPolicy;
 use udpros::node::{Node, NodeError};
 use udpros::transport::Protocol;
 
@@ -53,6 +54,10 @@ pub struct PubArgs {
     /// each message carries the time it was sent.
     #[arg(short = 's', long = "substitute-keywords")]
     substitute_keywords: bool,
+    /// Forward error correction with udpros peers on UDPROS: `adaptive` (the default),
+    /// `adaptive:TARGET`, a fixed repair ratio from 0 to 1, or `off`.
+    #[arg(long, default_value_t = FecPolicy::default())]
+    fec: FecPolicy,
     topic: String,
     /// `package/Type`
     msg_type: String,
@@ -92,6 +97,10 @@ pub struct EchoArgs {
     /// now`, negative for the past), as `rostopic echo --offset`.
     #[arg(long)]
     offset: bool,
+    /// Forward error correction with udpros peers on UDPROS: `adaptive` (the default),
+    /// `adaptive:TARGET`, a fixed repair ratio from 0 to 1, or `off`.
+    #[arg(long, default_value_t = FecPolicy::default())]
+    fec: FecPolicy,
     topic: String,
 }
 
@@ -102,6 +111,10 @@ pub struct HzArgs {
     /// Stop after this many seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// Forward error correction with udpros peers on UDPROS: `adaptive` (the default),
+    /// `adaptive:TARGET`, a fixed repair ratio from 0 to 1, or `off`.
+    #[arg(long, default_value_t = FecPolicy::default())]
+    fec: FecPolicy,
     topic: String,
 }
 

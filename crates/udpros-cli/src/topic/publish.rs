@@ -36,6 +36,7 @@ pub(super) async fn publish(node: &Node, args: PubArgs) -> Result<(), TopicError
             &definition,
             AdvertiseOptions {
                 latch,
+                fec: args.fec,
                 ..AdvertiseOptions::default()
             },
         )
