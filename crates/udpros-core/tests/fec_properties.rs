@@ -348,3 +348,44 @@ fn adaptive_repair_meets_the_delivery_and_overhead_bars() {
         assert!(ratio <= bar, "{ratio} at {loss} loss, bar {bar}");
     }
 }
+
+/// Reports are the subscriber's word, and anyone who can send from its port can forge one:
+/// a claim of 1000 % loss in runs of a billion, or megabytes of random reports, cost a link
+/// at most as many repair datagrams as data datagrams, and a few microseconds per message.
+#[test]
+fn forged_reports_cost_at_most_one_repair_per_block() {
+    use udpros_core::udpros::loss::{Report, REPORT_LEN};
+    let now = Instant::now();
+    let config = sender_config(FecPolicy::default(), DATAGRAM);
+    let data = data_datagram(DATAGRAM, true);
+    let mut tx = UdpSender::new(now, Fragmenter::new(7, data).unwrap(), config);
+    let worst = Report {
+        loss: 10.0,
+        long_loss: 10.0,
+        long_datagrams: u32::MAX,
+        mean_run: 1e9,
+    };
+    assert!(tx.handle_report(&worst.encode(7, 1)));
+    let frame = frame_of(&body(1, 100_000));
+    let blocks = frame.len().div_ceil(data - HEADER_LEN);
+    let sent = datagrams_of(&mut tx, &frame, now);
+    assert_eq!(tx.repairs_sent() as usize, blocks, "capped at k");
+    assert_eq!(sent.len(), 2 * blocks);
+    // A flood of random reports: each read, none trusted beyond the caps.
+    let mut rng = Rng::new(5);
+    let mut taken = 0;
+    for _ in 0..100_000 {
+        let mut forged = [0u8; REPORT_LEN];
+        forged.iter_mut().for_each(|b| *b = rng.below(256) as u8);
+        forged[..4].copy_from_slice(&7u32.to_le_bytes());
+        forged[4] = 5;
+        taken += usize::from(tx.handle_report(&forged));
+    }
+    assert_eq!(taken, 0, "random bytes never pass the CRC");
+    let started = Instant::now();
+    let huge = frame_of(&body(2, 20 << 20));
+    let sent = datagrams_of(&mut tx, &huge, now);
+    let k = huge.len().div_ceil(data - HEADER_LEN);
+    assert!(sent.len() <= 2 * k, "{} datagrams for {k} blocks", sent.len());
+    assert!(started.elapsed() < Duration::from_secs(30), "bounded work");
+}
