@@ -386,6 +386,10 @@ fn forged_reports_cost_at_most_one_repair_per_block() {
     let huge = frame_of(&body(2, 20 << 20));
     let sent = datagrams_of(&mut tx, &huge, now);
     let k = huge.len().div_ceil(data - HEADER_LEN);
-    assert!(sent.len() <= 2 * k, "{} datagrams for {k} blocks", sent.len());
+    assert!(
+        sent.len() <= 2 * k,
+        "{} datagrams for {k} blocks",
+        sent.len()
+    );
     assert!(started.elapsed() < Duration::from_secs(30), "bounded work");
 }

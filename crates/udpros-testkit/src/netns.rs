@@ -293,9 +293,23 @@ impl Host {
     /// Drops `per_mille` of the UDP datagrams this host receives, each at random, with
     /// nftables (`numgen random mod 1000 < N drop` on the input hook).
     pub fn lose_udp(&self, per_mille: u32) {
+        self.lose(&["udp"], per_mille);
+    }
+
+    /// Drops `per_mille` of the packets of `protocols` (`udp`, `tcp`) this host receives,
+    /// each at random, replacing any earlier rule, and counts the packets and bytes of those
+    /// protocols that reach it before the drop (see [`Host::received_bytes`]).
+    pub fn lose(&self, protocols: &[&str], per_mille: u32) {
+        let _ = self
+            .command("nft")
+            .args(["delete", "table", "inet", "udpros_lossy"])
+            .stderr(Stdio::null())
+            .status();
+        let set = protocols.join(", ");
         let rules = format!(
             "table inet udpros_lossy {{\n  chain input {{\n    type filter hook input priority 0;\n    \
-             meta l4proto udp numgen random mod 1000 < {per_mille} drop\n  }}\n}}\n"
+             meta l4proto {{ {set} }} counter\n    \
+             meta l4proto {{ {set} }} numgen random mod 1000 < {per_mille} drop\n  }}\n}}\n"
         );
         let mut nft = self
             .command("nft")
@@ -309,7 +323,21 @@ impl Host {
             .take()
             .is_some_and(|mut stdin| stdin.write_all(rules.as_bytes()).is_ok());
         let ok = written && nft.wait().is_ok_and(|s| s.success());
-        assert!(ok, "nftables random UDP drop on {}", self.name);
+        assert!(ok, "nftables random drop on {}", self.name);
+    }
+
+    /// Bytes (IP packets, headers included) of the protocols [`Host::lose`] watches that
+    /// reached this host since the rule was set, before any was dropped.
+    pub fn received_bytes(&self) -> Option<u64> {
+        let out = self
+            .command("nft")
+            .args(["list", "table", "inet", "udpros_lossy"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut words = text.split_whitespace();
+        words.find(|w| *w == "bytes")?;
+        words.next()?.parse().ok()
     }
 
     /// `program` run on this host (inside its namespace), with a ROS_HOME of its own.

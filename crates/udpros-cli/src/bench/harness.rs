@@ -60,7 +60,7 @@ fn build_rust_peer(library: &str, quick: bool) -> Result<PathBuf, String> {
 }
 
 /// `key=value` pairs of a peer's summary line.
-fn fields(line: &str) -> BTreeMap<String, f64> {
+pub(super) fn fields(line: &str) -> BTreeMap<String, f64> {
     line.split_whitespace()
         .filter_map(|kv| kv.split_once('='))
         .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
@@ -277,6 +277,13 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     let services_wanted = wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == "S6"));
     if !rows.is_empty() {
         print_table(&rows);
+    }
+    // S8 only when asked for: it needs root, and takes about a quarter of an hour.
+    if wanted.as_ref().is_some_and(|w| w.iter().any(|x| x == "S8")) {
+        let (quick, roscpp, dumps) = (args.quick, peers.roscpp.clone(), dumps.clone());
+        tokio::task::spawn_blocking(move || super::lossy::run(quick, &roscpp, &dumps))
+            .await
+            .map_err(|e| e.to_string())??;
     }
     if services_wanted {
         let (quick, uri, dumps) = (args.quick, uri.clone(), dumps.clone());

@@ -9,9 +9,11 @@
 //! Modules: [`peer`] (udpros's side of a cell), [`scenarios`], [`harness`] (processes,
 //! cells, the whole run), [`report`] (tables and CSV), [`plot`] (the SVG of latency
 //! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference), [`services`]
-//! (S6, the service round trip, and its peer).
+//! (S6, the service round trip, and its peer), [`lossy`] (S8, the lossy link between two
+//! network namespaces; only when asked for).
 
 mod harness;
+mod lossy;
 mod peer;
 mod plot;
 mod plot_svg;
@@ -43,7 +45,8 @@ pub struct RunArgs {
     /// Tiny counts: checks that everything runs (CI), measures nothing worth reading.
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, e.g. `S1,S3` (default: all; S6 is the service round trip).
+    /// Scenarios to run, e.g. `S1,S3` (default: S1-S6; S6 is the service round trip; S8,
+    /// the lossy link between two network namespaces, needs root and runs only when named).
     #[arg(long)]
     scenarios: Option<String>,
     /// Where to write the CSV (default: target/bench/udpros_bench.csv).

@@ -1,0 +1,268 @@
+//! S8, the lossy link: a publisher on host A and a subscriber on host B, two network
+//! namespaces on one switch (the test kit's), every UDP datagram a packet of its own on A's
+//! cable (no segmentation offload, so a drop takes one datagram), and nftables on B
+//! dropping a share of what arrives at random (the TCP rows: of TCP segments, as a lossy
+//! link would). For each message size, loss and row: messages delivered, their age at the
+//! subscriber (both hosts share the machine's clock), bytes on the wire per payload byte
+//! (nftables' counter of what reached B, IP headers included, before the drop), and CPU per
+//! message of each side. Needs root, iproute2, nftables and ethtool.
+
+use super::harness::{fields, spawn};
+use super::report::{percentile, read_dump};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use udpros_testkit::netns::{Family, Host, Identity, Network};
+
+/// One size of the scenario: bytes, rate, messages.
+struct Load {
+    what: &'static str,
+    size: usize,
+    rate: f64,
+    count: u64,
+}
+
+/// One row: which implementation at each end, the transport, and udpros's `--fec`.
+struct Way {
+    name: &'static str,
+    publisher: &'static str,
+    subscriber: &'static str,
+    transport: &'static str,
+    fec: Option<&'static str>,
+}
+
+const WAYS: [Way; 5] = [
+    Way {
+        name: "udpros FEC adaptive",
+        publisher: "udpros",
+        subscriber: "udpros",
+        transport: "udp",
+        fec: Some("adaptive"),
+    },
+    Way {
+        name: "udpros FEC off",
+        publisher: "udpros",
+        subscriber: "udpros",
+        transport: "udp",
+        fec: Some("off"),
+    },
+    Way {
+        name: "roscpp UDPROS",
+        publisher: "roscpp",
+        subscriber: "roscpp",
+        transport: "udp",
+        fec: None,
+    },
+    Way {
+        name: "udpros TCPROS",
+        publisher: "udpros",
+        subscriber: "udpros",
+        transport: "tcp",
+        fec: None,
+    },
+    Way {
+        name: "roscpp TCPROS",
+        publisher: "roscpp",
+        subscriber: "roscpp",
+        transport: "tcp",
+        fec: None,
+    },
+];
+
+/// What one cell measured.
+struct Cell {
+    load: &'static str,
+    loss_per_mille: u32,
+    way: &'static str,
+    sent: u64,
+    received: u64,
+    ages_ms: Vec<f64>,
+    wire_per_payload: Option<f64>,
+    pub_cpu_us: Option<f64>,
+    sub_cpu_us: Option<f64>,
+}
+
+/// Runs S8 and prints its table. `quick`: 100 kB at 5 % loss for the two udpros UDPROS rows
+/// only, a few messages (CI: that it runs, not what it measures).
+pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String> {
+    let loads = [
+        Load {
+            what: "1 kB at 100 Hz",
+            size: 1_000,
+            rate: 100.0,
+            count: 600,
+        },
+        Load {
+            what: "100 kB at 10 Hz",
+            size: 100_000,
+            rate: 10.0,
+            count: 150,
+        },
+        Load {
+            what: "1 MB at 10 Hz",
+            size: 1_000_000,
+            rate: 10.0,
+            count: 50,
+        },
+    ];
+    let losses: &[u32] = if quick { &[50] } else { &[0, 10, 50, 100] };
+    let Some(net) = Network::new(&["a", "b"], 1500) else {
+        println!("\nS8 (lossy link) left out: it needs network namespaces (root and iproute2)");
+        return Ok(());
+    };
+    let (a, b) = (net.host("a"), net.host("b"));
+    a.unsegmented_udp();
+    let master_uri = format!("http://{}:11311/", a.ipv4);
+    let udpros = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut master = a.ros_command(&udpros, &master_uri, Identity::Ip, Family::Ipv4);
+    master.args(["master", "--host", &a.ipv4, "--port", "11311"]);
+    let _master = spawn(master)?;
+    let mut cells = Vec::new();
+    for load in &loads {
+        if quick && load.size != 100_000 {
+            continue;
+        }
+        for &loss in losses {
+            for (n, way) in WAYS.iter().enumerate() {
+                if quick && (way.transport != "udp" || way.publisher != "udpros") {
+                    continue;
+                }
+                let count = if quick { 20 } else { load.count };
+                let topic = format!("/lossy_{}_{loss}_{n}", load.size);
+                let peers = Peers {
+                    udpros: &udpros,
+                    roscpp,
+                    master_uri: &master_uri,
+                };
+                let cell = run_cell(&peers, (a, b), load, count, loss, way, &topic, dumps);
+                match cell {
+                    Ok(cell) => {
+                        eprintln!("S8 {} at {loss}‰ {}: done", load.what, way.name);
+                        cells.push(cell);
+                    }
+                    Err(e) => eprintln!("S8 {} at {loss}‰ {}: {e}", load.what, way.name),
+                }
+            }
+        }
+    }
+    print_table(&cells);
+    Ok(())
+}
+
+/// The programs a cell runs and the master they join.
+struct Peers<'a> {
+    udpros: &'a Path,
+    roscpp: &'a Path,
+    master_uri: &'a str,
+}
+
+impl Peers<'_> {
+    /// `kind`'s bench peer (`udpros bench peer ...` or the roscpp peer) as a node on `host`.
+    fn command(&self, kind: &str, host: &Host) -> Command {
+        let program = if kind == "roscpp" {
+            self.roscpp
+        } else {
+            self.udpros
+        };
+        let mut cmd = host.ros_command(program, self.master_uri, Identity::Ip, Family::Ipv4);
+        if kind != "roscpp" {
+            cmd.args(["bench", "peer"]);
+        }
+        cmd
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // one cell's coordinates, named at the one call
+fn run_cell(
+    peers: &Peers,
+    (a, b): (&Host, &Host),
+    load: &Load,
+    count: u64,
+    loss_per_mille: u32,
+    way: &Way,
+    topic: &str,
+    dumps: &Path,
+) -> Result<Cell, String> {
+    b.lose(&[way.transport], loss_per_mille);
+    let dump: PathBuf = dumps.join(format!("{}.txt", topic.trim_start_matches('/')));
+    let count_s = count.to_string();
+    let mut sub = peers.command(way.subscriber, b);
+    sub.args([
+        "sub",
+        topic,
+        "--count",
+        &count_s,
+        "--transport",
+        way.transport,
+    ]);
+    sub.args(["--idle", "3"]).arg("--dump").arg(&dump);
+    if let Some(fec) = way.fec {
+        sub.args(["--fec", fec]);
+    }
+    let sub = spawn(sub)?;
+    sub.wait_line("READY", Duration::from_secs(30))
+        .ok_or("the subscriber did not start")?;
+    let mut publisher = peers.command(way.publisher, a);
+    publisher.args(["pub", topic, "--size", &load.size.to_string()]);
+    publisher.args(["--rate", &load.rate.to_string(), "--count", &count_s]);
+    publisher.args(["--subscribers", "1"]);
+    let publisher = spawn(publisher)?;
+    let limit = Duration::from_secs_f64(60.0 + count as f64 / load.rate);
+    let pub_line = publisher
+        .wait_line("PUB", limit)
+        .ok_or("the publisher did not finish")?;
+    let sub_line = sub
+        .wait_line("SUB", Duration::from_secs(30))
+        .unwrap_or_else(|| "SUB received=0".into());
+    let (pub_fields, sub_fields) = (fields(&pub_line), fields(&sub_line));
+    let received = sub_fields.get("received").copied().unwrap_or(0.0) as u64;
+    let mut ages_ms: Vec<f64> = read_dump(&dump).values().map(|us| us / 1e3).collect();
+    ages_ms.sort_by(f64::total_cmp);
+    let _ = std::fs::remove_file(&dump);
+    let payload = (count as usize * load.size) as f64;
+    let cpu_us = |f: &std::collections::BTreeMap<String, f64>, messages: u64| {
+        let seconds = f.get("user")? + f.get("sys")?;
+        (messages > 0).then(|| seconds * 1e6 / messages as f64)
+    };
+    Ok(Cell {
+        load: load.what,
+        loss_per_mille,
+        way: way.name,
+        sent: count,
+        received,
+        ages_ms,
+        wire_per_payload: b.received_bytes().map(|bytes| bytes as f64 / payload),
+        pub_cpu_us: cpu_us(&pub_fields, count),
+        sub_cpu_us: cpu_us(&sub_fields, received),
+    })
+}
+
+fn print_table(cells: &[Cell]) {
+    if cells.is_empty() {
+        return;
+    }
+    println!(
+        "\nS8, the lossy link: two namespaces, random datagram loss at the subscriber's host\n"
+    );
+    println!("| load | loss | row | delivered | age p50 ms | age p99 ms | wire bytes / payload byte | pub CPU µs/msg | sub CPU µs/msg |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    let show = |x: Option<f64>, digits: usize| x.map_or("-".into(), |x| format!("{x:.digits$}"));
+    for c in cells {
+        let has_ages = !c.ages_ms.is_empty();
+        let age = |p| has_ages.then(|| percentile(&c.ages_ms, p));
+        println!(
+            "| {} | {:.1} % | {} | {}/{} ({:.1} %) | {} | {} | {} | {} | {} |",
+            c.load,
+            f64::from(c.loss_per_mille) / 10.0,
+            c.way,
+            c.received,
+            c.sent,
+            100.0 * c.received as f64 / c.sent.max(1) as f64,
+            show(age(0.5), 2),
+            show(age(0.99), 2),
+            show(c.wire_per_payload, 3),
+            show(c.pub_cpu_us, 0),
+            show(c.sub_cpu_us, 0),
+        );
+    }
+}
