@@ -24,6 +24,14 @@ async fn graph() -> (Master, Node, Node) {
     (master, talker, listener)
 }
 
+/// Waits (up to 10 s) until `publisher` has a subscriber link.
+async fn linked<M: udpros::msg::Message>(publisher: &udpros::node::Publisher<M>) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn bytes_msg(n: u32, size: usize) -> std_msgs::UInt8MultiArray {
     let mut data: Vec<u8> = (0..size).map(|i| (n as usize * 31 + i * 7) as u8).collect();
     data[..4].copy_from_slice(&n.to_le_bytes());
@@ -216,10 +224,7 @@ async fn a_queued_burst_of_mixed_sizes_arrives_whole_and_in_order_over_udp() {
         .subscribe::<std_msgs::UInt8MultiArray>("/burst", options)
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    linked(&publisher).await;
     // Runs of one size, a change of size, and a message of many datagrams between them.
     let size_of = |n: u32| match n % 500 {
         0..=199 => 64,
@@ -408,10 +413,7 @@ async fn fec_is_negotiated_between_udpros_peers_and_shown() {
         .subscribe::<std_msgs::UInt8MultiArray>("/fec", SubscribeOptions::udp_only())
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    linked(&publisher).await;
     for n in 0..20u32 {
         publisher.publish(&bytes_msg(n, 100_000)).unwrap();
         let m = tokio::time::timeout(Duration::from_secs(5), subscriber.recv())
@@ -467,10 +469,7 @@ async fn fec_is_negotiated_between_udpros_peers_and_shown() {
         .advertise::<std_msgs::UInt8MultiArray>("/fec_off", AdvertiseOptions::default())
         .await
         .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while plain_publisher.num_subscribers() == 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    linked(&plain_publisher).await;
     plain_publisher.publish(&bytes_msg(1, 100_000)).unwrap();
     tokio::time::timeout(Duration::from_secs(5), plain.recv())
         .await

@@ -376,6 +376,15 @@ impl Pair {
         self.run_until(self.now + d);
     }
 
+    /// Runs one more second of fake time (for what is in flight) and returns the ids of
+    /// every body delivered, each checked whole.
+    pub fn finish(&mut self) -> Vec<u64> {
+        self.run_for(Duration::from_secs(1));
+        self.delivered()
+            .map(|b| check_body(b).expect("a delivered message is whole"))
+            .collect()
+    }
+
     /// The bodies delivered so far.
     pub fn delivered(&self) -> impl Iterator<Item = &Bytes> {
         self.events.iter().filter_map(|(_, e)| match e {
