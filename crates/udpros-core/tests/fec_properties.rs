@@ -389,3 +389,36 @@ fn forged_reports_cost_at_most_one_repair_per_block() {
     );
     assert!(started.elapsed() < Duration::from_secs(30), "bounded work");
 }
+
+/// A lossless message is never decoded (repair that arrives while its last blocks are on
+/// their way is not used), and on a clean link small messages cost exactly what they cost
+/// without FEC; over a lossy one they are sent twice, and arrive.
+#[test]
+fn clean_links_decode_nothing_and_small_messages_are_copied_only_when_lossy() {
+    let period = Duration::from_millis(100);
+    let adaptive = FecPolicy::default();
+    let (pair, ids) = stream(PathConfig::clean(), 3, adaptive, 100, 100_000, period);
+    assert_eq!(ids.len(), 100);
+    assert_eq!(
+        pair.receiver.stats().rebuilt,
+        0,
+        "{:?}",
+        pair.receiver.stats()
+    );
+    let small = |fec, loss| {
+        let path = PathConfig::losing(loss, 1.0);
+        stream(path, 9, fec, 600, 1_000, Duration::from_millis(10))
+    };
+    let (with, _) = small(adaptive, 0.0);
+    let (without, _) = small(FecPolicy::Off, 0.0);
+    assert_eq!(with.path.offered_bytes, without.path.offered_bytes);
+    let (with, with_ids) = small(adaptive, 0.05);
+    let (_, without_ids) = small(FecPolicy::Off, 0.05);
+    assert!(with_ids.len() >= 590, "{} of 600 copied", with_ids.len());
+    assert!(
+        without_ids.len() < 590,
+        "{} of 600 without",
+        without_ids.len()
+    );
+    assert!(with.receiver.stats().rebuilt > 0);
+}

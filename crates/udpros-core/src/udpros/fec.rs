@@ -191,6 +191,10 @@ pub const MIN_ASSUMED_LOSS: f64 = 1e-5;
 pub const PRIOR_WEIGHT: f64 = 200.0;
 /// See [`PRIOR_WEIGHT`].
 pub const PRIOR_FADE: f64 = 500.0;
+/// Messages of fewer blocks are planned from the reports alone, never from the prior: a
+/// message of one datagram is lost only as often as a datagram, and repairing it from a
+/// guess would double a clean link's small messages for its first seconds.
+pub const PRIOR_MIN_BLOCKS: usize = 8;
 
 impl LinkFec {
     /// The repair shards for a message of `k` blocks, given what the subscriber last
@@ -204,14 +208,20 @@ impl LinkFec {
         let Some(target) = self.target else {
             return fixed;
         };
-        // The prior is a plan already, not an estimate to pad.
-        let (loss, run) = reported.map_or((PRIOR_LOSS, 1.0), |r| {
-            let seen = f64::from(r.long_datagrams);
-            let prior = PRIOR_WEIGHT * (-seen / PRIOR_FADE).exp();
-            let long = (r.long_loss * seen + PRIOR_LOSS * prior) / (seen + prior);
-            let loss = (r.loss * 1.25).max(long).max(MIN_ASSUMED_LOSS);
-            (loss, r.mean_run.max(1.0))
-        });
+        let with_prior = k >= PRIOR_MIN_BLOCKS;
+        let (loss, run) = match reported {
+            // The prior is a plan already, not an estimate to pad.
+            None if with_prior => (PRIOR_LOSS, 1.0),
+            None => (0.0, 1.0),
+            Some(r) => {
+                let seen = f64::from(r.long_datagrams);
+                let prior =
+                    PRIOR_WEIGHT * (-seen / PRIOR_FADE).exp() * f64::from(u8::from(with_prior));
+                let long = (r.long_loss * seen + PRIOR_LOSS * prior) / (seen + prior).max(1.0);
+                let loss = (r.loss * 1.25).max(long).max(MIN_ASSUMED_LOSS);
+                (loss, r.mean_run.max(1.0))
+            }
+        };
         let clumps = (k as f64 / run).ceil() as usize;
         let per_clump = super::loss::repairs_for_target(clumps, loss, f64::from(target.get()));
         let adaptive = ((per_clump as f64 * run).ceil() as usize).min(k);
@@ -396,10 +406,15 @@ impl Repair {
         let k = usize::from(meta.blocks);
         let geometry =
             k >= 1 && meta.frame_len >= 4 && (meta.frame_len as usize).div_ceil(shard) == k;
+        // A one-block message's repair is a copy of it, padded to even.
+        let expected = match k {
+            1 => (meta.frame_len as usize).next_multiple_of(2),
+            _ => shard,
+        };
         let shard_ok = match payload.len() {
             0 => true,
             n => {
-                n == shard
+                n == expected
                     && header.block < meta.repairs
                     && usize::from(meta.repairs) <= k
                     && ReedSolomonDecoder::supports(k, usize::from(meta.repairs))
@@ -482,6 +497,18 @@ impl FecEncoder {
             frame_len: u32::try_from(frame.len()).unwrap_or(u32::MAX),
             body_crc: body_crc(frame.get(4..).unwrap_or_default()),
         };
+        if repairs > 0 && k == 1 {
+            // A message of one block is repaired by copies of itself, as long as it is: a
+            // code of one source shard is a repetition code, and a 1 kB message need not
+            // cost a full-size datagram per copy.
+            self.padded.clear();
+            self.padded.extend_from_slice(frame);
+            self.padded.resize(frame.len().next_multiple_of(2), 0);
+            for index in 0..repairs {
+                write_datagram(connection_id, message_id, index, meta, &self.padded, out);
+            }
+            return (usize::from(repairs), repairs);
+        }
         if repairs > 0 && self.encode(frame, shard, k, usize::from(repairs)) {
             let encoded = self.encoder.as_mut().and_then(|e| e.encode().ok());
             if let Some(encoded) = encoded {
@@ -570,6 +597,12 @@ pub fn rebuild(
     if blocks.len() + repairs.len() < k || blocks.len() >= k {
         return None;
     }
+    let frame_len = meta.frame_len as usize;
+    if k == 1 {
+        // Copies (see `FecEncoder::write`).
+        let (_, copy) = repairs.first()?;
+        return Some(vec![(0, copy.get(..frame_len)?.to_vec())]);
+    }
     let mut decoder = ReedSolomonDecoder::new(k, r, shard).ok()?;
     let mut padded = Vec::new();
     for &(index, payload) in blocks {
@@ -589,7 +622,6 @@ pub fn rebuild(
             .ok()?;
     }
     let result = decoder.decode().ok()?;
-    let frame_len = meta.frame_len as usize;
     let restored = result
         .restored_original_iter()
         .map(|(index, bytes)| {

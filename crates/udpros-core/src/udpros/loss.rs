@@ -117,7 +117,16 @@ impl LossMeter {
             // A datagram of an older message: late, its tally is closed.
             Some(tally) if message_id_distance(tally.id, id) >= 128 => return,
             _ => {
-                self.close();
+                let before = self.current.as_ref().map(|t| t.id);
+                let last_expected = self.close();
+                // Messages whose ids were skipped lost every datagram: as many, as far as
+                // anyone can tell, as the message before them had.
+                if let (Some(before), Some(expected)) = (before, last_expected) {
+                    let skipped = message_id_distance(before, id).saturating_sub(1);
+                    for _ in 0..skipped {
+                        self.add(expected, 0, 0, 0);
+                    }
+                }
                 self.current.insert(Tally::new(id))
             }
         };
@@ -142,11 +151,9 @@ impl LossMeter {
         }
     }
 
-    /// Closes the current tally into the window.
-    fn close(&mut self) {
-        let Some(mut tally) = self.current.take() else {
-            return;
-        };
+    /// Closes the current tally into the window; how many datagrams it expected.
+    fn close(&mut self) -> Option<u32> {
+        let mut tally = self.current.take()?;
         let expected = tally
             .expected
             .unwrap_or(tally.highest + 1)
@@ -155,15 +162,22 @@ impl LossMeter {
         // The blocks after the last one seen were lost too, in one run.
         let blocks = tally.blocks.unwrap_or(tally.highest + 1);
         tally.data_block(blocks);
+        let received = tally.received.min(expected);
+        self.add(expected, received, tally.runs, tally.skipped);
+        Some(expected)
+    }
+
+    /// Adds one message's tally to both windows.
+    fn add(&mut self, expected: u32, received: u32, runs: u32, skipped: u32) {
         let decay = 0.5f64.powf(f64::from(expected) / HALF_LIFE);
         let long_decay = 0.5f64.powf(f64::from(expected) / (10.0 * HALF_LIFE));
-        let received = f64::from(tally.received.min(expected));
-        self.expected = self.expected * decay + f64::from(expected);
+        let (expected, received) = (f64::from(expected), f64::from(received));
+        self.expected = self.expected * decay + expected;
         self.received = self.received * decay + received;
-        self.long_expected = self.long_expected * long_decay + f64::from(expected);
+        self.long_expected = self.long_expected * long_decay + expected;
         self.long_received = self.long_received * long_decay + received;
-        self.runs = self.runs * decay + f64::from(tally.runs);
-        self.skipped = self.skipped * decay + f64::from(tally.skipped);
+        self.runs = self.runs * decay + f64::from(runs);
+        self.skipped = self.skipped * decay + f64::from(skipped);
         self.fresh += 1;
     }
 

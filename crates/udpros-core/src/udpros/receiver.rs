@@ -102,6 +102,10 @@ struct PendingRepair {
     id: u8,
     meta: RepairMeta,
     shards: Vec<(u16, Bytes)>,
+    /// Every data block of the message has been sent (its last block, its last repair
+    /// datagram or a newer message arrived): what is missing now is lost. Before that a
+    /// block may still be on its way, and a message is never decoded for nothing.
+    data_sent: bool,
     /// A rebuild was tried: a message is decoded at most once.
     tried: bool,
 }
@@ -202,6 +206,9 @@ impl UdpReceiver {
                 self.on_repair(now, h, datagram);
                 return;
             }
+            if let Some(h) = header.filter(|h| matches!(h.opcode, Opcode::Data0 | Opcode::DataN)) {
+                self.before_data(now, &h);
+            }
         }
         match self.reassembler.handle(now, datagram) {
             Some(Event::Message(body)) => self.deliver(now, body),
@@ -212,6 +219,28 @@ impl UdpReceiver {
                     self.try_rebuild(now, h.message_id);
                 }
             }
+        }
+    }
+
+    /// Before a data block reaches reassembly on an FEC link: a block of a newer message
+    /// means the held one's datagrams have all been sent (its DATA0 would make reassembly
+    /// give it up), so rebuild it now if it can be; the last block of the held message
+    /// means its data has all been sent, so what is missing now is lost.
+    fn before_data(&mut self, now: Instant, header: &DatagramHeader) {
+        let Some(pending) = self.fec.as_mut().and_then(|f| f.pending.as_mut()) else {
+            return;
+        };
+        let id = pending.id;
+        let last_block = pending.meta.blocks.saturating_sub(1);
+        if header.message_id == id {
+            let index = match header.opcode {
+                Opcode::Data0 => 0,
+                _ => header.block,
+            };
+            pending.data_sent |= index == last_block;
+        } else if (1..128).contains(&message_id_distance(id, header.message_id)) {
+            pending.data_sent = true;
+            self.try_rebuild(now, id);
         }
     }
 
@@ -251,17 +280,37 @@ impl UdpReceiver {
         if repair.shard.is_empty() || delivered == Some(id) {
             return; // metadata only, or the message is already whole
         }
+        let held = fec.pending.as_ref().map(|p| (p.id, p.meta));
+        match held {
+            Some((held, meta)) if held == id && meta == repair.meta => {}
+            // Never for an older message than the one held.
+            Some((held, _)) if !newer_than(held) => return,
+            Some((held, _)) => {
+                // A newer message's repair: the held one's datagrams have all been sent.
+                if let Some(p) = fec.pending.as_mut() {
+                    p.data_sent = true;
+                }
+                self.try_rebuild(now, held);
+            }
+            None => {}
+        }
+        let Some(fec) = self.fec.as_mut() else {
+            return;
+        };
         let pending = match fec.pending.as_mut() {
             Some(p) if p.id == id && p.meta == repair.meta => p,
-            // Never for an older message than the one held.
-            Some(p) if !newer_than(p.id) => return,
             _ => fec.pending.insert(PendingRepair {
                 id,
                 meta: repair.meta,
                 shards: Vec::new(),
+                data_sent: false,
                 tried: false,
             }),
         };
+        // The last repair datagram leaves after the last data block, unless it is the only
+        // one: that one goes ahead of the data.
+        let last = repair.index + 1 == repair.meta.repairs;
+        pending.data_sent |= last && repair.meta.repairs > 1;
         // More than k shards never help (with the blocks held, k rebuild), and a repeated
         // index is a duplicate: neither is kept, nor more bytes than the largest message,
         // so a flood holds no more than the message it claims to repair.
@@ -282,7 +331,8 @@ impl UdpReceiver {
         let Some(fec) = self.fec.as_mut() else {
             return;
         };
-        let Some(pending) = fec.pending.as_mut().filter(|p| p.id == id && !p.tried) else {
+        let ready = |p: &&mut PendingRepair| p.id == id && !p.tried && p.data_sent;
+        let Some(pending) = fec.pending.as_mut().filter(ready) else {
             return;
         };
         let k = usize::from(pending.meta.blocks);

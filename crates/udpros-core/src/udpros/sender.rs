@@ -523,8 +523,10 @@ impl UdpSender {
             data_size
         };
         let sends = data.len().div_ceil(per_send).max(1);
-        let later = fec.saturating_sub(1);
-        let first = repair.len().min(repair_size);
+        // A message of one datagram has nothing to announce: its copies follow it.
+        let ahead = usize::from(data.len() > data_size).min(fec);
+        let later = fec - ahead;
+        let first = ahead * repair_size;
         self.push_run(&repair[..first], repair_size);
         for (i, chunk) in data.chunks(per_send).enumerate() {
             self.push_run(chunk, data_size);
