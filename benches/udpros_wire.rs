@@ -91,6 +91,73 @@ fn main() {
     serialization(quick);
     numeric_arrays(quick);
     forward_error_correction(quick);
+    sender_per_message(quick);
+}
+
+/// What a publisher's link does per 100 kB message, sends left out: lay out the datagrams
+/// (and with FEC, make the repair and interleave it), as `UdpSender` does before the kernel
+/// sees anything. FEC adaptive after a report of a clean link, and at 5 % loss.
+fn sender_per_message(quick: bool) {
+    use udpros::wire::header::ConnectionHeader;
+    use udpros::wire::udpros::fec::FecPolicy;
+    use udpros::wire::udpros::loss::Report;
+    use udpros::wire::udpros::{UdpSender, UdpSenderConfig};
+    println!();
+    println!("A publisher's link per 100 kB message (1472-byte datagrams), before the sends");
+    println!();
+    println!("| FEC | datagrams | lay out |");
+    println!("|---|---:|---:|");
+    let frame = frame(&vec![7u8; 100_000]);
+    let policy = FecPolicy::default();
+    let link = policy.grant(&policy.ask(ConnectionHeader::new()), 1472);
+    let report = |loss| Report {
+        loss,
+        long_loss: loss,
+        long_datagrams: 30_000,
+        mean_run: 1.0,
+    };
+    let cases = [
+        ("off", None, None),
+        ("adaptive, clean link", link, Some(report(0.0))),
+        ("adaptive, 5 % loss", link, Some(report(0.05))),
+    ];
+    for (name, fec, reported) in cases {
+        let datagram = match fec {
+            Some(_) => 8 + fec::shard_size(1472).expect("room"),
+            None => 1472,
+        };
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+            fec,
+        };
+        let now = Instant::now();
+        let mut tx = UdpSender::new(now, Fragmenter::new(1, datagram).expect("size"), config);
+        if let Some(r) = reported {
+            tx.handle_report(&r.encode(1, 1));
+        }
+        let mut datagrams = 0;
+        let iterations = if quick { 3 } else { 5000 };
+        // A fake clock a period on per message, so that pacing never holds a send.
+        let mut at = now;
+        let took = per_iteration(iterations, || {
+            at += Duration::from_millis(100);
+            tx.push_queued(at, std::slice::from_ref(&frame))
+                .expect("fits");
+            datagrams = 0;
+            while tx.is_sending() {
+                match tx.poll_transmit(at) {
+                    Some(t) => {
+                        datagrams += t.datagrams.len().div_ceil(t.segment_size);
+                        tx.on_transmitted(at);
+                    }
+                    None => at = tx.poll_timeout().unwrap_or(at),
+                }
+            }
+        });
+        println!("| {name} | {datagrams} | {took:.2?} |");
+    }
 }
 
 /// What FEC costs per message at 1472-byte datagrams: the publisher makes the repair

@@ -105,7 +105,7 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
             count: 50,
         },
     ];
-    let losses: &[u32] = if quick { &[50] } else { &[0, 10, 50, 100] };
+    let losses: &[u32] = if quick { &[50] } else { &[0, 1, 10, 50, 100] };
     let Some(net) = Network::new(&["a", "b"], 1500) else {
         println!("\nS8 (lossy link) left out: it needs network namespaces (root and iproute2)");
         return Ok(());
