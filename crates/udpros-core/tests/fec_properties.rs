@@ -422,3 +422,40 @@ fn clean_links_decode_nothing_and_small_messages_are_copied_only_when_lossy() {
     );
     assert!(with.receiver.stats().rebuilt > 0);
 }
+
+/// A message whose last data block is lost, with one repair datagram (sent ahead of the
+/// data): nothing tells the subscriber that the data is over but the pause after it, and it rebuilds the message then, not when
+/// the next message comes 100 ms later.
+#[test]
+fn a_message_missing_its_last_block_is_rebuilt_after_a_short_pause() {
+    use udpros_core::udpros::{DatagramHeader, Opcode, FEC_QUIET};
+    // 100 kB is 70 blocks here: one repair at 1.5 %.
+    let mut pair = Pair::with_fec(PathConfig::clean(), 1, DATAGRAM, fixed(0.015));
+    pair.path.drop_when = Some(|d: &[u8]| {
+        DatagramHeader::parse(d).is_some_and(|h| h.opcode == Opcode::DataN && h.block == 69)
+    });
+    let mut sent_at = Vec::new();
+    for id in 0..10u64 {
+        sent_at.push(pair.now);
+        pair.send(&body(id, 100_000));
+        pair.run_for(Duration::from_millis(100));
+    }
+    let arrivals: Vec<(u64, Instant)> = pair
+        .events
+        .iter()
+        .filter_map(|(at, e)| match e {
+            ReceiverEvent::Message(body) => Some((check_body(body)?, *at)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(arrivals.len(), 10, "{:?}", pair.receiver.stats());
+    for (id, at) in arrivals {
+        let age = at - sent_at[id as usize];
+        // The path's delay, the pause, and nothing like the next message's 100 ms.
+        assert!(
+            age < Duration::from_millis(1) + FEC_QUIET * 3,
+            "message {id}: {age:?}"
+        );
+    }
+    assert_eq!(pair.receiver.stats().rebuilt, 10);
+}

@@ -16,7 +16,7 @@ mod sender;
 pub use fragment::{Datagram, FragmentError, Fragmenter, Fragments};
 pub use pacing::Pacer;
 pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
-pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig};
+pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};
 pub use sender::{
     max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
     DIRECT_MAX_SENDS, MAX_SEGMENTS, MAX_SEND, REPORT_CHECK,

@@ -103,12 +103,21 @@ struct PendingRepair {
     meta: RepairMeta,
     shards: Vec<(u16, Bytes)>,
     /// Every data block of the message has been sent (its last block, its last repair
-    /// datagram or a newer message arrived): what is missing now is lost. Before that a
-    /// block may still be on its way, and a message is never decoded for nothing.
+    /// datagram or a newer message arrived, or nothing of it came for [`FEC_QUIET`]):
+    /// what is missing now is lost. Before that a block may still be on its way, and a
+    /// message is never decoded for nothing.
     data_sent: bool,
+    /// When a datagram of the message last arrived.
+    last_seen: Instant,
     /// A rebuild was tried: a message is decoded at most once.
     tried: bool,
 }
+
+/// How long a message's datagrams may pause before what is missing counts as lost: a
+/// message leaves in a burst (a megabyte takes under a millisecond toward a udpros peer),
+/// and without this a message whose last block and only repair were both lost would wait
+/// for the next message to be rebuilt.
+pub const FEC_QUIET: std::time::Duration = std::time::Duration::from_millis(3);
 
 /// Messages whose FEC metadata is remembered: the current one and a few before it, far
 /// fewer than the 255 after which an id comes back.
@@ -233,6 +242,7 @@ impl UdpReceiver {
         let id = pending.id;
         let last_block = pending.meta.blocks.saturating_sub(1);
         if header.message_id == id {
+            pending.last_seen = now;
             let index = match header.opcode {
                 Opcode::Data0 => 0,
                 _ => header.block,
@@ -304,9 +314,11 @@ impl UdpReceiver {
                 meta: repair.meta,
                 shards: Vec::new(),
                 data_sent: false,
+                last_seen: now,
                 tried: false,
             }),
         };
+        pending.last_seen = now;
         // The last repair datagram leaves after the last data block, unless it is the only
         // one: that one goes ahead of the data.
         let last = repair.index + 1 == repair.meta.repairs;
@@ -441,14 +453,31 @@ impl UdpReceiver {
     /// the deadline of a message in reassembly.
     pub fn poll_timeout(&self) -> Instant {
         let check = self.liveness.poll_timeout();
-        self.reassembler
-            .poll_timeout()
-            .map_or(check, |due| due.min(check))
+        let quiet = self.quiet_deadline();
+        [self.reassembler.poll_timeout(), quiet]
+            .into_iter()
+            .flatten()
+            .fold(check, Instant::min)
+    }
+
+    /// When the held message's datagrams will have paused for [`FEC_QUIET`], while a
+    /// rebuild of it may still be wanted.
+    fn quiet_deadline(&self) -> Option<Instant> {
+        let pending = self.fec.as_ref()?.pending.as_ref()?;
+        let waiting = !pending.tried && !pending.data_sent;
+        waiting.then_some(pending.last_seen + FEC_QUIET)
     }
 
     /// Runs what is due at `now`: gives up incomplete messages past their deadline, and
     /// checks liveness (an [`ReceiverEvent::Dead`] when the link is dead).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.quiet_deadline().is_some_and(|due| due <= now) {
+            if let Some(pending) = self.fec.as_mut().and_then(|f| f.pending.as_mut()) {
+                pending.data_sent = true;
+                let id = pending.id;
+                self.try_rebuild(now, id);
+            }
+        }
         self.reassembler.handle_timeout(now);
         if let Some(dead) = self.liveness.handle_timeout(now, &self.stats()) {
             self.push(ReceiverEvent::Dead(dead));

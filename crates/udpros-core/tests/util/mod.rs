@@ -109,6 +109,8 @@ pub struct Path {
     pub lost: u64,
     /// Bytes offered to the path (UDP payloads).
     pub offered_bytes: u64,
+    /// Datagrams this says so of are lost, besides the random losses.
+    pub drop_when: Option<fn(&[u8]) -> bool>,
 }
 
 impl Path {
@@ -122,6 +124,7 @@ impl Path {
             offered: 0,
             lost: 0,
             offered_bytes: 0,
+            drop_when: None,
         }
     }
 
@@ -145,7 +148,7 @@ impl Path {
     pub fn send(&mut self, now: Instant, datagram: Bytes) {
         self.offered += 1;
         self.offered_bytes += datagram.len() as u64;
-        if self.loses() {
+        if self.loses() || self.drop_when.is_some_and(|drop| drop(&datagram)) {
             self.lost += 1;
             return;
         }
