@@ -130,7 +130,8 @@ impl LossMeter {
                 self.current.insert(Tally::new(id))
             }
         };
-        tally.received += 1;
+        // Duplicates (or a flood under one id) must not overflow the count.
+        tally.received = tally.received.saturating_add(1);
         if let Some(index) = index {
             tally.highest = tally.highest.max(index);
             tally.data_block(index);
