@@ -134,12 +134,19 @@ impl FecState {
             .map(|(_, meta)| *meta)
     }
 
-    /// Forgets the metadata of message `id` and of every message before it.
+    /// Forgets the metadata and repair shards of message `id` and of every message before
+    /// it. Ids come back every 256 messages, and a link whose repair has fallen to none
+    /// brings no newer shards to replace the held ones: kept, they would be taken for the
+    /// message that next has their id, and rebuild it wrong.
     fn forget_up_to(&mut self, id: u8) {
+        let spent = |held: u8| message_id_distance(held, id) < 128;
         for slot in &mut self.metas {
-            if slot.is_some_and(|(held, _)| message_id_distance(held, id) < 128) {
+            if slot.is_some_and(|(held, _)| spent(held)) {
                 *slot = None;
             }
+        }
+        if self.pending.as_ref().is_some_and(|p| spent(p.id)) {
+            self.pending = None;
         }
     }
 
@@ -384,8 +391,8 @@ impl UdpReceiver {
         };
         let id = self.reassembler.last_delivered()?;
         let metas: Vec<RepairMeta> = fec.metas_of(id).collect();
-        // Ids come back every 255 messages: metadata of this message and of the ones before
-        // it is spent now, and must not be taken for a later message with the same id.
+        // Ids come back every 256 messages: what is held for this message and the ones
+        // before it is spent now, and must not be taken for a later message with that id.
         fec.forget_up_to(id);
         if metas.is_empty() {
             if body.len() + 4 > fec.shard {
