@@ -71,6 +71,11 @@ impl Fragmenter {
         self.last_message_id
     }
 
+    /// The id the next message will take.
+    pub fn next_message_id(&self) -> u8 {
+        next_message_id(self.last_message_id)
+    }
+
     fn payload_size(&self) -> usize {
         self.max_datagram_size - HEADER_LEN
     }

@@ -50,9 +50,12 @@ pub const DIRECT_MAX_DATAGRAMS: usize = 8;
 /// message would hold it too long.
 pub const DIRECT_MAX_SENDS: usize = 2;
 
-/// How often an adaptive FEC link looks for the subscriber's loss reports (which come at
-/// most every [`REPORT_INTERVAL`](super::loss::REPORT_INTERVAL)).
-pub const REPORT_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+/// How often an adaptive FEC link looks for the subscriber's loss reports: as often as
+/// they come ([`REPORT_INTERVAL`](super::loss::REPORT_INTERVAL)). The look is a read
+/// syscall on the publishing thread, which a sleeping publisher pays cold: every 50 ms it
+/// cost 100 kB messages at 10 Hz about 20 µs each (S8, lossless, 3 alternated runs: 510 →
+/// 466 µs of publisher CPU per message).
+pub const REPORT_CHECK: std::time::Duration = super::loss::REPORT_INTERVAL;
 
 /// What the driver knows about a link when it opens it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -490,23 +493,47 @@ impl UdpSender {
             });
             return Ok(());
         }
+        let blocks = self.fragmenter.blocks_for(frame.len());
+        let repairs = self.repairs(blocks);
         let mut work = std::mem::take(&mut self.work);
         work.data.clear();
         work.repair.clear();
-        let written = self.fragmenter.write_datagrams(frame, &mut work.data);
+        // The repair is the code's over the frame, so it is written first, under the id
+        // the data will take (the fragmenter takes it when it writes them).
+        let (fec, shards) = work.encoder.write(
+            self.fragmenter.connection_id(),
+            self.fragmenter.next_message_id(),
+            frame,
+            data_size - HEADER_LEN,
+            repairs,
+            &mut work.repair,
+        );
+        // A message of one datagram has nothing to announce: its copies follow it.
+        let only_ahead = fec == 0 || (fec == 1 && blocks >= 2);
+        let written = if only_ahead {
+            // At most the one datagram ahead (a lossless link's checksum or single
+            // repair): the data go straight after it, with no copy to lay them out.
+            self.push_run(&work.repair, work.repair.len().max(1));
+            let start = self.out.len();
+            let written = self.fragmenter.write_datagrams(frame, &mut self.out);
+            if written.is_ok() {
+                self.runs.push(Run {
+                    end: self.out.len(),
+                    segment: data_size,
+                });
+            }
+            debug_assert!(written.is_err() || self.out.len() > start);
+            written
+        } else {
+            let written = self.fragmenter.write_datagrams(frame, &mut work.data);
+            if written.is_ok() {
+                self.interleave(&work.data, data_size, &work.repair, fec);
+            }
+            written
+        };
         if let Ok(blocks) = written {
-            let shard = data_size - HEADER_LEN;
-            let (fec, shards) = work.encoder.write(
-                self.fragmenter.connection_id(),
-                self.fragmenter.last_message_id(),
-                frame,
-                shard,
-                self.repairs(usize::from(blocks)),
-                &mut work.repair,
-            );
             self.repairs_sent += u64::from(shards);
             self.last_plan = Some((blocks, shards));
-            self.interleave(&work.data, data_size, &work.repair, fec);
         }
         self.work = work;
         written.map(|_| ())
@@ -680,6 +707,63 @@ mod tests {
         assert!(took > Duration::from_millis(20), "{took:?}");
         assert!(took < Duration::from_millis(30), "{took:?}");
         assert!(sends.iter().all(|s| s.len() <= max_send(1500)));
+    }
+
+    /// On a lossless FEC link a message is its checksum datagram ahead of today's data
+    /// datagrams, under the data's id; with a fixed quarter of repair, one repair datagram
+    /// ahead and the rest among the data's sends; one-datagram messages get their copies
+    /// after them.
+    #[test]
+    fn fec_datagrams_go_ahead_of_the_data_under_its_id_and_copies_after() {
+        use crate::udpros::fec::{LinkFec, RepairRatio};
+        let now = Instant::now();
+        let with = |ratio: f64| {
+            let fec = LinkFec {
+                floor: RepairRatio::new(ratio).unwrap(),
+                target: None,
+            };
+            let config = UdpSenderConfig {
+                udpros_peer: true,
+                route_mtu: None,
+                segmenting: true,
+                fec: Some(fec),
+            };
+            UdpSender::new(now, Fragmenter::new(7, 1500 - 16).unwrap(), config)
+        };
+        let opcodes = |tx: &mut UdpSender, len: usize| {
+            assert!(tx.push_now(now, &Bytes::from(vec![9u8; len])));
+            let (sends, _) = drain(tx, now);
+            let mut seen = Vec::new();
+            for send in &sends {
+                let header = DatagramHeader::parse(send).unwrap();
+                seen.push((header.opcode, header.message_id, sends.len()));
+            }
+            seen
+        };
+        let mut lossless = with(0.0);
+        for _ in 0..2 {
+            let seen = opcodes(&mut lossless, 100_000);
+            let id = seen[1].1;
+            assert_eq!(
+                seen[0],
+                (Opcode::Repair, id, 3),
+                "checksum first, then two sends"
+            );
+            assert_eq!(seen[1].0, Opcode::Data0);
+            assert!(seen.iter().all(|s| s.1 == id));
+        }
+        let mut quarter = with(0.25);
+        let seen = opcodes(&mut quarter, 100_000);
+        assert_eq!(seen[0].0, Opcode::Repair);
+        assert_eq!(seen[1].0, Opcode::Data0);
+        assert!(seen.len() > 3, "repair among the data's sends: {seen:?}");
+        let seen = opcodes(&mut with(1.0), 500);
+        assert_eq!(
+            seen[0].0,
+            Opcode::Data0,
+            "a small message first, its copy after"
+        );
+        assert_eq!(seen[1].0, Opcode::Repair);
     }
 
     #[test]
