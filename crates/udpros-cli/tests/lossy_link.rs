@@ -1,10 +1,10 @@
 //! UDPROS over a lossy link: two hosts in network namespaces, every UDP datagram a packet of
 //! its own on the publisher's cable, and nftables dropping 5 % of the datagrams host B
-//! receives at random. 100 kB messages are about 70 datagrams: without FEC a few percent
-//! arrive whole (roscpp's share is the same); with FEC between udpros peers, adaptive (the
-//! default: the subscriber reports the loss, the publisher repairs for it) or a fixed
-//! quarter of repair, all of them. The link survives either way. Needs root (CI runs as root),
-//! iproute2, nftables and ethtool.
+//! receives, at random or in runs of about 3. 100 kB messages are about 70 datagrams:
+//! without FEC a few percent arrive whole (roscpp's share is the same); with FEC between
+//! udpros peers, adaptive (the default: the subscriber reports the loss and its runs, the
+//! publisher repairs for them) or a fixed quarter of repair, all of them. The link survives
+//! either way. Needs root (CI runs as root), iproute2, nftables and ethtool.
 
 use udpros_testkit as common;
 
@@ -13,21 +13,22 @@ mod two_hosts;
 use two_hosts::{delivered, Across, Side};
 
 #[test]
-fn fec_delivers_large_messages_across_five_percent_loss() {
+fn fec_delivers_large_messages_across_five_percent_loss_at_random_and_in_runs() {
     let Some(roscpp) = common::roscpp_bench_peer() else {
         return;
     };
     let count = 60;
-    let across = |fec| Across {
+    let across = |fec, mean_run| Across {
         mtu: 1500,
         loss_per_mille: 50,
+        mean_run,
         fec: Some(fec),
     };
-    let run = |fec| {
+    let run = |fec, mean_run| {
         let got = delivered(
             Side::Udpros,
             Side::Udpros,
-            across(fec),
+            across(fec, mean_run),
             100_000,
             count,
             &roscpp,
@@ -41,21 +42,30 @@ fn fec_delivers_large_messages_across_five_percent_loss() {
             .as_ref()
             .and_then(|d| d.publisher_says("fec_reported_loss"));
         println!(
-            "udpros -> udpros, 100 kB at 10 Hz, 5 % datagram loss, FEC {fec}: {received:?}/{count} (loss the publisher heard: {reported:?})"
+            "udpros -> udpros, 100 kB at 10 Hz, 5 % datagram loss in runs of {mean_run}, FEC {fec}: {received:?}/{count} (loss the publisher heard: {reported:?})"
         );
         got
     };
-    let (Some(adaptive), Some(fixed), Some(without)) = (run("adaptive"), run("0.25"), run("off"))
-    else {
+    let (Some(adaptive), Some(fixed), Some(without), Some(bursty)) = (
+        run("adaptive", 1.0),
+        run("0.25", 1.0),
+        run("off", 1.0),
+        run("adaptive", 3.0),
+    ) else {
         return;
     };
     // Expected: all 60 with FEC (adaptive aims at one in a thousand lost, a quarter of
-    // repair loses one in 10^7), about 2 without.
+    // repair loses one in 10^7), bursts included, about 2 without.
     let (adaptive_got, fixed_got, without_got) =
         (adaptive.received, fixed.received, without.received);
     assert!(
         adaptive_got * 100 >= count * 95,
         "{adaptive_got}/{count} with adaptive FEC"
+    );
+    assert!(
+        bursty.received * 100 >= count * 95,
+        "{}/{count} with adaptive FEC, losses in runs",
+        bursty.received
     );
     assert!(
         fixed_got * 100 >= count * 95,
@@ -71,5 +81,13 @@ fn fec_delivers_large_messages_across_five_percent_loss() {
         .and_then(|p| p.parse().ok())
         .expect("the publisher heard the subscriber's loss reports");
     assert!((0.02..0.10).contains(&heard), "reported loss {heard}");
+    let heard: f64 = bursty
+        .publisher_says("fec_reported_loss")
+        .and_then(|p| p.parse().ok())
+        .expect("the publisher heard the loss in runs");
+    assert!(
+        (0.02..0.10).contains(&heard),
+        "reported loss in runs {heard}"
+    );
     assert_eq!(without.publisher_says("fec_reported_loss"), None, "FEC off");
 }

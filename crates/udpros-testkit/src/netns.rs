@@ -290,27 +290,59 @@ impl Host {
         );
     }
 
-    /// Drops `per_mille` of the UDP datagrams this host receives, each at random, with
-    /// nftables (`numgen random mod 1000 < N drop` on the input hook).
-    pub fn lose_udp(&self, per_mille: u32) {
-        self.lose(&["udp"], per_mille);
-    }
-
     /// Drops `per_mille` of the packets of `protocols` (`udp`, `tcp`) this host receives,
     /// each at random, replacing any earlier rule, and counts the packets and bytes of those
     /// protocols that reach it before the drop (see [`Host::received_bytes`]).
     pub fn lose(&self, protocols: &[&str], per_mille: u32) {
+        self.set_loss_rules(
+            protocols,
+            &[format!("numgen random mod 1000 < {per_mille} drop")],
+        );
+    }
+
+    /// Like [`Host::lose`], but the losses come in runs of `mean_run` packets on average
+    /// (a Gilbert model: a lossy link's fades and collisions take several packets in a
+    /// row), `per_mille` of the packets lost overall. The state is conntrack's mark of
+    /// each flow: a run starts at random, each later packet of the flow is dropped, and
+    /// each ends the run with the chance that makes runs `mean_run` long. No `tc netem`
+    /// needed (this kernel has none).
+    pub fn lose_in_runs(&self, protocols: &[&str], per_mille: u32, mean_run: f64) {
+        if mean_run <= 1.0 {
+            return self.lose(protocols, per_mille);
+        }
+        let p = f64::from(per_mille.min(999)) / 1000.0;
+        // A run is its first drop and then, packet by packet, more drops until one ends
+        // it, with chance `end` each: mean length 1 + 1/end. A run starts with chance
+        // `start` on a packet outside one, so that the share lost is p.
+        let per_100k = |chance: f64| (chance * 1e5).round() as u32;
+        let end = per_100k(1.0 / (mean_run - 1.0));
+        let start = per_100k(p / (mean_run * (1.0 - p) + p));
+        self.set_loss_rules(
+            protocols,
+            &[
+                format!("ct mark 1 numgen random mod 100000 < {end} ct mark set 0 drop"),
+                "ct mark 1 drop".to_string(),
+                format!("numgen random mod 100000 < {start} ct mark set 1 drop"),
+            ],
+        );
+    }
+
+    /// Replaces the loss table's input chain by a counter of `protocols`' packets (what
+    /// [`Host::received_bytes`] reads) and then `drops`, each for those packets only.
+    fn set_loss_rules(&self, protocols: &[&str], drops: &[String]) {
         let _ = self
             .command("nft")
             .args(["delete", "table", "inet", "udpros_lossy"])
             .stderr(Stdio::null())
             .status();
-        let set = protocols.join(", ");
-        let rules = format!(
-            "table inet udpros_lossy {{\n  chain input {{\n    type filter hook input priority 0;\n    \
-             meta l4proto {{ {set} }} counter\n    \
-             meta l4proto {{ {set} }} numgen random mod 1000 < {per_mille} drop\n  }}\n}}\n"
+        let only = format!("meta l4proto {{ {} }}", protocols.join(", "));
+        let mut rules = format!(
+            "table inet udpros_lossy {{\n  chain input {{\n    type filter hook input priority 0;\n    {only} counter\n"
         );
+        for drop in drops {
+            rules.push_str(&format!("    {only} {drop}\n"));
+        }
+        rules.push_str("  }\n}\n");
         let mut nft = self
             .command("nft")
             .args(["-f", "-"])
@@ -323,7 +355,7 @@ impl Host {
             .take()
             .is_some_and(|mut stdin| stdin.write_all(rules.as_bytes()).is_ok());
         let ok = written && nft.wait().is_ok_and(|s| s.success());
-        assert!(ok, "nftables random drop on {}", self.name);
+        assert!(ok, "nftables loss rules on {}: {rules}", self.name);
     }
 
     /// Bytes (IP packets, headers included) of the protocols [`Host::lose`] watches that

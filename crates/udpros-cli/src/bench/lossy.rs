@@ -1,8 +1,8 @@
 //! S8, the lossy link: a publisher on host A and a subscriber on host B, two network
 //! namespaces on one switch (the test kit's), every UDP datagram a packet of its own on A's
 //! cable (no segmentation offload, so a drop takes one datagram), and nftables on B
-//! dropping a share of what arrives at random (the TCP rows: of TCP segments, as a lossy
-//! link would). For each message size, loss and row: messages delivered, their age at the
+//! dropping a share of what arrives, at random or in runs of about 3 (the TCP rows: of TCP
+//! segments, as a lossy link would). For each message size, loss and row: messages delivered, their age at the
 //! subscriber (both hosts share the machine's clock), bytes on the wire per payload byte
 //! (nftables' counter of what reached B, IP headers included, before the drop), and CPU per
 //! message of each side. Needs root, iproute2, nftables and ethtool.
@@ -69,10 +69,41 @@ const WAYS: [Way; 5] = [
     },
 ];
 
+/// How the subscriber's host loses packets: `per_mille` of them, in runs of `mean_run` on
+/// average (1: each at random).
+#[derive(Clone, Copy)]
+struct Loss {
+    per_mille: u32,
+    mean_run: f64,
+}
+
+impl Loss {
+    const fn random(per_mille: u32) -> Loss {
+        Loss {
+            per_mille,
+            mean_run: 1.0,
+        }
+    }
+
+    fn apply(&self, host: &Host, protocol: &str) {
+        host.lose_in_runs(&[protocol], self.per_mille, self.mean_run);
+    }
+}
+
+impl std::fmt::Display for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.1} %", f64::from(self.per_mille) / 10.0)?;
+        if self.mean_run > 1.0 {
+            write!(f, " in runs of {}", self.mean_run)?;
+        }
+        Ok(())
+    }
+}
+
 /// What one cell measured.
 struct Cell {
     load: &'static str,
-    loss_per_mille: u32,
+    loss: Loss,
     way: &'static str,
     sent: u64,
     received: u64,
@@ -105,7 +136,23 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
             count: 50,
         },
     ];
-    let losses: &[u32] = if quick { &[50] } else { &[0, 1, 10, 50, 100] };
+    let random = Loss::random;
+    let bursty = Loss {
+        per_mille: 50,
+        mean_run: 3.0,
+    };
+    let losses = if quick {
+        vec![random(50)]
+    } else {
+        vec![
+            random(0),
+            random(1),
+            random(10),
+            random(50),
+            bursty,
+            random(100),
+        ]
+    };
     let Some(net) = Network::new(&["a", "b"], 1500) else {
         println!("\nS8 (lossy link) left out: it needs network namespaces (root and iproute2)");
         return Ok(());
@@ -122,13 +169,16 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
         if quick && load.size != 100_000 {
             continue;
         }
-        for &loss in losses {
+        for &loss in &losses {
             for (n, way) in WAYS.iter().enumerate() {
                 if quick && (way.transport != "udp" || way.publisher != "udpros") {
                     continue;
                 }
                 let count = if quick { 20 } else { load.count };
-                let topic = format!("/lossy_{}_{loss}_{n}", load.size);
+                let topic = format!(
+                    "/lossy_{}_{}_{}_{n}",
+                    load.size, loss.per_mille, loss.mean_run as u32
+                );
                 let peers = Peers {
                     udpros: &udpros,
                     roscpp,
@@ -137,10 +187,10 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
                 let cell = run_cell(&peers, (a, b), load, count, loss, way, &topic, dumps);
                 match cell {
                     Ok(cell) => {
-                        eprintln!("S8 {} at {loss}‰ {}: done", load.what, way.name);
+                        eprintln!("S8 {} at {loss} {}: done", load.what, way.name);
                         cells.push(cell);
                     }
-                    Err(e) => eprintln!("S8 {} at {loss}‰ {}: {e}", load.what, way.name),
+                    Err(e) => eprintln!("S8 {} at {loss} {}: {e}", load.what, way.name),
                 }
             }
         }
@@ -178,12 +228,12 @@ fn run_cell(
     (a, b): (&Host, &Host),
     load: &Load,
     count: u64,
-    loss_per_mille: u32,
+    loss: Loss,
     way: &Way,
     topic: &str,
     dumps: &Path,
 ) -> Result<Cell, String> {
-    b.lose(&[way.transport], loss_per_mille);
+    loss.apply(b, way.transport);
     let dump: PathBuf = dumps.join(format!("{}.txt", topic.trim_start_matches('/')));
     let count_s = count.to_string();
     let mut sub = peers.command(way.subscriber, b);
@@ -226,7 +276,7 @@ fn run_cell(
     };
     Ok(Cell {
         load: load.what,
-        loss_per_mille,
+        loss,
         way: way.name,
         sent: count,
         received,
@@ -242,7 +292,7 @@ fn print_table(cells: &[Cell]) {
         return;
     }
     println!(
-        "\nS8, the lossy link: two namespaces, random datagram loss at the subscriber's host\n"
+        "\nS8, the lossy link: two namespaces, datagram loss at the subscriber's host (at random, or in runs)\n"
     );
     println!("| load | loss | row | delivered | age p50 ms | age p99 ms | wire bytes / payload byte | pub CPU µs/msg | sub CPU µs/msg |");
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
@@ -251,9 +301,9 @@ fn print_table(cells: &[Cell]) {
         let has_ages = !c.ages_ms.is_empty();
         let age = |p| has_ages.then(|| percentile(&c.ages_ms, p));
         println!(
-            "| {} | {:.1} % | {} | {}/{} ({:.1} %) | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {}/{} ({:.1} %) | {} | {} | {} | {} | {} |",
             c.load,
-            f64::from(c.loss_per_mille) / 10.0,
+            c.loss,
             c.way,
             c.received,
             c.sent,

@@ -57,6 +57,8 @@ pub struct Across {
     /// Per mille of the UDP datagrams host B receives that are dropped at random (host A
     /// then sends every datagram as a packet of its own).
     pub loss_per_mille: u32,
+    /// The mean length of a run of lost datagrams (1: each lost on its own).
+    pub mean_run: f64,
     /// The subscriber's `--fec` (udpros subscribers only).
     pub fec: Option<&'static str>,
 }
@@ -67,6 +69,7 @@ impl Across {
         Across {
             mtu,
             loss_per_mille: 0,
+            mean_run: 1.0,
             fec: None,
         }
     }
@@ -105,7 +108,8 @@ pub fn delivered(
     let net = Network::new(&["a", "b"], across.mtu)?;
     if across.loss_per_mille > 0 {
         net.host("a").unsegmented_udp();
-        net.host("b").lose_udp(across.loss_per_mille);
+        let b = net.host("b");
+        b.lose_in_runs(&["udp"], across.loss_per_mille, across.mean_run);
     }
     let host_a = net.host("a").ipv4.clone();
     let udpros = PathBuf::from(env!("CARGO_BIN_EXE_udpros"));
