@@ -182,15 +182,22 @@ pub struct LinkFec {
 pub const PRIOR_LOSS: f64 = 0.06;
 /// The least loss an adaptive link assumes, however clean the link was so far: below the
 /// resolution of the windows (a few thousand datagrams), low enough that a clean link
-/// carries no repair for messages of up to about a hundred blocks.
-pub const MIN_ASSUMED_LOSS: f64 = 1e-5;
+/// carries no repair for messages of up to about a thousand blocks (a 1 MB image in
+/// 1500-byte datagrams). At 1e-5 it carried one repair datagram with every such image,
+/// whose encoding cost S4 (1 MB at 20 Hz) a third more publisher CPU; the first loss the
+/// subscriber reports brings repair back.
+pub const MIN_ASSUMED_LOSS: f64 = 1e-6;
 /// The prior's weight, in datagrams, against a link's first reports; it fades as the long
-/// window fills (by `e` every [`PRIOR_FADE`] datagrams): a link that lost nothing in its
-/// first 80 datagrams may still lose 5 % in bursts (one did in the tests), one clean for
-/// 2,000 is planned as clean.
+/// window fills (by `e` every [`PRIOR_FADE`] datagrams, or every [`PRIOR_FADE`] × 1472
+/// bytes when datagrams are larger): a link that lost nothing in its first 80 datagrams
+/// may still lose 5 % in bursts (one did in the tests), one clean for 2,000 is planned as
+/// clean. Counted in datagrams alone, the prior outlived S4's whole run on loopback, where
+/// a 1 MB message is 16 datagrams of 64 kB.
 pub const PRIOR_WEIGHT: f64 = 200.0;
 /// See [`PRIOR_WEIGHT`].
 pub const PRIOR_FADE: f64 = 500.0;
+/// The datagram of an Ethernet path, by which [`PRIOR_FADE`] counts larger ones.
+const ETHERNET_DATAGRAM: usize = 1472;
 /// Messages of fewer blocks are planned from the reports alone, never from the prior: a
 /// message of one datagram is lost only as often as a datagram, and repairing it from a
 /// guess would double a clean link's small messages for its first seconds.
@@ -203,7 +210,8 @@ impl LinkFec {
     /// long window's loss with a fading [`PRIOR_WEIGHT`] datagrams of [`PRIOR_LOSS`] mixed
     /// in (a few clean messages do not prove a clean link); and for losses in runs of the
     /// reported mean length `b` as for single losses of datagrams `b` times as large.
-    pub fn repairs(&self, k: usize, reported: Option<&Report>) -> u16 {
+    /// `datagram` is the link's datagram size.
+    pub fn repairs(&self, k: usize, datagram: usize, reported: Option<&Report>) -> u16 {
         let fixed = self.floor.repairs(k);
         let Some(target) = self.target else {
             return fixed;
@@ -215,8 +223,10 @@ impl LinkFec {
             None => (0.0, 1.0),
             Some(r) => {
                 let seen = f64::from(r.long_datagrams);
-                let prior =
-                    PRIOR_WEIGHT * (-seen / PRIOR_FADE).exp() * f64::from(u8::from(with_prior));
+                let scale = (datagram as f64 / ETHERNET_DATAGRAM as f64).max(1.0);
+                let prior = PRIOR_WEIGHT
+                    * (-seen * scale / PRIOR_FADE).exp()
+                    * f64::from(u8::from(with_prior));
                 let long = (r.long_loss * seen + PRIOR_LOSS * prior) / (seen + prior).max(1.0);
                 let loss = (r.loss * 1.25).max(long).max(MIN_ASSUMED_LOSS);
                 (loss, r.mean_run.max(1.0))
@@ -796,23 +806,42 @@ mod tests {
             long_datagrams: 30_000,
             mean_run,
         };
-        assert!(link.repairs(70, None) >= 10, "the prior, before any report");
+        assert!(
+            link.repairs(70, DATAGRAM, None) >= 10,
+            "the prior, before any report"
+        );
         let clean = report(0.0, 1.0);
         assert!(
-            link.repairs(70, Some(&clean)) <= 1,
+            link.repairs(70, DATAGRAM, Some(&clean)) <= 1,
             "a clean link: about a checksum"
         );
-        assert_eq!(link.repairs(7, Some(&clean)), 0);
-        let at_five = link.repairs(70, Some(&report(0.05, 1.0)));
+        assert_eq!(link.repairs(7, DATAGRAM, Some(&clean)), 0);
+        let at_five = link.repairs(70, DATAGRAM, Some(&report(0.05, 1.0)));
         assert!((10..=18).contains(&at_five), "{at_five}");
-        let in_runs = link.repairs(70, Some(&report(0.05, 3.0)));
+        let in_runs = link.repairs(70, DATAGRAM, Some(&report(0.05, 3.0)));
         assert!(in_runs > at_five, "runs of 3: {in_runs}");
-        assert_eq!(link.repairs(10, Some(&report(0.5, 1.0))), 10, "at most k");
+        assert_eq!(
+            link.repairs(10, DATAGRAM, Some(&report(0.5, 1.0))),
+            10,
+            "at most k"
+        );
         let floor = LinkFec {
             floor: RepairRatio::new(0.5).unwrap(),
             ..link
         };
-        assert_eq!(floor.repairs(70, Some(&clean)), 35);
+        assert_eq!(floor.repairs(70, DATAGRAM, Some(&clean)), 35);
+        // A clean 1 MB image carries its checksum alone; the prior is gone after the same
+        // bytes whatever the datagram size.
+        assert_eq!(link.repairs(700, DATAGRAM, Some(&clean)), 0);
+        let early = Report {
+            long_datagrams: 1600,
+            ..clean
+        };
+        assert!(
+            link.repairs(16, DATAGRAM, Some(&early)) > 0,
+            "1600 small ones"
+        );
+        assert_eq!(link.repairs(16, 65_000, Some(&early)), 0, "1600 of 64 kB");
     }
 
     #[test]

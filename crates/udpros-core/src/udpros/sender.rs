@@ -279,7 +279,8 @@ impl UdpSender {
             debug_assert_eq!(cached, k);
             return r;
         }
-        let r = fec.repairs(k, self.reported.as_ref());
+        let datagram = self.fragmenter.max_datagram_size();
+        let r = fec.repairs(k, datagram, self.reported.as_ref());
         self.repairs_cache = Some((k, r));
         r
     }
@@ -514,15 +515,11 @@ impl UdpSender {
             // At most the one datagram ahead (a lossless link's checksum or single
             // repair): the data go straight after it, with no copy to lay them out.
             self.push_run(&work.repair, work.repair.len().max(1));
-            let start = self.out.len();
             let written = self.fragmenter.write_datagrams(frame, &mut self.out);
-            if written.is_ok() {
-                self.runs.push(Run {
-                    end: self.out.len(),
-                    segment: data_size,
-                });
-            }
-            debug_assert!(written.is_err() || self.out.len() > start);
+            self.runs.push(Run {
+                end: self.out.len(),
+                segment: data_size,
+            });
             written
         } else {
             let written = self.fragmenter.write_datagrams(frame, &mut work.data);
@@ -531,9 +528,13 @@ impl UdpSender {
             }
             written
         };
-        if let Ok(blocks) = written {
-            self.repairs_sent += u64::from(shards);
-            self.last_plan = Some((blocks, shards));
+        match written {
+            Ok(blocks) => {
+                self.repairs_sent += u64::from(shards);
+                self.last_plan = Some((blocks, shards));
+            }
+            // Nothing of a message that cannot be sent may leave.
+            Err(_) => self.clear(),
         }
         self.work = work;
         written.map(|_| ())
