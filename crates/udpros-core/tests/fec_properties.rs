@@ -395,7 +395,7 @@ fn forged_reports_cost_at_most_one_repair_per_block() {
 /// without FEC; over a lossy one they are sent twice, and arrive.
 ///
 /// 400 large messages: the adaptive repair falls from the prior's to none after about 40,
-/// and the ids of those last repaired come back 256 messages later. The shards held for
+/// and the ids of those last repaired come back 255 messages later. The shards held for
 /// them once rebuilt message 298 from a stale shard (the checksum caught it: lost, not
 /// corrupt), in the test and in bench S8 alike.
 #[test]

@@ -115,6 +115,12 @@ pub fn message_id_distance(earlier: u8, later: u8) -> u8 {
     ((u16::from(b) + 255 - u16::from(a)) % 255) as u8
 }
 
+/// Whether id `b` comes after id `a`: at most half the cycle past it. A receiver takes
+/// anything further as older, from before the ids came round.
+pub fn is_newer(a: u8, b: u8) -> bool {
+    (1..128).contains(&message_id_distance(a, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

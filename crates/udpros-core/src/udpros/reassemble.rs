@@ -15,7 +15,7 @@
 //!
 //! One file, just past 500 lines: one state machine whose bounds are argued together.
 
-use super::{message_id_distance, DatagramHeader, Opcode, HEADER_LEN};
+use super::{is_newer, message_id_distance, DatagramHeader, Opcode, HEADER_LEN};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -663,11 +663,6 @@ impl IdRing {
     fn contains(&self, id: u8) -> bool {
         self.ids.contains(&Some(id))
     }
-}
-
-/// Whether `b` comes after `a` in the id cycle (within half of it).
-fn is_newer(a: u8, b: u8) -> bool {
-    (1..128).contains(&message_id_distance(a, b))
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@
 use super::fec::{self, Repair, RepairMeta};
 use super::loss::{LossMeter, REPORT_LEN};
 use super::{
-    message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig, UdpStats,
+    is_newer, message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig,
+    UdpStats,
 };
 use crate::link::{AllowedSources, Dead, UdpLiveness};
 use bytes::Bytes;
@@ -135,7 +136,7 @@ impl FecState {
     }
 
     /// Forgets the metadata and repair shards of message `id` and of every message before
-    /// it. Ids come back every 256 messages, and a link whose repair has fallen to none
+    /// it. Ids come back every 255 messages, and a link whose repair has fallen to none
     /// brings no newer shards to replace the held ones: kept, they would be taken for the
     /// message that next has their id, and rebuild it wrong.
     fn forget_up_to(&mut self, id: u8) {
@@ -255,7 +256,7 @@ impl UdpReceiver {
                 _ => header.block,
             };
             pending.data_sent |= index == last_block;
-        } else if (1..128).contains(&message_id_distance(id, header.message_id)) {
+        } else if is_newer(id, header.message_id) {
             pending.data_sent = true;
             self.try_rebuild(now, id);
         }
@@ -288,7 +289,7 @@ impl UdpReceiver {
         };
         self.loss
             .on_meta(id, u32::from(repair.meta.blocks), sent_with);
-        let newer_than = |other: u8| (1..128).contains(&message_id_distance(other, id));
+        let newer_than = |other: u8| is_newer(other, id);
         let delivered = self.reassembler.last_delivered();
         if delivered.is_some_and(|last| last != id && !newer_than(last)) {
             return; // a late repair of a message delivered or given up
@@ -390,11 +391,14 @@ impl UdpReceiver {
             return Some(body);
         };
         let id = self.reassembler.last_delivered()?;
-        let metas: Vec<RepairMeta> = fec.metas_of(id).collect();
-        // Ids come back every 256 messages: what is held for this message and the ones
+        let mut metas = [None; RECENT_METAS];
+        for (slot, meta) in metas.iter_mut().zip(fec.metas_of(id)) {
+            *slot = Some(meta);
+        }
+        // Ids come back every 255 messages: what is held for this message and the ones
         // before it is spent now, and must not be taken for a later message with that id.
         fec.forget_up_to(id);
-        if metas.is_empty() {
+        if metas[0].is_none() {
             if body.len() + 4 > fec.shard {
                 fec.unverified += 1;
             }
@@ -404,6 +408,7 @@ impl UdpReceiver {
             let crc = fec::body_crc(body);
             metas
                 .iter()
+                .flatten()
                 .any(|m| body.len() + 4 == m.frame_len as usize && crc == m.body_crc)
         };
         if matches(&body) {
