@@ -116,7 +116,14 @@ struct Peers {
     roslibrust: Option<PathBuf>,
 }
 
-fn peer_command(kind: &str, peers: &Peers, master: &str, multi_thread: bool) -> Command {
+/// How the harness starts udpros's own peers.
+#[derive(Clone, Default)]
+struct UdprosPeer {
+    multi_thread: bool,
+    fec: Option<String>,
+}
+
+fn peer_command(kind: &str, peers: &Peers, master: &str, udpros: &UdprosPeer) -> Command {
     let mut cmd = if kind == "roscpp" {
         Command::new(&peers.roscpp)
     } else if let (Some(rosrust), "rosrust") = (&peers.rosrust, kind) {
@@ -126,8 +133,11 @@ fn peer_command(kind: &str, peers: &Peers, master: &str, multi_thread: bool) -> 
     } else {
         let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "udpros".into()));
         c.args(["bench", "peer"]);
-        if multi_thread {
+        if udpros.multi_thread {
             c.arg("--multi-thread");
+        }
+        if let Some(fec) = &udpros.fec {
+            c.args(["--fec", fec]);
         }
         c
     };
@@ -148,7 +158,7 @@ fn run_cell(
     peers: &Peers,
     master: &str,
     topic: &str,
-    multi_thread: bool,
+    udpros: &UdprosPeer,
     dumps: &Path,
 ) -> Result<Row, String> {
     let mut subs = Vec::new();
@@ -156,7 +166,7 @@ fn run_cell(
         .map(|k| dumps.join(format!("{}_{k}.txt", topic.trim_start_matches('/'))))
         .collect();
     for dump in &dump_files {
-        let mut cmd = peer_command(subscriber, peers, master, multi_thread);
+        let mut cmd = peer_command(subscriber, peers, master, udpros);
         cmd.args([
             "sub",
             topic,
@@ -171,7 +181,7 @@ fn run_cell(
             .ok_or_else(|| format!("{subscriber} subscriber did not start"))?;
         subs.push(p);
     }
-    let mut cmd = peer_command(publisher, peers, master, multi_thread);
+    let mut cmd = peer_command(publisher, peers, master, udpros);
     cmd.args([
         "pub",
         topic,
@@ -232,6 +242,21 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
                 .filter(|p| with_rosrust || (p.0 != "rosrust" && p.1 != "rosrust")),
         );
     }
+    if let Some(wanted) = &args.pairs {
+        let wanted: Vec<String> = wanted.split(',').map(|p| p.trim().to_string()).collect();
+        pairs.retain(|(publisher, subscriber)| {
+            wanted.contains(&format!("{publisher}-{subscriber}"))
+        });
+        if pairs.is_empty() {
+            return Err(format!(
+                "no pair among {wanted:?} (publisher-subscriber, e.g. udpros-roscpp)"
+            ));
+        }
+    }
+    let udpros_peer = UdprosPeer {
+        multi_thread: args.multi_thread,
+        fec: args.fec.clone(),
+    };
     let master =
         udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")
             .await
@@ -255,10 +280,10 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
                 for &transport in transports(*pair) {
                     let topic = format!("/bench_{run}_{i}_{j}_{transport}");
                     let (peers2, uri2, s2) = (peers.clone(), uri.clone(), s.clone());
-                    let (pair, multi_thread, dumps) = (*pair, args.multi_thread, dumps.clone());
+                    let (pair, udpros, dumps) = (*pair, udpros_peer.clone(), dumps.clone());
                     let row = tokio::task::spawn_blocking(move || {
                         let cell = (&s2, pair, transport);
-                        run_cell(cell, &peers2, &uri2, &topic, multi_thread, &dumps)
+                        run_cell(cell, &peers2, &uri2, &topic, &udpros, &dumps)
                     })
                     .await
                     .map_err(|e| e.to_string())?;

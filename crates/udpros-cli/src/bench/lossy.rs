@@ -2,10 +2,11 @@
 //! namespaces on one switch (the test kit's), every UDP datagram a packet of its own on A's
 //! cable (no segmentation offload, so a drop takes one datagram), and nftables on B
 //! dropping a share of what arrives, at random or in runs of about 3 (the TCP rows: of TCP
-//! segments, as a lossy link would). For each message size, loss and row: messages delivered, their age at the
-//! subscriber (both hosts share the machine's clock), bytes on the wire per payload byte
-//! (nftables' counter of what reached B, IP headers included, before the drop), and CPU per
-//! message of each side. Needs root, iproute2, nftables and ethtool.
+//! segments, as a lossy link would). For each message size, loss and row: messages
+//! delivered, their age at the subscriber (both hosts share the machine's clock), bytes on
+//! the wire per payload byte (nftables' counter of what reached B, IP headers included,
+//! before the drop), and CPU per message of each side. Needs root, iproute2, nftables and
+//! ethtool.
 
 use super::harness::{fields, spawn};
 use super::report::{percentile, read_dump};

@@ -59,6 +59,14 @@ pub struct RunArgs {
     /// runs' (latencies: over the messages of all runs); the CSV keeps every run.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// The udpros peers' forward error correction (see `bench peer --fec`; default: theirs,
+    /// adaptive): `off` runs udpros as it was before FEC, to compare.
+    #[arg(long)]
+    fec: Option<String>,
+    /// Only these publisher → subscriber pairs, e.g. `udpros-udpros,roscpp-udpros`
+    /// (default: every pair whose peers exist).
+    #[arg(long)]
+    pairs: Option<String>,
 }
 
 #[derive(Args)]
