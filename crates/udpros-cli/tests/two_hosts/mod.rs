@@ -54,8 +54,8 @@ fn peer_args<'a>(side: Side, rest: &[&'a str]) -> Vec<&'a str> {
 pub struct Across {
     /// The MTU of every link.
     pub mtu: u32,
-    /// Per mille of the UDP datagrams host B receives that are dropped at random (host A
-    /// then sends every datagram as a packet of its own).
+    /// Per mille of the UDP datagrams host B receives that are dropped (host A then sends
+    /// every datagram as a packet of its own).
     pub loss_per_mille: u32,
     /// The mean length of a run of lost datagrams (1: each lost on its own).
     pub mean_run: f64,
@@ -108,8 +108,8 @@ pub fn delivered(
     let net = Network::new(&["a", "b"], across.mtu)?;
     if across.loss_per_mille > 0 {
         net.host("a").unsegmented_udp();
-        let b = net.host("b");
-        b.lose_in_runs(&["udp"], across.loss_per_mille, across.mean_run);
+        net.host("b")
+            .lose_in_runs(&["udp"], across.loss_per_mille, across.mean_run);
     }
     let host_a = net.host("a").ipv4.clone();
     let udpros = PathBuf::from(env!("CARGO_BIN_EXE_udpros"));
