@@ -117,7 +117,7 @@ struct Peers {
 }
 
 /// How the harness starts udpros's own peers.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct UdprosPeer {
     multi_thread: bool,
     fec: Option<String>,

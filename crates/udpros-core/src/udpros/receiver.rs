@@ -289,9 +289,8 @@ impl UdpReceiver {
         };
         self.loss
             .on_meta(id, u32::from(repair.meta.blocks), sent_with);
-        let newer_than = |other: u8| is_newer(other, id);
         let delivered = self.reassembler.last_delivered();
-        if delivered.is_some_and(|last| last != id && !newer_than(last)) {
+        if delivered.is_some_and(|last| last != id && !is_newer(last, id)) {
             return; // a late repair of a message delivered or given up
         }
         fec.remember(id, repair.meta);
@@ -302,7 +301,7 @@ impl UdpReceiver {
         match held {
             Some((held, meta)) if held == id && meta == repair.meta => {}
             // Never for an older message than the one held.
-            Some((held, _)) if !newer_than(held) => return,
+            Some((held, _)) if !is_newer(held, id) => return,
             Some((held, _)) => {
                 // A newer message's repair: the held one's datagrams have all been sent.
                 if let Some(p) = fec.pending.as_mut() {

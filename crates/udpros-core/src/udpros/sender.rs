@@ -514,7 +514,7 @@ impl UdpSender {
         let written = if only_ahead {
             // At most the one datagram ahead (a lossless link's checksum or single
             // repair): the data go straight after it, with no copy to lay them out.
-            self.push_run(&work.repair, work.repair.len().max(1));
+            self.push_run(&work.repair, work.repair.len());
             let written = self.fragmenter.write_datagrams(frame, &mut self.out);
             self.runs.push(Run {
                 end: self.out.len(),

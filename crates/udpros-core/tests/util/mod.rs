@@ -109,7 +109,7 @@ pub struct Path {
     pub lost: u64,
     /// Bytes offered to the path (UDP payloads).
     pub offered_bytes: u64,
-    /// Datagrams this says so of are lost, besides the random losses.
+    /// Datagrams for which this is true are lost, besides the random losses.
     pub drop_when: Option<fn(&[u8]) -> bool>,
 }
 
