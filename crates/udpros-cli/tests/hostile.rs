@@ -1005,12 +1005,19 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
     // registered after them, so their updates queue behind a round of 5000 never-tried
     // tarpits (256 at a time), which the congested first lane's short deadline keeps to
     // about half a second.
+    // The publisher starts on a thread while the subscribers listen, so that a heard time
+    // is when the message arrived, not when this test's own polling of the new node ended.
     let started = Instant::now();
-    let (first, _, _) = start_publisher(master_port, topic, "first_pub", None);
+    let first = std::thread::spawn(move || {
+        let publisher = start_publisher(master_port, topic, "first_pub", None);
+        (publisher, started.elapsed())
+    });
     let first_heard = receive_within(&mut sub, started, Duration::from_secs(30));
     let first_echoed = echoed
         .wait_for(Duration::from_secs(30), |l| l.contains("alive"))
-        .map(|_| started.elapsed());
+        .and_then(|_| echoed.arrived.last())
+        .map(|at| at.saturating_duration_since(started));
+    let (first, first_polled) = first.join().unwrap();
     drop(first);
     // The second: the ghosts have failed once and wait in the retry lane.
     std::thread::sleep(Duration::from_secs(2));
@@ -1020,21 +1027,27 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
             .is_ok()
         {}
     });
+    // What rostopic printed of the first publisher is read now, so that only a line of
+    // the second can match below.
+    echoed.wait_for(Duration::from_millis(300), |_| false);
     let echoed_before = echoed.seen.len();
-    let (_second, _, _) = start_publisher(master_port, topic, "second_pub", None);
-    let registered = Instant::now();
-    let second_heard = receive_within(&mut sub, registered, Duration::from_secs(10));
+    let second_started = Instant::now();
+    let second =
+        std::thread::spawn(move || start_publisher(master_port, topic, "second_pub", None));
+    let second_heard = receive_within(&mut sub, second_started, Duration::from_secs(10));
     let second_echoed = echoed
         .wait_for(Duration::from_secs(10), |l| l.contains("alive"))
-        .map(|_| registered.elapsed());
+        .and_then(|_| echoed.arrived.last())
+        .map(|at| at.saturating_duration_since(second_started));
+    let _second = second.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     let (slowest, failures) = liveness.join().unwrap();
     sampler.join().unwrap();
     let peak_fds = peak_fds.load(Ordering::Relaxed);
     let peak_mb = peak_rss_mb(master.0.id());
     println!(
-        "10k dead subscribers: first publisher heard after {first_heard:?} (rostopic {first_echoed:?}), \
-         second after {second_heard:?} (rostopic {second_echoed:?}, {} lines before); master peak \
+        "10k dead subscribers: first publisher heard after {first_heard:?} (rostopic {first_echoed:?}; \
+         the test's polling saw it advertise after {first_polled:?}), second after {second_heard:?} (rostopic {second_echoed:?}, {} lines before); master peak \
          {peak_fds} fds, {peak_mb:.0} MB; slowest getPid {slowest:?}, {failures} failed",
         echoed_before,
     );
