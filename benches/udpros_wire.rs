@@ -130,6 +130,7 @@ fn sender_per_message(quick: bool) {
             udpros_peer: true,
             route_mtu: None,
             segmenting: true,
+            loopback: false,
             fec,
         };
         let now = Instant::now();

@@ -62,10 +62,15 @@ impl LinkSender {
         route_mtu: Option<usize>,
         fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     ) -> LinkSender {
+        let loopback = socket
+            .socket()
+            .peer_addr()
+            .is_ok_and(|peer| peer.ip().is_loopback());
         let config = UdpSenderConfig {
             udpros_peer,
             route_mtu,
             segmenting: offload::can_segment(socket.socket()),
+            loopback,
             fec: fec.as_ref().map(|(fec, _)| *fec),
         };
         let mut sender = UdpLinkSender::new(socket, fragmenter, config);

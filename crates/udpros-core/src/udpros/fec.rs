@@ -212,11 +212,24 @@ impl LinkFec {
     /// reported mean length `b` as for single losses of datagrams `b` times as large.
     /// `datagram` is the link's datagram size.
     pub fn repairs(&self, k: usize, datagram: usize, reported: Option<&Report>) -> u16 {
+        self.plan(k, datagram, reported, true)
+    }
+
+    /// [`repairs`](Self::repairs) toward a subscriber on this machine (a loopback
+    /// address), without the prior: no radio lies between, and a datagram is lost there
+    /// only when the subscriber's receive buffer overflows, which its reports show. A
+    /// clean local link then never builds the code's tables (8 MB, about 12 ms on the
+    /// first repaired message of a process) nor repairs its first messages.
+    pub fn repairs_on_loopback(&self, k: usize, datagram: usize, reported: Option<&Report>) -> u16 {
+        self.plan(k, datagram, reported, false)
+    }
+
+    fn plan(&self, k: usize, datagram: usize, reported: Option<&Report>, prior: bool) -> u16 {
         let fixed = self.floor.repairs(k);
         let Some(target) = self.target else {
             return fixed;
         };
-        let with_prior = k >= PRIOR_MIN_BLOCKS;
+        let with_prior = prior && k >= PRIOR_MIN_BLOCKS;
         let (loss, run) = match reported {
             // The prior is a plan already, not an estimate to pad.
             None if with_prior => (PRIOR_LOSS, 1.0),
@@ -842,6 +855,16 @@ mod tests {
             "1600 small ones"
         );
         assert_eq!(link.repairs(16, 65_000, Some(&early)), 0, "1600 of 64 kB");
+        assert_eq!(
+            link.repairs_on_loopback(70, DATAGRAM, None),
+            0,
+            "no prior on loopback"
+        );
+        assert_eq!(
+            link.repairs_on_loopback(70, DATAGRAM, Some(&report(0.05, 1.0))),
+            at_five,
+            "the reports alone"
+        );
     }
 
     #[test]

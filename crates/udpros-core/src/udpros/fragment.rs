@@ -42,6 +42,19 @@ pub struct Fragmenter {
     last_message_id: u8,
 }
 
+/// Where [`Fragmenter::write_datagrams_with`] writes the link's own datagram among a
+/// message's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtraPlace {
+    /// After the first this many blocks, in order (after all of them if the message has
+    /// fewer).
+    AfterBlocks(u16),
+    /// After the message's last block, which is written first; the other blocks follow in
+    /// order. A message's short last block and a short datagram can then leave in one
+    /// segmented send (its segments all of one size but the last).
+    AfterLastBlockFirst,
+}
+
 impl Fragmenter {
     /// A fragmenter for the link `connection_id` with datagrams of at most
     /// `max_datagram_size` bytes (header included).
@@ -109,20 +122,52 @@ impl Fragmenter {
         out: &mut Vec<u8>,
     ) -> Result<u16, FragmentError> {
         let blocks = self.start_message(frame.len())?;
-        let payload_size = self.payload_size();
         out.reserve(frame.len() + usize::from(blocks) * HEADER_LEN);
         for index in 0..blocks {
-            let start = usize::from(index) * payload_size;
-            let end = (start + payload_size).min(frame.len());
-            out.extend_from_slice(&data_header(
-                self.connection_id,
-                self.last_message_id,
-                blocks,
-                index,
-            ));
-            out.extend_from_slice(&frame[start..end]);
+            self.write_block(frame, blocks, index, out);
         }
         Ok(blocks)
+    }
+
+    /// Like [`write_datagrams`](Self::write_datagrams), with `extra` (a datagram of the
+    /// link's own, such as FEC metadata) written among the message's datagrams where
+    /// `place` says, so that it can leave in one segmented send with some of them.
+    pub fn write_datagrams_with(
+        &mut self,
+        frame: &[u8],
+        out: &mut Vec<u8>,
+        extra: &[u8],
+        place: ExtraPlace,
+    ) -> Result<u16, FragmentError> {
+        let blocks = self.start_message(frame.len())?;
+        out.reserve(frame.len() + usize::from(blocks) * HEADER_LEN + extra.len());
+        let (before, after) = match place {
+            ExtraPlace::AfterBlocks(n) => (0..n.min(blocks), n.min(blocks)..blocks),
+            ExtraPlace::AfterLastBlockFirst => (blocks - 1..blocks, 0..blocks - 1),
+        };
+        for index in before {
+            self.write_block(frame, blocks, index, out);
+        }
+        out.extend_from_slice(extra);
+        for index in after {
+            self.write_block(frame, blocks, index, out);
+        }
+        Ok(blocks)
+    }
+
+    /// Appends block `index` of the current message of `blocks` blocks: its header and its
+    /// slice of `frame`.
+    fn write_block(&self, frame: &[u8], blocks: u16, index: u16, out: &mut Vec<u8>) {
+        let payload_size = self.payload_size();
+        let start = usize::from(index) * payload_size;
+        let end = (start + payload_size).min(frame.len());
+        out.extend_from_slice(&data_header(
+            self.connection_id,
+            self.last_message_id,
+            blocks,
+            index,
+        ));
+        out.extend_from_slice(&frame[start..end]);
     }
 
     /// Takes the next message id for a frame of `frame_len` bytes; its block count.
@@ -351,6 +396,39 @@ mod tests {
             proptest::prop_assert_eq!(&out[1..], &expected[..]);
             proptest::prop_assert_eq!(usize::from(blocks), by_slices.blocks_for(len));
             // Both took the same message id, so the next heartbeats agree.
+            proptest::prop_assert_eq!(written.ping(), by_slices.ping());
+        }
+
+        #[test]
+        fn an_extra_datagram_goes_where_it_is_placed_and_the_blocks_stay_whole(
+            len in 0usize..20_000,
+            size in 9usize..3000,
+            after in 0u16..40,
+            last_first in proptest::prelude::any::<bool>(),
+        ) {
+            let frame = Bytes::from((0..len).map(|i| i as u8).collect::<Vec<u8>>());
+            let mut by_slices = Fragmenter::new(3, size).unwrap();
+            let mut written = by_slices.clone();
+            let mut blocks: Vec<Vec<u8>> =
+                by_slices.fragment(&frame).unwrap().map(|d| d.to_vec()).collect();
+            let extra = [0xfe; 24];
+            let place = if last_first {
+                ExtraPlace::AfterLastBlockFirst
+            } else {
+                ExtraPlace::AfterBlocks(after)
+            };
+            let mut out = Vec::new();
+            written.write_datagrams_with(&frame, &mut out, &extra, place).unwrap();
+            let at = match place {
+                ExtraPlace::AfterBlocks(n) => usize::from(n).min(blocks.len()),
+                ExtraPlace::AfterLastBlockFirst => {
+                    let last = blocks.pop().unwrap();
+                    blocks.insert(0, last);
+                    1
+                }
+            };
+            blocks.insert(at, extra.to_vec());
+            proptest::prop_assert_eq!(out, blocks.concat());
             proptest::prop_assert_eq!(written.ping(), by_slices.ping());
         }
     }

@@ -54,11 +54,6 @@ struct Tally {
     received: u32,
     /// The message's block count, once known.
     blocks: Option<u32>,
-    /// The data block expected next in sending order, and the runs of data blocks (and
-    /// blocks in them) skipped so far.
-    next_index: u32,
-    runs: u32,
-    skipped: u32,
 }
 
 impl Tally {
@@ -69,18 +64,54 @@ impl Tally {
             highest: 0,
             received: 0,
             blocks: None,
-            next_index: 0,
-            runs: 0,
-            skipped: 0,
         }
     }
+}
 
-    fn data_block(&mut self, index: u32) {
-        if index > self.next_index {
-            self.runs += 1;
-            self.skipped += index - self.next_index;
+/// Which data blocks of the message being tallied arrived, one bit each: runs of loss are
+/// read from it when the message closes, whatever order the blocks came in (an FEC link
+/// may send a message's last block first). At most 1024 words: a block index is a `u16`.
+#[derive(Debug, Clone, Default)]
+struct BlocksSeen {
+    words: Vec<u64>,
+}
+
+impl BlocksSeen {
+    fn insert(&mut self, index: u32) {
+        let word = index as usize / 64;
+        if self.words.len() <= word {
+            self.words.resize(word + 1, 0);
         }
-        self.next_index = self.next_index.max(index + 1);
+        self.words[word] |= 1 << (index % 64);
+    }
+
+    /// The runs of blocks missing among the first `blocks`, and how many blocks they hold;
+    /// then forgets every block, for the next message.
+    fn take_gaps(&mut self, blocks: u32) -> (u32, u32) {
+        let (mut runs, mut missing) = (0, 0);
+        // Whether the block before the word's first was seen (none is before block 0).
+        let mut previous_seen = true;
+        let blocks = blocks as usize;
+        for (i, &word) in self.words.iter().enumerate().take(blocks.div_ceil(64)) {
+            let valid = match blocks - i * 64 {
+                64.. => u64::MAX,
+                n => (1 << n) - 1,
+            };
+            let unseen = !word & valid;
+            missing += unseen.count_ones();
+            // A run starts at a missing block whose predecessor arrived.
+            let predecessor_seen = (word << 1) | u64::from(previous_seen);
+            runs += (unseen & predecessor_seen).count_ones();
+            previous_seen = word >> 63 == 1;
+        }
+        // The blocks past the last word written were all missing: one run.
+        let tail = blocks.saturating_sub(self.words.len() * 64) as u32;
+        if tail > 0 {
+            missing += tail;
+            runs += u32::from(previous_seen);
+        }
+        self.words.clear();
+        (runs, missing)
     }
 }
 
@@ -88,6 +119,7 @@ impl Tally {
 #[derive(Debug, Clone, Default)]
 pub struct LossMeter {
     current: Option<Tally>,
+    blocks_seen: BlocksSeen,
     /// The decayed sums of datagrams expected and received over the short window and the
     /// long one, and of runs of lost data blocks and the blocks in them.
     expected: f64,
@@ -134,7 +166,7 @@ impl LossMeter {
         tally.received = tally.received.saturating_add(1);
         if let Some(index) = index {
             tally.highest = tally.highest.max(index);
-            tally.data_block(index);
+            self.blocks_seen.insert(index);
         }
         if tally.blocks.is_none() {
             tally.blocks = blocks;
@@ -154,17 +186,16 @@ impl LossMeter {
 
     /// Closes the current tally into the window; how many datagrams it expected.
     fn close(&mut self) -> Option<u32> {
-        let mut tally = self.current.take()?;
+        let tally = self.current.take()?;
         let expected = tally
             .expected
             .unwrap_or(tally.highest + 1)
             .max(tally.received)
             .max(1);
-        // The blocks after the last one seen were lost too, in one run.
         let blocks = tally.blocks.unwrap_or(tally.highest + 1);
-        tally.data_block(blocks);
+        let (runs, missing) = self.blocks_seen.take_gaps(blocks);
         let received = tally.received.min(expected);
-        self.add(expected, received, tally.runs, tally.skipped);
+        self.add(expected, received, runs, missing);
         Some(expected)
     }
 
@@ -399,5 +430,46 @@ mod tests {
             }
         }
         assert!((meter.mean_run() - 3.0).abs() < 0.1, "{}", meter.mean_run());
+    }
+
+    #[test]
+    fn runs_are_read_in_block_order_whatever_order_the_blocks_came_in() {
+        let mut fragmenter = Fragmenter::new(7, 1000).unwrap();
+        let mut clean = LossMeter::default();
+        let mut single = LossMeter::default();
+        for n in 0..100usize {
+            // Twenty datagrams, the last sent first (an FEC link's lossless layout).
+            let mut sent = headers(&mut fragmenter, 19_840);
+            sent.rotate_right(1);
+            for (i, h) in sent.iter().enumerate() {
+                clean.on_datagram(h);
+                if i != 1 + n % 19 {
+                    single.on_datagram(h);
+                }
+            }
+        }
+        assert_eq!(clean.loss(), Some(0.0));
+        assert!(clean.mean_run() < 1.01, "{}", clean.mean_run());
+        assert!((single.loss().unwrap() - 0.05).abs() < 0.005);
+        assert!(single.mean_run() < 1.01, "{}", single.mean_run());
+    }
+
+    #[test]
+    fn gaps_count_runs_across_words_and_the_missing_tail() {
+        let mut seen = BlocksSeen::default();
+        for index in [0, 1, 5, 63, 64, 65, 130] {
+            seen.insert(index);
+        }
+        // Missing: 2-4, 6-62, 66-129, 131-199.
+        assert_eq!(seen.take_gaps(200), (4, 3 + 57 + 64 + 69));
+        assert_eq!(seen.take_gaps(3), (1, 3), "forgotten after a message");
+        seen.insert(65_535);
+        assert_eq!(
+            seen.take_gaps(65_535),
+            (1, 65_535),
+            "past the count: not counted"
+        );
+        seen.insert(63);
+        assert_eq!(seen.take_gaps(64), (1, 63));
     }
 }

@@ -13,7 +13,7 @@ mod reassemble;
 mod receiver;
 mod sender;
 
-pub use fragment::{Datagram, FragmentError, Fragmenter, Fragments};
+pub use fragment::{Datagram, ExtraPlace, FragmentError, Fragmenter, Fragments};
 pub use pacing::Pacer;
 pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};

@@ -72,6 +72,8 @@ pub struct UdpStats {
     /// Datagrams of blocks (or whole messages) already received.
     pub duplicates: u64,
     /// Blocks that arrived after a later block of the same message, or before its DATA0.
+    /// On an FEC link of datagrams too large for two in a send (loopback), a lossless
+    /// message's short last block is sent first, with its checksum: one each.
     pub out_of_order: u64,
     /// Blocks of messages already delivered or given up.
     pub late: u64,

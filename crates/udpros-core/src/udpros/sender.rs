@@ -22,7 +22,7 @@
 
 use super::fec::{FecEncoder, LinkFec, FEC_HEADER_LEN};
 use super::loss::Report;
-use super::{FragmentError, Fragmenter, Pacer, HEADER_LEN};
+use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, HEADER_LEN};
 use crate::link::HEARTBEAT;
 use bytes::Bytes;
 use std::time::Instant;
@@ -68,6 +68,9 @@ pub struct UdpSenderConfig {
     pub route_mtu: Option<usize>,
     /// The kernel cuts one send into datagrams (Linux's UDP_SEGMENT).
     pub segmenting: bool,
+    /// The subscriber is on this machine (a loopback address): an adaptive FEC link plans
+    /// its repair from the reports alone (see [`LinkFec::repairs_on_loopback`]).
+    pub loopback: bool,
     /// Repair for each message, on a link where both ends agreed on FEC (`None` where they
     /// did not). The fragmenter's blocks are then the code's shards: build it with the
     /// datagram size [`fec::shard_size`](super::fec::shard_size) leaves for data.
@@ -186,6 +189,7 @@ pub struct UdpSender {
     segmenting: bool,
     last_sent: Instant,
     udpros_peer: bool,
+    loopback: bool,
     /// Messages dropped because a send was refused as too large.
     oversize_drops: u64,
     fec: Option<LinkFec>,
@@ -223,6 +227,7 @@ impl UdpSender {
             segmenting: config.segmenting,
             last_sent: now,
             udpros_peer: config.udpros_peer,
+            loopback: config.loopback,
             oversize_drops: 0,
             fec: config.fec.filter(|_| config.udpros_peer),
             reported: None,
@@ -280,7 +285,11 @@ impl UdpSender {
             return r;
         }
         let datagram = self.fragmenter.max_datagram_size();
-        let r = fec.repairs(k, datagram, self.reported.as_ref());
+        let r = if self.loopback {
+            fec.repairs_on_loopback(k, datagram, self.reported.as_ref())
+        } else {
+            fec.repairs(k, datagram, self.reported.as_ref())
+        };
         self.repairs_cache = Some((k, r));
         r
     }
@@ -511,7 +520,13 @@ impl UdpSender {
         );
         // A message of one datagram has nothing to announce: its copies follow it.
         let only_ahead = fec == 0 || (fec == 1 && blocks >= 2);
-        let written = if only_ahead {
+        let metadata_place = match (shards, fec) {
+            (0, 1) => self.metadata_place(blocks, frame.len(), work.repair.len()),
+            _ => None,
+        };
+        let written = if let Some(place) = metadata_place {
+            self.load_with_metadata(frame, &work.repair, place)
+        } else if only_ahead {
             // At most the one datagram ahead (a lossless link's checksum or single
             // repair): the data go straight after it, with no copy to lay them out.
             self.push_run(&work.repair, work.repair.len());
@@ -538,6 +553,67 @@ impl UdpSender {
         }
         self.work = work;
         written.map(|_| ())
+    }
+
+    /// Where a lossless message's metadata datagram (its checksum, `meta_len` bytes) can
+    /// leave in one segmented send with some of its `blocks` data blocks, rather than in a
+    /// send of its own ahead of them (a send, and on loopback a wake of the subscriber,
+    /// more than the link without FEC): as the short last segment of the first full send
+    /// when the data take several, else after the last block sent first when that block
+    /// goes alone (datagrams too large for two in a send: loopback); `None` if neither.
+    /// The receiver has the checksum before the message completes either way.
+    fn metadata_place(
+        &self,
+        blocks: usize,
+        frame_len: usize,
+        meta_len: usize,
+    ) -> Option<ExtraPlace> {
+        let data_size = self.fragmenter.max_datagram_size();
+        if !self.segmenting || blocks < 2 {
+            return None;
+        }
+        let per_send = max_send(data_size) / data_size;
+        let with_meta = per_send * data_size + meta_len;
+        if blocks > per_send && with_meta <= MAX_SEND && per_send < MAX_SEGMENTS {
+            return u16::try_from(per_send).ok().map(ExtraPlace::AfterBlocks);
+        }
+        let payload = data_size - HEADER_LEN;
+        let last = HEADER_LEN + frame_len - (blocks - 1) * payload;
+        let last_alone = (blocks - 1).is_multiple_of(per_send);
+        (last_alone && last >= meta_len && last + meta_len <= MAX_SEND)
+            .then_some(ExtraPlace::AfterLastBlockFirst)
+    }
+
+    /// Writes a lossless message's data blocks with its metadata datagram `meta` placed
+    /// by [`metadata_place`](Self::metadata_place), as two runs: the send that carries the
+    /// metadata as its short last segment, then the rest of the data.
+    fn load_with_metadata(
+        &mut self,
+        frame: &[u8],
+        meta: &[u8],
+        place: ExtraPlace,
+    ) -> Result<u16, FragmentError> {
+        let data_size = self.fragmenter.max_datagram_size();
+        let blocks = self
+            .fragmenter
+            .write_datagrams_with(frame, &mut self.out, meta, place)?;
+        let (first_end, first_segment) = match place {
+            ExtraPlace::AfterBlocks(n) => (usize::from(n) * data_size + meta.len(), data_size),
+            ExtraPlace::AfterLastBlockFirst => {
+                let payload = data_size - HEADER_LEN;
+                let last = HEADER_LEN + frame.len() - (usize::from(blocks) - 1) * payload;
+                (last + meta.len(), last)
+            }
+        };
+        self.runs.push(Run {
+            end: first_end,
+            segment: first_segment,
+        });
+        self.runs.push(Run {
+            end: self.out.len(),
+            segment: data_size,
+        });
+        Ok(blocks)
     }
 
     /// Lays out `data` (datagrams of `data_size` bytes, the last possibly shorter) and the
@@ -605,12 +681,18 @@ impl UdpSender {
         let Some(run) = self.runs.get(self.run) else {
             return 0;
         };
-        let most = if self.segmenting {
-            max_send(run.segment)
+        let left = run.end.saturating_sub(self.sent);
+        if !self.segmenting {
+            return left.min(run.segment);
+        }
+        // A run's last datagram may be shorter than its segment: the rest of the run goes
+        // in one send when it fits one, the short datagram included.
+        let fits = left <= MAX_SEND && left.div_ceil(run.segment.max(1)) <= MAX_SEGMENTS;
+        if fits {
+            left
         } else {
-            run.segment
-        };
-        run.end.saturating_sub(self.sent).min(most)
+            left.min(max_send(run.segment))
+        }
     }
 }
 
@@ -625,6 +707,7 @@ mod tests {
             udpros_peer,
             route_mtu: None,
             segmenting,
+            loopback: false,
             fec: None,
         };
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
@@ -718,7 +801,7 @@ mod tests {
     fn fec_datagrams_go_ahead_of_the_data_under_its_id_and_copies_after() {
         use crate::udpros::fec::{LinkFec, RepairRatio};
         let now = Instant::now();
-        let with = |ratio: f64| {
+        let with = |ratio: f64, datagram: usize| {
             let fec = LinkFec {
                 floor: RepairRatio::new(ratio).unwrap(),
                 target: None,
@@ -727,44 +810,68 @@ mod tests {
                 udpros_peer: true,
                 route_mtu: None,
                 segmenting: true,
+                loopback: false,
                 fec: Some(fec),
             };
-            UdpSender::new(now, Fragmenter::new(7, 1500 - 16).unwrap(), config)
+            UdpSender::new(now, Fragmenter::new(7, datagram).unwrap(), config)
         };
-        let opcodes = |tx: &mut UdpSender, len: usize| {
+        // Each datagram sent: which send carried it, its opcode, message id and length.
+        let sent = |tx: &mut UdpSender, len: usize| {
             assert!(tx.push_now(now, &Bytes::from(vec![9u8; len])));
-            let (sends, _) = drain(tx, now);
             let mut seen = Vec::new();
-            for send in &sends {
-                let header = DatagramHeader::parse(send).unwrap();
-                seen.push((header.opcode, header.message_id, sends.len()));
+            let mut send = 0;
+            while let Some(t) = tx.poll_transmit(now) {
+                for datagram in t.datagrams.chunks(t.segment_size) {
+                    let header = DatagramHeader::parse(datagram).unwrap();
+                    seen.push((send, header.opcode, header.message_id, datagram.len()));
+                }
+                tx.on_transmitted(now);
+                send += 1;
             }
             seen
         };
-        let mut lossless = with(0.0);
+        const ETHERNET: usize = 1500 - 16;
+        const LOOPBACK: usize = MAX_SEND - 16;
+        let mut lossless = with(0.0, ETHERNET);
         for _ in 0..2 {
-            let seen = opcodes(&mut lossless, 100_000);
-            let id = seen[1].1;
-            assert_eq!(
-                seen[0],
-                (Opcode::Repair, id, 3),
-                "checksum first, then two sends"
-            );
-            assert_eq!(seen[1].0, Opcode::Data0);
-            assert!(seen.iter().all(|s| s.1 == id));
+            // The checksum rides as the short last segment of the first full send: no
+            // send more than without FEC.
+            let seen = sent(&mut lossless, 100_000);
+            let id = seen[0].2;
+            assert_eq!(seen[0].1, Opcode::Data0);
+            assert_eq!(seen.last().unwrap().0, 1, "two sends, as without FEC");
+            let meta: Vec<_> = seen.iter().filter(|d| d.1 == Opcode::Repair).collect();
+            assert_eq!(meta, [&(0, Opcode::Repair, id, 24)]);
+            assert_eq!(seen.iter().position(|d| d.1 == Opcode::Repair), Some(44));
+            assert!(seen.iter().all(|d| d.2 == id));
         }
-        let mut quarter = with(0.25);
-        let seen = opcodes(&mut quarter, 100_000);
-        assert_eq!(seen[0].0, Opcode::Repair);
-        assert_eq!(seen[1].0, Opcode::Data0);
-        assert!(seen.len() > 3, "repair among the data's sends: {seen:?}");
-        let seen = opcodes(&mut with(1.0), 500);
+        // One send carries all of a 10 kB message without FEC: its checksum goes ahead.
+        let seen = sent(&mut lossless, 10_000);
+        assert_eq!(seen[0].1, Opcode::Repair);
+        assert_eq!(seen[1].1, Opcode::Data0);
+        // On loopback each 64 kB datagram is a send: the last (short) block goes first,
+        // with the checksum after it in the same send, then block 0.
+        let seen = sent(&mut with(0.0, LOOPBACK), 100_000);
+        let kinds: Vec<_> = seen.iter().map(|d| (d.0, d.1)).collect();
         assert_eq!(
-            seen[0].0,
+            kinds,
+            [(0, Opcode::DataN), (0, Opcode::Repair), (1, Opcode::Data0)]
+        );
+        let mut quarter = with(0.25, ETHERNET);
+        let seen = sent(&mut quarter, 100_000);
+        assert_eq!(seen[0].1, Opcode::Repair);
+        assert_eq!(seen[1].1, Opcode::Data0);
+        assert!(
+            seen.last().unwrap().0 > 2,
+            "repair among the data's sends: {seen:?}"
+        );
+        let seen = sent(&mut with(1.0, ETHERNET), 500);
+        assert_eq!(
+            seen[0].1,
             Opcode::Data0,
             "a small message first, its copy after"
         );
-        assert_eq!(seen[1].0, Opcode::Repair);
+        assert_eq!(seen[1].1, Opcode::Repair);
     }
 
     #[test]

@@ -227,6 +227,7 @@ pub fn sender_config(fec: FecPolicy, max_datagram: usize) -> UdpSenderConfig {
         udpros_peer: true,
         route_mtu: None,
         segmenting: true,
+        loopback: false,
         fec: fec.grant(&asked, max_datagram),
     }
 }
