@@ -348,6 +348,9 @@ impl NodeInner {
             .udpros_peer
             .then(|| publication.fec().grant(&offer.header, max_datagram))
             .flatten();
+        if fec.is_some() && !peer.ip().to_canonical().is_loopback() {
+            crate::transport::prepare_fec_code();
+        }
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr()?.port();

@@ -210,6 +210,12 @@ impl AllowedSources {
         }
     }
 
+    /// Whether every host the link takes datagrams from is this machine (a loopback
+    /// address).
+    pub fn all_loopback(&self) -> bool {
+        !self.hosts.is_empty() && self.hosts.iter().all(IpAddr::is_loopback)
+    }
+
     /// Whether a datagram from `from` belongs to the link.
     pub fn allows(&self, from: SocketAddr) -> bool {
         let ip = canonical_ip(from.ip());

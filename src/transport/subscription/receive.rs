@@ -261,6 +261,9 @@ async fn read_udp(
         .fec
         .agreed(&header, answer.max_datagram)
         .filter(|_| udpros_peer);
+    if shard.is_some() && !sources.all_loopback() {
+        crate::transport::prepare_fec_code();
+    }
     let header = Arc::new(header);
     let config = UdpReceiverConfig {
         reassembler: ReassemblerConfig {

@@ -577,11 +577,17 @@ impl UdpSender {
         if blocks > per_send && with_meta <= MAX_SEND && per_send < MAX_SEGMENTS {
             return u16::try_from(per_send).ok().map(ExtraPlace::AfterBlocks);
         }
-        let payload = data_size - HEADER_LEN;
-        let last = HEADER_LEN + frame_len - (blocks - 1) * payload;
+        let last = self.last_datagram_len(frame_len, blocks);
         let last_alone = (blocks - 1).is_multiple_of(per_send);
         (last_alone && last >= meta_len && last + meta_len <= MAX_SEND)
             .then_some(ExtraPlace::AfterLastBlockFirst)
+    }
+
+    /// The size of the last data datagram of a frame of `frame_len` bytes in `blocks`
+    /// blocks.
+    fn last_datagram_len(&self, frame_len: usize, blocks: usize) -> usize {
+        let payload = self.fragmenter.max_datagram_size() - HEADER_LEN;
+        HEADER_LEN + frame_len - (blocks.max(1) - 1) * payload
     }
 
     /// Writes a lossless message's data blocks with its metadata datagram `meta` placed
@@ -600,8 +606,7 @@ impl UdpSender {
         let (first_end, first_segment) = match place {
             ExtraPlace::AfterBlocks(n) => (usize::from(n) * data_size + meta.len(), data_size),
             ExtraPlace::AfterLastBlockFirst => {
-                let payload = data_size - HEADER_LEN;
-                let last = HEADER_LEN + frame.len() - (usize::from(blocks) - 1) * payload;
+                let last = self.last_datagram_len(frame.len(), usize::from(blocks));
                 (last + meta.len(), last)
             }
         };
