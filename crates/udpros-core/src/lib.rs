@@ -10,6 +10,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod fixed_array;
+pub mod foxglove;
 pub mod header;
 pub mod link;
 pub mod negotiation;
