@@ -1004,9 +1004,9 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
     // The first publisher: every ghost is new to the master and the live subscribers
     // registered after them, so their updates queue behind a round of 5000 never-tried
     // tarpits (256 at a time), which the congested first lane's short deadline keeps to
-    // about half a second.
-    // The publisher starts on a thread while the subscribers listen, so that a heard time
-    // is when the message arrived, not when this test's own polling of the new node ended.
+    // about half a second. The publisher starts on a thread while the subscribers listen,
+    // so that a heard time is when the message arrived, not when this test's own polling
+    // of the new node ended.
     let started = Instant::now();
     let first = std::thread::spawn(move || {
         let publisher = start_publisher(master_port, topic, "first_pub", None);
