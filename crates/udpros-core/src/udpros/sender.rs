@@ -491,7 +491,9 @@ impl UdpSender {
     /// Lays out a message's datagrams in `out`; takes its message id. With FEC, its repair
     /// datagrams go among them: the first ahead of the data (it tells the subscriber the
     /// message's size and checksum before any block), the others spread over the data's
-    /// sends, so that a burst of loss takes some of each and the pacer spaces them.
+    /// sends, so that a burst of loss takes some of each and the pacer spaces them. A
+    /// lossless message's checksum alone rides in one of its data sends where it can
+    /// ([`metadata_place`](Self::metadata_place)).
     fn load(&mut self, frame: &Bytes) -> Result<(), FragmentError> {
         self.clear();
         let data_size = self.fragmenter.max_datagram_size();
