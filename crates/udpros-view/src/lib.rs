@@ -1,0 +1,118 @@
+//! The operator's view of a ROS1 graph: a node that serves the Foxglove WebSocket protocol
+//! (which Foxglove, Lichtblick and the console page speak) and forwards the graph's topics
+//! to browsers as the publishers serialized them.
+//!
+//! ```text
+//! publisher ──UDPROS──▶ udpros-view node ──WebSocket (ros1 bytes)──▶ browser
+//! ```
+//!
+//! Every topic the master lists is advertised as a channel (`ros1` encoding, its type and
+//! full definition as the schema); the node subscribes to a topic only while a client
+//! wants it, and stops when the last one leaves. Each client has a bounded send buffer
+//! that keeps the newest message of each subscription when the client falls behind
+//! ([`udpros::wire::foxglove::Outbox`]); a client that sends garbage is closed, and the
+//! others never notice.
+//!
+//! Built on hyper (which the library already uses for XML-RPC) and tokio-tungstenite for
+//! the WebSocket framing: the handshake is a plain HTTP upgrade, and tungstenite bounds
+//! what a client may send (frame and message sizes) before any of it is parsed. A web
+//! framework would add a router for two routes.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod hub;
+mod serve;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use udpros::node::Node;
+
+/// The port Foxglove's bridges listen on, and the clients' default.
+pub const DEFAULT_PORT: u16 = 8765;
+
+/// How a view serves.
+#[derive(Debug, Clone)]
+pub struct ViewOptions {
+    /// Where to listen; `None`: by the node's rule (loopback only when `ROS_IP` or
+    /// `ROS_HOSTNAME` names loopback, else every address).
+    pub address: Option<IpAddr>,
+    /// The port (0: any free one).
+    pub port: u16,
+    /// WebSocket clients at once; more are refused with 503.
+    pub max_clients: usize,
+    /// Bytes one client's send buffer holds (see [`udpros::wire::foxglove::Outbox`]).
+    pub send_limit: usize,
+    /// How often the master is asked for the graph's topics.
+    pub graph_poll: Duration,
+}
+
+impl Default for ViewOptions {
+    fn default() -> Self {
+        ViewOptions {
+            address: None,
+            port: DEFAULT_PORT,
+            max_clients: 16,
+            send_limit: 10 << 20,
+            graph_poll: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running view; dropping it stops the server and every subscription it made.
+pub struct View {
+    local_addr: SocketAddr,
+    hub: Arc<hub::Hub>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl View {
+    /// Starts serving on `node`'s graph.
+    pub async fn start(node: Node, options: ViewOptions) -> std::io::Result<View> {
+        let address = options.address.unwrap_or_else(|| {
+            let overrides = udpros::host::HostOverrides::from_env();
+            udpros::host::bind_address(&overrides)
+        });
+        let listener = tokio::net::TcpListener::bind((address, options.port)).await?;
+        let local_addr = listener.local_addr()?;
+        let hub = hub::Hub::new(node, options.clone());
+        let tasks = vec![
+            tokio::spawn(hub.clone().track_graph(options.graph_poll)),
+            tokio::spawn(serve::accept(listener, hub.clone())),
+        ];
+        Ok(View {
+            local_addr,
+            hub,
+            tasks,
+        })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// WebSocket clients connected now.
+    pub fn clients(&self) -> usize {
+        self.hub.clients()
+    }
+
+    /// Bytes waiting in the clients' send buffers now.
+    pub fn buffered_bytes(&self) -> usize {
+        self.hub.buffered_bytes()
+    }
+
+    /// Topics the view subscribes to now (those some client wants).
+    pub fn forwarded_topics(&self) -> Vec<String> {
+        self.hub.forwarded_topics()
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.hub.close();
+    }
+}
