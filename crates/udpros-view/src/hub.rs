@@ -287,7 +287,9 @@ impl Hub {
         let mut subscriber = match self.node.subscribe_raw(&topic, options).await {
             Ok(subscriber) => subscriber,
             Err(e) => {
-                let state = self.state();
+                let mut state = self.state();
+                // A later subscription to the channel tries again.
+                state.forwards.remove(&channel);
                 for (client, _) in state.wanted.get(&channel).into_iter().flatten() {
                     if let Some(handle) = state.clients.get(client) {
                         handle.status(Level::Error, format!("cannot subscribe to {topic}: {e}"));

@@ -18,6 +18,23 @@ use udpros_view::{View, ViewOptions};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
+/// An embedded master on loopback, of this test's own.
+async fn local_master() -> Master {
+    Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap()
+}
+
+/// A view on a free loopback port that reads the graph ten times a second.
+fn local_view() -> ViewOptions {
+    ViewOptions {
+        address: Some("127.0.0.1".parse().unwrap()),
+        port: 0,
+        graph_poll: Duration::from_millis(100),
+        ..ViewOptions::default()
+    }
+}
+
 async fn node(master: &Master, name: &str) -> Node {
     Node::new(
         name,
@@ -108,9 +125,7 @@ async fn eventually(mut ready: impl FnMut() -> bool) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
-    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
-        .await
-        .unwrap();
+    let master = local_master().await;
     let talker = node(&master, "talker").await;
     let publisher = talker
         .advertise::<std_msgs::String>("/chatter", AdvertiseOptions::default())
@@ -129,12 +144,7 @@ async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
         }
         publisher
     });
-    let options = ViewOptions {
-        address: Some("127.0.0.1".parse().unwrap()),
-        port: 0,
-        graph_poll: Duration::from_millis(100),
-        ..ViewOptions::default()
-    };
+    let options = local_view();
     let view = View::start(node(&master, "view").await, options)
         .await
         .unwrap();
@@ -228,9 +238,7 @@ fn rss_mb() -> f64 {
 /// messages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_cost_a_bounded_buffer_and_never_hold_up_a_fast_one() {
-    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
-        .await
-        .unwrap();
+    let master = local_master().await;
     let talker = node(&master, "camera").await;
     let publisher = talker
         .advertise::<std_msgs::UInt8MultiArray>("/image", AdvertiseOptions::default())
@@ -238,11 +246,9 @@ async fn slow_clients_cost_a_bounded_buffer_and_never_hold_up_a_fast_one() {
         .unwrap();
     const LIMIT: usize = 2 << 20;
     let options = ViewOptions {
-        address: Some("127.0.0.1".parse().unwrap()),
-        port: 0,
-        graph_poll: Duration::from_millis(100),
         max_clients: 32,
         send_limit: LIMIT,
+        ..local_view()
     };
     let view = View::start(node(&master, "view").await, options)
         .await
