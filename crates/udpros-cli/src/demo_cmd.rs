@@ -25,6 +25,10 @@ pub struct DemoArgs {
     /// not a terminal).
     #[arg(long)]
     plain: bool,
+    /// Port of the console and Foxglove WebSocket server (any free one when it is taken;
+    /// 0: any free one).
+    #[arg(long, default_value_t = udpros_view::DEFAULT_PORT)]
+    view_port: u16,
 }
 
 pub fn run(args: DemoArgs) -> CliResult {
@@ -86,7 +90,15 @@ async fn demo(args: DemoArgs) -> CliResult {
     let ping360 = demo_node(&uri, "ping360").await?;
     let fcu = demo_node(&uri, "mavlink_bridge").await?;
     let viewer = demo_node(&uri, "udpros_demo").await?;
-    let nodes = [ping1d.clone(), ping360.clone(), fcu.clone(), viewer.clone()];
+    let web = demo_node(&uri, "udpros_view").await?;
+    let nodes = [
+        ping1d.clone(),
+        ping360.clone(),
+        fcu.clone(),
+        viewer.clone(),
+        web.clone(),
+    ];
+    let view = start_view(web, args.view_port).await?;
 
     let mut tasks = tokio::task::JoinSet::new();
     let sonar = ping_node::Config::new("sim:ping1d".parse()?);
@@ -116,7 +128,9 @@ async fn demo(args: DemoArgs) -> CliResult {
     });
     tasks.spawn(async move { mavlink_node::run(fcu, autopilot).await });
 
-    let result = view(&viewer, &uri, embedded.is_some(), &args).await;
+    let console = crate::view_cmd::addresses(view.local_addr());
+    let result = live_view(&viewer, &uri, embedded.is_some(), &console, &args).await;
+    drop(view);
     for node in &nodes {
         node.shutdown().await;
     }
@@ -211,7 +225,29 @@ fn udp_counts(links: &[PublisherLinkStats]) -> (u64, u64, bool) {
     out
 }
 
-async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliResult {
+/// The console and Foxglove server on `port`, or on any free port when that one is taken
+/// (a second demo, or a foxglove_bridge on the machine).
+async fn start_view(node: Node, port: u16) -> Result<udpros_view::View, String> {
+    let options = |port| udpros_view::ViewOptions {
+        port,
+        ..udpros_view::ViewOptions::default()
+    };
+    match udpros_view::View::start(node.clone(), options(port)).await {
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && port != 0 => {
+            udpros_view::View::start(node, options(0)).await
+        }
+        started => started,
+    }
+    .map_err(|e| format!("cannot serve the view: {e}"))
+}
+
+async fn live_view(
+    viewer: &Node,
+    uri: &str,
+    embedded: bool,
+    console: &[String; 2],
+    args: &DemoArgs,
+) -> CliResult {
     let udp = SubscribeOptions::default(); // UDPROS first, TCPROS if a publisher refuses it
     let e = |e: udpros::node::NodeError| e.to_string();
     let mut range = viewer
@@ -256,6 +292,9 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
         "udpros demo: {} master at {uri}; simulated Ping1D, Ping360 and autopilot; Ctrl-C stops",
         if embedded { "embedded" } else { "existing" }
     );
+    for line in console {
+        println!("udpros demo: {line}");
+    }
     if live {
         print!("\x1b[?25l"); // hide the cursor while the view updates in place
     }
@@ -278,7 +317,7 @@ async fn view(viewer: &Node, uri: &str, embedded: bool, args: &DemoArgs) -> CliR
                     udp_counts(&latency.links()),
                 ];
                 let text = if live {
-                    screen(&board, &losses, started.elapsed())
+                    screen(&board, &losses, started.elapsed(), &console[0])
                 } else {
                     status_line(&board, started.elapsed())
                 };
@@ -317,9 +356,9 @@ fn offset(ns: i64, known: bool) -> String {
 }
 
 /// The live view.
-fn screen(b: &Board, losses: &[(u64, u64, bool); 4], elapsed: Duration) -> String {
+fn screen(b: &Board, losses: &[(u64, u64, bool); 4], elapsed: Duration, console: &str) -> String {
     let mut s = format!(
-        "udpros demo  {:.0} s   (Ctrl-C stops)\n\n",
+        "udpros demo  {:.0} s   (Ctrl-C stops)   {console}\n\n",
         elapsed.as_secs_f64()
     );
     s += "Ping1D sonar\n";

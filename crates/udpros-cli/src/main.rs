@@ -12,6 +12,7 @@ mod proxy_cmd;
 mod service_cmd;
 mod tool_node;
 mod topic;
+mod view_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -64,6 +65,8 @@ enum Command {
     Master(master_cmd::MasterArgs),
     /// A UDP fault proxy: loss, duplication, delay and jitter per direction (user-space netem).
     Proxy(proxy_cmd::ProxyArgs),
+    /// The operator's view: the console page and a Foxglove WebSocket server for the graph.
+    View(view_cmd::ViewArgs),
 }
 
 /// A failure the user should read: printed as one line, exit status 1.
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
         Command::Service(cmd) => service_cmd::run(cmd),
         Command::Topic(cmd) => topic::run(cmd).map_err(|e| e.to_string()),
         Command::Proxy(args) => proxy_cmd::run(args),
+        Command::View(args) => view_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 fn demo(master_uri: &str, seconds: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
-    cmd.args(["demo", "--plain", "--duration", seconds]);
+    cmd.args(["demo", "--plain", "--view-port", "0", "--duration", seconds]);
     common::ros_env(&mut cmd, master_uri);
     cmd
 }
@@ -32,6 +32,11 @@ fn on_embedded_defaults_it_shows_sonar_latency_and_offset_then_stops() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("embedded master"), "{stdout}");
+    assert!(
+        stdout.contains("udpros demo: console: http://127.0.0.1:")
+            && stdout.contains("ws://127.0.0.1:"),
+        "the demo says where its console is: {stdout}"
+    );
     let last = stdout
         .lines()
         .rfind(|l| l.starts_with("t="))

@@ -45,6 +45,8 @@ pub struct ViewOptions {
     pub send_limit: usize,
     /// How often the master is asked for the graph's topics.
     pub graph_poll: Duration,
+    /// Topics clients may publish to (capability `clientPublish`); empty: none.
+    pub client_topics: Vec<String>,
 }
 
 impl Default for ViewOptions {
@@ -55,6 +57,7 @@ impl Default for ViewOptions {
             max_clients: 16,
             send_limit: 10 << 20,
             graph_poll: Duration::from_secs(1),
+            client_topics: Vec::new(),
         }
     }
 }

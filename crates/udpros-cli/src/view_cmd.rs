@@ -1,0 +1,90 @@
+//! `udpros view`: the operator's view of the graph, as a node that serves the Foxglove
+//! WebSocket protocol and the console page (see the `udpros-view` crate).
+
+use super::CliResult;
+use clap::Args;
+use std::net::{IpAddr, SocketAddr};
+use udpros::node::Node;
+use udpros_view::{View, ViewOptions};
+
+#[derive(Args)]
+pub struct ViewArgs {
+    /// Port to serve on (Foxglove's default).
+    #[arg(short, long, default_value_t = udpros_view::DEFAULT_PORT)]
+    port: u16,
+    /// Address to bind (default: by the node's rule, from ROS_IP / ROS_HOSTNAME / ROS_IPV6:
+    /// loopback for a loopback override, else every interface).
+    #[arg(long)]
+    address: Option<IpAddr>,
+    /// WebSocket clients at once; more are refused.
+    #[arg(long, default_value_t = ViewOptions::default().max_clients)]
+    max_clients: usize,
+    /// Bytes each client's send buffer holds; past it a slow client gets only the newest
+    /// message of each topic.
+    #[arg(long, default_value_t = ViewOptions::default().send_limit)]
+    send_limit: usize,
+    /// A topic clients may publish to (a joystick on the page); repeat for more. None by
+    /// default.
+    #[arg(long = "allow-publish", value_name = "TOPIC")]
+    allow_publish: Vec<String>,
+}
+
+impl ViewArgs {
+    fn options(&self) -> ViewOptions {
+        ViewOptions {
+            address: self.address,
+            port: self.port,
+            max_clients: self.max_clients.max(1),
+            send_limit: self.send_limit,
+            client_topics: self.allow_publish.clone(),
+            ..ViewOptions::default()
+        }
+    }
+}
+
+pub fn run(args: ViewArgs) -> CliResult {
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
+        let node = Node::new("udpros_view", crate::ros_args())
+            .await
+            .map_err(|e| format!("cannot start the view's node: {e}"))?;
+        node.master()
+            .get_pid()
+            .await
+            .map_err(|e| format!("cannot reach the master at {}: {e}", node.master().uri()))?;
+        let view = View::start(node.clone(), args.options())
+            .await
+            .map_err(|e| format!("cannot serve the view on port {}: {e}", args.port))?;
+        for line in addresses(view.local_addr()) {
+            println!("{line}");
+        }
+        let reason = node.spin().await;
+        drop(view);
+        println!("udpros view: {reason}");
+        Ok(())
+    })
+}
+
+/// How to reach a view that listens on `local`: the console's URL and Foxglove's, with the
+/// node's advertised host name in place of an unspecified address.
+pub fn addresses(local: SocketAddr) -> [String; 2] {
+    let host = if local.ip().is_unspecified() {
+        let overrides = udpros::host::HostOverrides::from_env();
+        udpros::host::advertised_host(&overrides)
+    } else {
+        local.ip().to_string()
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let port = local.port();
+    [
+        format!("console: http://{host}:{port}/"),
+        format!(
+            "Foxglove or Lichtblick: open connection → Foxglove WebSocket → ws://{host}:{port}"
+        ),
+    ]
+}
