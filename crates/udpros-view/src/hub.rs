@@ -29,6 +29,11 @@ impl Client {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Tells the writer to look again (something to send or flush).
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
     /// Waits until there may be something to send (or the client was closed).
     pub(crate) async fn notified(&self) {
         self.wake.notified().await;

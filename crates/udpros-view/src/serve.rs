@@ -24,6 +24,9 @@ const CONSOLE: &str = include_str!("console.html");
 /// subscriptions, never bulk data.
 const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 
+/// How long a session's closing handshake may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long a connection may take to send its request's header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -144,20 +147,24 @@ where
     let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let (mut sink, mut stream) = socket.split();
     let write = async {
-        loop {
-            if client.is_closed() {
-                break;
-            }
+        while !client.is_closed() {
             let next = client.outbox().pop();
-            let Some(frame) = next else {
-                client.notified().await;
-                continue;
+            let sent = match next {
+                Some(frame) => sink.send(message(frame)).await,
+                None => {
+                    // The reader's replies (pong, close) are queued inside tungstenite and
+                    // leave only with a write or a flush: flush before sleeping.
+                    let flushed = sink.flush().await;
+                    if flushed.is_ok() {
+                        client.notified().await;
+                    }
+                    flushed
+                }
             };
-            if sink.send(message(frame)).await.is_err() {
+            if sent.is_err() {
                 break;
             }
         }
-        let _ = sink.close().await;
     };
     let read = async {
         while let Some(Ok(frame)) = stream.next().await {
@@ -165,6 +172,10 @@ where
                 Message::Text(text) => hub.handle_text(id, text.as_str()),
                 Message::Binary(data) => hub.handle_binary(id, data),
                 Message::Close(_) => break,
+                Message::Ping(_) => {
+                    client.wake(); // so that the writer flushes the pong
+                    Ok(())
+                }
                 _ => Ok(()),
             };
             if let Err(e) = handled {
@@ -177,6 +188,9 @@ where
         _ = write => {}
         _ = read => {}
     }
+    // A closing handshake either way (the answer to the client's, or ours), but never a
+    // wait on a client that reads nothing.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, sink.close()).await;
 }
 
 fn message(frame: Outgoing) -> Message {

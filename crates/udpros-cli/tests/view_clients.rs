@@ -1,0 +1,74 @@
+//! The demo's view against the clients operators use: Foxglove's own npm packages (its
+//! WebSocket client and ROS1 decoder) under Node.js, and the console page in headless
+//! Chromium. Both are installed by `.ci/run`; with UDPROS_REQUIRE_INTEROP=1 a missing one
+//! is a failure.
+
+use udpros_testkit as common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The demo, running on its own master and a free view port, and its view's address
+/// (`host:port`).
+struct Demo {
+    _child: common::Child,
+    address: String,
+}
+
+fn start_demo() -> Demo {
+    let port = common::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+    cmd.args(["demo", "--plain", "--view-port", "0", "--duration", "120"]);
+    common::ros_env(&mut cmd, &format!("http://127.0.0.1:{port}/"));
+    cmd.stdout(Stdio::piped());
+    let (child, mut lines) = common::spawn_lines(cmd);
+    let line = lines
+        .wait_for(Duration::from_secs(30), |l| l.contains("ws://"))
+        .unwrap_or_else(|| panic!("the demo names no view address: {:?}", lines.seen));
+    let address = line
+        .rsplit("ws://")
+        .next()
+        .map(|a| a.trim().to_string())
+        .unwrap();
+    Demo {
+        _child: child,
+        address,
+    }
+}
+
+/// The Node.js test's folder, if Node and the test's packages are installed.
+fn node_test() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../udpros-view/node-test");
+    let node = Command::new("node").arg("--version").output();
+    let ready = node.is_ok_and(|o| o.status.success())
+        && dir.join("node_modules/@foxglove/ws-protocol").is_dir();
+    ready.then_some(dir)
+}
+
+#[test]
+fn foxglove_s_client_and_decoder_read_the_demo_s_topics() {
+    let Some(dir) = node_test() else {
+        common::skip_or_fail(
+            "node, or the Node test's packages (npm ci in crates/udpros-view/node-test)",
+        );
+        return;
+    };
+    let demo = start_demo();
+    let out = Command::new("node")
+        .arg("--test")
+        .arg("view.test.js")
+        .current_dir(&dir)
+        .env("UDPROS_VIEW_URL", format!("ws://{}", demo.address))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Node's runner ends with its counts: every test ran and passed.
+    assert!(report.contains("# pass 3"), "{report}");
+    assert!(report.contains("# fail 0"), "{report}");
+}
