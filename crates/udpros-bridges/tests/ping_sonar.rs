@@ -13,6 +13,7 @@ use udpros::msgs::{sensor_msgs, udpros as umsg};
 use udpros::node::{Node, SubscribeOptions};
 use udpros_bridges::ping::link::LinkSpec;
 use udpros_bridges::ping::node::{run, Config};
+use udpros_bridges::ping::scene::ping360_echo;
 use udpros_bridges::ping::sim::{serve_stream, serve_udp};
 use udpros_bridges::ping::DeviceKind;
 use udpros_bridges::ping::Dialect;
@@ -320,6 +321,9 @@ async fn draft2017_dialect_end_to_end() {
     );
 }
 
+/// The node's default `~scan_threshold`.
+const SCAN_THRESHOLD: u8 = 100;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping360_sweeps_become_echoes_scans_and_images() {
     for auto in [false, true] {
@@ -355,17 +359,36 @@ async fn ping360_sweeps_become_echoes_scans_and_images() {
             .unwrap()
             .unwrap();
         assert_eq!(scan.ranges.len(), 400);
-        // The simulated tank's walls are 3 m away: returns near 3 m on the bearings pinged.
-        let hits: Vec<f32> = scan
+        // Each bearing pinged sees the scene's first strong return (the seabed where the
+        // beam reaches it, or an object), as the scene draws it, within its speckle.
+        let hits: Vec<(usize, f32)> = scan
             .ranges
             .iter()
             .copied()
-            .filter(|r| r.is_finite())
+            .enumerate()
+            .filter(|(_, r)| r.is_finite())
             .collect();
-        assert!(
-            !hits.is_empty() && hits.iter().all(|r| (2.5..4.5).contains(r)),
-            "auto {auto}: {hits:?}"
-        );
+        assert!(hits.len() >= 5, "auto {auto}: {hits:?}");
+        for (slot, hit) in &hits {
+            let n = e.intensities.len();
+            let scene = ping360_echo(
+                *slot as u16,
+                f64::from(e.range_resolution),
+                n,
+                e.gain_setting,
+                1,
+            );
+            let first = scene
+                .iter()
+                .enumerate()
+                .skip(n / 20)
+                .find(|(_, v)| **v >= SCAN_THRESHOLD)
+                .map(|(i, _)| (i + 1) as f32 * e.range_resolution);
+            assert!(
+                first.is_some_and(|f| (f - hit).abs() < 0.75),
+                "auto {auto}: bearing {slot}: {hit} m against the scene's {first:?}"
+            );
+        }
         let image = tokio::time::timeout(Duration::from_secs(30), images.recv())
             .await
             .unwrap()

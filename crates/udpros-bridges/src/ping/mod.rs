@@ -9,6 +9,7 @@ pub mod messages;
 pub mod node;
 mod publish;
 pub mod reconfigure;
+pub mod scene;
 pub mod session;
 pub mod settings;
 pub mod sim;

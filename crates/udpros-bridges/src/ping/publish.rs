@@ -323,9 +323,11 @@ pub(super) fn publish_echo(
         .find(|(_, v)| **v >= cfg.scan_threshold);
     sweep.ranges[slot] = first.map_or(f32::INFINITY, |(i, _)| ((i + 1) as f64 * resolution) as f32);
     sweep.intensities[slot] = first.map_or(0.0, |(_, v)| f32::from(*v) / 255.0);
-    // The fan image, only while someone looks at it.
+    // The fan image is painted always (a few hundred pixels a ping), so that whoever
+    // subscribes sees the whole picture at once, not a sweep's worth of waiting; it is
+    // sent only while someone looks.
+    paint(&mut sweep.image, cfg.image_size, radians, data);
     if topics.image.num_subscribers() > 0 {
-        paint(&mut sweep.image, cfg.image_size, radians, data);
         let period = Duration::from_secs_f64(1.0 / cfg.image_rate.max(0.01));
         if sweep.last_image.is_none_or(|last| last.elapsed() >= period) {
             sweep.last_image = Some(Instant::now());

@@ -47,6 +47,8 @@ pub struct Simulator {
     auto_angle: u16,
     auto_direction: i32,
     next_auto: Option<Instant>,
+    /// Pings so far (each has its own speckle).
+    pings: u64,
 }
 
 impl Simulator {
@@ -76,6 +78,7 @@ impl Simulator {
             auto_angle: 0,
             auto_direction: 1,
             next_auto: None,
+            pings: 0,
         }
     }
 
@@ -337,14 +340,14 @@ impl Simulator {
         let t = self.seconds(at);
         let fraction = 0.5 + 0.3 * (t * 0.5).sin();
         let distance = self.scan_start + (f64::from(self.scan_length) * fraction) as u32;
-        let points = 200usize;
-        let peak = (fraction * points as f64) as usize;
-        let data: Vec<u8> = (0..points)
-            .map(|i| {
-                let d = i.abs_diff(peak) as f64;
-                (220.0 * (-d * d / 18.0).exp() + 10.0 * ((i as f64 + t * 7.0).sin() + 1.0)) as u8
-            })
-            .collect();
+        let data = super::scene::ping1d_profile(
+            f64::from(distance) / 1000.0,
+            f64::from(self.scan_start) / 1000.0,
+            f64::from(self.scan_length) / 1000.0,
+            200,
+            self.gain_setting,
+            u64::from(self.ping_number),
+        );
         m::Profile {
             distance,
             confidence: 95,
@@ -395,10 +398,10 @@ impl Simulator {
         }
     }
 
-    /// Intensities of one ping: a square tank 6 m across, walls bright, water noisy.
+    /// One ping of the scene (see [`super::scene`]) at the sampling asked for.
     #[allow(clippy::too_many_arguments)]
     fn echo(
-        &self,
+        &mut self,
         mode: u8,
         gain: u8,
         angle: u16,
@@ -407,18 +410,11 @@ impl Simulator {
         freq: u16,
         samples: u16,
     ) -> m::DeviceData {
-        let theta = f64::from(angle) * std::f64::consts::PI / 200.0;
-        let wall = 3.0 / theta.cos().abs().max(theta.sin().abs()); // metres
+        // A sample period is in 25 ns ticks; sound goes out and back.
         let sample_m = f64::from(period) * 25e-9 * f64::from(self.speed_of_sound) / 1000.0 / 2.0;
         let n = usize::from(samples.min(1200));
-        let data: Vec<u8> = (0..n)
-            .map(|i| {
-                let r = (i + 1) as f64 * sample_m;
-                let d = (r - wall) / (sample_m.max(1e-3) * 3.0);
-                let noise = (i.wrapping_mul(2654435761) >> 7) as u8 % 12;
-                ((200.0 * (-d * d).exp()) as u8).saturating_add(noise)
-            })
-            .collect();
+        self.pings = self.pings.wrapping_add(1);
+        let data = super::scene::ping360_echo(angle, sample_m, n, gain, self.pings);
         m::DeviceData {
             mode,
             gain_setting: gain,
