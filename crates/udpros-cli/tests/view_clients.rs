@@ -46,20 +46,25 @@ fn node_test() -> Option<PathBuf> {
     ready.then_some(dir)
 }
 
-#[test]
-fn foxglove_s_client_and_decoder_read_the_demo_s_topics() {
-    let Some(dir) = node_test() else {
-        common::skip_or_fail(
-            "node, or the Node test's packages (npm ci in crates/udpros-view/node-test)",
-        );
-        return;
-    };
-    let demo = start_demo();
+/// Debian's chromium: UDPROS_CHROMIUM, or `chromium` on the PATH.
+fn chromium() -> Option<String> {
+    let program = std::env::var("UDPROS_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+    let answers = Command::new(&program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    answers.then_some(program)
+}
+
+/// Runs one of the Node test files against `demo`, with `env`; asserts that all of its
+/// `tests` ran and passed.
+fn run_node_test(dir: &Path, file: &str, demo: &Demo, env: &[(&str, &str)], tests: usize) {
     let out = Command::new("node")
         .arg("--test")
-        .arg("view.test.js")
-        .current_dir(&dir)
+        .arg(file)
+        .current_dir(dir)
         .env("UDPROS_VIEW_URL", format!("ws://{}", demo.address))
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
@@ -69,6 +74,48 @@ fn foxglove_s_client_and_decoder_read_the_demo_s_topics() {
         String::from_utf8_lossy(&out.stderr)
     );
     // Node's runner ends with its counts: every test ran and passed.
-    assert!(report.contains("# pass 3"), "{report}");
+    assert!(report.contains(&format!("# pass {tests}")), "{report}");
     assert!(report.contains("# fail 0"), "{report}");
+}
+
+#[test]
+fn foxglove_s_client_and_decoder_read_the_demo_s_topics() {
+    let Some(dir) = node_test() else {
+        common::skip_or_fail(
+            "node, or the Node test's packages (npm ci in crates/udpros-view/node-test)",
+        );
+        return;
+    };
+    let demo = start_demo();
+    run_node_test(&dir, "view.test.js", &demo, &[], 3);
+}
+
+/// The console page in headless chromium shows the demo live (the checks are in
+/// `console.test.js`); its screenshot is left in the target folder.
+#[test]
+fn the_console_page_is_live_in_headless_chromium() {
+    let (Some(dir), Some(chromium)) = (node_test(), chromium()) else {
+        common::skip_or_fail("node with the Node test's packages, or chromium");
+        return;
+    };
+    let demo = start_demo();
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("udpros-console.png");
+    let _ = std::fs::remove_file(&screenshot);
+    run_node_test(
+        &dir,
+        "console.test.js",
+        &demo,
+        &[
+            ("UDPROS_CHROMIUM", &chromium),
+            ("UDPROS_SCREENSHOT", &screenshot.to_string_lossy()),
+        ],
+        1,
+    );
+    let png = std::fs::read(&screenshot).expect("the test saved a screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 50_000,
+        "{} bytes",
+        png.len()
+    );
+    println!("screenshot: {}", screenshot.display());
 }

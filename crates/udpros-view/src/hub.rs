@@ -14,6 +14,9 @@ use udpros::wire::foxglove::client::{parse_binary, parse_text, Request, RequestE
 use udpros::wire::foxglove::server::{Channel, Level, ServerMessage};
 use udpros::wire::foxglove::{ChannelId, Outbox, SubscriptionId};
 
+/// How often a forward's link counters are read for the console.
+const LINK_REFRESH: Duration = Duration::from_secs(1);
+
 /// Subscriptions one client may hold at once.
 const MAX_SUBSCRIPTIONS_PER_CLIENT: usize = 4096;
 
@@ -82,6 +85,46 @@ struct State {
     wanted: HashMap<ChannelId, Vec<(u64, SubscriptionId)>>,
     /// The udpros subscription of each wanted channel.
     forwards: HashMap<ChannelId, tokio::task::JoinHandle<()>>,
+    /// What each forward's publisher links say, refreshed every second.
+    links: HashMap<ChannelId, LinkSummary>,
+}
+
+/// A forwarded topic's publisher links, summed: what the console's topic table shows.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LinkSummary {
+    /// `UDP`, `TCP`, `UDP+TCP` (publishers on both), or empty before any link is up.
+    pub protocol: String,
+    pub publishers: usize,
+    pub delivered: u64,
+    /// UDPROS messages lost (by message id); TCPROS loses none.
+    pub lost: u64,
+}
+
+impl LinkSummary {
+    fn of(links: &[udpros::transport::PublisherLinkStats]) -> LinkSummary {
+        let mut summary = LinkSummary::default();
+        let (mut udp, mut tcp) = (false, false);
+        for link in links.iter().filter(|l| l.connected) {
+            summary.publishers += 1;
+            summary.delivered += link.messages;
+            match link.protocol {
+                Some(Protocol::Udp) => {
+                    udp = true;
+                    summary.lost += link.udp.lost();
+                }
+                Some(Protocol::Tcp) => tcp = true,
+                _ => {}
+            }
+        }
+        summary.protocol = match (udp, tcp) {
+            (true, true) => "UDP+TCP",
+            (true, false) => "UDP",
+            (false, true) => "TCP",
+            (false, false) => "",
+        }
+        .into();
+        summary
+    }
 }
 
 pub(crate) struct Hub {
@@ -115,6 +158,21 @@ impl Hub {
     pub(crate) fn buffered_bytes(&self) -> usize {
         let clients: Vec<Arc<Client>> = self.state().clients.values().cloned().collect();
         clients.iter().map(|c| c.outbox().bytes()).sum()
+    }
+
+    /// Each forwarded topic's links, by topic.
+    pub(crate) fn link_summaries(&self) -> Vec<(String, LinkSummary)> {
+        let state = self.state();
+        let mut out: Vec<(String, LinkSummary)> = state
+            .links
+            .iter()
+            .filter_map(|(id, summary)| {
+                let channel = state.channels.get(id)?;
+                Some((channel.topic.clone(), summary.clone()))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     pub(crate) fn forwarded_topics(&self) -> Vec<String> {
@@ -303,8 +361,22 @@ impl Hub {
                 return;
             }
         };
-        while let Some(received) = subscriber.recv().await {
-            self.deliver(channel, received.body);
+        let mut refresh = tokio::time::interval(LINK_REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                received = subscriber.recv() => match received {
+                    Some(received) => self.deliver(channel, received.body),
+                    None => break,
+                },
+                _ = refresh.tick() => {
+                    let summary = LinkSummary::of(&subscriber.links());
+                    let mut state = self.state();
+                    if state.forwards.contains_key(&channel) {
+                        state.links.insert(channel, summary);
+                    }
+                }
+            }
         }
     }
 
@@ -426,6 +498,7 @@ fn unsubscribe(state: &mut State, client: u64, id: SubscriptionId) {
             if let Some(forward) = state.forwards.remove(&channel) {
                 forward.abort();
             }
+            state.links.remove(&channel);
         }
     }
 }
@@ -444,6 +517,7 @@ fn remove_channel(state: &mut State, id: ChannelId) {
     if let Some(forward) = state.forwards.remove(&id) {
         forward.abort();
     }
+    state.links.remove(&id);
 }
 
 /// The `op` of a request, for a status that names it.

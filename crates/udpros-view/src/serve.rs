@@ -17,8 +17,25 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use udpros::wire::foxglove::{choose_subprotocol, Outgoing};
 
-/// The console page, shipped inside the binary.
-const CONSOLE: &str = include_str!("console.html");
+/// The console: its page, its script and the ROS1 decoder it imports, shipped inside the
+/// binary (no CDN, no build step: it works on a vehicle's network without the internet).
+const PAGES: [(&str, &str, &str); 3] = [
+    (
+        "/",
+        "text/html; charset=utf-8",
+        include_str!("web/index.html"),
+    ),
+    (
+        "/console.js",
+        "text/javascript; charset=utf-8",
+        include_str!("web/console.js"),
+    ),
+    (
+        "/ros1msg.js",
+        "text/javascript; charset=utf-8",
+        include_str!("web/ros1msg.js"),
+    ),
+];
 
 /// The largest frame or message a client may send: a request names channels and
 /// subscriptions, never bulk data.
@@ -71,6 +88,37 @@ fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
     response
 }
 
+fn typed(content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// The view's counters as JSON: clients, and each forwarded topic's UDPROS links.
+fn stats(hub: &Hub) -> String {
+    let topics: Vec<serde_json::Value> = hub
+        .link_summaries()
+        .into_iter()
+        .map(|(topic, l)| {
+            serde_json::json!({
+                "topic": topic,
+                "protocol": l.protocol,
+                "publishers": l.publishers,
+                "delivered": l.delivered,
+                "lost": l.lost,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "clients": hub.clients(),
+        "buffered_bytes": hub.buffered_bytes(),
+        "topics": topics,
+    })
+    .to_string()
+}
+
 fn respond(hub: Arc<Hub>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let upgrade = req
         .headers()
@@ -78,16 +126,21 @@ fn respond(hub: Arc<Hub>, req: Request<Incoming>) -> Response<Full<Bytes>> {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !upgrade {
-        return match (req.method(), req.uri().path()) {
-            (&Method::GET, "/" | "/index.html") => {
-                let mut page = Response::new(Full::new(Bytes::from_static(CONSOLE.as_bytes())));
-                page.headers_mut().insert(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("text/html; charset=utf-8"),
-                );
-                page
+        if req.method() != Method::GET {
+            return plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+        }
+        let path = match req.uri().path() {
+            "/index.html" => "/",
+            path => path,
+        };
+        if path == "/stats.json" {
+            return typed("application/json", Bytes::from(stats(&hub)));
+        }
+        return match PAGES.iter().find(|(p, _, _)| *p == path) {
+            Some((_, content_type, text)) => {
+                typed(content_type, Bytes::from_static(text.as_bytes()))
             }
-            _ => plain(StatusCode::NOT_FOUND, "not found\n"),
+            None => plain(StatusCode::NOT_FOUND, "not found\n"),
         };
     }
     let headers = req.headers();

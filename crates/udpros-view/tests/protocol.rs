@@ -185,6 +185,34 @@ async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
     assert_eq!(view.forwarded_topics(), ["/chatter"]);
     assert!(view_subscribes(&talker).await, "the view subscribed in ROS");
 
+    // The console's files, and the view's counters of the link it forwards from: UDPROS.
+    let (status, page) = http_get(&view, "/").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("/console.js"), "{page}");
+    for script in ["/console.js", "/ros1msg.js"] {
+        let (status, text) = http_get(&view, script).await;
+        assert_eq!(status, 200, "{script}");
+        assert!(
+            text.contains("import") || text.contains("export"),
+            "{script}"
+        );
+    }
+    assert_eq!(http_get(&view, "/etc/passwd").await.0, 404);
+    let mut link = Value::Null;
+    for _ in 0..50 {
+        let (status, body) = http_get(&view, "/stats.json").await;
+        assert_eq!(status, 200);
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        link = stats["topics"][0].clone();
+        if link["delivered"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(link["topic"], "/chatter", "{link}");
+    assert_eq!(link["protocol"], "UDP", "{link}");
+    assert_eq!(link["publishers"], 1, "{link}");
+
     // A second client that sends garbage is closed; the first goes on.
     let mut rude = connect(&view, Some("foxglove.sdk.v1")).await.unwrap();
     assert_eq!(next_json(&mut rude).await["op"], "serverInfo");
@@ -223,6 +251,22 @@ async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
         "the view's ROS subscription ended with the last client's"
     );
     publishing.abort();
+}
+
+/// A plain HTTP GET of `path`: the status line's code and the body.
+async fn http_get(view: &View, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(view.local_addr()).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: view\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
 }
 
 /// The resident memory of this process, in MB.
