@@ -87,7 +87,7 @@ fn foxglove_s_client_and_decoder_read_the_demo_s_topics() {
         return;
     };
     let demo = start_demo();
-    run_node_test(&dir, "view.test.js", &demo, &[], 3);
+    run_node_test(&dir, "view.test.js", &demo, &[], 4);
 }
 
 /// The console page in headless chromium shows the demo live (the checks are in

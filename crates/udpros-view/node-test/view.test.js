@@ -20,8 +20,11 @@ assert.ok(URL, "UDPROS_VIEW_URL names the view to test");
 /** A connected client, its serverInfo and every channel advertised so far. */
 async function connect(subprotocols) {
   const client = new FoxgloveClient({ ws: new WebSocket(URL, subprotocols) });
+  // Listeners before the first frame: the server's advertisements follow serverInfo at once.
   const channels = new Map();
+  const services = new Map();
   client.on("advertise", (list) => list.forEach((c) => channels.set(c.topic, c)));
+  client.on("advertiseServices", (list) => list.forEach((s) => services.set(s.name, s)));
   client.on("unadvertise", (ids) => {
     for (const [topic, c] of channels) if (ids.includes(c.id)) channels.delete(topic);
   });
@@ -31,7 +34,7 @@ async function connect(subprotocols) {
     client.on("error", reject);
     timer = setTimeout(() => reject(new Error("no serverInfo within 10 s")), 10_000);
   }).finally(() => clearTimeout(timer));
-  return { client, info, channels };
+  return { client, info, channels, services };
 }
 
 /** Waits until `check()` is truthy, polling; fails after `ms`. */
@@ -136,6 +139,34 @@ test("speaks the SDK's subprotocol name too, and a stopped subscription stops", 
     const after = count;
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(count, after, "no message after unsubscribe took effect");
+  } finally {
+    session.client.close();
+  }
+});
+
+test("reads parameters and calls a node's service, decoding the answer with its schema", async () => {
+  const session = await connect([FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
+  try {
+    assert.ok(session.info.capabilities.includes("parameters"));
+    assert.ok(session.info.capabilities.includes("services"));
+    const values = await new Promise((resolve) => {
+      session.client.on("parameterValues", (event) => event.id === "q" && resolve(event));
+      session.client.getParameters(["/ping360/range"], "q");
+    });
+    assert.equal(values.parameters[0].name, "/ping360/range");
+    assert.equal(typeof values.parameters[0].value, "number");
+
+    const service = await until(() => session.services.get("/ping360/get_loggers"), 15_000, "get_loggers advertised");
+    assert.equal(service.type, "roscpp/GetLoggers");
+    const reader = new MessageReader(parse(service.responseSchema));
+    const response = await new Promise((resolve, reject) => {
+      session.client.on("serviceCallResponse", (event) => event.callId === 41 && resolve(event));
+      session.client.on("serviceCallFailure", (event) => reject(new Error(event.message)));
+      session.client.sendServiceCallRequest({ serviceId: service.id, callId: 41, encoding: "ros1", data: new DataView(new ArrayBuffer(0)) });
+    });
+    const bytes = new Uint8Array(response.data.buffer, response.data.byteOffset, response.data.byteLength);
+    const answer = reader.readMessage(bytes);
+    assert.ok(answer.loggers.some((l) => typeof l.name === "string" && l.level.length > 0), JSON.stringify(answer));
   } finally {
     session.client.close();
   }

@@ -1,17 +1,23 @@
 //! What the view knows and owes: the graph's topics as channels, the clients and their
 //! subscriptions, and one udpros subscription per channel that some client wants.
 
+use crate::client_publish::{ClientPublication, MAX_CLIENT_CHANNELS};
+use crate::params::MAX_WATCHED_PER_CLIENT;
+use crate::services::MAX_SERVICES;
 use crate::ViewOptions;
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashMap};
+use futures_util::StreamExt;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::Notify;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use udpros::node::{Node, SubscribeOptions};
 use udpros::transport::Protocol;
-use udpros::wire::foxglove::client::{parse_binary, parse_text, Request, RequestError};
-use udpros::wire::foxglove::server::{Channel, Level, ServerMessage};
+use udpros::wire::foxglove::client::{
+    parse_binary, parse_text, BinaryRequest, Request, RequestError,
+};
+use udpros::wire::foxglove::server::{capability, Channel, Level, ServerMessage, Service};
 use udpros::wire::foxglove::{ChannelId, Outbox, SubscriptionId};
 
 /// How often a forward's link counters are read for the console.
@@ -20,11 +26,22 @@ const LINK_REFRESH: Duration = Duration::from_secs(1);
 /// Subscriptions one client may hold at once.
 const MAX_SUBSCRIPTIONS_PER_CLIENT: usize = 4096;
 
+/// Requests one client may have waiting on the master or a service at once (parameter
+/// reads and writes, service calls, advertisements); more are refused with a status.
+const MAX_REQUESTS_IN_FLIGHT: usize = 8;
+
+/// Services probed at once while describing new ones.
+const PARALLEL_PROBES: usize = 8;
+
+/// How long a service that could not be described waits before it is probed again.
+const REPROBE_AFTER: Duration = Duration::from_secs(30);
+
 /// One connected client, shared by its session's reader and writer and by the forwards.
 pub(crate) struct Client {
     outbox: Mutex<Outbox>,
     wake: Notify,
     closed: AtomicBool,
+    requests: Arc<Semaphore>,
 }
 
 impl Client {
@@ -52,17 +69,38 @@ impl Client {
         self.wake.notify_one();
     }
 
-    fn say(&self, message: &ServerMessage) {
+    pub(crate) fn say(&self, message: &ServerMessage) {
         let pushed = self.outbox().push_text(message.to_json());
-        if pushed.is_err() {
+        self.pushed(pushed.is_ok());
+    }
+
+    pub(crate) fn send_binary(&self, frame: Vec<u8>) {
+        let pushed = self.outbox().push_binary(frame);
+        self.pushed(pushed.is_ok());
+    }
+
+    fn pushed(&self, fits: bool) {
+        if fits {
+            self.wake.notify_one();
+        } else {
             // Control frames piled up past the buffer: the client is behind for good.
             self.close();
-        } else {
-            self.wake.notify_one();
         }
     }
 
-    fn status(&self, level: Level, message: impl Into<String>) {
+    /// A slot for one more request in flight, or a status saying there is none.
+    fn request_slot(&self) -> Option<OwnedSemaphorePermit> {
+        let slot = self.requests.clone().try_acquire_owned().ok();
+        if slot.is_none() {
+            self.status(
+                Level::Error,
+                format!("at most {MAX_REQUESTS_IN_FLIGHT} requests in flight per client"),
+            );
+        }
+        slot
+    }
+
+    pub(crate) fn status(&self, level: Level, message: impl Into<String>) {
         self.say(&ServerMessage::Status {
             level,
             message: message.into(),
@@ -87,6 +125,17 @@ struct State {
     forwards: HashMap<ChannelId, tokio::task::JoinHandle<()>>,
     /// What each forward's publisher links say, refreshed every second.
     links: HashMap<ChannelId, LinkSummary>,
+    /// The graph's services that could be described, by id and by name.
+    services: BTreeMap<u32, Service>,
+    service_ids: HashMap<String, u32>,
+    next_service: u32,
+    /// Services that could not be described, and when they were last tried.
+    undescribed: HashMap<String, Instant>,
+    /// The parameters each client watches, and what each was when last looked at.
+    watched: HashMap<u64, BTreeSet<String>>,
+    parameter_values: HashMap<String, Option<udpros::xmlrpc::Value>>,
+    /// The channels clients publish on, by client and the client's channel id.
+    client_channels: HashMap<(u64, ChannelId), Arc<ClientPublication>>,
 }
 
 /// A forwarded topic's publisher links, summed: what the console's topic table shows.
@@ -134,6 +183,16 @@ pub(crate) struct Hub {
     state: Mutex<State>,
 }
 
+/// What a text request needs done off the connection's task.
+enum Work {
+    Get(Vec<String>, Option<String>),
+    Set(
+        Vec<udpros::wire::foxglove::client::ClientParameter>,
+        Option<String>,
+    ),
+    Advertise(Vec<udpros::wire::foxglove::client::ClientChannel>),
+}
+
 impl Hub {
     pub(crate) fn new(node: Node, options: ViewOptions) -> Arc<Hub> {
         let started = SystemTime::now()
@@ -145,6 +204,27 @@ impl Hub {
             session_id: started.as_nanos().to_string(),
             state: Mutex::default(),
         })
+    }
+
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
+    /// What this server offers: parameters and services always, the clock under sim
+    /// time, publishing only when the operator allowed topics.
+    fn capabilities(&self) -> Vec<String> {
+        let mut offered = vec![
+            capability::PARAMETERS,
+            capability::PARAMETERS_SUBSCRIBE,
+            capability::SERVICES,
+        ];
+        if self.node.clock().is_sim_time() {
+            offered.push(capability::TIME);
+        }
+        if !self.options.client_topics.is_empty() {
+            offered.push(capability::CLIENT_PUBLISH);
+        }
+        offered.into_iter().map(String::from).collect()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -200,11 +280,17 @@ impl Hub {
             outbox: Mutex::new(Outbox::new(self.options.send_limit)),
             wake: Notify::new(),
             closed: AtomicBool::new(false),
+            requests: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
         });
+        let publishing = !self.options.client_topics.is_empty();
         client.say(&ServerMessage::ServerInfo {
             name: self.node.name().to_string(),
-            capabilities: Vec::new(),
-            supported_encodings: Vec::new(),
+            capabilities: self.capabilities(),
+            supported_encodings: if publishing {
+                vec!["ros1".into()]
+            } else {
+                Vec::new()
+            },
             metadata: BTreeMap::from([
                 (
                     "server".into(),
@@ -220,6 +306,11 @@ impl Hub {
         if !state.channels.is_empty() {
             client.say(&ServerMessage::Advertise {
                 channels: state.channels.values().cloned().collect(),
+            });
+        }
+        if !state.services.is_empty() {
+            client.say(&ServerMessage::AdvertiseServices {
+                services: state.services.values().cloned().collect(),
             });
         }
         state.clients.insert(id, client.clone());
@@ -241,6 +332,9 @@ impl Hub {
         for id in ids {
             unsubscribe(&mut state, client, id);
         }
+        state.watched.remove(&client);
+        // Its publishers end with it (unregistered when the last handle goes).
+        state.client_channels.retain(|(c, _), _| *c != client);
     }
 
     /// Stops every forward and closes every client.
@@ -280,6 +374,36 @@ impl Hub {
                     handle.outbox().forget(id);
                 }
             }
+            Request::GetParameters {
+                parameter_names,
+                id,
+            } => self.start(client, handle, Work::Get(parameter_names, id)),
+            Request::SetParameters { parameters, id } => {
+                self.start(client, handle, Work::Set(parameters, id))
+            }
+            Request::SubscribeParameterUpdates { parameter_names } => {
+                self.watch(client, &handle, parameter_names)
+            }
+            Request::UnsubscribeParameterUpdates { parameter_names } => {
+                if let Some(watched) = self.state().watched.get_mut(&client) {
+                    for name in &parameter_names {
+                        watched.remove(name);
+                    }
+                }
+            }
+            Request::Advertise { channels } => {
+                if self.options.client_topics.is_empty() {
+                    handle.status(Level::Error, "this server takes no messages from clients");
+                } else {
+                    self.start(client, handle, Work::Advertise(channels));
+                }
+            }
+            Request::Unadvertise { channel_ids } => {
+                let mut state = self.state();
+                for id in channel_ids {
+                    state.client_channels.remove(&(client, id));
+                }
+            }
             other => handle.status(
                 Level::Warning,
                 format!("{} is not supported by this server", op_name(&other)),
@@ -288,16 +412,178 @@ impl Hub {
         Ok(())
     }
 
+    /// Runs a request that waits on the master on a task of its own, within the client's
+    /// requests in flight.
+    fn start(self: &Arc<Self>, client: u64, handle: Arc<Client>, work: Work) {
+        let Some(slot) = handle.request_slot() else {
+            return;
+        };
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            match work {
+                Work::Get(names, id) => hub.get_parameters(handle, names, id).await,
+                Work::Set(parameters, id) => hub.set_parameters(handle, parameters, id).await,
+                Work::Advertise(channels) => {
+                    for channel in channels {
+                        hub.advertise_client_channel(client, &handle, channel).await;
+                    }
+                }
+            }
+        });
+    }
+
+    fn watch(&self, client: u64, handle: &Client, names: Vec<String>) {
+        let mut state = self.state();
+        let watched = state.watched.entry(client).or_default();
+        for name in names {
+            if watched.len() >= MAX_WATCHED_PER_CLIENT {
+                drop(state);
+                handle.status(
+                    Level::Error,
+                    format!("at most {MAX_WATCHED_PER_CLIENT} parameters watched per client"),
+                );
+                return;
+            }
+            watched.insert(name);
+        }
+    }
+
+    /// Every parameter some client watches.
+    pub(crate) fn watched_parameters(&self) -> BTreeSet<String> {
+        let state = self.state();
+        state.watched.values().flatten().cloned().collect()
+    }
+
+    /// Records a parameter's value; whether it differs from the last one recorded (the
+    /// first look at a parameter counts as a change only when it is set).
+    pub(crate) fn remember_parameter(
+        &self,
+        name: &str,
+        value: Option<udpros::xmlrpc::Value>,
+    ) -> bool {
+        let mut state = self.state();
+        match state
+            .parameter_values
+            .insert(name.to_string(), value.clone())
+        {
+            Some(before) => before != value,
+            None => false,
+        }
+    }
+
+    /// The clients that watch `name`.
+    pub(crate) fn parameter_watchers(&self, name: &str) -> Vec<Arc<Client>> {
+        let state = self.state();
+        state
+            .watched
+            .iter()
+            .filter(|(_, names)| names.contains(name))
+            .filter_map(|(id, _)| state.clients.get(id).cloned())
+            .collect()
+    }
+
+    async fn advertise_client_channel(
+        &self,
+        client: u64,
+        handle: &Client,
+        channel: udpros::wire::foxglove::client::ClientChannel,
+    ) {
+        {
+            let state = self.state();
+            let held = state
+                .client_channels
+                .keys()
+                .filter(|(c, _)| *c == client)
+                .count();
+            if held >= MAX_CLIENT_CHANNELS {
+                drop(state);
+                handle.status(
+                    Level::Error,
+                    format!("at most {MAX_CLIENT_CHANNELS} channels per client"),
+                );
+                return;
+            }
+        }
+        match ClientPublication::advertise(&self.node, &self.options.client_topics, &channel).await
+        {
+            Ok(publication) => {
+                let mut state = self.state();
+                // Gone meanwhile: nothing to keep.
+                if state.clients.contains_key(&client) {
+                    state
+                        .client_channels
+                        .insert((client, channel.id), Arc::new(publication));
+                }
+            }
+            Err(e) => handle.status(Level::Error, e),
+        }
+    }
+
     /// A binary frame from `client`: `Err` if it was not a request.
-    pub(crate) fn handle_binary(&self, client: u64, frame: &[u8]) -> Result<(), String> {
-        parse_binary(frame).map_err(|e| e.to_string())?;
-        if let Some(handle) = self.state().clients.get(&client) {
-            handle.status(
-                Level::Error,
-                "this server takes no messages or service calls from clients",
-            );
+    pub(crate) fn handle_binary(self: &Arc<Self>, client: u64, frame: &[u8]) -> Result<(), String> {
+        let request = parse_binary(frame).map_err(|e| e.to_string())?;
+        let Some(handle) = self.state().clients.get(&client).cloned() else {
+            return Err("gone".into());
+        };
+        match request {
+            BinaryRequest::MessageData { channel, payload } => {
+                let publication = self
+                    .state()
+                    .client_channels
+                    .get(&(client, channel))
+                    .cloned();
+                match publication {
+                    Some(publication) => {
+                        if let Err(e) = publication.publish(payload) {
+                            handle.status(Level::Error, e);
+                        }
+                    }
+                    None => handle.status(
+                        Level::Error,
+                        format!("no channel {channel} advertised by this client"),
+                    ),
+                }
+            }
+            BinaryRequest::ServiceCallRequest {
+                service,
+                call,
+                encoding,
+                payload,
+            } => {
+                let known = self.state().services.get(&service).cloned();
+                let Some(known) = known else {
+                    handle.say(&ServerMessage::ServiceCallFailure {
+                        service_id: service,
+                        call_id: call,
+                        message: format!("no service {service}"),
+                    });
+                    return Ok(());
+                };
+                let Some(slot) = handle.request_slot() else {
+                    return Ok(());
+                };
+                let (encoding, request) = (encoding.to_string(), payload.to_vec());
+                tokio::spawn(
+                    self.clone()
+                        .call_service_in(slot, handle, known, call, encoding, request),
+                );
+            }
         }
         Ok(())
+    }
+
+    async fn call_service_in(
+        self: Arc<Self>,
+        _slot: OwnedSemaphorePermit,
+        handle: Arc<Client>,
+        service: Service,
+        call: u32,
+        encoding: String,
+        request: Vec<u8>,
+    ) {
+        self.call_service(handle, service, call, encoding, request)
+            .await;
     }
 
     fn subscribe(
@@ -402,6 +688,122 @@ impl Hub {
             match self.node.master().get_topic_types().await {
                 Ok(topics) => self.update_channels(topics).await,
                 Err(e) => tracing::debug!("the view cannot read the graph: {e}"),
+            }
+            match self.node.master().get_system_state().await {
+                Ok(graph) => self.update_services(graph.services).await,
+                Err(e) => tracing::debug!("the view cannot read the graph: {e}"),
+            }
+            self.push_parameter_updates().await;
+        }
+    }
+
+    /// Under sim time, sends the clients the graph's clock (the newest value only, to a
+    /// client that is behind), twenty times a second while it moves.
+    pub(crate) async fn track_clock(self: Arc<Self>) {
+        let clock = self.node.clock();
+        if !clock.is_sim_time() {
+            return;
+        }
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = None;
+        loop {
+            tick.tick().await;
+            if !clock.is_valid() {
+                continue;
+            }
+            let now = clock.now();
+            if last == Some(now) {
+                continue;
+            }
+            last = Some(now);
+            let ns = u64::from(now.sec) * 1_000_000_000 + u64::from(now.nsec);
+            let clients: Vec<Arc<Client>> = self.state().clients.values().cloned().collect();
+            for client in clients {
+                client.outbox().push_time(ns);
+                client.wake();
+            }
+        }
+    }
+
+    /// Keeps the advertised services in step with the master's, describing new ones.
+    async fn update_services(&self, listed: Vec<(String, Vec<String>)>) {
+        let names: BTreeSet<String> = listed.into_iter().map(|(name, _)| name).collect();
+        let (gone, new): (Vec<u32>, Vec<String>) = {
+            let mut state = self.state();
+            let gone: Vec<u32> = state
+                .services
+                .values()
+                .filter(|s| !names.contains(&s.name))
+                .map(|s| s.id)
+                .collect();
+            for id in &gone {
+                if let Some(service) = state.services.remove(id) {
+                    state.service_ids.remove(&service.name);
+                }
+            }
+            state.undescribed.retain(|name, _| names.contains(name));
+            let room = MAX_SERVICES.saturating_sub(state.services.len());
+            let new = names
+                .iter()
+                .filter(|n| !state.service_ids.contains_key(*n))
+                .filter(|n| {
+                    state
+                        .undescribed
+                        .get(*n)
+                        .is_none_or(|tried| tried.elapsed() >= REPROBE_AFTER)
+                })
+                .take(room)
+                .cloned()
+                .collect();
+            (gone, new)
+        };
+        // Probed a few at a time: a graph of many services is described in a few rounds
+        // of probes, not one after another.
+        let described: Vec<(String, Option<crate::services::Description>)> =
+            futures_util::stream::iter(new)
+                .map(|name| async move {
+                    let described = crate::services::describe(self, &name).await;
+                    (name, described)
+                })
+                .buffer_unordered(PARALLEL_PROBES)
+                .collect()
+                .await;
+        let mut added = Vec::new();
+        for (name, described) in described {
+            let mut state = self.state();
+            match described {
+                Some(description) => {
+                    state.undescribed.remove(&name);
+                    let id = state.next_service;
+                    state.next_service += 1;
+                    let service = Service {
+                        id,
+                        name: name.clone(),
+                        service_type: description.service_type,
+                        request_schema: description.request_schema,
+                        response_schema: description.response_schema,
+                    };
+                    state.service_ids.insert(name, id);
+                    state.services.insert(id, service.clone());
+                    added.push(service);
+                }
+                None => {
+                    state.undescribed.insert(name, Instant::now());
+                }
+            }
+        }
+        let state = self.state();
+        for client in state.clients.values() {
+            if !gone.is_empty() {
+                client.say(&ServerMessage::UnadvertiseServices {
+                    service_ids: gone.clone(),
+                });
+            }
+            if !added.is_empty() {
+                client.say(&ServerMessage::AdvertiseServices {
+                    services: added.clone(),
+                });
             }
         }
     }

@@ -20,8 +20,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod client_publish;
 mod hub;
+mod params;
 mod serve;
+mod services;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -81,6 +84,7 @@ impl View {
         let hub = hub::Hub::new(node, options.clone());
         let tasks = vec![
             tokio::spawn(hub.clone().track_graph(options.graph_poll)),
+            tokio::spawn(hub.clone().track_clock()),
             tokio::spawn(serve::accept(listener, hub.clone())),
         ];
         Ok(View {

@@ -3,125 +3,17 @@
 //! schema, a subscription whose frames carry the publisher's bytes, an unsubscribe that
 //! ends the view's udpros subscription, and garbage that closes only the client sending it.
 
+mod common;
+
+use common::*;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use udpros::master::Master;
 use udpros::msg::Message as _;
 use udpros::msgs::std_msgs;
 use udpros::node::{AdvertiseOptions, Node};
 use udpros_view::{View, ViewOptions};
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-/// An embedded master on loopback, of this test's own.
-async fn local_master() -> Master {
-    Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
-        .await
-        .unwrap()
-}
-
-/// A view on a free loopback port that reads the graph ten times a second.
-fn local_view() -> ViewOptions {
-    ViewOptions {
-        address: Some("127.0.0.1".parse().unwrap()),
-        port: 0,
-        graph_poll: Duration::from_millis(100),
-        ..ViewOptions::default()
-    }
-}
-
-async fn node(master: &Master, name: &str) -> Node {
-    Node::new(
-        name,
-        [
-            format!("__master:={}", master.uri()),
-            "__ip:=127.0.0.1".into(),
-            format!("__name:={name}"),
-        ],
-    )
-    .await
-    .unwrap()
-}
-
-async fn connect(view: &View, subprotocol: Option<&str>) -> Result<Socket, String> {
-    let mut request = format!("ws://{}/", view.local_addr())
-        .into_client_request()
-        .unwrap();
-    if let Some(protocol) = subprotocol {
-        request
-            .headers_mut()
-            .insert("sec-websocket-protocol", protocol.parse().unwrap());
-    }
-    tokio_tungstenite::connect_async(request)
-        .await
-        .map(|(socket, _)| socket)
-        .map_err(|e| e.to_string())
-}
-
-/// The next text frame as JSON, skipping binary ones, within 10 s.
-async fn next_json(socket: &mut Socket) -> Value {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("a frame within 10 s")
-            .expect("the connection stays open")
-            .unwrap();
-        if let Message::Text(text) = frame {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
-}
-
-/// The next binary frame, skipping text ones, within 10 s.
-async fn next_binary(socket: &mut Socket) -> Vec<u8> {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("a frame within 10 s")
-            .expect("the connection stays open")
-            .unwrap();
-        if let Message::Binary(data) = frame {
-            return data.to_vec();
-        }
-    }
-}
-
-/// Reads advertisements until one has `topic`; its channel.
-async fn channel_of(socket: &mut Socket, topic: &str) -> Value {
-    loop {
-        let message = next_json(socket).await;
-        if message["op"] == "advertise" {
-            let channels = message["channels"].as_array().unwrap();
-            if let Some(channel) = channels.iter().find(|c| c["topic"] == topic) {
-                return channel.clone();
-            }
-        }
-    }
-}
-
-/// Whether the master lists the node /view as a subscriber of /chatter.
-async fn view_subscribes(any_node: &Node) -> bool {
-    let state = any_node.master().get_system_state().await.unwrap();
-    state
-        .subscribers
-        .iter()
-        .any(|(topic, nodes)| topic == "/chatter" && nodes.iter().any(|n| n == "/view"))
-}
-
-async fn eventually(mut ready: impl FnMut() -> bool) -> bool {
-    for _ in 0..200 {
-        if ready() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    ready()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
@@ -253,20 +145,13 @@ async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
     publishing.abort();
 }
 
-/// A plain HTTP GET of `path`: the status line's code and the body.
-async fn http_get(view: &View, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = TcpStream::connect(view.local_addr()).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: view\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    (status, body)
+/// Whether the master lists the node /view as a subscriber of /chatter.
+async fn view_subscribes(any_node: &Node) -> bool {
+    let state = any_node.master().get_system_state().await.unwrap();
+    state
+        .subscribers
+        .iter()
+        .any(|(topic, nodes)| topic == "/chatter" && nodes.iter().any(|n| n == "/view"))
 }
 
 /// The resident memory of this process, in MB.

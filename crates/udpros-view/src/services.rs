@@ -1,0 +1,104 @@
+//! Services (capability `services`): the graph's services advertised with their request
+//! and response definitions, and calls from clients made as a ROS service client would,
+//! with the serialized bytes passed through both ways.
+//!
+//! A service's type comes from probing its server (the header roscpp and rospy answer
+//! with, as `rosservice type` reads it), once per service; its definitions from the
+//! service types udpros ships and the `.srv` files ROS installs. A service whose type no
+//! definition is found for is not advertised (said once in the log), as with topics.
+
+use crate::hub::{Client, Hub};
+use std::sync::Arc;
+use std::time::Duration;
+use udpros::service::ClientOptions;
+use udpros::wire::foxglove::server::{service_call_response, ServerMessage, Service};
+
+/// How long a probe of a new service may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Services advertised at most (a graph with more is cut, said once).
+pub(crate) const MAX_SERVICES: usize = 4096;
+
+/// How long a client's call may wait for its answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a client needs to call a service: its type and the definitions of its request
+/// and response.
+pub(crate) struct Description {
+    pub(crate) service_type: String,
+    pub(crate) request_schema: String,
+    pub(crate) response_schema: String,
+}
+
+/// A service's type and definitions, probed and looked up.
+pub(crate) async fn describe(hub: &Hub, name: &str) -> Option<Description> {
+    let options = ClientOptions::default().with_timeout(PROBE_TIMEOUT);
+    let client = hub.node().service_client_raw(name, "*", options);
+    let header = match client.probe().await {
+        Ok(header) => header,
+        Err(e) => {
+            tracing::debug!("the view cannot probe {name}: {e}");
+            return None;
+        }
+    };
+    let service_type = header.get("type")?.to_string();
+    let looked_up = service_type.clone();
+    let definitions = tokio::task::spawn_blocking(move || {
+        let service = udpros::service::find_type(&looked_up).ok()?;
+        Some((
+            service.request.definition().ok()?,
+            service.response.definition().ok()?,
+        ))
+    })
+    .await
+    .ok()
+    .flatten();
+    match definitions {
+        Some((request_schema, response_schema)) => Some(Description {
+            service_type,
+            request_schema,
+            response_schema,
+        }),
+        None => {
+            tracing::info!("the view cannot advertise {name}: no definition of {service_type}");
+            None
+        }
+    }
+}
+
+impl Hub {
+    /// A client's call of service `id`: the response frame, or `serviceCallFailure`.
+    pub(crate) async fn call_service(
+        self: Arc<Self>,
+        client: Arc<Client>,
+        service: Service,
+        call: u32,
+        encoding: String,
+        request: Vec<u8>,
+    ) {
+        let fail = |message: String| ServerMessage::ServiceCallFailure {
+            service_id: service.id,
+            call_id: call,
+            message,
+        };
+        if encoding != "ros1" {
+            client.say(&fail(format!(
+                "encoding {encoding:?}: this server takes ros1 only"
+            )));
+            return;
+        }
+        let options = ClientOptions {
+            // An answer must fit in the client's send buffer with room to spare.
+            max_response: self.options.send_limit / 2,
+            ..ClientOptions::default().with_timeout(CALL_TIMEOUT)
+        };
+        let caller = self.node().service_client_raw(&service.name, "*", options);
+        match caller.call(&request).await {
+            Ok(response) => {
+                let frame = service_call_response(service.id, call, "ros1", &response);
+                client.send_binary(frame);
+            }
+            Err(e) => client.say(&fail(e.to_string())),
+        }
+    }
+}
