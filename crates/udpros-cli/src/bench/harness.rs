@@ -95,6 +95,11 @@ pub(super) fn spawn(mut cmd: Command) -> Result<Peer, String> {
 }
 
 impl Peer {
+    /// The peer's process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(super) fn wait_line(&self, prefix: &str, limit: Duration) -> Option<String> {
         let deadline = Instant::now() + limit;
         loop {
@@ -309,6 +314,9 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
         tokio::task::spawn_blocking(move || super::lossy::run(quick, &roscpp, &dumps))
             .await
             .map_err(|e| e.to_string())??;
+    }
+    if wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == "S9")) {
+        super::view::run_table(args.quick, &uri, &peers.roscpp).await?;
     }
     if services_wanted {
         let (quick, uri, dumps) = (args.quick, uri.clone(), dumps.clone());

@@ -10,7 +10,8 @@
 //! cells, the whole run), [`report`] (tables and CSV), [`plot`] (the SVG of latency
 //! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference), [`services`]
 //! (S6, the service round trip, and its peer), [`lossy`] (S8, the lossy link between two
-//! network namespaces; only when asked for).
+//! network namespaces; only when asked for), [`view`] (S9, what `udpros view` adds between
+//! a publisher and a browser).
 
 mod harness;
 mod lossy;
@@ -21,6 +22,7 @@ mod raw;
 mod report;
 mod scenarios;
 mod services;
+mod view;
 
 use super::CliResult;
 use clap::{Args, Subcommand};
@@ -45,8 +47,9 @@ pub struct RunArgs {
     /// Tiny counts: checks that everything runs (CI), measures nothing worth reading.
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, e.g. `S1,S3` (default: S1-S6; S6 is the service round trip; S8,
-    /// the lossy link between two network namespaces, needs root and runs only when named).
+    /// Scenarios to run, e.g. `S1,S3` (default: S1-S6 and S9; S6 is the service round
+    /// trip, S9 the view's added age and CPU; S8, the lossy link between two network
+    /// namespaces, needs root and runs only when named).
     #[arg(long)]
     scenarios: Option<String>,
     /// Where to write the CSV (default: target/bench/udpros_bench.csv).
