@@ -226,6 +226,22 @@ impl super::Node {
         Ok(self.inner.params.get(&resolved).flatten())
     }
 
+    /// Stops caching `key` (resolved): the master stops telling this node of its changes
+    /// (unsubscribeParam), and the next [`Node::get_param_cached`] asks it afresh. For
+    /// nodes that cache what others name (a viewer's watched parameters), so that the
+    /// cache holds only what is wanted now.
+    pub async fn forget_cached_param(&self, key: &str) -> Result<(), ApiError> {
+        let resolved = self.resolve_name(key);
+        if !self.inner.params.is_subscribed(&resolved) {
+            return Ok(());
+        }
+        self.inner.params.remove(&resolved);
+        self.inner
+            .master
+            .unsubscribe_param(&resolved, self.uri())
+            .await
+    }
+
     /// Sets a parameter; `key` is resolved as a node name (`~key` is private).
     pub async fn set_param(&self, key: &str, value: Value) -> Result<(), ApiError> {
         let resolved = self.resolve_name(key);

@@ -33,7 +33,10 @@ const MAX_REQUESTS_IN_FLIGHT: usize = 8;
 /// Services probed at once while describing new ones.
 const PARALLEL_PROBES: usize = 8;
 
-/// How long a service that could not be described waits before it is probed again.
+/// How long a publisher has to send its connection header when its type is learned.
+const LEARN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long a service or type that could not be described waits before it is tried again.
 const REPROBE_AFTER: Duration = Duration::from_secs(30);
 
 /// One connected client, shared by its session's reader and writer and by the forwards.
@@ -42,11 +45,27 @@ pub(crate) struct Client {
     wake: Notify,
     closed: AtomicBool,
     requests: Arc<Semaphore>,
+    /// The payload of the last ping not answered yet (one is enough: a pong answers the
+    /// latest ping).
+    pending_pong: Mutex<Option<Bytes>>,
 }
 
 impl Client {
     pub(crate) fn outbox(&self) -> MutexGuard<'_, Outbox> {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A ping arrived: its pong goes out before anything else waiting.
+    pub(crate) fn pong(&self, payload: Bytes) {
+        *self.pending_pong.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn take_pong(&self) -> Option<Bytes> {
+        self.pending_pong
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Tells the writer to look again (something to send or flush).
@@ -136,6 +155,8 @@ struct State {
     parameter_values: HashMap<String, Option<udpros::xmlrpc::Value>>,
     /// The channels clients publish on, by client and the client's channel id.
     client_channels: HashMap<(u64, ChannelId), Arc<ClientPublication>>,
+    /// Types whose definition was asked of a publisher, and when.
+    learning: HashMap<String, Instant>,
 }
 
 /// A forwarded topic's publisher links, summed: what the console's topic table shows.
@@ -181,6 +202,8 @@ pub(crate) struct Hub {
     pub(crate) options: ViewOptions,
     session_id: String,
     state: Mutex<State>,
+    /// Types being learned from their publishers at once.
+    learners: Arc<Semaphore>,
 }
 
 /// What a text request needs done off the connection's task.
@@ -203,6 +226,7 @@ impl Hub {
             options,
             session_id: started.as_nanos().to_string(),
             state: Mutex::default(),
+            learners: Arc::new(Semaphore::new(PARALLEL_PROBES)),
         })
     }
 
@@ -281,6 +305,7 @@ impl Hub {
             wake: Notify::new(),
             closed: AtomicBool::new(false),
             requests: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
+            pending_pong: Mutex::new(None),
         });
         let publishing = !self.options.client_topics.is_empty();
         client.say(&ServerMessage::ServerInfo {
@@ -453,6 +478,21 @@ impl Hub {
     pub(crate) fn watched_parameters(&self) -> BTreeSet<String> {
         let state = self.state();
         state.watched.values().flatten().cloned().collect()
+    }
+
+    /// Parameters looked at before that no client watches now; forgotten here.
+    pub(crate) fn unwatched_parameters(&self, watched: &BTreeSet<String>) -> Vec<String> {
+        let mut state = self.state();
+        let gone: Vec<String> = state
+            .parameter_values
+            .keys()
+            .filter(|name| !watched.contains(*name))
+            .cloned()
+            .collect();
+        for name in &gone {
+            state.parameter_values.remove(name);
+        }
+        gone
     }
 
     /// Records a parameter's value; whether it differs from the last one recorded (the
@@ -726,6 +766,62 @@ impl Hub {
         }
     }
 
+    /// For each type nothing here defines (a package this machine lacks), asks a publisher
+    /// of it: the connection header of a short subscription carries the full definition,
+    /// as it does for every subscriber. A few types at a time; one that could not be
+    /// learned is tried again after a while.
+    fn learn_unknown_types(self: &Arc<Self>, topics: &[(String, String)]) {
+        let mut state = self.state();
+        for (topic, msg_type) in topics {
+            let unknown = matches!(state.definitions.get(msg_type), Some(None));
+            let due = state
+                .learning
+                .get(msg_type)
+                .is_none_or(|tried| tried.elapsed() >= REPROBE_AFTER);
+            if !unknown || !due {
+                continue;
+            }
+            let Ok(slot) = self.learners.clone().try_acquire_owned() else {
+                return; // the next look starts the rest
+            };
+            state.learning.insert(msg_type.clone(), Instant::now());
+            let (hub, topic, msg_type) = (self.clone(), topic.clone(), msg_type.clone());
+            tokio::spawn(async move {
+                let _slot = slot;
+                match hub.ask_publisher(&topic).await {
+                    Some(definition) => {
+                        hub.state().definitions.insert(msg_type, Some(definition));
+                    }
+                    None => tracing::info!(
+                        "the view cannot advertise {topic}: no definition of {msg_type} here or from its publishers"
+                    ),
+                }
+            });
+        }
+    }
+
+    /// The definition a publisher of `topic` sends in its connection header, if one
+    /// answers within a few seconds.
+    async fn ask_publisher(&self, topic: &str) -> Option<String> {
+        let subscriber = self
+            .node
+            .subscribe_raw(topic, SubscribeOptions::default())
+            .await
+            .ok()?;
+        let deadline = Instant::now() + LEARN_TIMEOUT;
+        while Instant::now() < deadline {
+            let found = subscriber.links().into_iter().find_map(|link| {
+                let definition = link.header?.get("message_definition")?.to_string();
+                (!definition.trim().is_empty()).then_some(definition)
+            });
+            if found.is_some() {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
     /// Keeps the advertised services in step with the master's, describing new ones.
     async fn update_services(&self, listed: Vec<(String, Vec<String>)>) {
         let names: BTreeSet<String> = listed.into_iter().map(|(name, _)| name).collect();
@@ -808,7 +904,7 @@ impl Hub {
         }
     }
 
-    async fn update_channels(&self, topics: Vec<(String, String)>) {
+    async fn update_channels(self: &Arc<Self>, topics: Vec<(String, String)>) {
         // Definitions of types not seen before, found off the runtime's threads (they may
         // read .msg files).
         let unknown: Vec<String> = {
@@ -838,12 +934,10 @@ impl Hub {
             .unwrap_or_default();
             let mut state = self.state();
             for (t, definition) in found {
-                if definition.is_none() {
-                    tracing::info!("the view cannot advertise topics of {t}: no definition found");
-                }
                 state.definitions.insert(t, definition);
             }
         }
+        self.learn_unknown_types(&topics);
         let mut state = self.state();
         let listed: HashMap<&str, &str> = topics
             .iter()

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod client_publish;
+mod frame;
 mod hub;
 mod params;
 mod serve;

@@ -172,6 +172,11 @@ impl Hub {
     /// Sends each client the parameters it watches that changed since the last look.
     pub(crate) async fn push_parameter_updates(&self) {
         let watched = self.watched_parameters();
+        // Names no client watches any more leave the node's cache and the master's list
+        // of its subscriptions: what is cached is only what is watched now.
+        for name in self.unwatched_parameters(&watched) {
+            let _ = self.node().forget_cached_param(&name).await;
+        }
         if watched.is_empty() {
             return;
         }

@@ -1,8 +1,9 @@
 //! HTTP and WebSocket: the console page at `/`, and the Foxglove protocol on an upgrade.
 
+use crate::frame;
 use crate::hub::{Client, Hub};
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, UPGRADE};
@@ -10,6 +11,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
@@ -189,44 +191,51 @@ fn respond(hub: Arc<Hub>, req: Request<Incoming>) -> Response<Full<Bytes>> {
 }
 
 /// One client's session: its frames to the hub, its outbox to the socket, until either
-/// side ends it.
+/// side ends it. Tungstenite reads (and bounds) what the client sends; the view writes its
+/// own frames (see [`crate::frame`]), so tungstenite's automatic replies go nowhere and
+/// the writer sends pongs and the closing frame itself.
 async fn session<IO>(hub: &Arc<Hub>, id: u64, client: &Client, io: IO)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
+    let (reader, mut writer) = tokio::io::split(io);
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_CLIENT_MESSAGE))
         .max_frame_size(Some(MAX_CLIENT_MESSAGE));
-    let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (mut sink, mut stream) = socket.split();
+    let mut stream =
+        WebSocketStream::from_raw_socket(ReadOnly(reader), Role::Server, Some(config)).await;
     let write = async {
         while !client.is_closed() {
-            let next = client.outbox().pop();
-            let sent = match next {
-                Some(frame) => sink.send(message(frame)).await,
-                None => {
-                    // The reader's replies (pong, close) are queued inside tungstenite and
-                    // leave only with a write or a flush: flush before sleeping.
-                    let flushed = sink.flush().await;
-                    if flushed.is_ok() {
-                        client.notified().await;
-                    }
-                    flushed
+            // Taken out before the write: the outbox's lock is never held across one.
+            let pong = client.take_pong();
+            let next = if pong.is_none() {
+                client.outbox().pop()
+            } else {
+                None
+            };
+            let written = match (pong, next) {
+                (Some(ping), _) => {
+                    frame::write_frame(&mut writer, frame::opcode::PONG, &[&ping]).await
+                }
+                (None, Some(next)) => write_outgoing(&mut writer, next).await,
+                (None, None) => {
+                    client.notified().await;
+                    continue;
                 }
             };
-            if sent.is_err() {
-                break;
+            if written.is_err() {
+                return;
             }
         }
     };
     let read = async {
         while let Some(Ok(frame)) = stream.next().await {
-            let handled = match &frame {
+            let handled = match frame {
                 Message::Text(text) => hub.handle_text(id, text.as_str()),
-                Message::Binary(data) => hub.handle_binary(id, data),
+                Message::Binary(data) => hub.handle_binary(id, &data),
                 Message::Close(_) => break,
-                Message::Ping(_) => {
-                    client.wake(); // so that the writer flushes the pong
+                Message::Ping(data) => {
+                    client.pong(data);
                     Ok(())
                 }
                 _ => Ok(()),
@@ -241,20 +250,64 @@ where
         _ = write => {}
         _ = read => {}
     }
-    // A closing handshake either way (the answer to the client's, or ours), but never a
-    // wait on a client that reads nothing.
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, sink.close()).await;
+    // A closing frame either way (the answer to the client's, or ours: 1000, normal), but
+    // never a wait on a client that reads nothing.
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, async {
+        frame::write_frame(&mut writer, frame::opcode::CLOSE, &[&1000u16.to_be_bytes()]).await?;
+        writer.shutdown().await
+    })
+    .await;
 }
 
-fn message(frame: Outgoing) -> Message {
-    match frame {
-        Outgoing::Text(text) => Message::text(text),
-        Outgoing::Binary(data) => Message::binary(data),
+async fn write_outgoing<W>(writer: &mut W, next: Outgoing) -> std::io::Result<()>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use frame::opcode::{BINARY, TEXT};
+    match next {
+        Outgoing::Text(text) => frame::write_frame(writer, TEXT, &[text.as_bytes()]).await,
+        Outgoing::Binary(data) => frame::write_frame(writer, BINARY, &[&data]).await,
         Outgoing::Message { header, body } => {
-            let mut data = Vec::with_capacity(header.len() + body.len());
-            data.extend_from_slice(&header);
-            data.extend_from_slice(&body);
-            Message::binary(data)
+            frame::write_frame(writer, BINARY, &[&header, &body]).await
         }
+    }
+}
+
+/// The reading half of a client's connection, as tungstenite wants a whole stream: what
+/// tungstenite writes (its automatic pong and close replies) is dropped, since the
+/// session's writer owns the other half and answers those itself.
+struct ReadOnly<R>(R);
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for ReadOnly<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<R: Unpin> tokio::io::AsyncWrite for ReadOnly<R> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }

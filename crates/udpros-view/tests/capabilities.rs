@@ -309,3 +309,31 @@ async fn under_sim_time_clients_get_the_graph_s_clock() {
     );
     ticking.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_nothing_here_defines_is_learned_from_its_publisher() {
+    let master = local_master().await;
+    let talker = node(&master, "talker").await;
+    // A type of a package this machine does not have: only its publisher knows it.
+    let definition = "float64 depth\nstring site\n";
+    let publisher = talker
+        .advertise_raw(
+            "/survey",
+            "harbour_msgs/Sounding",
+            "0123456789abcdef0123456789abcdef",
+            definition,
+            AdvertiseOptions::default(),
+        )
+        .await
+        .unwrap();
+    let view = View::start(node(&master, "view").await, local_view())
+        .await
+        .unwrap();
+    let mut client = connect(&view, Some("foxglove.websocket.v1")).await.unwrap();
+    let channel = channel_of(&mut client, "/survey").await;
+    assert_eq!(channel["schemaName"], "harbour_msgs/Sounding");
+    assert_eq!(channel["schema"], definition);
+    // The short subscription that asked is gone: nobody wants the topic yet.
+    assert!(eventually(|| publisher.num_subscribers() == 0).await);
+    assert!(view.forwarded_topics().is_empty());
+}

@@ -105,6 +105,23 @@ async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
     assert_eq!(link["protocol"], "UDP", "{link}");
     assert_eq!(link["publishers"], 1, "{link}");
 
+    // A ping is answered with its payload, between the messages.
+    client
+        .send(Message::Ping(b"are you there".to_vec().into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(frame)) = client.next().await {
+            if let Message::Pong(data) = frame {
+                return data.to_vec();
+            }
+        }
+        Vec::new()
+    })
+    .await
+    .unwrap();
+    assert_eq!(pong, b"are you there");
+
     // A second client that sends garbage is closed; the first goes on.
     let mut rude = connect(&view, Some("foxglove.sdk.v1")).await.unwrap();
     assert_eq!(next_json(&mut rude).await["op"], "serverInfo");
