@@ -43,6 +43,11 @@ const PAGES: [(&str, &str, &str); 3] = [
 /// subscriptions, never bulk data.
 const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 
+/// How long one frame may take to leave: a client that reads nothing for this long is
+/// closed (its buffer meanwhile keeps only the newest messages), so that it cannot hold a
+/// client slot for ever. Long enough for a 10 MB frame over a 2 Mbit/s radio.
+const WRITE_STALL: Duration = Duration::from_secs(60);
+
 /// How long a session's closing handshake may take.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -213,18 +218,21 @@ where
             } else {
                 None
             };
-            let written = match (pong, next) {
-                (Some(ping), _) => {
-                    frame::write_frame(&mut writer, frame::opcode::PONG, &[&ping]).await
-                }
-                (None, Some(next)) => write_outgoing(&mut writer, next).await,
-                (None, None) => {
-                    client.notified().await;
-                    continue;
+            let idle = pong.is_none() && next.is_none();
+            let writing = async {
+                match (pong, next) {
+                    (Some(ping), _) => {
+                        frame::write_frame(&mut writer, frame::opcode::PONG, &[&ping]).await
+                    }
+                    (None, Some(next)) => write_outgoing(&mut writer, next).await,
+                    (None, None) => Ok(()),
                 }
             };
-            if written.is_err() {
-                return;
+            // A client that stops reading holds its slot only so long.
+            match tokio::time::timeout(WRITE_STALL, writing).await {
+                Ok(Ok(())) if !idle => {}
+                Ok(Ok(())) => client.notified().await,
+                _ => return,
             }
         }
     };
