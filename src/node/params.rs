@@ -227,7 +227,7 @@ impl super::Node {
     }
 
     /// Stops caching `key` (resolved): the master stops telling this node of its changes
-    /// (unsubscribeParam), and the next [`Node::get_param_cached`] asks it afresh. For
+    /// (unsubscribeParam), and the next [`get_param_cached`](super::Node::get_param_cached) asks it afresh. For
     /// nodes that cache what others name (a viewer's watched parameters), so that the
     /// cache holds only what is wanted now.
     pub async fn forget_cached_param(&self, key: &str) -> Result<(), ApiError> {

@@ -13,10 +13,16 @@
 //! ([`udpros::wire::foxglove::Outbox`]); a client that sends garbage is closed, and the
 //! others never notice.
 //!
-//! Built on hyper (which the library already uses for XML-RPC) and tokio-tungstenite for
-//! the WebSocket framing: the handshake is a plain HTTP upgrade, and tungstenite bounds
-//! what a client may send (frame and message sizes) before any of it is parsed. A web
-//! framework would add a router for two routes.
+//! Beyond topics: parameters (get, set, watch), services (advertised with their
+//! definitions, called with ROS1 bytes), the clock under sim time, and publishing by
+//! clients on the topics the operator allows ([`ViewOptions::client_topics`]). The same
+//! port serves the console page, which speaks the same protocol.
+//!
+//! Built on hyper (which the library already uses for XML-RPC) and tokio-tungstenite: the
+//! handshake is a plain HTTP upgrade, and tungstenite reads and bounds what a client may
+//! send (frame and message sizes) before any of it is parsed. The view writes its own
+//! frames, so that a message leaves in one vectored write without being copied into a
+//! frame buffer. A web framework would add a router for four routes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

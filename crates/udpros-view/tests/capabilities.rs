@@ -114,6 +114,17 @@ async fn parameters_are_read_set_and_watched() {
     );
 }
 
+/// A client's Service Call Request frame: `call` of service `id` with a ros1 `request`.
+fn service_call(id: u32, call: u32, request: &[u8]) -> Vec<u8> {
+    let mut frame = vec![2u8];
+    frame.extend_from_slice(&id.to_le_bytes());
+    frame.extend_from_slice(&call.to_le_bytes());
+    frame.extend_from_slice(&4u32.to_le_bytes());
+    frame.extend_from_slice(b"ros1");
+    frame.extend_from_slice(request);
+    frame
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_are_advertised_with_definitions_and_called_with_ros1_bytes() {
     let master = local_master().await;
@@ -151,13 +162,8 @@ async fn services_are_advertised_with_definitions_and_called_with_ros1_bytes() {
 
     let id = service["id"].as_u64().unwrap() as u32;
     let request = udpros::wire::to_vec(&std_srvs::SetBoolRequest { data: true }).unwrap();
-    let mut frame = vec![2u8];
-    frame.extend_from_slice(&id.to_le_bytes());
-    frame.extend_from_slice(&77u32.to_le_bytes());
-    frame.extend_from_slice(&4u32.to_le_bytes());
-    frame.extend_from_slice(b"ros1");
-    frame.extend_from_slice(&request);
-    client.send(Message::binary(frame)).await.unwrap();
+    let call = service_call(id, 77, &request);
+    client.send(Message::binary(call)).await.unwrap();
     let answer = next_binary(&mut client).await;
     assert_eq!(answer[0], 3, "a Service Call Response");
     assert_eq!(u32::from_le_bytes(answer[1..5].try_into().unwrap()), id);
@@ -169,12 +175,8 @@ async fn services_are_advertised_with_definitions_and_called_with_ros1_bytes() {
     assert_eq!(response.message, "lights on");
 
     // A service that is not there: a failure naming the call, and the client stays.
-    let mut frame = vec![2u8];
-    frame.extend_from_slice(&9999u32.to_le_bytes());
-    frame.extend_from_slice(&78u32.to_le_bytes());
-    frame.extend_from_slice(&4u32.to_le_bytes());
-    frame.extend_from_slice(b"ros1");
-    client.send(Message::binary(frame)).await.unwrap();
+    let call = service_call(9999, 78, &[]);
+    client.send(Message::binary(call)).await.unwrap();
     let failure = next_op(&mut client, "serviceCallFailure").await;
     assert_eq!(failure["callId"], 78);
 }

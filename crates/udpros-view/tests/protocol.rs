@@ -110,16 +110,11 @@ async fn a_foxglove_client_sees_the_graph_and_gets_the_publishers_bytes() {
         .send(Message::Ping(b"are you there".to_vec().into()))
         .await
         .unwrap();
-    let pong = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(Ok(frame)) = client.next().await {
-            if let Message::Pong(data) = frame {
-                return data.to_vec();
-            }
-        }
-        Vec::new()
+    let pong = next_frame(&mut client, |frame| match frame {
+        Message::Pong(data) => Some(data.to_vec()),
+        _ => None,
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(pong, b"are you there");
 
     // A second client that sends garbage is closed; the first goes on.

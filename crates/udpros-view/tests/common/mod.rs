@@ -60,32 +60,36 @@ pub async fn connect(view: &View, subprotocol: Option<&str>) -> Result<Socket, S
         .map_err(|e| e.to_string())
 }
 
-/// The next text frame as JSON, skipping binary ones, within 10 s.
-pub async fn next_json(socket: &mut Socket) -> Value {
+/// The next frame that `pick` takes, skipping the others, within 10 s each.
+pub async fn next_frame<T>(socket: &mut Socket, pick: impl Fn(Message) -> Option<T>) -> T {
     loop {
         let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
             .await
             .expect("a frame within 10 s")
             .expect("the connection stays open")
             .unwrap();
-        if let Message::Text(text) = frame {
-            return serde_json::from_str(text.as_str()).unwrap();
+        if let Some(picked) = pick(frame) {
+            return picked;
         }
     }
 }
 
-/// The next binary frame, skipping text ones, within 10 s.
+/// The next text frame as JSON, skipping binary ones.
+pub async fn next_json(socket: &mut Socket) -> Value {
+    next_frame(socket, |frame| match frame {
+        Message::Text(text) => Some(serde_json::from_str(text.as_str()).unwrap()),
+        _ => None,
+    })
+    .await
+}
+
+/// The next binary frame, skipping text ones.
 pub async fn next_binary(socket: &mut Socket) -> Vec<u8> {
-    loop {
-        let frame = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("a frame within 10 s")
-            .expect("the connection stays open")
-            .unwrap();
-        if let Message::Binary(data) = frame {
-            return data.to_vec();
-        }
-    }
+    next_frame(socket, |frame| match frame {
+        Message::Binary(data) => Some(data.to_vec()),
+        _ => None,
+    })
+    .await
 }
 
 /// Reads advertisements until one has `topic`; its channel.
