@@ -413,3 +413,55 @@ for line in sys.stdin.read().splitlines():
     assert_eq!(s.text, "has # and = inside");
     assert!(!consts.has_header(), "header is not the first field");
 }
+
+/// `.action` files make the messages genaction makes: for actionlib's own Test and
+/// TwoInts actions (libactionlib-dev installs the files, ros-actionlib-msgs the messages
+/// they name, python3-actionlib their genpy classes), every one of the seven has genpy's
+/// md5 sum and full definition.
+#[test]
+fn action_messages_equal_genaction_s_for_actionlib_s_test_and_two_ints() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let mut set = udpros::codegen::spec::SpecSet::new();
+    set.load_tree(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("msg"))
+        .unwrap();
+    let mut names = Vec::new();
+    for action in ["Test", "TwoInts"] {
+        let file = format!("/usr/share/actionlib/action/{action}.action");
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{file}: {e} (libactionlib-dev installs it)"));
+        let full_name = format!("actionlib/{action}");
+        set.insert_action(&full_name, &text).unwrap();
+        names.extend(
+            udpros::codegen::action::action_messages(&full_name, &text)
+                .unwrap()
+                .into_iter()
+                .map(|spec| spec.name),
+        );
+    }
+    assert_eq!(names.len(), 14);
+    // actionlib_msgs (GoalID, GoalStatus) from where Debian installs them.
+    udpros::codegen::resolve_dependencies(&mut set, &[std::path::PathBuf::from("/usr/share")])
+        .unwrap();
+    let out = peer(&python)
+        .arg("info")
+        .args(&names)
+        .output()
+        .expect("run genpy peer");
+    let info: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("json");
+    for name in &names {
+        let ros = &info[name];
+        assert!(
+            !ros.is_null(),
+            "genpy has no {name} (python3-actionlib installs it)"
+        );
+        assert_eq!(set.md5sum(name).unwrap(), ros["md5"], "md5 of {name}");
+        assert_eq!(
+            set.full_text(name).unwrap(),
+            ros["full_text"],
+            "full text of {name}"
+        );
+    }
+}

@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod action;
 pub mod spec;
 
 mod emit;
