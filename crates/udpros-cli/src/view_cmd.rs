@@ -94,16 +94,9 @@ pub fn addresses(local: SocketAddr) -> [String; 2] {
     } else {
         local.ip().to_string()
     };
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
-    let port = local.port();
+    let at = udpros::host::authority(&host, local.port());
     [
-        format!("console: http://{host}:{port}/"),
-        format!(
-            "Foxglove or Lichtblick: open connection → Foxglove WebSocket → ws://{host}:{port}"
-        ),
+        format!("console: http://{at}/"),
+        format!("Foxglove or Lichtblick: open connection → Foxglove WebSocket → ws://{at}"),
     ]
 }
