@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod action;
 pub mod fixed_array;
 pub mod foxglove;
 pub mod header;

@@ -20,6 +20,11 @@ impl<'de> Deserializer<'de> {
         }
     }
 
+    /// The bytes not read yet.
+    pub fn remaining(&self) -> &'de [u8] {
+        self.input
+    }
+
     fn take(&mut self, n: usize) -> Result<&'de [u8], Error> {
         if n > self.input.len() {
             return Err(Error::UnexpectedEnd {

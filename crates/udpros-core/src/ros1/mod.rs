@@ -68,6 +68,15 @@ pub fn from_slice<T: DeserializeOwned>(input: &[u8]) -> Result<T, Error> {
     Ok(value)
 }
 
+/// Decodes a value from the start of `input` and returns it with the bytes after it: how
+/// a message that wraps another (an actionlib `ActionGoal` is a header, a goal id, then
+/// the goal) is taken apart without knowing the type of its last part.
+pub fn from_prefix<T: DeserializeOwned>(input: &[u8]) -> Result<(T, &[u8]), Error> {
+    let mut de = Deserializer::new(input);
+    let value = T::deserialize(&mut de)?;
+    Ok((value, de.remaining()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
