@@ -113,14 +113,15 @@ pub struct GoalTable {
     generated_ids: u64,
     limits: Limits,
     period: Option<Duration>,
+    created: Instant,
     last_status: Option<Instant>,
     changed: bool,
 }
 
 impl GoalTable {
-    /// An empty table; ids it makes for goals that came without one start with
-    /// `node_name`, as roscpp's do.
-    pub fn new(node_name: &str, limits: Limits) -> GoalTable {
+    /// An empty table made at `now`; ids it makes for goals that came without one start
+    /// with `node_name`, as roscpp's do. Its first status array is due at once.
+    pub fn new(node_name: &str, limits: Limits, now: Instant) -> GoalTable {
         let period = (limits.status_frequency > 0.0 && limits.status_frequency.is_finite())
             .then(|| Duration::from_secs_f64(1.0 / limits.status_frequency).max(MIN_STATUS_GAP));
         GoalTable {
@@ -134,6 +135,7 @@ impl GoalTable {
             generated_ids: 0,
             limits,
             period,
+            created: now,
             last_status: None,
             changed: true,
         }
@@ -374,7 +376,7 @@ impl GoalTable {
     /// When the next status array is due.
     pub fn next_status_at(&self) -> Option<Instant> {
         let Some(last) = self.last_status else {
-            return Some(Instant::now()); // never sent: at once
+            return Some(self.created); // never sent: at once
         };
         let soon = self.changed.then(|| last + MIN_STATUS_GAP);
         let periodic = self.period.map(|p| last + p);
@@ -505,6 +507,7 @@ mod tests {
                 max_goals,
                 ..Limits::default()
             },
+            Instant::now(),
         )
     }
 
@@ -702,6 +705,7 @@ mod tests {
                 status_frequency: 0.0,
                 ..Limits::default()
             },
+            t0,
         );
         let mut quiet = quiet;
         quiet.status_list(t0);
@@ -712,6 +716,7 @@ mod tests {
                 status_frequency: 1e12,
                 ..Limits::default()
             },
+            t0,
         );
         let mut fast = fast;
         fast.status_list(t0);
