@@ -108,6 +108,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod action;
 pub mod api;
 pub(crate) mod connections;
 pub mod host;

@@ -213,6 +213,21 @@ impl RawSubscriber {
         self.sink.dropped()
     }
 
+    /// A function that lists the caller ids of the publishers linked now (from their
+    /// connection headers), still usable after this handle moved into a task.
+    pub(crate) fn linked_callers(&self) -> impl Fn() -> Vec<String> + Send + Sync + 'static {
+        let subscription = self.subscription.clone();
+        move || {
+            subscription
+                .publisher_links()
+                .iter()
+                .map(|l| l.snapshot())
+                .filter(|s| s.connected)
+                .filter_map(|s| Some(s.header?.get("callerid")?.to_string()))
+                .collect()
+        }
+    }
+
     /// Publishers linked now.
     pub fn num_publishers(&self) -> usize {
         self.subscription

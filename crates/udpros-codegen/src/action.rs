@@ -70,7 +70,13 @@ impl SpecSet {
         for spec in action_messages(full_name, text)? {
             self.insert(spec);
         }
+        self.actions.insert(full_name.to_string());
         Ok(())
+    }
+
+    /// The actions (`pkg/Name`) added with [`SpecSet::insert_action`].
+    pub fn actions(&self) -> impl Iterator<Item = &str> {
+        self.actions.iter().map(String::as_str)
     }
 }
 

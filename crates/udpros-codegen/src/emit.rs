@@ -39,6 +39,14 @@ pub(crate) fn emit(
             emit_service(&mut out, set, srv, cp)?;
             services.push(format!("{package}::{}", srv.short_name()));
         }
+        for action in set.actions() {
+            let Some((action_package, name)) = action.split_once('/') else {
+                continue;
+            };
+            if action_package == *package && wanted.contains(&format!("{action}Action")) {
+                emit_action(&mut out, action, name, cp);
+            }
+        }
         out.push_str("}\n\n");
     }
     let _ = writeln!(
@@ -88,6 +96,21 @@ fn emit_service(out: &mut String, set: &SpecSet, srv: &SrvSpec, cp: &str) -> Res
     let _ = writeln!(out, "        const TEXT: &'static str = {:?};", srv.text);
     out.push_str("    }\n\n");
     Ok(())
+}
+
+/// The action's `impl Action` on its `<Name>Action` message: the six types a server and a
+/// client of it need.
+fn emit_action(out: &mut String, action: &str, name: &str, cp: &str) {
+    let _ = writeln!(
+        out,
+        "    /// `{action}` is an action: goals `{name}Goal`, results `{name}Result`, feedback `{name}Feedback`."
+    );
+    let _ = writeln!(out, "    impl {cp}::action::Action for {name}Action {{");
+    for part in ["Goal", "Result", "Feedback"] {
+        let _ = writeln!(out, "        type {part} = {name}{part};");
+        let _ = writeln!(out, "        type Action{part} = {name}Action{part};");
+    }
+    out.push_str("    }\n\n");
 }
 
 fn emit_message(

@@ -155,6 +155,7 @@ impl Generator {
         for srv in own.services() {
             set.insert_service(srv.clone());
         }
+        set.actions.extend(own.actions.iter().cloned());
         for dep in resolve_dependencies(&mut set, &self.search_and_trees())? {
             if !self
                 .external

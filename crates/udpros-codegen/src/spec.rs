@@ -480,6 +480,8 @@ fn parse_field(full_name: &str, package: &str, code: &str) -> Result<Field, Spec
 pub struct SpecSet {
     specs: BTreeMap<String, MsgSpec>,
     services: BTreeMap<String, SrvSpec>,
+    /// Actions (`pkg/Name`) whose seven messages the set holds.
+    pub(crate) actions: std::collections::BTreeSet<String>,
 }
 
 impl SpecSet {
@@ -705,27 +707,45 @@ impl SpecSet {
         Ok(count)
     }
 
-    /// Loads `dir/*.msg` as messages of `package` and `dir/*.srv` as its services; when
-    /// `dir` is a package's `msg` folder, the `srv` folder beside it too.
+    /// Loads the `.msg`, `.srv` and `.action` files of `dir` as messages, services and
+    /// actions of `package`; when `dir` is a package's `msg`, `srv` or `action` folder, the
+    /// other two beside it too.
     pub fn load_package_dir(
         &mut self,
         package: &str,
         dir: &std::path::Path,
     ) -> Result<usize, SpecError> {
+        const KINDS: [&str; 3] = ["msg", "srv", "action"];
+        let mut dirs = vec![dir.to_path_buf()];
+        if let (Some(name), Some(parent)) = (dir.file_name(), dir.parent()) {
+            if KINDS.iter().any(|k| name == *k) {
+                dirs.extend(
+                    KINDS
+                        .iter()
+                        .map(|k| parent.join(k))
+                        .filter(|d| d != dir && d.is_dir()),
+                );
+            }
+        }
         let mut count = 0;
-        for file in files_with_extension(dir, "msg") {
-            let (name, text) = read_spec_file(package, &file)?;
-            self.insert(MsgSpec::parse(&name, &text)?);
-            count += 1;
+        for d in &dirs {
+            for file in files_with_extension(d, "msg") {
+                let (name, text) = read_spec_file(package, &file)?;
+                self.insert(MsgSpec::parse(&name, &text)?);
+                count += 1;
+            }
         }
-        let mut srv_dirs = vec![dir.to_path_buf()];
-        if dir.file_name().is_some_and(|n| n == "msg") {
-            srv_dirs.extend(dir.parent().map(|p| p.join("srv")));
-        }
-        for file in srv_dirs.iter().flat_map(|d| files_with_extension(d, "srv")) {
-            let (name, text) = read_spec_file(package, &file)?;
-            self.insert_service(SrvSpec::parse(&name, &text)?);
-            count += 1;
+        for d in &dirs {
+            for file in files_with_extension(d, "srv") {
+                let (name, text) = read_spec_file(package, &file)?;
+                self.insert_service(SrvSpec::parse(&name, &text)?);
+                count += 1;
+            }
+            for file in files_with_extension(d, "action") {
+                let (name, text) = read_spec_file(package, &file)?;
+                self.insert_action(&name, &text)?;
+                count += 1;
+            }
         }
         Ok(count)
     }
@@ -739,7 +759,7 @@ fn files_with_extension(dir: &std::path::Path, extension: &str) -> Vec<std::path
         .collect()
 }
 
-/// `pkg/Stem` and the text of a `.msg` or `.srv` file.
+/// `pkg/Stem` and the text of a `.msg`, `.srv` or `.action` file.
 fn read_spec_file(package: &str, file: &std::path::Path) -> Result<(String, String), SpecError> {
     let stem = file
         .file_stem()
@@ -750,17 +770,19 @@ fn read_spec_file(package: &str, file: &std::path::Path) -> Result<(String, Stri
     Ok((format!("{package}/{stem}"), text))
 }
 
-/// Package folders below `root`: `root/<pkg>/msg` when it exists (its `srv` sibling is
-/// read with it), else `root/<pkg>/srv`, else `root/<pkg>` when it holds `.msg` or `.srv`
-/// files; `root` itself counts when it is a package (it has a `package.xml` and a `msg`
-/// or `srv` folder).
+/// Package folders below `root`: `root/<pkg>/msg` when it exists (its `srv` and `action`
+/// siblings are read with it), else `root/<pkg>/srv`, else `root/<pkg>/action`, else
+/// `root/<pkg>` when it holds `.msg`, `.srv` or `.action` files; `root` itself counts when it
+/// is a package (it has a `package.xml` and one of those folders).
 pub fn package_dirs(root: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
     let name_of = |p: &std::path::Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
     let spec_dir = |pkg: &std::path::Path| {
         let holds_specs = |d: &std::path::Path| {
-            !files_with_extension(d, "msg").is_empty() || !files_with_extension(d, "srv").is_empty()
+            ["msg", "srv", "action"]
+                .iter()
+                .any(|ext| !files_with_extension(d, ext).is_empty())
         };
-        [pkg.join("msg"), pkg.join("srv")]
+        [pkg.join("msg"), pkg.join("srv"), pkg.join("action")]
             .into_iter()
             .find(|d| d.is_dir())
             .or_else(|| holds_specs(pkg).then(|| pkg.to_path_buf()))

@@ -386,6 +386,11 @@ impl GoalTable {
         }
     }
 
+    /// Every listed goal's status, in the order they came.
+    pub fn statuses(&self) -> impl Iterator<Item = &GoalStatus> {
+        self.entries.values().map(|e| &e.status)
+    }
+
     /// The status list to publish now; finished goals past their time leave first.
     pub fn status_list(&mut self, now: Instant) -> Vec<GoalStatus> {
         while let Some(&(at, key)) = self.expiring.first() {

@@ -1,0 +1,513 @@
+//! The action client: one core [`CommStateMachine`] per goal, fed by the action's topics.
+
+use super::{goal_id_msg, stamp, status_msg, Action, ActionError, FEEDBACK_QUEUE};
+use crate::msg::{Message, Time};
+use crate::msgs::actionlib_msgs::{GoalID, GoalStatus, GoalStatusArray};
+use crate::node::{AdvertiseOptions, Node, RawPublisher, RawSubscriber, SubscribeOptions};
+use bytes::Bytes;
+use std::collections::{HashMap, VecDeque};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use udpros_core::action as core;
+use udpros_core::action::client::{CommState, CommStateMachine, SimpleState};
+
+/// How long a client with goals in flight waits, with no status publisher linked, before
+/// it takes the server for gone and its goals for LOST.
+pub const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
+
+/// Goal ids are unique per process, as roscpp's counter is.
+static GOAL_COUNT: AtomicU64 = AtomicU64::new(0);
+
+/// What happened to a goal, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GoalEvent<F> {
+    /// The goal's communication state changed.
+    Transition(CommState),
+    /// The server sent feedback.
+    Feedback(F),
+}
+
+/// One goal's state as the client's task keeps it.
+struct Tracked {
+    machine: CommStateMachine,
+    result: Option<Bytes>,
+    /// Transitions (never dropped; a goal passes through few) and feedback (the oldest go
+    /// past [`FEEDBACK_QUEUE`]), not yet taken by the handle.
+    events: VecDeque<GoalEvent<Bytes>>,
+    feedback_queued: usize,
+    wake: Arc<Notify>,
+}
+
+impl Tracked {
+    fn push_transitions(&mut self, passed: Vec<CommState>) {
+        if passed.is_empty() {
+            return;
+        }
+        self.events
+            .extend(passed.into_iter().map(GoalEvent::Transition));
+        self.wake.notify_one();
+    }
+
+    fn push_feedback(&mut self, payload: Bytes) {
+        if self.feedback_queued >= FEEDBACK_QUEUE {
+            if let Some(i) = self
+                .events
+                .iter()
+                .position(|e| matches!(e, GoalEvent::Feedback(_)))
+            {
+                self.events.remove(i);
+                self.feedback_queued -= 1;
+            }
+        }
+        self.events.push_back(GoalEvent::Feedback(payload));
+        self.feedback_queued += 1;
+        self.wake.notify_one();
+    }
+}
+
+pub(super) struct Shared {
+    goals: Mutex<HashMap<String, Tracked>>,
+    goal_pub: RawPublisher,
+    cancel_pub: RawPublisher,
+    node: Node,
+    /// The caller id of the last status array's publisher, and when it came.
+    last_status: Mutex<Option<(String, Instant)>>,
+}
+
+impl Shared {
+    fn goals(&self) -> MutexGuard<'_, HashMap<String, Tracked>> {
+        self.goals.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send_cancel(&self, cancel: &core::GoalId) {
+        match crate::wire::to_vec(cancel) {
+            Ok(body) => self.cancel_pub.publish_body(&body),
+            Err(e) => tracing::warn!("cancel request not sent: {e}"),
+        }
+    }
+}
+
+/// An action client: sends goals on `<ns>/goal` and follows each through roscpp's
+/// communication state machine from `<ns>/status`, `<ns>/result` and `<ns>/feedback`.
+///
+/// It keeps state only for goals whose [`ClientGoalHandle`] lives. When no status
+/// publisher has been linked for [`SERVER_GONE_AFTER`] while goals are in flight (the
+/// server died, or its node was killed), those goals end LOST; roscpp's client would wait
+/// for them forever.
+pub struct ActionClient<A: Action> {
+    shared: Arc<Shared>,
+    result_sub_links: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
+    task: tokio::task::JoinHandle<()>,
+    _action: PhantomData<fn() -> A>,
+}
+
+impl<A: Action> Drop for ActionClient<A> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl<A: Action> ActionClient<A> {
+    /// A client of action `namespace` (resolved as a topic name) on `node`.
+    pub async fn new(node: &Node, namespace: &str) -> Result<ActionClient<A>, ActionError> {
+        let ns = node.resolve_name(namespace);
+        let publish = AdvertiseOptions {
+            queue_size: 10,
+            ..AdvertiseOptions::default()
+        };
+        let info = crate::msg::MessageInfo::of::<A::ActionGoal>();
+        let goal_pub = node
+            .advertise_raw(
+                &format!("{ns}/goal"),
+                info.type_name,
+                info.md5sum,
+                info.definition,
+                publish.clone(),
+            )
+            .await?;
+        let cancel_pub = node
+            .advertise_raw(
+                &format!("{ns}/cancel"),
+                GoalID::TYPE,
+                GoalID::MD5SUM,
+                GoalID::DEFINITION,
+                publish,
+            )
+            .await?;
+        let subscribe = SubscribeOptions {
+            queue_size: 1024,
+            ..SubscribeOptions::tcp_only()
+        };
+        let status_sub = node
+            .subscribe_with(
+                &format!("{ns}/status"),
+                GoalStatusArray::TYPE,
+                GoalStatusArray::MD5SUM,
+                GoalStatusArray::DEFINITION,
+                subscribe.clone(),
+            )
+            .await?;
+        let result_sub = node
+            .subscribe_with(
+                &format!("{ns}/result"),
+                A::ActionResult::TYPE,
+                A::ActionResult::MD5SUM,
+                A::ActionResult::DEFINITION,
+                subscribe.clone(),
+            )
+            .await?;
+        let feedback_sub = node
+            .subscribe_with(
+                &format!("{ns}/feedback"),
+                A::ActionFeedback::TYPE,
+                A::ActionFeedback::MD5SUM,
+                A::ActionFeedback::DEFINITION,
+                subscribe,
+            )
+            .await?;
+        let shared = Arc::new(Shared {
+            goals: Mutex::new(HashMap::new()),
+            goal_pub,
+            cancel_pub,
+            node: node.clone(),
+            last_status: Mutex::new(None),
+        });
+        let result_links = result_sub.linked_callers();
+        let feedback_links = feedback_sub.linked_callers();
+        let result_sub_links: Arc<dyn Fn() -> Vec<String> + Send + Sync> = Arc::new(move || {
+            let feedback = feedback_links();
+            result_links()
+                .into_iter()
+                .filter(|caller| feedback.contains(caller))
+                .collect()
+        });
+        let task = tokio::spawn(follow(shared.clone(), status_sub, result_sub, feedback_sub));
+        Ok(ActionClient {
+            shared,
+            result_sub_links,
+            task,
+            _action: PhantomData,
+        })
+    }
+
+    /// True when a server is linked both ways: its status arrived, it subscribes to this
+    /// client's goals and cancels, and this client hears its results and feedback (what
+    /// rospy's `wait_for_server` checks).
+    pub fn is_server_connected(&self) -> bool {
+        let Some((server, _)) = self
+            .shared
+            .last_status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        else {
+            return false;
+        };
+        let subscribes = |p: &RawPublisher| p.links().iter().any(|l| l.caller_id == server);
+        subscribes(&self.shared.goal_pub)
+            && subscribes(&self.shared.cancel_pub)
+            && (self.result_sub_links)().contains(&server)
+    }
+
+    /// Waits until [`is_server_connected`](Self::is_server_connected), at most `timeout`
+    /// (`None`: for ever). True when connected.
+    pub async fn wait_for_server(&self, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if self.is_server_connected() {
+                return true;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) || !self.shared.node.ok() {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Sends a goal; follow it with the handle.
+    pub fn send_goal(&self, goal: &A::Goal) -> Result<ClientGoalHandle<A>, ActionError> {
+        let now = self.shared.node.now();
+        let n = GOAL_COUNT.fetch_add(1, Ordering::Relaxed) + 1;
+        let goal_id = core::GoalId {
+            stamp: stamp(now),
+            id: format!("{}-{n}-{}.{}", self.shared.node.name(), now.sec, now.nsec),
+        };
+        let payload = crate::wire::to_vec(goal)?;
+        let body = core::goal_message(stamp(now), &goal_id, &payload)?;
+        let wake = Arc::new(Notify::new());
+        self.shared.goals().insert(
+            goal_id.id.clone(),
+            Tracked {
+                machine: CommStateMachine::new(),
+                result: None,
+                events: VecDeque::new(),
+                feedback_queued: 0,
+                wake: wake.clone(),
+            },
+        );
+        self.shared.goal_pub.publish_body(&body);
+        Ok(ClientGoalHandle {
+            view: GoalView {
+                goal: Arc::new(GoalRef {
+                    shared: self.shared.clone(),
+                    goal_id,
+                }),
+                _action: PhantomData,
+            },
+            wake,
+        })
+    }
+
+    /// Asks the server to cancel every goal, this client's or not.
+    pub fn cancel_all_goals(&self) {
+        self.shared.send_cancel(&core::GoalId::default());
+    }
+
+    /// Asks the server to cancel every goal stamped at or before `time`.
+    pub fn cancel_goals_at_and_before_time(&self, time: Time) {
+        self.shared.send_cancel(&core::GoalId {
+            stamp: stamp(time),
+            id: String::new(),
+        });
+    }
+}
+
+/// The client's task: status arrays, results and feedback in, goal states out.
+async fn follow(
+    shared: Arc<Shared>,
+    mut status_sub: RawSubscriber,
+    mut result_sub: RawSubscriber,
+    mut feedback_sub: RawSubscriber,
+) {
+    let mut unlinked_since: Option<Instant> = None;
+    let mut check = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            received = status_sub.recv() => {
+                let Some(received) = received else { break };
+                let Ok(array) = crate::wire::from_slice::<core::StatusArray>(&received.body) else {
+                    continue;
+                };
+                if let Some(caller) = received.publisher.get("callerid") {
+                    *shared.last_status.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((caller.to_string(), Instant::now()));
+                }
+                let mut goals = shared.goals();
+                if goals.is_empty() {
+                    continue;
+                }
+                let listed: HashMap<&str, &core::GoalStatus> = array
+                    .status_list
+                    .iter()
+                    .map(|s| (s.goal_id.id.as_str(), s))
+                    .collect();
+                for (id, tracked) in goals.iter_mut() {
+                    let passed = tracked.machine.on_status(listed.get(id.as_str()).copied());
+                    tracked.push_transitions(passed);
+                }
+            }
+            received = result_sub.recv() => {
+                let Some(received) = received else { break };
+                let Ok((_, st, payload)) = core::split_status_message(&received.body) else {
+                    continue;
+                };
+                let payload = received.body.slice_ref(payload);
+                if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
+                    let passed = tracked.machine.on_result(&st);
+                    if !passed.is_empty() {
+                        tracked.result = Some(payload);
+                    }
+                    tracked.push_transitions(passed);
+                }
+            }
+            received = feedback_sub.recv() => {
+                let Some(received) = received else { break };
+                let Ok((_, st, payload)) = core::split_status_message(&received.body) else {
+                    continue;
+                };
+                let payload = received.body.slice_ref(payload);
+                if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
+                    if tracked.machine.state() != CommState::Done {
+                        tracked.push_feedback(payload);
+                    }
+                }
+            }
+            _ = check.tick() => {
+                let mut goals = shared.goals();
+                let in_flight = goals.values().any(|t| t.machine.state() != CommState::Done);
+                if !in_flight || status_sub.num_publishers() > 0 {
+                    unlinked_since = None;
+                    continue;
+                }
+                let since = *unlinked_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= SERVER_GONE_AFTER {
+                    for tracked in goals.values_mut() {
+                        let passed = tracked.machine.lose();
+                        tracked.push_transitions(passed);
+                    }
+                    unlinked_since = None;
+                }
+            }
+        }
+    }
+    // The node shut down: every handle's wait ends.
+    for tracked in shared.goals().values() {
+        tracked.wake.notify_one();
+    }
+}
+
+/// One goal sent by an [`ActionClient`]. Dropping it (and every [`GoalView`] of it) stops
+/// following the goal; the goal itself goes on at the server.
+pub struct ClientGoalHandle<A: Action> {
+    view: GoalView<A>,
+    wake: Arc<Notify>,
+}
+
+/// A goal's state without its events: what a [`ClientGoalHandle`] reads, shared.
+pub struct GoalView<A: Action> {
+    goal: Arc<GoalRef>,
+    _action: PhantomData<fn() -> A>,
+}
+
+impl<A: Action> Clone for GoalView<A> {
+    fn clone(&self) -> Self {
+        GoalView {
+            goal: self.goal.clone(),
+            _action: PhantomData,
+        }
+    }
+}
+
+/// The tracked goal's key; the last reference stops the tracking.
+struct GoalRef {
+    shared: Arc<Shared>,
+    goal_id: core::GoalId,
+}
+
+impl Drop for GoalRef {
+    fn drop(&mut self) {
+        self.shared.goals().remove(&self.goal_id.id);
+    }
+}
+
+impl<A: Action> std::fmt::Debug for ClientGoalHandle<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientGoalHandle")
+            .field("goal_id", &self.view.goal.goal_id.id)
+            .field("comm_state", &self.comm_state())
+            .finish()
+    }
+}
+
+impl<A: Action> std::ops::Deref for ClientGoalHandle<A> {
+    type Target = GoalView<A>;
+
+    fn deref(&self) -> &GoalView<A> {
+        &self.view
+    }
+}
+
+impl<A: Action> GoalView<A> {
+    fn with<T>(&self, f: impl FnOnce(&mut Tracked) -> T) -> Option<T> {
+        self.goal
+            .shared
+            .goals()
+            .get_mut(&self.goal.goal_id.id)
+            .map(f)
+    }
+
+    /// The goal's id, as sent.
+    pub fn goal_id(&self) -> GoalID {
+        goal_id_msg(&self.goal.goal_id)
+    }
+
+    /// The communication state now.
+    pub fn comm_state(&self) -> CommState {
+        self.with(|t| t.machine.state()).unwrap_or(CommState::Done)
+    }
+
+    /// The simple client's state now (PENDING, ACTIVE, or how the goal ended).
+    pub fn simple_state(&self) -> SimpleState {
+        self.with(|t| t.machine.simple_state())
+            .unwrap_or(SimpleState::Lost)
+    }
+
+    /// The server's latest status for the goal (LOST once the client lost it).
+    pub fn goal_status(&self) -> Option<GoalStatus> {
+        self.with(|t| t.machine.latest_status().map(status_msg))
+            .flatten()
+    }
+
+    /// The result, once it came and decoded.
+    pub fn result(&self) -> Option<A::Result> {
+        let payload = self.with(|t| t.result.clone()).flatten()?;
+        crate::wire::from_bytes(&payload).ok()
+    }
+
+    /// True when the goal is DONE: its result came, or it was lost.
+    pub fn is_done(&self) -> bool {
+        self.comm_state() == CommState::Done
+    }
+
+    /// Asks the server to cancel this goal; false when the goal is finished or already
+    /// being cancelled, and nothing was sent.
+    pub fn cancel(&self) -> bool {
+        let send = self.with(|t| t.machine.cancel()).unwrap_or(false);
+        if send {
+            self.goal.shared.send_cancel(&core::GoalId {
+                stamp: core::Stamp::ZERO,
+                id: self.goal.goal_id.id.clone(),
+            });
+        }
+        send
+    }
+}
+
+impl<A: Action> ClientGoalHandle<A> {
+    /// A view of the goal's state that can be kept apart from the handle.
+    pub fn view(&self) -> GoalView<A> {
+        self.view.clone()
+    }
+
+    /// The next transition or feedback, in the order they came; `None` after DONE once
+    /// every event was taken, or when the node shut down. Feedback that does not decode
+    /// as the action's is skipped.
+    pub async fn next_event(&mut self) -> Option<GoalEvent<A::Feedback>> {
+        loop {
+            let notified = self.wake.notified();
+            let (event, done) = self.with(|t| {
+                let event = t.events.pop_front();
+                if matches!(event, Some(GoalEvent::Feedback(_))) {
+                    t.feedback_queued -= 1;
+                }
+                (event, t.machine.state() == CommState::Done)
+            })?;
+            match event {
+                Some(GoalEvent::Transition(state)) => return Some(GoalEvent::Transition(state)),
+                Some(GoalEvent::Feedback(bytes)) => {
+                    if let Ok(feedback) = crate::wire::from_bytes(&bytes) {
+                        return Some(GoalEvent::Feedback(feedback));
+                    }
+                }
+                None if done || !self.goal.shared.node.ok() => return None,
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Waits until the goal is DONE (taking its events), at most `timeout` (`None`: for
+    /// ever). True when it is done.
+    pub async fn wait_for_done(&mut self, timeout: Option<Duration>) -> bool {
+        let wait = async { while self.next_event().await.is_some() {} };
+        match timeout {
+            Some(t) => {
+                let _ = tokio::time::timeout(t, wait).await;
+            }
+            None => wait.await,
+        }
+        self.comm_state() == CommState::Done
+    }
+}
