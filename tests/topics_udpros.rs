@@ -478,3 +478,40 @@ async fn fec_is_negotiated_between_udpros_peers_and_shown() {
     assert_eq!(plain_publisher.links()[0].fec, None);
     assert_eq!(plain.links()[0].udp.repairs, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_dropped_and_made_again_at_once_stay_registered() {
+    // The unregistration of the dropped handle runs in the background; the new
+    // registration waits for it, or the master would hear them in the wrong order and
+    // forget the new one.
+    let (_master, talker, _listener) = graph().await;
+    for _ in 0..20 {
+        let publisher = talker
+            .advertise::<std_msgs::String>("again", AdvertiseOptions::default())
+            .await
+            .unwrap();
+        drop(publisher);
+        let subscriber = talker
+            .subscribe::<std_msgs::String>("again_in", SubscribeOptions::default())
+            .await
+            .unwrap();
+        drop(subscriber);
+    }
+    let _publisher = talker
+        .advertise::<std_msgs::String>("again", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let _subscriber = talker
+        .subscribe::<std_msgs::String>("again_in", SubscribeOptions::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await; // any late unregistration lands
+    let state = talker.master().get_system_state().await.unwrap();
+    let lists = |table: &[(String, Vec<String>)], topic: &str| {
+        table
+            .iter()
+            .any(|(t, nodes)| t == topic && nodes.iter().any(|n| n == "/talker"))
+    };
+    assert!(lists(&state.publishers, "/again"), "{state:?}");
+    assert!(lists(&state.subscribers, "/again_in"), "{state:?}");
+}

@@ -12,7 +12,7 @@ pub mod args;
 mod handles;
 mod lifecycle;
 pub mod params;
-mod registry;
+pub(crate) mod registry;
 pub(crate) mod services;
 mod slave;
 mod start;
@@ -108,6 +108,8 @@ pub(crate) struct NodeInner {
     pub(crate) link_ids: Arc<AtomicU32>,
     pub(crate) topics: topics::Topics,
     pub(crate) services: services::Services,
+    /// Single unregistrations not yet done, which a new registration of the name awaits.
+    pub(crate) in_flight: Arc<registry::InFlight>,
     shutdown: watch::Sender<Option<String>>,
     watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
     rosout: Mutex<Option<RawPublisher>>,

@@ -11,6 +11,42 @@ use crate::transport::publication::Publication;
 use crate::transport::subscription::Subscription;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+/// Unregistrations of single topics and services still on their way to the master, by
+/// kind and name. Advertising or subscribing the same name again waits for them: a handle
+/// dropped and made again at once would otherwise have its `register` reach the master
+/// before the old `unregister`, which then removes the new registration.
+#[derive(Default)]
+pub(crate) struct InFlight(Mutex<HashMap<String, watch::Receiver<bool>>>);
+
+impl InFlight {
+    fn start(&self, key: &str) -> watch::Sender<bool> {
+        let (done, receiver) = watch::channel(false);
+        lock(&self.0).insert(key.to_string(), receiver);
+        done
+    }
+
+    fn finish(&self, key: &str, done: watch::Sender<bool>) {
+        done.send_replace(true);
+        let mut table = lock(&self.0);
+        if table
+            .get(key)
+            .is_some_and(|r| r.same_channel(&done.subscribe()))
+        {
+            table.remove(key);
+        }
+    }
+
+    /// Waits until no unregistration of `key` is in flight.
+    pub(crate) async fn settled(&self, key: &str) {
+        let pending = lock(&self.0).get(key).cloned();
+        if let Some(mut pending) = pending {
+            // An error means the unregistering task is gone: nothing to wait for.
+            let _ = pending.wait_for(|done| *done).await;
+        }
+    }
+}
 
 /// One thing the node is registered with the master for.
 #[derive(Clone)]
@@ -55,6 +91,17 @@ impl Registration {
                 node.params.update(key, value);
                 Ok(())
             }
+        }
+    }
+
+    /// The name [`InFlight`] knows it by; `None` for parameters, which nothing re-registers
+    /// at once.
+    pub(crate) fn in_flight_key(&self) -> Option<String> {
+        match self {
+            Registration::Publisher(p) => Some(format!("pub {}", p.info.topic)),
+            Registration::Subscriber(s) => Some(format!("sub {}", s.config.topic)),
+            Registration::Service(s) => Some(format!("srv {}", s.identity.service)),
+            Registration::Param(_) => None,
         }
     }
 
@@ -142,8 +189,14 @@ impl NodeInner {
     /// background.
     pub(crate) fn spawn_unregister(&self, what: Registration) {
         let (master, uri) = (self.master.clone(), self.api_uri());
+        let key = what.in_flight_key();
+        let done = key.as_deref().map(|k| self.in_flight.start(k));
+        let in_flight = self.in_flight.clone();
         self.spawn_background(async move {
             let _ = what.unregister(&master, &uri).await;
+            if let (Some(key), Some(done)) = (key, done) {
+                in_flight.finish(&key, done);
+            }
         });
     }
 

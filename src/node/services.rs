@@ -41,6 +41,8 @@ impl Node {
             node: Arc::downgrade(&self.inner),
             publication: publication.clone(),
         };
+        let in_flight = format!("srv {}", publication.identity.service);
+        self.inner.in_flight.settled(&in_flight).await;
         self.inner
             .master
             .register_service(&publication.identity.service, &publication.uri, self.uri())

@@ -83,6 +83,7 @@ impl Node {
             link_ids: Arc::new(AtomicU32::new(0)),
             topics: super::topics::Topics::default(),
             services: super::services::Services::default(),
+            in_flight: Arc::default(),
             shutdown: watch::channel(None).0,
             watchdog: Mutex::new(None),
             rosout: Mutex::new(None),

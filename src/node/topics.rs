@@ -187,6 +187,7 @@ impl Node {
             entry.handles += 1;
             entry.publication.clone()
         };
+        self.inner.in_flight.settled(&format!("pub {topic}")).await;
         self.inner
             .master
             .register_publisher(&topic, msg_type, self.uri())
@@ -249,6 +250,7 @@ impl Node {
         };
         let sink = subscription.add_sink(options.queue_size, options.max_queued_bytes);
         if fresh {
+            self.inner.in_flight.settled(&format!("sub {topic}")).await;
             let updates_before = subscription.update_count();
             let publishers = self
                 .inner

@@ -76,6 +76,17 @@ pub fn roscpp_service_peer() -> Option<PathBuf> {
         .ok()
 }
 
+/// The roscpp actionlib peer (`peers/roscpp_action_peer.cpp`: a simple server and a simple
+/// client of actionlib's Test action), built as [`roscpp_peer`] is.
+pub fn roscpp_action_peer() -> Option<PathBuf> {
+    let packages = ["roscpp", "actionlib"];
+    let source = peer_script("roscpp_action_peer.cpp");
+    let built = cpp_peer::build_once(&source, "roscpp_action_peer", &packages);
+    built
+        .map_err(|e| skip_cpp_peer("roscpp_action_peer", &packages, e))
+        .ok()
+}
+
 /// Generates the Python classes of the services `srvs` (`(name, .srv text)`) of
 /// `package` with genpy into `root`, as catkin would; put `root` on `PYTHONPATH`.
 pub fn genpy_services(python: &Path, root: &Path, package: &str, srvs: &[(&str, &str)]) {
