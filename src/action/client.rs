@@ -1,9 +1,12 @@
 //! The action client: one core [`CommStateMachine`] per goal, fed by the action's topics.
+//! [`RawActionClient`] works with encoded goals, results and feedback, for types learnt at
+//! run time (`udpros action send`); [`ActionClient`] is the typed one on top.
 
 use super::{goal_id_msg, stamp, status_msg, Action, ActionError, FEEDBACK_QUEUE};
 use crate::msg::{Message, Time};
 use crate::msgs::actionlib_msgs::{GoalID, GoalStatus, GoalStatusArray};
 use crate::node::{AdvertiseOptions, Node, RawPublisher, RawSubscriber, SubscribeOptions};
+use crate::wire::header::ConnectionHeader;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::marker::PhantomData;
@@ -68,6 +71,32 @@ impl Tracked {
     }
 }
 
+/// The message types of an action's goal, result and feedback topics, as connection
+/// headers name them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionTypes {
+    /// `<Name>ActionGoal`: type, md5sum, full definition.
+    pub goal: (String, String, String),
+    /// `<Name>ActionResult`; `("*", "*", "")` takes whatever the server publishes.
+    pub result: (String, String, String),
+    /// `<Name>ActionFeedback`; `("*", "*", "")` as for results.
+    pub feedback: (String, String, String),
+}
+
+impl ActionTypes {
+    /// The types of action `A`.
+    pub fn of<A: Action>() -> ActionTypes {
+        fn info<M: Message>() -> (String, String, String) {
+            (M::TYPE.into(), M::MD5SUM.into(), M::DEFINITION.into())
+        }
+        ActionTypes {
+            goal: info::<A::ActionGoal>(),
+            result: info::<A::ActionResult>(),
+            feedback: info::<A::ActionFeedback>(),
+        }
+    }
+}
+
 pub(super) struct Shared {
     goals: Mutex<HashMap<String, Tracked>>,
     goal_pub: RawPublisher,
@@ -75,6 +104,19 @@ pub(super) struct Shared {
     node: Node,
     /// The caller id of the last status array's publisher, and when it came.
     last_status: Mutex<Option<(String, Instant)>>,
+    /// The connection headers of the last result's and feedback's publishers: what they
+    /// carry, when the client took any type.
+    last_headers: Mutex<PublisherHeaders>,
+}
+
+/// The connection headers of the publishers of the last result and the last feedback a
+/// client heard: their `type` and `message_definition` describe what they sent.
+#[derive(Debug, Clone, Default)]
+pub struct PublisherHeaders {
+    /// The last result's publisher.
+    pub result: Option<Arc<ConnectionHeader>>,
+    /// The last feedback's publisher.
+    pub feedback: Option<Arc<ConnectionHeader>>,
 }
 
 impl Shared {
@@ -90,41 +132,45 @@ impl Shared {
     }
 }
 
-/// An action client: sends goals on `<ns>/goal` and follows each through roscpp's
-/// communication state machine from `<ns>/status`, `<ns>/result` and `<ns>/feedback`.
+/// An action client on encoded messages: sends goals on `<ns>/goal` and follows each
+/// through roscpp's communication state machine from `<ns>/status`, `<ns>/result` and
+/// `<ns>/feedback`.
 ///
-/// It keeps state only for goals whose [`ClientGoalHandle`] lives. When no status
-/// publisher has been linked for [`SERVER_GONE_AFTER`] while goals are in flight (the
-/// server died, or its node was killed), those goals end LOST; roscpp's client would wait
-/// for them forever.
-pub struct ActionClient<A: Action> {
+/// It keeps state only for goals whose handle lives. When no status publisher has been
+/// linked for [`SERVER_GONE_AFTER`] while goals are in flight (the server died, or its
+/// node was killed), those goals end LOST; roscpp's client would wait for them forever.
+pub struct RawActionClient {
     shared: Arc<Shared>,
     result_sub_links: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
     task: tokio::task::JoinHandle<()>,
-    _action: PhantomData<fn() -> A>,
 }
 
-impl<A: Action> Drop for ActionClient<A> {
+impl Drop for RawActionClient {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl<A: Action> ActionClient<A> {
-    /// A client of action `namespace` (resolved as a topic name) on `node`.
-    pub async fn new(node: &Node, namespace: &str) -> Result<ActionClient<A>, ActionError> {
+impl RawActionClient {
+    /// A client of action `namespace` (resolved as a topic name) on `node`, for messages
+    /// of `types`.
+    pub async fn new(
+        node: &Node,
+        namespace: &str,
+        types: &ActionTypes,
+    ) -> Result<RawActionClient, ActionError> {
         let ns = node.resolve_name(namespace);
         let publish = AdvertiseOptions {
             queue_size: 10,
             ..AdvertiseOptions::default()
         };
-        let info = crate::msg::MessageInfo::of::<A::ActionGoal>();
+        let (goal_type, goal_md5, goal_definition) = &types.goal;
         let goal_pub = node
             .advertise_raw(
                 &format!("{ns}/goal"),
-                info.type_name,
-                info.md5sum,
-                info.definition,
+                goal_type,
+                goal_md5,
+                goal_definition,
                 publish.clone(),
             )
             .await?;
@@ -150,23 +196,13 @@ impl<A: Action> ActionClient<A> {
                 subscribe.clone(),
             )
             .await?;
+        let (t, m, d) = &types.result;
         let result_sub = node
-            .subscribe_with(
-                &format!("{ns}/result"),
-                A::ActionResult::TYPE,
-                A::ActionResult::MD5SUM,
-                A::ActionResult::DEFINITION,
-                subscribe.clone(),
-            )
+            .subscribe_with(&format!("{ns}/result"), t, m, d, subscribe.clone())
             .await?;
+        let (t, m, d) = &types.feedback;
         let feedback_sub = node
-            .subscribe_with(
-                &format!("{ns}/feedback"),
-                A::ActionFeedback::TYPE,
-                A::ActionFeedback::MD5SUM,
-                A::ActionFeedback::DEFINITION,
-                subscribe,
-            )
+            .subscribe_with(&format!("{ns}/feedback"), t, m, d, subscribe)
             .await?;
         let shared = Arc::new(Shared {
             goals: Mutex::new(HashMap::new()),
@@ -174,6 +210,7 @@ impl<A: Action> ActionClient<A> {
             cancel_pub,
             node: node.clone(),
             last_status: Mutex::new(None),
+            last_headers: Mutex::new(PublisherHeaders::default()),
         });
         let result_links = result_sub.linked_callers();
         let feedback_links = feedback_sub.linked_callers();
@@ -185,12 +222,20 @@ impl<A: Action> ActionClient<A> {
                 .collect()
         });
         let task = tokio::spawn(follow(shared.clone(), status_sub, result_sub, feedback_sub));
-        Ok(ActionClient {
+        Ok(RawActionClient {
             shared,
             result_sub_links,
             task,
-            _action: PhantomData,
         })
+    }
+
+    /// The connection headers of the publishers of the last result and the last feedback.
+    pub fn last_headers(&self) -> PublisherHeaders {
+        self.shared
+            .last_headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// True when a server is linked both ways: its status arrived, it subscribes to this
@@ -227,16 +272,15 @@ impl<A: Action> ActionClient<A> {
         }
     }
 
-    /// Sends a goal; follow it with the handle.
-    pub fn send_goal(&self, goal: &A::Goal) -> Result<ClientGoalHandle<A>, ActionError> {
+    /// Sends a goal (an encoded `<Name>Goal`); follow it with the handle.
+    pub fn send_goal(&self, goal: &[u8]) -> Result<RawGoalHandle, ActionError> {
         let now = self.shared.node.now();
         let n = GOAL_COUNT.fetch_add(1, Ordering::Relaxed) + 1;
         let goal_id = core::GoalId {
             stamp: stamp(now),
             id: format!("{}-{n}-{}.{}", self.shared.node.name(), now.sec, now.nsec),
         };
-        let payload = crate::wire::to_vec(goal)?;
-        let body = core::goal_message(stamp(now), &goal_id, &payload)?;
+        let body = core::goal_message(stamp(now), &goal_id, goal)?;
         let wake = Arc::new(Notify::new());
         self.shared.goals().insert(
             goal_id.id.clone(),
@@ -249,13 +293,12 @@ impl<A: Action> ActionClient<A> {
             },
         );
         self.shared.goal_pub.publish_body(&body);
-        Ok(ClientGoalHandle {
-            view: GoalView {
+        Ok(RawGoalHandle {
+            view: RawGoalView {
                 goal: Arc::new(GoalRef {
                     shared: self.shared.clone(),
                     goal_id,
                 }),
-                _action: PhantomData,
             },
             wake,
         })
@@ -315,6 +358,8 @@ async fn follow(
                     continue;
                 };
                 let payload = received.body.slice_ref(payload);
+                shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).result =
+                    Some(received.publisher.clone());
                 if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
                     let passed = tracked.machine.on_result(&st);
                     if !passed.is_empty() {
@@ -329,6 +374,8 @@ async fn follow(
                     continue;
                 };
                 let payload = received.body.slice_ref(payload);
+                shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).feedback =
+                    Some(received.publisher.clone());
                 if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
                     if tracked.machine.state() != CommState::Done {
                         tracked.push_feedback(payload);
@@ -359,26 +406,17 @@ async fn follow(
     }
 }
 
-/// One goal sent by an [`ActionClient`]. Dropping it (and every [`GoalView`] of it) stops
-/// following the goal; the goal itself goes on at the server.
-pub struct ClientGoalHandle<A: Action> {
-    view: GoalView<A>,
+/// One goal sent by a [`RawActionClient`]. Dropping it (and every [`RawGoalView`] of it)
+/// stops following the goal; the goal itself goes on at the server.
+pub struct RawGoalHandle {
+    view: RawGoalView,
     wake: Arc<Notify>,
 }
 
-/// A goal's state without its events: what a [`ClientGoalHandle`] reads, shared.
-pub struct GoalView<A: Action> {
+/// A goal's state without its events, shared: what a handle reads.
+#[derive(Clone)]
+pub struct RawGoalView {
     goal: Arc<GoalRef>,
-    _action: PhantomData<fn() -> A>,
-}
-
-impl<A: Action> Clone for GoalView<A> {
-    fn clone(&self) -> Self {
-        GoalView {
-            goal: self.goal.clone(),
-            _action: PhantomData,
-        }
-    }
 }
 
 /// The tracked goal's key; the last reference stops the tracking.
@@ -393,24 +431,24 @@ impl Drop for GoalRef {
     }
 }
 
-impl<A: Action> std::fmt::Debug for ClientGoalHandle<A> {
+impl std::fmt::Debug for RawGoalView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClientGoalHandle")
-            .field("goal_id", &self.view.goal.goal_id.id)
+        f.debug_struct("GoalView")
+            .field("goal_id", &self.goal.goal_id.id)
             .field("comm_state", &self.comm_state())
             .finish()
     }
 }
 
-impl<A: Action> std::ops::Deref for ClientGoalHandle<A> {
-    type Target = GoalView<A>;
+impl std::ops::Deref for RawGoalHandle {
+    type Target = RawGoalView;
 
-    fn deref(&self) -> &GoalView<A> {
+    fn deref(&self) -> &RawGoalView {
         &self.view
     }
 }
 
-impl<A: Action> GoalView<A> {
+impl RawGoalView {
     fn with<T>(&self, f: impl FnOnce(&mut Tracked) -> T) -> Option<T> {
         self.goal
             .shared
@@ -441,10 +479,9 @@ impl<A: Action> GoalView<A> {
             .flatten()
     }
 
-    /// The result, once it came and decoded.
-    pub fn result(&self) -> Option<A::Result> {
-        let payload = self.with(|t| t.result.clone()).flatten()?;
-        crate::wire::from_bytes(&payload).ok()
+    /// The encoded result, once it came.
+    pub fn result_bytes(&self) -> Option<Bytes> {
+        self.with(|t| t.result.clone()).flatten()
     }
 
     /// True when the goal is DONE: its result came, or it was lost.
@@ -466,16 +503,15 @@ impl<A: Action> GoalView<A> {
     }
 }
 
-impl<A: Action> ClientGoalHandle<A> {
+impl RawGoalHandle {
     /// A view of the goal's state that can be kept apart from the handle.
-    pub fn view(&self) -> GoalView<A> {
+    pub fn view(&self) -> RawGoalView {
         self.view.clone()
     }
 
-    /// The next transition or feedback, in the order they came; `None` after DONE once
-    /// every event was taken, or when the node shut down. Feedback that does not decode
-    /// as the action's is skipped.
-    pub async fn next_event(&mut self) -> Option<GoalEvent<A::Feedback>> {
+    /// The next transition or encoded feedback, in the order they came; `None` after DONE
+    /// once every event was taken, or when the node shut down.
+    pub async fn next_event(&mut self) -> Option<GoalEvent<Bytes>> {
         loop {
             let notified = self.wake.notified();
             let (event, done) = self.with(|t| {
@@ -486,12 +522,7 @@ impl<A: Action> ClientGoalHandle<A> {
                 (event, t.machine.state() == CommState::Done)
             })?;
             match event {
-                Some(GoalEvent::Transition(state)) => return Some(GoalEvent::Transition(state)),
-                Some(GoalEvent::Feedback(bytes)) => {
-                    if let Ok(feedback) = crate::wire::from_bytes(&bytes) {
-                        return Some(GoalEvent::Feedback(feedback));
-                    }
-                }
+                Some(event) => return Some(event),
                 None if done || !self.goal.shared.node.ok() => return None,
                 None => notified.await,
             }
@@ -508,6 +539,126 @@ impl<A: Action> ClientGoalHandle<A> {
             }
             None => wait.await,
         }
-        self.comm_state() == CommState::Done
+        self.is_done()
+    }
+}
+
+/// An action client of action `A`: a [`RawActionClient`] that encodes goals and decodes
+/// results and feedback. See [`RawActionClient`] for what it keeps and when goals are
+/// lost.
+pub struct ActionClient<A: Action> {
+    raw: RawActionClient,
+    _action: PhantomData<fn() -> A>,
+}
+
+impl<A: Action> ActionClient<A> {
+    /// A client of action `namespace` (resolved as a topic name) on `node`.
+    pub async fn new(node: &Node, namespace: &str) -> Result<ActionClient<A>, ActionError> {
+        Ok(ActionClient {
+            raw: RawActionClient::new(node, namespace, &ActionTypes::of::<A>()).await?,
+            _action: PhantomData,
+        })
+    }
+
+    /// Sends a goal; follow it with the handle.
+    pub fn send_goal(&self, goal: &A::Goal) -> Result<ClientGoalHandle<A>, ActionError> {
+        let raw = self.raw.send_goal(&crate::wire::to_vec(goal)?)?;
+        Ok(ClientGoalHandle {
+            view: GoalView {
+                raw: raw.view(),
+                _action: PhantomData,
+            },
+            raw,
+        })
+    }
+}
+
+impl<A: Action> std::ops::Deref for ActionClient<A> {
+    type Target = RawActionClient;
+
+    fn deref(&self) -> &RawActionClient {
+        &self.raw
+    }
+}
+
+/// One goal sent by an [`ActionClient`]; its state through [`GoalView`]'s methods.
+/// Dropping it (and every view of it) stops following the goal; the goal itself goes on
+/// at the server.
+pub struct ClientGoalHandle<A: Action> {
+    raw: RawGoalHandle,
+    view: GoalView<A>,
+}
+
+/// A goal's state without its events, shared: what a [`ClientGoalHandle`] reads, and the
+/// raw view's calls (`comm_state`, `simple_state`, `cancel`...).
+pub struct GoalView<A: Action> {
+    raw: RawGoalView,
+    _action: PhantomData<fn() -> A>,
+}
+
+impl<A: Action> Clone for GoalView<A> {
+    fn clone(&self) -> Self {
+        GoalView {
+            raw: self.raw.clone(),
+            _action: PhantomData,
+        }
+    }
+}
+
+impl<A: Action> std::ops::Deref for GoalView<A> {
+    type Target = RawGoalView;
+
+    fn deref(&self) -> &RawGoalView {
+        &self.raw
+    }
+}
+
+impl<A: Action> GoalView<A> {
+    /// The result, once it came and decoded.
+    pub fn result(&self) -> Option<A::Result> {
+        crate::wire::from_bytes(&self.raw.result_bytes()?).ok()
+    }
+}
+
+impl<A: Action> std::fmt::Debug for ClientGoalHandle<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.raw.view.fmt(f)
+    }
+}
+
+impl<A: Action> std::ops::Deref for ClientGoalHandle<A> {
+    type Target = GoalView<A>;
+
+    fn deref(&self) -> &GoalView<A> {
+        &self.view
+    }
+}
+
+impl<A: Action> ClientGoalHandle<A> {
+    /// A view of the goal's state that can be kept apart from the handle.
+    pub fn view(&self) -> GoalView<A> {
+        self.view.clone()
+    }
+
+    /// The next transition or feedback, in the order they came; `None` after DONE once
+    /// every event was taken, or when the node shut down. Feedback that does not decode
+    /// as the action's is skipped.
+    pub async fn next_event(&mut self) -> Option<GoalEvent<A::Feedback>> {
+        loop {
+            match self.raw.next_event().await? {
+                GoalEvent::Transition(state) => return Some(GoalEvent::Transition(state)),
+                GoalEvent::Feedback(bytes) => {
+                    if let Ok(feedback) = crate::wire::from_bytes(&bytes) {
+                        return Some(GoalEvent::Feedback(feedback));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits until the goal is DONE (taking its events), at most `timeout` (`None`: for
+    /// ever). True when it is done.
+    pub async fn wait_for_done(&mut self, timeout: Option<Duration>) -> bool {
+        self.raw.wait_for_done(timeout).await
     }
 }

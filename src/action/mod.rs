@@ -34,7 +34,10 @@ mod server;
 mod simple_client;
 mod simple_server;
 
-pub use client::{ActionClient, ClientGoalHandle, GoalEvent, GoalView, SERVER_GONE_AFTER};
+pub use client::{
+    ActionClient, ActionTypes, ClientGoalHandle, GoalEvent, GoalView, RawActionClient,
+    RawGoalHandle, RawGoalView, SERVER_GONE_AFTER,
+};
 pub use server::{ActionServer, ActionServerOptions, ServerGoalHandle};
 pub use simple_client::SimpleActionClient;
 pub use simple_server::SimpleActionServer;

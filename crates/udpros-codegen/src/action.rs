@@ -114,6 +114,29 @@ mod tests {
     }
 
     #[test]
+    fn action_files_load_from_trees_and_by_message_name() {
+        let root = std::env::temp_dir().join(format!("udpros-action-{}", std::process::id()));
+        let dir = root.join("demo").join("action");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("Dive.action"),
+            "float32 depth\n---\n---\nfloat32 now\n",
+        )
+        .unwrap();
+        let mut tree = SpecSet::new();
+        assert_eq!(tree.load_tree(&root).unwrap(), 1);
+        assert_eq!(tree.actions().collect::<Vec<_>>(), ["demo/Dive"]);
+        assert!(tree.contains("demo/DiveActionFeedback"));
+        // By the name of one of its messages, as `udpros topic` and `action` look types up.
+        let mut set = SpecSet::new();
+        let search = [root.clone()];
+        crate::load_message(&mut set, &search, "demo/DiveActionGoal").unwrap();
+        assert!(set.contains("demo/DiveGoal") && set.contains("demo/DiveAction"));
+        assert!(crate::load_message(&mut set, &search, "demo/SwimGoal").is_err());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
     fn a_file_without_three_parts_is_refused() {
         assert!(action_messages("demo/Dive", "float32 depth\n---\nbool reached\n").is_err());
         assert!(action_messages("demo/Dive", "a\n---\nb\n---\nc\n---\nd\n").is_err());

@@ -220,17 +220,56 @@ pub fn resolve_dependencies(
     }
 }
 
-/// Finds `pkg/Type.msg` in the `search` folders and adds it to `set`.
+/// Finds `pkg/Type.msg` in the `search` folders and adds it to `set`; a message an action
+/// makes (`pkg/NameActionGoal`, `pkg/NameFeedback`...) comes from `pkg/action/Name.action`
+/// when no `.msg` file has it, with the action's other six messages.
 pub fn load_message(set: &mut SpecSet, search: &[PathBuf], name: &str) -> Result<(), SpecError> {
     let (package, short) = spec::split_type_name(name)?;
     let file = find_package(search, package)
         .map(|d| d.join(format!("{short}.msg")))
-        .filter(|f| f.is_file())
-        .ok_or_else(|| SpecError(format!("message {name} not found on the search paths")))?;
+        .filter(|f| f.is_file());
+    let Some(file) = file else {
+        if let Some((action, file)) = find_action_file(search, package, short) {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| SpecError(format!("cannot read {}: {e}", file.display())))?;
+            return set.insert_action(&action, &text);
+        }
+        return Err(SpecError(format!(
+            "message {name} not found on the search paths"
+        )));
+    };
     let text = std::fs::read_to_string(&file)
         .map_err(|e| SpecError(format!("cannot read {}: {e}", file.display())))?;
     set.insert(spec::MsgSpec::parse(name, &text)?);
     Ok(())
+}
+
+/// The action (`pkg/Name`) whose `.action` file makes the message `short` of `package`,
+/// and that file, looked for as `<root>/<package>/action/Name.action` or
+/// `<root>/<package>/Name.action`.
+fn find_action_file(search: &[PathBuf], package: &str, short: &str) -> Option<(String, PathBuf)> {
+    const SUFFIXES: [&str; 7] = [
+        "ActionGoal",
+        "ActionResult",
+        "ActionFeedback",
+        "Action",
+        "Goal",
+        "Result",
+        "Feedback",
+    ];
+    SUFFIXES
+        .iter()
+        .filter_map(|suffix| short.strip_suffix(suffix).filter(|b| !b.is_empty()))
+        .find_map(|base| {
+            search.iter().find_map(|root| {
+                let dir = root.join(package);
+                [dir.join("action"), dir]
+                    .into_iter()
+                    .map(|d| d.join(format!("{base}.action")))
+                    .find(|f| f.is_file())
+                    .map(|f| (format!("{package}/{base}"), f))
+            })
+        })
 }
 
 /// Folders where ROS installs message packages, in the order roslib searches them.
