@@ -8,7 +8,7 @@ use udpros::action::{
     SimpleActionClient, SimpleActionServer, SimpleState,
 };
 use udpros::master::Master;
-use udpros::msgs::actionlib::{TestAction, TestFeedback, TestGoal, TestResult};
+use udpros::msgs::actionlib::{TestAction, TestGoal, TestResult};
 use udpros::node::Node;
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(20));
@@ -23,37 +23,6 @@ async fn node(master: &Master, name: &str) -> Node {
     udpros_testkit::node(master.uri(), name).await
 }
 
-/// A simple server that counts up to the goal, one feedback each 20 ms, stops when
-/// preempted, and aborts goals below zero.
-fn counting_server(server: SimpleActionServer<TestAction>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Ok(goal) = server.accept_new_goal().await {
-            if goal.goal < 0 {
-                let _ = server.set_aborted(&TestResult { result: goal.goal }, "below zero");
-                continue;
-            }
-            let mut reached = 0;
-            let preempted = loop {
-                if reached >= goal.goal {
-                    break false;
-                }
-                tokio::select! {
-                    _ = server.preempt_requested() => break true,
-                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-                }
-                reached += 1;
-                let _ = server.publish_feedback(&TestFeedback { feedback: reached });
-            };
-            let result = TestResult { result: reached };
-            if preempted {
-                let _ = server.set_preempted(&result, "preempted");
-            } else {
-                let _ = server.set_succeeded(&result, "counted");
-            }
-        }
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simple_client_gets_feedback_success_abort_and_preemption() {
     let master = master().await;
@@ -66,7 +35,7 @@ async fn a_simple_client_gets_feedback_success_abort_and_preemption() {
     )
     .await
     .unwrap();
-    let _work = counting_server(server);
+    let _work = udpros_testkit::counting_action_server(server);
     let mut client = SimpleActionClient::<TestAction>::new(&client_node, "count")
         .await
         .unwrap();
@@ -290,7 +259,7 @@ async fn udpros_client_and_server_pass_the_interop_scenario() {
         SimpleActionServer::<TestAction>::new(&server_node, "s", ActionServerOptions::default())
             .await
             .unwrap();
-    let _work = counting_server(server);
+    let _work = udpros_testkit::counting_action_server(server);
     assert_scenario("udpros", &drive(&client_node, "/s").await.0);
 }
 
@@ -352,7 +321,7 @@ mod interop {
         let server = SimpleActionServer::<TestAction>::new(&server_node, "count", options)
             .await
             .unwrap();
-        let _work = counting_server(server);
+        let _work = udpros_testkit::counting_action_server(server);
         let lines = tokio::task::spawn_blocking({
             let cmd = rospy(&p, &["drive", "/count"]);
             move || peer_drive(cmd)

@@ -1,5 +1,6 @@
 //! `udpros`: the command-line tool (ROS's `rosmsg`, and more as the library grows).
 
+mod action_cmd;
 mod bench;
 
 mod demo_cmd;
@@ -67,6 +68,9 @@ enum Command {
     Proxy(proxy_cmd::ProxyArgs),
     /// The operator's view: the console page and a Foxglove WebSocket server for the graph.
     View(view_cmd::ViewArgs),
+    /// Actions: list them, send a goal and print its feedback and result.
+    #[command(subcommand)]
+    Action(action_cmd::ActionCommand),
 }
 
 /// A failure the user should read: printed as one line, exit status 1.
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Command::Topic(cmd) => topic::run(cmd).map_err(|e| e.to_string()),
         Command::Proxy(args) => proxy_cmd::run(args),
         Command::View(args) => view_cmd::run(args),
+        Command::Action(cmd) => action_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -51,3 +51,39 @@ pub async fn simulated_clock(
     });
     (ticking, now)
 }
+
+/// Works goals of actionlib's Test action as the test peers (`peers/*_action_peer*`) do:
+/// counts up to the goal, one feedback each 20 ms, ends SUCCEEDED with result = goal, or
+/// PREEMPTED (result = reached) when preempted; goals below zero are ABORTED (result =
+/// goal).
+pub fn counting_action_server(
+    server: udpros::action::SimpleActionServer<udpros::msgs::actionlib::TestAction>,
+) -> tokio::task::JoinHandle<()> {
+    use udpros::msgs::actionlib::{TestFeedback, TestResult};
+    tokio::spawn(async move {
+        while let Ok(goal) = server.accept_new_goal().await {
+            if goal.goal < 0 {
+                let _ = server.set_aborted(&TestResult { result: goal.goal }, "below zero");
+                continue;
+            }
+            let mut reached = 0;
+            let preempted = loop {
+                if reached >= goal.goal {
+                    break false;
+                }
+                tokio::select! {
+                    _ = server.preempt_requested() => break true,
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                }
+                reached += 1;
+                let _ = server.publish_feedback(&TestFeedback { feedback: reached });
+            };
+            let result = TestResult { result: reached };
+            if preempted {
+                let _ = server.set_preempted(&result, "preempted");
+            } else {
+                let _ = server.set_succeeded(&result, "counted");
+            }
+        }
+    })
+}

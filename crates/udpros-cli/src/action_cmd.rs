@@ -1,0 +1,219 @@
+//! `udpros action`: the actions of the graph, and a goal sent to one from the command line
+//! with its feedback and result printed (what `axclient.py` does without a window).
+
+use super::tool_node::tool_node;
+use super::CliResult;
+use clap::{Args, Subcommand};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use udpros::action::{ActionTypes, GoalEvent, RawActionClient, SimpleState};
+use udpros::msg::dynamic::DynamicType;
+use udpros::node::Node;
+use udpros::wire::header::ConnectionHeader;
+
+#[derive(Subcommand)]
+pub enum ActionCommand {
+    /// Namespaces that look like actions (a status topic beside goal or result topics),
+    /// with their action types.
+    List,
+    /// Sends a goal given as YAML, prints the feedback and the result; exits 0 when the
+    /// goal succeeded, 1 otherwise. Ctrl-C cancels the goal.
+    Send(SendArgs),
+}
+
+#[derive(Args)]
+pub struct SendArgs {
+    /// The action's namespace (`/fibonacci`).
+    namespace: String,
+    /// The goal as YAML (`'order: 5'`, `'{order: 5}'`); all defaults when omitted.
+    goal: Option<String>,
+    /// Seconds to wait for the server.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    wait: f64,
+    /// Seconds the goal may take before it is cancelled (0: as long as it takes).
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    timeout: f64,
+}
+
+pub fn run(cmd: ActionCommand) -> CliResult {
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
+        let node = tool_node("udpros_action").await?;
+        let result = match cmd {
+            ActionCommand::List => list(&node).await,
+            ActionCommand::Send(args) => send(&node, args).await,
+        };
+        node.shutdown().await;
+        result
+    })
+}
+
+/// Action namespaces and their action types (`pkg/Name`), from the master's topic types.
+async fn actions(node: &Node) -> Result<BTreeMap<String, String>, String> {
+    let types: BTreeMap<String, String> = node
+        .master()
+        .get_topic_types()
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .collect();
+    let mut found = BTreeMap::new();
+    for (topic, ty) in &types {
+        let Some(ns) = topic.strip_suffix("/status") else {
+            continue;
+        };
+        if ty != "actionlib_msgs/GoalStatusArray" {
+            continue;
+        }
+        let action = ["goal", "result", "feedback"].iter().find_map(|part| {
+            let ty = types.get(&format!("{ns}/{part}"))?;
+            let suffix = match *part {
+                "goal" => "ActionGoal",
+                "result" => "ActionResult",
+                _ => "ActionFeedback",
+            };
+            ty.strip_suffix(suffix).map(str::to_string)
+        });
+        if let Some(action) = action {
+            found.insert(ns.to_string(), action);
+        }
+    }
+    Ok(found)
+}
+
+async fn list(node: &Node) -> CliResult {
+    for (ns, action) in actions(node).await? {
+        println!("{ns} {action}");
+    }
+    Ok(())
+}
+
+/// A type of the action, from the definitions installed here (`.msg`, or the `.action`
+/// file itself).
+fn local_type(name: &str) -> Result<DynamicType, String> {
+    udpros::msg::find_type(name).map_err(|e| format!("cannot find {name} here: {e}"))
+}
+
+/// Decodes a result or feedback body with its publisher's definition and prints it as
+/// YAML under `label`.
+fn print_part(label: &str, header: Option<&ConnectionHeader>, body: &bytes::Bytes) {
+    let decoded = header
+        .and_then(|h| {
+            let ty = h.get("type")?;
+            let definition = h.get("message_definition").unwrap_or("");
+            let full = if definition.is_empty() {
+                udpros::msg::find_type(ty).ok()?
+            } else {
+                DynamicType::from_definition(ty, definition).ok()?
+            };
+            // The publisher describes the wrapper; the part is its last field's type.
+            let part = full.specs().get(ty)?.fields.last()?.clone();
+            let udpros::codegen::spec::FieldType::Message(name) = &part.ty else {
+                return None;
+            };
+            DynamicType::from_specs(name, full.specs().clone()).ok()
+        })
+        .and_then(|ty| ty.decode(body).ok());
+    match decoded {
+        Some(value) => {
+            println!("{label}:");
+            for line in value.to_yaml().lines() {
+                println!("  {line}");
+            }
+        }
+        None => println!("{label}: ({} bytes not decoded)", body.len()),
+    }
+}
+
+async fn send(node: &Node, args: SendArgs) -> CliResult {
+    let ns = node.resolve_name(&args.namespace);
+    let action = actions(node)
+        .await?
+        .remove(&ns)
+        .ok_or_else(|| format!("no action at {ns} (see `udpros action list`)"))?;
+    let goal_type = local_type(&format!("{action}Goal"))?;
+    let action_goal = local_type(&format!("{action}ActionGoal"))?;
+    let any = || ("*".to_string(), "*".to_string(), String::new());
+    let types = ActionTypes {
+        goal: (
+            action_goal.type_name().to_string(),
+            action_goal.md5sum().to_string(),
+            action_goal.definition().map_err(|e| e.to_string())?,
+        ),
+        result: any(),
+        feedback: any(),
+    };
+    let client = RawActionClient::new(node, &ns, &types)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !client
+        .wait_for_server(Some(Duration::from_secs_f64(args.wait.max(0.0))))
+        .await
+    {
+        return Err(format!("the action server of {ns} did not connect"));
+    }
+    let yaml = match args.goal.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(text) if text.starts_with('{') => Some(udpros::yaml::load(text)),
+        Some(text) => Some(udpros::yaml::load(&format!("{{{text}}}"))),
+    }
+    .transpose()
+    .map_err(|e| format!("the goal is not YAML: {e}"))?;
+    let goal = goal_type
+        .value_from_yaml_at(yaml.as_ref(), node.now())
+        .and_then(|v| goal_type.encode(&v))
+        .map_err(|e| format!("the goal does not fit {action}Goal: {e}"))?;
+    let mut handle = client.send_goal(&goal).map_err(|e| e.to_string())?;
+    println!("goal id: {}", handle.goal_id().id);
+    let mut state = SimpleState::Pending;
+    let deadline = (args.timeout > 0.0)
+        .then(|| tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout));
+    let mut cancelled = false;
+    loop {
+        let expired = async {
+            match deadline {
+                Some(d) if !cancelled => tokio::time::sleep_until(d).await,
+                _ => std::future::pending().await,
+            }
+        };
+        let event = tokio::select! {
+            event = handle.next_event() => event,
+            _ = tokio::signal::ctrl_c(), if !cancelled => {
+                cancelled = true;
+                handle.cancel();
+                continue;
+            }
+            _ = expired => {
+                cancelled = true;
+                println!("timed out: cancelling");
+                handle.cancel();
+                continue;
+            }
+        };
+        match event {
+            None => break,
+            Some(GoalEvent::Feedback(body)) => {
+                print_part("feedback", client.last_headers().feedback.as_deref(), &body);
+                println!("---");
+            }
+            Some(GoalEvent::Transition(_)) => {
+                let now = handle.simple_state();
+                if now != state && !now.is_done() {
+                    println!("state: {now}");
+                }
+                state = now;
+            }
+        }
+    }
+    if let Some(body) = handle.result_bytes() {
+        print_part("result", client.last_headers().result.as_deref(), &body);
+    }
+    let end = handle.simple_state();
+    let text = handle.goal_status().map(|s| s.text).unwrap_or_default();
+    println!("state: {end} {text:?}");
+    match end {
+        SimpleState::Succeeded => Ok(()),
+        _ => Err(format!("the goal ended {end}")),
+    }
+}

@@ -1,0 +1,86 @@
+//! `udpros action` on Debian's rosmaster: the actions of a rospy server and a udpros
+//! server listed, and goals sent to each with their feedback, results, failures and a
+//! cancel when the goal takes too long. Types come from the master and the definitions
+//! installed here (actionlib's `.action` files), results and feedback from their
+//! publishers' headers.
+
+use udpros_testkit as common;
+
+use std::process::Command;
+use std::time::Duration;
+use udpros::action::{ActionServerOptions, SimpleActionServer};
+use udpros::msgs::actionlib::TestAction;
+
+fn run(mut cmd: Command) -> (bool, String, String) {
+    let out = tokio::task::block_in_place(|| cmd.output()).unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn action_list_and_send_against_rospy_and_udpros_servers() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let mut peer = Command::new(&python);
+    peer.arg(common::peer_script("rospy_action_peer.py"))
+        .args(["serve", "/py_count"]);
+    common::ros_env(&mut peer, &uri);
+    let (_peer, mut lines) = common::spawn_lines(peer);
+    assert!(lines
+        .wait_for(Duration::from_secs(30), |l| l == "READY")
+        .is_some());
+    let node = common::node(&uri, "udpros_counter").await;
+    let server =
+        SimpleActionServer::<TestAction>::new(&node, "/u_count", ActionServerOptions::default())
+            .await
+            .unwrap();
+    let _work = common::counting_action_server(server);
+
+    let action = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+        cmd.arg("action").args(args);
+        common::ros_env(&mut cmd, &uri);
+        run(cmd)
+    };
+    let (ok, out, err) = action(&["list"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().any(|l| l == "/py_count actionlib/Test"),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l == "/u_count actionlib/Test"), "{out}");
+
+    for ns in ["/py_count", "/u_count"] {
+        let (ok, out, err) = action(&["send", ns, "goal: 3"]);
+        assert!(ok, "{ns}: {out} {err}");
+        assert!(out.starts_with("goal id: /udpros_action"), "{out}");
+        assert!(out.contains("feedback:\n  feedback: 1\n---\n"), "{out}");
+        assert!(out.contains("result:\n  result: 3\n"), "{out}");
+        assert!(out.ends_with("state: SUCCEEDED \"counted\"\n"), "{out}");
+
+        let (ok, out, err) = action(&["send", ns, "{goal: -1}"]);
+        assert!(!ok, "{ns}: {out}");
+        assert!(out.contains("state: ABORTED \"below zero\""), "{out}");
+        assert!(err.contains("the goal ended ABORTED"), "{err}");
+
+        let (ok, out, _) = action(&["send", ns, "goal: 100000", "--timeout", "0.5"]);
+        assert!(!ok);
+        assert!(out.contains("state: ACTIVE\n"), "{out}");
+        assert!(out.contains("timed out: cancelling"), "{out}");
+        assert!(out.contains("state: PREEMPTED \"preempted\""), "{out}");
+    }
+
+    let (ok, _, err) = action(&["send", "/nowhere", "goal: 1"]);
+    assert!(!ok);
+    assert!(err.contains("no action at /nowhere"), "{err}");
+    let (ok, _, err) = action(&["send", "/u_count", "goal: [1, 2]"]);
+    assert!(!ok);
+    assert!(err.contains("does not fit actionlib/TestGoal"), "{err}");
+}
