@@ -364,6 +364,52 @@ fn clone_command(cmd: &Command) -> Command {
     copy
 }
 
+/// The custom-message package's action: its client gets the sequence from its server, as
+/// feedback number by number and as the result, through a stock rosmaster.
+#[test]
+fn the_fibonacci_action_examples_compute_the_sequence() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let profile = std::env::current_exe()
+        .expect("test binary")
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf();
+    let (server, client) = (
+        profile.join("fibonacci_server"),
+        profile.join("fibonacci_client"),
+    );
+    if !server.exists() || !client.exists() {
+        let built = Command::new(env!("CARGO"))
+            .args(["build", "-p", "custom-messages", "--bins"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(built, "cargo build -p custom-messages --bins");
+    }
+    let mut server = Command::new(server);
+    server.arg("_step:=0.02");
+    ros_env(&mut server, &uri);
+    let (_server, mut served) = spawn_lines(server);
+    let mut client = Command::new(client);
+    client.arg("_order:=6");
+    ros_env(&mut client, &uri);
+    let out = client.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("so far: [0, 1, 1]\n"), "{text}");
+    assert!(text.ends_with("result: [0, 1, 1, 2, 3, 5, 8]\n"), "{text}");
+    assert!(served
+        .wait_for(Duration::from_secs(10), |l| l
+            == "order 6: [0, 1, 1, 2, 3, 5, 8]")
+        .is_some());
+}
+
 /// The README shows these programs: they must be the files, verbatim.
 #[test]
 fn the_readme_shows_the_examples_verbatim() {
@@ -376,6 +422,8 @@ fn the_readme_shows_the_examples_verbatim() {
         ("service_client.rs", "rust"),
         ("custom_messages/Cargo.toml", "toml"),
         ("custom_messages/build.rs", "rust"),
+        ("custom_messages/src/bin/fibonacci_server.rs", "rust"),
+        ("custom_messages/src/bin/fibonacci_client.rs", "rust"),
     ] {
         let source = std::fs::read_to_string(root.join("examples").join(file)).unwrap();
         let block = format!("```{language}\n{source}```");

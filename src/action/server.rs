@@ -100,12 +100,12 @@ impl<A: Action> ActionServer<A> {
             max_goals: options.max_goals,
             status_list_timeout: match options.status_list_timeout {
                 Some(t) => t,
-                None => Duration::from_secs_f64(
-                    node.param(&format!("{ns}/status_list_timeout"), 5.0_f64)
-                        .await
-                        .unwrap_or(5.0)
-                        .clamp(0.0, 1e6),
-                ),
+                None => {
+                    let key = format!("{ns}/status_list_timeout");
+                    let seconds: f64 = node.param(&key, 5.0).await.unwrap_or(5.0);
+                    Duration::try_from_secs_f64(seconds.clamp(0.0, 1e6))
+                        .unwrap_or(Duration::from_secs(5))
+                }
             },
             status_frequency: match options.status_frequency {
                 Some(f) => f,

@@ -122,8 +122,12 @@ impl GoalTable {
     /// An empty table made at `now`; ids it makes for goals that came without one start
     /// with `node_name`, as roscpp's do. Its first status array is due at once.
     pub fn new(node_name: &str, limits: Limits, now: Instant) -> GoalTable {
-        let period = (limits.status_frequency > 0.0 && limits.status_frequency.is_finite())
-            .then(|| Duration::from_secs_f64(1.0 / limits.status_frequency).max(MIN_STATUS_GAP));
+        // Zero, negative and NaN rates: no periodic arrays; absurdly low ones: one an hour.
+        let period = (limits.status_frequency > 0.0).then(|| {
+            Duration::try_from_secs_f64(1.0 / limits.status_frequency)
+                .unwrap_or(Duration::MAX)
+                .clamp(MIN_STATUS_GAP, Duration::from_secs(3600))
+        });
         GoalTable {
             entries: BTreeMap::new(),
             by_id: HashMap::new(),
@@ -726,5 +730,16 @@ mod tests {
         let mut fast = fast;
         fast.status_list(t0);
         assert_eq!(fast.next_status_at(), Some(t0 + MIN_STATUS_GAP));
+        for odd in [f64::NAN, f64::INFINITY, 1e-320, -1.0] {
+            let limits = Limits {
+                status_frequency: odd,
+                ..Limits::default()
+            };
+            let mut t = GoalTable::new("/n", limits, t0);
+            t.status_list(t0);
+            assert!(t
+                .next_status_at()
+                .is_none_or(|at| at <= t0 + Duration::from_secs(3600)));
+        }
     }
 }
