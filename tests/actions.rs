@@ -395,3 +395,146 @@ mod interop {
         }
     }
 }
+
+/// Issue 38, bad input: 100,000 goals as fast as they go (empty ids, one id over and
+/// over, megabyte ids), a storm of cancels (for all, by stamp, by unknown ids) and a second
+/// status publisher whose arrays list 100,000 goals with absurd stamps and codes. The
+/// server's table and queues stay within their bounds, the process's memory grows little,
+/// and an honest client's goal afterwards is done as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floods_of_goals_cancels_and_status_leave_server_and_client_bounded_and_working() {
+    use udpros::msgs::actionlib::TestActionGoal;
+    use udpros::msgs::actionlib_msgs::{GoalID, GoalStatus, GoalStatusArray};
+    use udpros::node::AdvertiseOptions;
+    let master = master().await;
+    let server_node = node(&master, "/flooded").await;
+    let attacker = node(&master, "/flood").await;
+    let honest_node = node(&master, "/honest").await;
+    let mut server =
+        ActionServer::<TestAction>::new(&server_node, "ns", ActionServerOptions::default())
+            .await
+            .unwrap();
+    let table = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let largest = table.clone();
+    let _code = tokio::spawn(async move {
+        let mut taken = 0u64;
+        while let Some(goal) = server.next_goal().await {
+            taken += 1;
+            if taken.is_multiple_of(256) {
+                let listed = server.status_list().len();
+                largest.fetch_max(listed, std::sync::atomic::Ordering::Relaxed);
+            }
+            if goal.goal().goal == 7 {
+                goal.accept("").unwrap();
+                goal.succeed(&TestResult { result: 7 }, "honest").unwrap();
+            } else {
+                let _ = goal.reject(&TestResult::default(), "flood");
+            }
+        }
+    });
+    // Every goal ends with a result (from the code, or refused by a bound): the flood is
+    // over when the result of its last goal comes.
+    let mut results = honest_node
+        .subscribe::<udpros::msgs::actionlib::TestActionResult>(
+            "/ns/result",
+            udpros::node::SubscribeOptions::tcp_only(),
+        )
+        .await
+        .unwrap();
+    let big = AdvertiseOptions {
+        queue_size: 10_000,
+        ..AdvertiseOptions::default()
+    };
+    let goals = attacker
+        .advertise::<TestActionGoal>("/ns/goal", big.clone())
+        .await
+        .unwrap();
+    let cancels = attacker
+        .advertise::<GoalID>("/ns/cancel", big.clone())
+        .await
+        .unwrap();
+    let impostor = attacker
+        .advertise::<GoalStatusArray>("/ns/status", big)
+        .await
+        .unwrap();
+    let mut waited = 0;
+    while (goals.num_subscribers() == 0 || cancels.num_subscribers() == 0) && waited < 200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let before = udpros_testkit::peak_rss_mb(std::process::id());
+    let huge_id = "x".repeat(1 << 20);
+    for i in 0..100_000u32 {
+        let mut goal = TestActionGoal::default();
+        goal.goal_id.id = match i % 4 {
+            0 => String::new(),
+            1 => "same".into(),
+            2 if i % 1000 == 2 => huge_id.clone(),
+            _ => format!("g{i}"),
+        };
+        goal.goal_id.stamp = udpros::msg::Time::new(i, u32::MAX);
+        goal.goal.goal = (i % 5) as i32;
+        goals.publish_when_room(&goal).await.unwrap();
+        if i % 10 == 0 {
+            let mut cancel = GoalID::default();
+            match i % 30 {
+                0 => {}
+                10 => cancel.stamp = udpros::msg::Time::new(i, 0),
+                _ => cancel.id = format!("unknown{i}"),
+            }
+            cancels.publish_when_room(&cancel).await.unwrap();
+        }
+        if i % 20_000 == 0 {
+            let status_list = (0..100_000u32)
+                .map(|n| GoalStatus {
+                    goal_id: GoalID {
+                        stamp: udpros::msg::Time::new(u32::MAX, 4_000_000_000),
+                        id: format!("fake{n}"),
+                    },
+                    status: 200,
+                    text: String::new(),
+                })
+                .collect();
+            impostor
+                .publish_when_room(&GoalStatusArray {
+                    status_list,
+                    ..GoalStatusArray::default()
+                })
+                .await
+                .unwrap();
+        }
+    }
+    let mut last = TestActionGoal::default();
+    last.goal_id.id = "last".into();
+    last.goal.goal = 8;
+    goals.publish_when_room(&last).await.unwrap();
+    let last_result = async {
+        while let Some(result) = results.recv().await {
+            if result.status.goal_id.id == "last" {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), last_result)
+        .await
+        .expect("the server works through the flood");
+
+    let mut honest = SimpleActionClient::<TestAction>::new(&honest_node, "/ns")
+        .await
+        .unwrap();
+    assert!(honest.wait_for_server(WAIT).await);
+    honest.send_goal(&TestGoal { goal: 7 }).unwrap();
+    assert!(honest.wait_for_result(WAIT).await);
+    assert_eq!(
+        honest.get_state(),
+        SimpleState::Succeeded,
+        "{}",
+        honest.get_state_text()
+    );
+    assert_eq!(honest.get_result(), Some(TestResult { result: 7 }));
+    let listed = table.load(std::sync::atomic::Ordering::Relaxed);
+    // The flood filled the table to its bound, and no further.
+    assert!((1000..=4096).contains(&listed), "{listed} goals listed");
+    let grown = udpros_testkit::peak_rss_mb(std::process::id()) - before;
+    assert!(grown < 400.0, "memory grew by {grown:.0} MB");
+}

@@ -208,16 +208,6 @@ fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
 }
 
-/// Peak resident memory of this process, from /proc (VmHWM), in MB.
-fn peak_rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// Opens a client connection to `service` at `uri` and exchanges headers.
 async fn raw_connection(uri: &str, service: &str) -> tokio::net::TcpStream {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -274,7 +264,7 @@ async fn idle_connections_and_large_requests_stay_bounded() {
     // 12 connections each announce a 60 MB request and push 16 MB of it: together 192 MB,
     // three times the 64 MiB budget for large requests. What the server holds stays near
     // the budget, and a small call is answered meanwhile.
-    let before = peak_rss_mb();
+    let before = udpros_testkit::peak_rss_mb(std::process::id());
     let chunk = bytes::Bytes::from(vec![7u8; 16 << 20]);
     let mut pushers = Vec::new();
     for _ in 0..12 {
@@ -300,7 +290,7 @@ async fn idle_connections_and_large_requests_stay_bounded() {
     for p in pushers {
         streams.push(p.await.unwrap());
     }
-    let grown = peak_rss_mb() - before;
+    let grown = udpros_testkit::peak_rss_mb(std::process::id()) - before;
     println!("peak RSS grew by {grown:.1} MB for 192 MB of large requests pushed");
     assert!(grown < 150.0, "peak RSS grew by {grown:.1} MB");
 }

@@ -2,7 +2,9 @@
 //! [`RawActionClient`] works with encoded goals, results and feedback, for types learnt at
 //! run time (`udpros action send`); [`ActionClient`] is the typed one on top.
 
-use super::{goal_id_msg, stamp, status_msg, Action, ActionError, FEEDBACK_QUEUE};
+use super::{
+    goal_id_msg, stamp, status_msg, Action, ActionError, FEEDBACK_QUEUE, FEEDBACK_QUEUE_BYTES,
+};
 use crate::msg::{Message, Time};
 use crate::msgs::actionlib_msgs::{GoalID, GoalStatus, GoalStatusArray};
 use crate::node::{AdvertiseOptions, Node, RawPublisher, RawSubscriber, SubscribeOptions};
@@ -38,9 +40,14 @@ struct Tracked {
     machine: CommStateMachine,
     result: Option<Bytes>,
     /// Transitions (never dropped; a goal passes through few) and feedback (the oldest go
-    /// past [`FEEDBACK_QUEUE`]), not yet taken by the handle.
+    /// past [`FEEDBACK_QUEUE`] or [`FEEDBACK_QUEUE_BYTES`]), not yet taken by the handle.
     events: VecDeque<GoalEvent<Bytes>>,
     feedback_queued: usize,
+    feedback_bytes: usize,
+    /// The caller id of the status publisher that first listed the goal: only its arrays
+    /// can say the goal is gone (another node publishing on the same status topic, by
+    /// mistake or malice, cannot make it LOST).
+    server: Option<String>,
     wake: Arc<Notify>,
 }
 
@@ -55,19 +62,33 @@ impl Tracked {
     }
 
     fn push_feedback(&mut self, payload: Bytes) {
-        if self.feedback_queued >= FEEDBACK_QUEUE {
-            if let Some(i) = self
+        while self.feedback_queued >= FEEDBACK_QUEUE
+            || self.feedback_bytes + payload.len() > FEEDBACK_QUEUE_BYTES
+        {
+            let Some(i) = self
                 .events
                 .iter()
                 .position(|e| matches!(e, GoalEvent::Feedback(_)))
-            {
-                self.events.remove(i);
+            else {
+                break; // the newest is kept, however large
+            };
+            if let Some(GoalEvent::Feedback(old)) = self.events.remove(i) {
                 self.feedback_queued -= 1;
+                self.feedback_bytes -= old.len();
             }
         }
-        self.events.push_back(GoalEvent::Feedback(payload));
         self.feedback_queued += 1;
+        self.feedback_bytes += payload.len();
+        self.events.push_back(GoalEvent::Feedback(payload));
         self.wake.notify_one();
+    }
+
+    /// The handle took an event.
+    fn took(&mut self, event: &GoalEvent<Bytes>) {
+        if let GoalEvent::Feedback(bytes) = event {
+            self.feedback_queued -= 1;
+            self.feedback_bytes -= bytes.len();
+        }
     }
 }
 
@@ -289,6 +310,8 @@ impl RawActionClient {
                 result: None,
                 events: VecDeque::new(),
                 feedback_queued: 0,
+                feedback_bytes: 0,
+                server: None,
                 wake: wake.clone(),
             },
         );
@@ -331,24 +354,30 @@ async fn follow(
         tokio::select! {
             received = status_sub.recv() => {
                 let Some(received) = received else { break };
-                let Ok(array) = crate::wire::from_slice::<core::StatusArray>(&received.body) else {
-                    continue;
-                };
-                if let Some(caller) = received.publisher.get("callerid") {
-                    *shared.last_status.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some((caller.to_string(), Instant::now()));
-                }
+                let caller = received.publisher.get("callerid").unwrap_or("").to_string();
                 let mut goals = shared.goals();
-                if goals.is_empty() {
+                // Only the entries of goals this client follows are made into statuses.
+                let mut listed: HashMap<String, core::GoalStatus> = HashMap::new();
+                let read = core::for_each_status(&received.body, |entry| {
+                    if let Ok(id) = std::str::from_utf8(entry.id) {
+                        if goals.contains_key(id) {
+                            listed.insert(id.to_string(), entry.to_owned_status());
+                        }
+                    }
+                });
+                if read.is_err() {
                     continue;
                 }
-                let listed: HashMap<&str, &core::GoalStatus> = array
-                    .status_list
-                    .iter()
-                    .map(|s| (s.goal_id.id.as_str(), s))
-                    .collect();
+                *shared.last_status.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((caller.clone(), Instant::now()));
                 for (id, tracked) in goals.iter_mut() {
-                    let passed = tracked.machine.on_status(listed.get(id.as_str()).copied());
+                    let found = listed.get(id);
+                    match (&tracked.server, found) {
+                        (None, Some(_)) => tracked.server = Some(caller.clone()),
+                        (Some(server), None) if *server != caller => continue,
+                        _ => {}
+                    }
+                    let passed = tracked.machine.on_status(found);
                     tracked.push_transitions(passed);
                 }
             }
@@ -516,8 +545,8 @@ impl RawGoalHandle {
             let notified = self.wake.notified();
             let (event, done) = self.with(|t| {
                 let event = t.events.pop_front();
-                if matches!(event, Some(GoalEvent::Feedback(_))) {
-                    t.feedback_queued -= 1;
+                if let Some(event) = &event {
+                    t.took(event);
                 }
                 (event, t.machine.state() == CommState::Done)
             })?;

@@ -27,7 +27,8 @@
 //! many goals and cancels arrive, and queues at most
 //! [`ActionServerOptions::goal_queue`] goals that its code has not taken yet (more are
 //! rejected). A client keeps state only for the goals whose handles it holds, and at most
-//! [`FEEDBACK_QUEUE`] unread feedback messages per goal (the oldest go).
+//! [`FEEDBACK_QUEUE`] unread feedback messages ([`FEEDBACK_QUEUE_BYTES`]) per goal (the
+//! oldest go), and reads status arrays entry by entry, keeping only its own goals'.
 
 mod client;
 mod server;
@@ -67,6 +68,10 @@ pub trait Action: Message {
 
 /// How many feedback messages a client goal keeps unread before the oldest go.
 pub const FEEDBACK_QUEUE: usize = 64;
+
+/// How many bytes of unread feedback a client goal keeps before the oldest go (the newest
+/// is kept, however large).
+pub const FEEDBACK_QUEUE_BYTES: usize = 16 << 20;
 
 /// What can go wrong with an action server or client.
 #[derive(Debug)]

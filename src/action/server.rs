@@ -5,6 +5,7 @@ use crate::msg::Message;
 use crate::msgs::actionlib_msgs::{GoalID, GoalStatus};
 use crate::node::{AdvertiseOptions, Node, RawPublisher, RawSubscriber, SubscribeOptions};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Notify};
@@ -25,6 +26,9 @@ pub struct ActionServerOptions {
     pub max_goals: usize,
     /// The most goals waiting for [`ActionServer::next_goal`]; more are rejected.
     pub goal_queue: usize,
+    /// The most bytes of encoded goals waiting for [`ActionServer::next_goal`]; more are
+    /// rejected.
+    pub goal_queue_bytes: usize,
     /// Queue size of the result and feedback publishers (actionlib's
     /// `actionlib_server_pub_queue_size`, 50).
     pub pub_queue_size: usize,
@@ -37,6 +41,7 @@ impl Default for ActionServerOptions {
             status_list_timeout: None,
             max_goals: Limits::default().max_goals,
             goal_queue: 1024,
+            goal_queue_bytes: 64 << 20,
             pub_queue_size: 50,
         }
     }
@@ -54,6 +59,9 @@ pub(super) struct Shared {
     cancels: watch::Sender<u64>,
     /// An encoded default result, sent with goals that end without one of the code's.
     default_result: Vec<u8>,
+    /// Bytes of encoded goals waiting for the code, and their bound.
+    queued_bytes: AtomicUsize,
+    max_queued_bytes: usize,
 }
 
 impl Shared {
@@ -77,7 +85,8 @@ impl Shared {
 /// Dropping the server stops it: its topics are unadvertised and unsubscribed.
 pub struct ActionServer<A: Action> {
     shared: Arc<Shared>,
-    goals: mpsc::Receiver<ServerGoalHandle<A>>,
+    /// Goals for the code, with their encoded sizes.
+    goals: mpsc::Receiver<(ServerGoalHandle<A>, usize)>,
     task: tokio::task::JoinHandle<()>,
     namespace: String,
 }
@@ -162,6 +171,8 @@ impl<A: Action> ActionServer<A> {
             changed: Notify::new(),
             cancels: watch::channel(0).0,
             default_result: crate::wire::to_vec(&A::Result::default())?,
+            queued_bytes: AtomicUsize::new(0),
+            max_queued_bytes: options.goal_queue_bytes,
         });
         let (goal_tx, goals) = mpsc::channel(options.goal_queue.max(1));
         let task = tokio::spawn(serve::<A>(
@@ -182,7 +193,9 @@ impl<A: Action> ActionServer<A> {
     /// The next goal a client sent, PENDING until the code accepts or rejects it. `None`
     /// once the server's task ended (the node shut down).
     pub async fn next_goal(&mut self) -> Option<ServerGoalHandle<A>> {
-        self.goals.recv().await
+        let (goal, size) = self.goals.recv().await?;
+        self.shared.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+        Some(goal)
     }
 
     /// Ticks each time a cancel request reached a goal.
@@ -219,7 +232,7 @@ async fn serve<A: Action>(
     mut goal_sub: RawSubscriber,
     mut cancel_sub: RawSubscriber,
     status_pub: RawPublisher,
-    goals: mpsc::Sender<ServerGoalHandle<A>>,
+    goals: mpsc::Sender<(ServerGoalHandle<A>, usize)>,
 ) {
     let mut undecodable = 0u64;
     loop {
@@ -277,7 +290,7 @@ async fn serve<A: Action>(
 /// Handles one message of `<ns>/goal`; false when it did not decode.
 fn goal_arrived<A: Action>(
     shared: &Arc<Shared>,
-    goals: &mpsc::Sender<ServerGoalHandle<A>>,
+    goals: &mpsc::Sender<(ServerGoalHandle<A>, usize)>,
     body: &[u8],
 ) -> bool {
     let Ok((_, goal_id, payload)) = core::split_goal(body) else {
@@ -297,8 +310,17 @@ fn goal_arrived<A: Action>(
                 goal,
                 _action: PhantomData,
             };
-            if let Err(full) = goals.try_send(handle) {
-                let handle = full.into_inner();
+            let size = payload.len();
+            let queued = shared.queued_bytes.fetch_add(size, Ordering::Relaxed) + size;
+            let sent = if queued > shared.max_queued_bytes {
+                Err(handle)
+            } else {
+                goals
+                    .try_send((handle, size))
+                    .map_err(|full| full.into_inner().0)
+            };
+            if let Err(handle) = sent {
+                shared.queued_bytes.fetch_sub(size, Ordering::Relaxed);
                 let refused = shared.table().reject(
                     handle.key,
                     "the action server's code is not taking goals as fast as they come",

@@ -200,16 +200,6 @@ async fn hostile_server(mode: Hostile) -> String {
     uri
 }
 
-/// Peak resident memory of a running process, from /proc, in MB (0 once it has gone).
-fn peak_rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// Issue 33, item 3: `udpros service call` gives up on servers that are silent or trickle,
 /// reads a 100 MB response without copies, and prints only the start of a 20 MB error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +237,7 @@ async fn service_call_never_waits_forever_and_bounds_what_it_holds() {
                     if status.split_whitespace().nth(2) == Some("Z") {
                         break;
                     }
-                    peak = peak.max(peak_rss_mb(pid));
+                    peak = peak.max(common::peak_rss_mb(pid));
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 peak

@@ -7,7 +7,7 @@
 
 use udpros_testkit as common;
 
-use common::{free_port, wait_for, Child};
+use common::{free_port, peak_rss_mb, wait_for, Child};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
@@ -15,21 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use udpros::xmlrpc::{parse_response, ParseLimits, Value};
-
-/// Peak resident memory of a process, in MB (VmHWM).
-fn peak_rss_mb(pid: u32) -> f64 {
-    status_kb(pid, "VmHWM:") as f64 / 1024.0
-}
-
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
 
 /// CPU time a process has used (user + system).
 fn cpu_time(pid: u32) -> Duration {

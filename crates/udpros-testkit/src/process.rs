@@ -159,3 +159,14 @@ pub fn assert_each_fails_in_one_line(master: &str, cases: Vec<BadCase>) {
         assert_one_line_failure(program, master, &args, mentions);
     }
 }
+
+/// Peak resident memory of a process (`std::process::id()` for the test itself), in MB,
+/// from `/proc` (VmHWM); 0 once it has gone.
+pub fn peak_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}

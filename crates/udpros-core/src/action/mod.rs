@@ -197,9 +197,140 @@ pub fn split_status_message(body: &[u8]) -> Result<(Header, GoalStatus, &[u8]), 
     Ok((header, status, payload))
 }
 
+/// One entry of a status array, borrowed from the message body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusRef<'a> {
+    /// The goal's id, as bytes (a hostile server's ids need not be UTF-8).
+    pub id: &'a [u8],
+    /// The goal's stamp.
+    pub stamp: Stamp,
+    /// Its status code.
+    pub status: u8,
+    /// The server's text, as bytes.
+    pub text: &'a [u8],
+}
+
+impl StatusRef<'_> {
+    /// An owned status (invalid UTF-8 replaced, as genpy does).
+    pub fn to_owned_status(&self) -> GoalStatus {
+        GoalStatus {
+            goal_id: GoalId {
+                stamp: self.stamp,
+                id: String::from_utf8_lossy(self.id).into_owned(),
+            },
+            status: self.status,
+            text: String::from_utf8_lossy(self.text).into_owned(),
+        }
+    }
+}
+
+/// Reads a `GoalStatusArray` body entry by entry without building it: a client looks up
+/// the few goals it follows in an array that may list a million (a status array of 64 MB
+/// would otherwise become several hundred MB of strings). Returns the array's header stamp
+/// and calls `each` for every entry; an error at the first malformed byte.
+pub fn for_each_status<'a>(
+    body: &'a [u8],
+    mut each: impl FnMut(StatusRef<'a>),
+) -> Result<Stamp, Error> {
+    let mut reader = Reader(body);
+    reader.take(4)?; // seq
+    let stamp = reader.stamp()?;
+    reader.bytes()?; // frame_id
+    let count = reader.u32()?;
+    for _ in 0..count {
+        let stamp = reader.stamp()?;
+        let id = reader.bytes()?;
+        let status = reader.take(1)?[0];
+        let text = reader.bytes()?;
+        each(StatusRef {
+            id,
+            stamp,
+            status,
+            text,
+        });
+    }
+    match reader.0.len() {
+        0 => Ok(stamp),
+        n => Err(Error::TrailingBytes(n)),
+    }
+}
+
+/// A cursor over a ROS1 body, for the fields [`for_each_status`] reads.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if n > self.0.len() {
+            return Err(Error::UnexpectedEnd {
+                needed: n,
+                remaining: self.0.len(),
+            });
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, Error> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn stamp(&mut self) -> Result<Stamp, Error> {
+        Ok(Stamp {
+            sec: self.u32()?,
+            nsec: self.u32()?,
+        })
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], Error> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_arrays_are_read_entry_by_entry_as_serde_reads_them_whole() {
+        let array = StatusArray {
+            header: Header {
+                seq: 3,
+                stamp: Stamp { sec: 9, nsec: 8 },
+                frame_id: "f".into(),
+            },
+            status_list: (0..5)
+                .map(|i| GoalStatus {
+                    goal_id: GoalId {
+                        stamp: Stamp {
+                            sec: i,
+                            nsec: u32::MAX,
+                        },
+                        id: format!("goal {i}"),
+                    },
+                    status: i as u8 * 50,
+                    text: "t".repeat(i as usize),
+                })
+                .collect(),
+        };
+        let body = ros1::to_vec(&array).unwrap();
+        let mut seen = Vec::new();
+        let stamp = for_each_status(&body, |s| seen.push(s.to_owned_status())).unwrap();
+        assert_eq!(stamp, array.header.stamp);
+        assert_eq!(seen, array.status_list);
+        for cut in 0..body.len() {
+            assert!(
+                for_each_status(&body[..cut], |_| {}).is_err(),
+                "cut at {cut}"
+            );
+        }
+        // A count of four billion entries in a short body: an error, not a long loop.
+        let mut lying = body.clone();
+        lying[17..21].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(for_each_status(&lying, |_| {}).is_err());
+    }
 
     #[test]
     fn a_goal_message_comes_apart_into_what_made_it() {

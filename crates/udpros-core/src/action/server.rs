@@ -20,6 +20,10 @@ pub const MIN_STATUS_GAP: Duration = Duration::from_millis(10);
 /// cancel every goal the server will ever get.
 pub const CANCEL_STAMP_LEEWAY_SECS: u32 = 60;
 
+/// The longest goal id the table keeps (bytes). A goal with a longer id is refused; a
+/// cancel for a longer unknown id is not remembered.
+pub const MAX_ID_LEN: usize = 4096;
+
 /// A server's settings that shape its table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
@@ -171,6 +175,13 @@ impl GoalTable {
             };
             return Arrival::Duplicate { recalled };
         }
+        if goal_id.id.len() > MAX_ID_LEN {
+            return Arrival::Refused(GoalStatus {
+                text: format!("goal ids longer than {MAX_ID_LEN} bytes are refused"),
+                goal_id,
+                status: status::REJECTED,
+            });
+        }
         let cancelled_by_stamp = !goal_id.stamp.is_zero() && goal_id.stamp <= self.last_cancel;
         let mut goal_id = goal_id;
         if goal_id.id.is_empty() {
@@ -254,7 +265,8 @@ impl GoalTable {
             self.changed = true;
             to_tell.push(GoalKey(key));
         }
-        if !cancel.id.is_empty() && by_id.is_none() && self.make_room(now) {
+        let rememberable = !cancel.id.is_empty() && cancel.id.len() <= MAX_ID_LEN;
+        if rememberable && by_id.is_none() && self.make_room(now) {
             // Remembered as RECALLING; it leaves like a finished goal if its goal never
             // comes.
             let key = self.insert(
@@ -658,6 +670,15 @@ mod tests {
         // A cancel for an unknown id is not remembered when there is no room.
         t.cancel_requested(&id("nowhere", 0), NOW, t0);
         assert_eq!(t.len(), 3);
+        // Nor is a goal or a cancel with a megabyte id, whatever the room.
+        let mut roomy = table(10);
+        let huge = "x".repeat(1 << 20);
+        assert!(matches!(
+            roomy.goal_arrived(id(&huge, 1), NOW, t0),
+            Arrival::Refused(_)
+        ));
+        roomy.cancel_requested(&id(&huge, 0), NOW, t0);
+        assert!(roomy.is_empty());
     }
 
     #[test]
