@@ -538,3 +538,47 @@ async fn floods_of_goals_cancels_and_status_leave_server_and_client_bounded_and_
     let grown = udpros_testkit::peak_rss_mb(std::process::id()) - before;
     assert!(grown < 400.0, "memory grew by {grown:.0} MB");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_status_publisher_cannot_make_a_goal_lost() {
+    use udpros::msgs::actionlib_msgs::GoalStatusArray;
+    let master = master().await;
+    let server_node = node(&master, "/real").await;
+    let impostor_node = node(&master, "/impostor").await;
+    let client_node = node(&master, "/follower").await;
+    let mut server =
+        ActionServer::<TestAction>::new(&server_node, "imp", ActionServerOptions::default())
+            .await
+            .unwrap();
+    let impostor = impostor_node
+        .advertise::<GoalStatusArray>("/imp/status", udpros::node::AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let client = ActionClient::<TestAction>::new(&client_node, "imp")
+        .await
+        .unwrap();
+    assert!(client.wait_for_server(WAIT).await);
+    let mut h = client.send_goal(&TestGoal { goal: 1 }).unwrap();
+    let g = server.next_goal().await.unwrap();
+    g.accept("").unwrap();
+    while h.comm_state() != CommState::Active {
+        h.next_event().await.expect("active before done");
+    }
+    let mut waited = 0;
+    while impostor.num_subscribers() == 0 && waited < 200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    for _ in 0..5 {
+        impostor.publish(&GoalStatusArray::default()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        h.comm_state(),
+        CommState::Active,
+        "arrays from another node"
+    );
+    g.succeed(&TestResult { result: 1 }, "").unwrap();
+    assert!(h.wait_for_done(WAIT).await);
+    assert_eq!(h.simple_state(), SimpleState::Succeeded);
+}
