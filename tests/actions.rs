@@ -582,3 +582,104 @@ async fn another_status_publisher_cannot_make_a_goal_lost() {
     assert!(h.wait_for_done(WAIT).await);
     assert_eq!(h.simple_state(), SimpleState::Succeeded);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_rate_and_timeout_come_from_parameters_and_cancelled_pending_goals_are_recalled() {
+    use udpros::xmlrpc::Value;
+    let master = master().await;
+    let server_node = node(&master, "/rater").await;
+    let client_node = node(&master, "/watcher").await;
+    // Found by searchParam from the server's namespace, as roscpp's server finds it.
+    server_node
+        .set_param("/actionlib_status_frequency", Value::Double(20.0))
+        .await
+        .unwrap();
+    server_node
+        .set_param("/rate/status_list_timeout", Value::Double(0.5))
+        .await
+        .unwrap();
+    let mut server =
+        ActionServer::<TestAction>::new(&server_node, "rate", ActionServerOptions::default())
+            .await
+            .unwrap();
+    let mut status = client_node
+        .subscribe::<udpros::msgs::actionlib_msgs::GoalStatusArray>(
+            "/rate/status",
+            udpros::node::SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    status.recv().await.unwrap();
+    let mut arrays = 0;
+    let counted = tokio::time::timeout(Duration::from_secs(2), async {
+        while status.recv().await.is_some() {
+            arrays += 1;
+        }
+    });
+    let _ = counted.await;
+    assert!(
+        (24..=60).contains(&arrays),
+        "{arrays} arrays in 2 s at 20 Hz"
+    );
+
+    // A goal cancelled before the server accepted it ends RECALLED.
+    let mut client = SimpleActionClient::<TestAction>::new(&client_node, "rate")
+        .await
+        .unwrap();
+    assert!(client.wait_for_server(WAIT).await);
+    client.send_goal(&TestGoal { goal: 1 }).unwrap();
+    let pending = server.next_goal().await.unwrap();
+    client.cancel_goal();
+    tokio::time::timeout(Duration::from_secs(20), pending.cancel_requested())
+        .await
+        .expect("the cancel reaches the pending goal");
+    assert_eq!(pending.status().status, status::RECALLING);
+    pending.cancel(&TestResult::default(), "recalled").unwrap();
+    assert!(client.wait_for_result(WAIT).await);
+    assert_eq!(client.get_state(), SimpleState::Recalled);
+
+    // With callbacks: active, feedback, then done with the result.
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let fed = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let fed_in = fed.clone();
+    let (active_tx, active_rx) = std::sync::mpsc::channel();
+    client
+        .send_goal_with(
+            &TestGoal { goal: 2 },
+            move |state, result| {
+                let _ = done_tx.send((state, result));
+            },
+            move || {
+                let _ = active_tx.send(());
+            },
+            move |f| fed_in.store(f.feedback, std::sync::atomic::Ordering::Relaxed),
+        )
+        .unwrap();
+    let g = server.next_goal().await.unwrap();
+    g.accept("").unwrap();
+    g.publish_feedback(&udpros::msgs::actionlib::TestFeedback { feedback: 41 })
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    g.succeed(&TestResult { result: 42 }, "").unwrap();
+    let (state, result) = tokio::time::timeout(Duration::from_secs(20), done_rx)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (state, result),
+        (SimpleState::Succeeded, Some(TestResult { result: 42 }))
+    );
+    assert!(active_rx.try_recv().is_ok(), "active was called");
+    assert_eq!(fed.load(std::sync::atomic::Ordering::Relaxed), 41);
+    assert!(client.wait_for_result(WAIT).await);
+    assert_eq!(client.get_state(), SimpleState::Succeeded);
+
+    // Finished goals leave the list after the 0.5 s timeout.
+    assert!(!server.status_list().is_empty());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        server.status_list().is_empty(),
+        "{:?}",
+        server.status_list()
+    );
+}
