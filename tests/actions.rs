@@ -140,7 +140,7 @@ async fn goal_handles_walk_roscpp_s_states_and_cancel_all_reaches_every_goal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_dies_mid_goal_leaves_its_client_s_goal_lost() {
+async fn a_server_whose_node_shuts_down_mid_goal_aborts_it_for_its_client() {
     let master = master().await;
     let server_node = node(&master, "/mortal").await;
     let client_node = node(&master, "/survivor").await;
@@ -158,10 +158,14 @@ async fn a_server_that_dies_mid_goal_leaves_its_client_s_goal_lost() {
     while h.comm_state() != CommState::Active {
         h.next_event().await.expect("active before done");
     }
-    std::mem::forget(g); // the process dies: no goodbye from the handle
     server_node.shutdown().await;
     assert!(h.wait_for_done(Some(Duration::from_secs(20))).await);
-    assert_eq!(h.simple_state(), SimpleState::Lost);
+    assert_eq!(h.simple_state(), SimpleState::Aborted);
+    assert_eq!(
+        h.goal_status().unwrap().text,
+        "the action server's node shut down"
+    );
+    drop(g);
 }
 
 /// The scenario every client runs against every server, as lines (the peers print the
@@ -352,6 +356,41 @@ mod interop {
         assert!(text.contains("id: \"/roscpp_action_peer_"), "{text}");
         assert!(text.contains("status: 3"), "{text}");
         assert!(text.contains("text: \"counted\""), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rospy_and_roscpp_clients_hear_a_udpros_server_shut_down_mid_goal() {
+        let Some(p) = peers() else { return };
+        for (name, ns) in [("rospy", "/py_long"), ("roscpp", "/cpp_long")] {
+            let server_node = kit::node(&p.uri, &format!("/udpros_{name}_server")).await;
+            let server = SimpleActionServer::<TestAction>::new(
+                &server_node,
+                ns,
+                ActionServerOptions::default(),
+            )
+            .await
+            .unwrap();
+            let _work = udpros_testkit::counting_action_server(server);
+            let mut cmd = match name {
+                "rospy" => rospy(&p, &["long", ns]),
+                _ => roscpp(&p, &["long", ns]),
+            };
+            cmd.stdin(std::process::Stdio::null());
+            let (_child, mut lines) = kit::spawn_lines(cmd);
+            let active =
+                tokio::task::block_in_place(|| lines.wait_for(PEER_WAIT, |l| l == "ACTIVE"));
+            assert!(active.is_some(), "{name}: {:?}", lines.seen);
+            server_node.shutdown().await;
+            let result = tokio::task::block_in_place(|| {
+                lines.wait_for(PEER_WAIT, |l| l.starts_with("RESULT"))
+            });
+            assert_eq!(
+                result.as_deref().map(|l| l.split(' ').nth(1)),
+                Some(Some("ABORTED")),
+                "{name}: {:?}",
+                lines.seen
+            );
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -605,7 +644,7 @@ async fn status_rate_and_timeout_come_from_parameters_and_cancelled_pending_goal
     let mut status = client_node
         .subscribe::<udpros::msgs::actionlib_msgs::GoalStatusArray>(
             "/rate/status",
-            udpros::node::SubscribeOptions::default(),
+            udpros::node::SubscribeOptions::tcp_only(),
         )
         .await
         .unwrap();
@@ -617,8 +656,9 @@ async fn status_rate_and_timeout_come_from_parameters_and_cancelled_pending_goal
         }
     });
     let _ = counted.await;
+    // 40 expected; the default rate would give 10. Generous for a loaded machine.
     assert!(
-        (24..=60).contains(&arrays),
+        (16..=80).contains(&arrays),
         "{arrays} arrays in 2 s at 20 Hz"
     );
 

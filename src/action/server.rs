@@ -69,6 +69,15 @@ impl Shared {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Ends every unfinished goal with a result, so that clients (roscpp's and rospy's
+    /// too) hear that the server is gone instead of waiting.
+    fn end_every_goal(&self, text: &str) {
+        let ended = self.table().abandon_all(text, Instant::now());
+        for status in &ended {
+            self.publish_result(status, &self.default_result);
+        }
+    }
+
     fn publish_result(&self, status: &core::GoalStatus, result: &[u8]) {
         match core::status_message(stamp(self.node.now()), status, result) {
             Ok(body) => self.result_pub.publish_body(&body),
@@ -94,6 +103,7 @@ pub struct ActionServer<A: Action> {
 impl<A: Action> Drop for ActionServer<A> {
     fn drop(&mut self) {
         self.task.abort();
+        self.shared.end_every_goal("the action server was dropped");
     }
 }
 
@@ -283,6 +293,11 @@ async fn serve<A: Action>(
                 }
             }
             _ = shared.changed.notified() => {}
+            _ = shared.node.shutdown_requested() => {
+                // Before the node closes its publications: the results still go out.
+                shared.end_every_goal("the action server's node shut down");
+                break;
+            }
         }
     }
 }

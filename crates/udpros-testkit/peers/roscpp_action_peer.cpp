@@ -2,6 +2,8 @@
 // two modes and lines as rospy_action_peer.py:
 //   roscpp_action_peer serve NS   (READY; counts to the goal; aborts below zero; dies on 999)
 //   roscpp_action_peer drive NS   (CONNECTED, FEEDBACK n, RESULT <STATE> <result>, DONE)
+//   roscpp_action_peer long NS    (a goal of 100000: ACTIVE at its first feedback, then its
+//                                  RESULT line, within 30 s)
 #include <actionlib/TestAction.h>
 #include <actionlib/client/simple_action_client.h>
 #include <actionlib/server/simple_action_server.h>
@@ -106,11 +108,33 @@ static void drive(const std::string &ns) {
   std::fflush(stdout);
 }
 
+static void long_goal(const std::string &ns) {
+  ros::AsyncSpinner spinner(2);
+  spinner.start();
+  Client client(ns, false);
+  if (!client.waitForServer(ros::Duration(20))) {
+    std::printf("NO SERVER\n");
+    return;
+  }
+  std::atomic<int> fed{0};
+  actionlib::TestGoal goal;
+  goal.goal = 100000;
+  client.sendGoal(goal, Client::SimpleDoneCallback(), Client::SimpleActiveCallback(),
+                  [&fed](const actionlib::TestFeedbackConstPtr &) { fed++; });
+  for (int i = 0; i < 2000 && fed == 0; i++) ros::Duration(0.01).sleep();
+  std::printf("ACTIVE\n");
+  std::fflush(stdout);
+  client.waitForResult(ros::Duration(30));
+  result_line(client);
+}
+
 int main(int argc, char **argv) {
   ros::init(argc, argv, "roscpp_action_peer", ros::init_options::AnonymousName);
   if (argc < 3) return 2;
   std::string mode = argv[1], ns = argv[2];
-  if (mode == "serve") serve(ns); else drive(ns);
+  if (mode == "serve") serve(ns);
+  else if (mode == "long") long_goal(ns);
+  else drive(ns);
   ros::shutdown();
   return 0;
 }

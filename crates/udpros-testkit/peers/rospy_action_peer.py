@@ -10,6 +10,9 @@
   rospy_action_peer.py drive NS
       drives a server through the scenario the udpros server is tested with, printing
       CONNECTED, FEEDBACK n, RESULT <STATE> <result> per goal, and DONE.
+  rospy_action_peer.py long NS
+      sends a goal of 100000, prints ACTIVE at its first feedback, then its RESULT line
+      (RESULT ACTIVE none if none came within 30 s).
 """
 import os
 import sys
@@ -94,11 +97,26 @@ def drive(ns):
     print('DONE', flush=True)
 
 
+def long_goal(ns):
+    client = actionlib.SimpleActionClient(ns, TestAction)
+    if not client.wait_for_server(rospy.Duration(20)):
+        print('NO SERVER', flush=True)
+        return
+    fed = threading.Event()
+    client.send_goal(TestGoal(goal=100000), feedback_cb=lambda f: fed.set())
+    fed.wait(20)
+    print('ACTIVE', flush=True)
+    client.wait_for_result(rospy.Duration(30))
+    result_line(client)
+
+
 def main():
     args = rospy.myargv()[1:]
     rospy.init_node('rospy_action_peer', anonymous=True)
     if args[0] == 'serve':
         serve(args[1])
+    elif args[0] == 'long':
+        long_goal(args[1])
     else:
         drive(args[1])
 

@@ -373,20 +373,31 @@ impl GoalTable {
     /// be misled by (REJECTED or RECALLED before it was accepted, ABORTED or PREEMPTED
     /// after), so no client waits for it forever. `None` if it had finished.
     pub fn abandon(&mut self, key: GoalKey, now: Instant) -> Option<GoalStatus> {
-        let to = match self.entries.get(&key.0)?.status.status {
+        self.end_unfinished(
+            key.0,
+            "the action server let go of this goal without an answer",
+            now,
+        )
+    }
+
+    /// The server is going away: every unfinished goal ends as [`abandon`](Self::abandon)
+    /// ends one, with `text`. Returns the results to publish.
+    pub fn abandon_all(&mut self, text: &str, now: Instant) -> Vec<GoalStatus> {
+        let live: Vec<u64> = self.live.iter().copied().collect();
+        live.into_iter()
+            .filter_map(|key| self.end_unfinished(key, text, now))
+            .collect()
+    }
+
+    fn end_unfinished(&mut self, key: u64, text: &str, now: Instant) -> Option<GoalStatus> {
+        let to = match self.entries.get(&key)?.status.status {
             status::PENDING => status::REJECTED,
             status::RECALLING => status::RECALLED,
             status::ACTIVE => status::ABORTED,
             status::PREEMPTING => status::PREEMPTED,
             _ => return None,
         };
-        self.finish(
-            key.0,
-            to,
-            "the action server let go of this goal without an answer",
-            now,
-        )
-        .ok()
+        self.finish(key, to, text, now).ok()
     }
 
     /// When the next status array is due.
@@ -715,6 +726,15 @@ mod tests {
         assert_eq!(t.abandon(a, t0).unwrap().status, status::REJECTED);
         assert_eq!(t.abandon(b, t0).unwrap().status, status::ABORTED);
         assert_eq!(t.abandon(b, t0), None);
+        let c = new_key(t.goal_arrived(id("c", 1), NOW, t0));
+        let d = new_key(t.goal_arrived(id("d", 1), NOW, t0));
+        t.accept(d, "").unwrap();
+        t.cancel_requested(&id("d", 0), NOW, t0);
+        let ended = t.abandon_all("bye", t0);
+        let codes: Vec<u8> = ended.iter().map(|s| s.status).collect();
+        assert_eq!(codes, [status::REJECTED, status::PREEMPTED]);
+        assert!(ended.iter().all(|s| s.text == "bye"));
+        assert!(t.status(c).is_some_and(|s| status::is_terminal(s.status)));
     }
 
     #[test]
