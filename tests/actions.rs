@@ -723,3 +723,44 @@ async fn status_rate_and_timeout_come_from_parameters_and_cancelled_pending_goal
         server.status_list()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_server_ends_its_unfinished_goals() {
+    let master = master().await;
+    let server_node = node(&master, "/dropper").await;
+    let client_node = node(&master, "/left").await;
+    let mut server =
+        ActionServer::<TestAction>::new(&server_node, "drop", ActionServerOptions::default())
+            .await
+            .unwrap();
+    let client = ActionClient::<TestAction>::new(&client_node, "drop")
+        .await
+        .unwrap();
+    assert!(client.wait_for_server(WAIT).await);
+    let mut active = client.send_goal(&TestGoal { goal: 1 }).unwrap();
+    let first = server.next_goal().await.unwrap();
+    first.accept("").unwrap();
+    let mut pending = client.send_goal(&TestGoal { goal: 2 }).unwrap();
+    let second = server.next_goal().await.unwrap();
+    for h in [&mut active, &mut pending] {
+        while h.comm_state() == CommState::WaitingForGoalAck {
+            h.next_event().await.expect("acknowledged before done");
+        }
+    }
+    // The code still holds both handles; the server goes.
+    drop(server);
+    for (h, ended) in [
+        (&mut active, SimpleState::Aborted),
+        (&mut pending, SimpleState::Rejected),
+    ] {
+        assert!(h.wait_for_done(WAIT).await);
+        assert_eq!(h.simple_state(), ended);
+        assert_eq!(
+            h.goal_status().unwrap().text,
+            "the action server was dropped"
+        );
+    }
+    // What the code does with them afterwards changes nothing.
+    assert!(first.succeed(&TestResult::default(), "").is_err());
+    assert!(second.accept("").is_err());
+}
