@@ -123,8 +123,8 @@ pub(super) struct Shared {
     goal_pub: RawPublisher,
     cancel_pub: RawPublisher,
     node: Node,
-    /// The caller id of the last status array's publisher, and when it came.
-    last_status: Mutex<Option<(String, Instant)>>,
+    /// The caller id of the last status array's publisher.
+    status_caller: Mutex<Option<String>>,
     /// The connection headers of the last result's and feedback's publishers: what they
     /// carry, when the client took any type.
     last_headers: Mutex<PublisherHeaders>,
@@ -162,7 +162,8 @@ impl Shared {
 /// node was killed), those goals end LOST; roscpp's client would wait for them forever.
 pub struct RawActionClient {
     shared: Arc<Shared>,
-    result_sub_links: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
+    /// The caller ids of the publishers this client hears both results and feedback from.
+    heard_callers: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -230,12 +231,12 @@ impl RawActionClient {
             goal_pub,
             cancel_pub,
             node: node.clone(),
-            last_status: Mutex::new(None),
+            status_caller: Mutex::new(None),
             last_headers: Mutex::new(PublisherHeaders::default()),
         });
         let result_links = result_sub.linked_callers();
         let feedback_links = feedback_sub.linked_callers();
-        let result_sub_links: Arc<dyn Fn() -> Vec<String> + Send + Sync> = Arc::new(move || {
+        let heard_callers: Arc<dyn Fn() -> Vec<String> + Send + Sync> = Arc::new(move || {
             let feedback = feedback_links();
             result_links()
                 .into_iter()
@@ -245,7 +246,7 @@ impl RawActionClient {
         let task = tokio::spawn(follow(shared.clone(), status_sub, result_sub, feedback_sub));
         Ok(RawActionClient {
             shared,
-            result_sub_links,
+            heard_callers,
             task,
         })
     }
@@ -263,9 +264,9 @@ impl RawActionClient {
     /// client's goals and cancels, and this client hears its results and feedback (what
     /// rospy's `wait_for_server` checks).
     pub fn is_server_connected(&self) -> bool {
-        let Some((server, _)) = self
+        let Some(server) = self
             .shared
-            .last_status
+            .status_caller
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -275,7 +276,7 @@ impl RawActionClient {
         let subscribes = |p: &RawPublisher| p.links().iter().any(|l| l.caller_id == server);
         subscribes(&self.shared.goal_pub)
             && subscribes(&self.shared.cancel_pub)
-            && (self.result_sub_links)().contains(&server)
+            && (self.heard_callers)().contains(&server)
     }
 
     /// Waits until [`is_server_connected`](Self::is_server_connected), at most `timeout`
@@ -368,8 +369,8 @@ async fn follow(
                 if read.is_err() {
                     continue;
                 }
-                *shared.last_status.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some((caller.clone(), Instant::now()));
+                *shared.status_caller.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(caller.clone());
                 for (id, tracked) in goals.iter_mut() {
                     let found = listed.get(id);
                     match (&tracked.server, found) {

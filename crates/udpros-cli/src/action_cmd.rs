@@ -1,7 +1,7 @@
 //! `udpros action`: the actions of the graph, and a goal sent to one from the command line
 //! with its feedback and result printed (what `axclient.py` does without a window).
 
-use super::tool_node::tool_node;
+use super::tool_node::{tool_node, tool_node_keeping_signals};
 use super::CliResult;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ pub enum ActionCommand {
     /// with their action types.
     List,
     /// Sends a goal given as YAML, prints the feedback and the result; exits 0 when the
-    /// goal succeeded, 1 otherwise. Ctrl-C cancels the goal.
+    /// goal succeeded, 1 otherwise. Ctrl-C cancels the goal; a second Ctrl-C stops waiting.
     Send(SendArgs),
 }
 
@@ -39,7 +39,11 @@ pub fn run(cmd: ActionCommand) -> CliResult {
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        let node = tool_node("udpros_action").await?;
+        // `send` answers Ctrl-C itself: it cancels the goal before the node leaves.
+        let node = match cmd {
+            ActionCommand::List => tool_node("udpros_action").await?,
+            ActionCommand::Send(_) => tool_node_keeping_signals("udpros_action").await?,
+        };
         let result = match cmd {
             ActionCommand::List => list(&node).await,
             ActionCommand::Send(args) => send(&node, args).await,
@@ -179,8 +183,13 @@ async fn send(node: &Node, args: SendArgs) -> CliResult {
         };
         let event = tokio::select! {
             event = handle.next_event() => event,
-            _ = tokio::signal::ctrl_c(), if !cancelled => {
+            _ = tokio::signal::ctrl_c() => {
+                if cancelled {
+                    // A second Ctrl-C: stop waiting for the server's answer.
+                    return Err("interrupted while the goal was being cancelled".into());
+                }
                 cancelled = true;
+                println!("interrupted: cancelling (Ctrl-C again to stop waiting)");
                 handle.cancel();
                 continue;
             }

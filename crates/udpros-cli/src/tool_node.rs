@@ -45,16 +45,26 @@ impl From<ToolNodeError> for String {
 /// serves no logger services, so listing services or parameters shows only the graph's
 /// (rosservice list, rosparam and rosnode start no node at all).
 pub async fn tool_node(prefix: &str) -> Result<Node, ToolNodeError> {
-    anonymous_node(prefix, false).await
+    anonymous_node(prefix, false, true).await
+}
+
+/// A [`tool_node`] that does not shut down on SIGINT or SIGTERM: for a command that answers
+/// Ctrl-C itself before it leaves (`udpros action send` cancels its goal first).
+pub async fn tool_node_keeping_signals(prefix: &str) -> Result<Node, ToolNodeError> {
+    anonymous_node(prefix, false, false).await
 }
 
 /// An anonymous node that serves `~get_loggers` and `~set_logger_level`, as the rospy node
 /// that `rostopic pub`, `echo`, `hz`, `bw` and `delay` start does.
 pub async fn node_with_logger_services(prefix: &str) -> Result<Node, ToolNodeError> {
-    anonymous_node(prefix, true).await
+    anonymous_node(prefix, true, true).await
 }
 
-async fn anonymous_node(prefix: &str, logger_services: bool) -> Result<Node, ToolNodeError> {
+async fn anonymous_node(
+    prefix: &str,
+    logger_services: bool,
+    handle_signals: bool,
+) -> Result<Node, ToolNodeError> {
     let name = format!("{prefix}_{}", std::process::id());
     let args =
         udpros::node::args::NodeArgs::parse(crate::ros_args()).map_err(ToolNodeError::Args)?;
@@ -62,6 +72,7 @@ async fn anonymous_node(prefix: &str, logger_services: bool) -> Result<Node, Too
         udpros::node::args::NodeIdentity::from_args(&name, &args).map_err(ToolNodeError::Args)?;
     let options = udpros::node::NodeOptions {
         logger_services,
+        handle_signals,
         ..udpros::node::NodeOptions::default()
     };
     let node = Node::with_options(id, options)

@@ -77,6 +77,33 @@ async fn action_list_and_send_against_rospy_and_udpros_servers() {
         assert!(out.contains("state: PREEMPTED \"preempted\""), "{out}");
     }
 
+    // Ctrl-C cancels the goal and waits for its end.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+    cmd.args(["action", "send", "/u_count", "goal: 100000"]);
+    common::ros_env(&mut cmd, &uri);
+    let (mut child, mut out) = common::spawn_lines(cmd);
+    let active = tokio::task::block_in_place(|| {
+        out.wait_for(Duration::from_secs(30), |l| l == "state: ACTIVE")
+    });
+    assert!(active.is_some(), "{:?}", out.seen);
+    let sent = Command::new("kill")
+        .args(["-INT", &child.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = tokio::task::block_in_place(|| {
+        out.wait_for(Duration::from_secs(30), |l| {
+            l.starts_with("state: PREEMPTED")
+        })
+    });
+    assert!(ended.is_some(), "{:?}", out.seen);
+    assert!(out
+        .seen
+        .iter()
+        .any(|l| l.starts_with("interrupted: cancelling")));
+    let status = tokio::task::block_in_place(|| child.0.wait()).unwrap();
+    assert_eq!(status.code(), Some(1), "not SUCCEEDED");
+
     let (ok, _, err) = action(&["send", "/nowhere", "goal: 1"]);
     assert!(!ok);
     assert!(err.contains("no action at /nowhere"), "{err}");
