@@ -59,6 +59,8 @@
 //!   slave APIs as typed calls.
 //! - [`transport`]: the tokio layer that drives the wire state machines over sockets.
 //! - [`node`]: the [`Node`](node::Node): names, parameters, publishers, subscribers.
+//! - [`service`], [`action`], [`reconfigure`]: services, actionlib servers and clients,
+//!   dynamic_reconfigure servers, on a node.
 //! - [`master`]: an embedded master with rosmaster's semantics.
 //! - [`logging`], [`rosout`]: logging to stderr and `/rosout`.
 //! - [`time`]: ROS time: the node's clock (wall, or sim time from `/clock` under
