@@ -282,7 +282,8 @@ impl RawActionClient {
     /// Waits until [`is_server_connected`](Self::is_server_connected), at most `timeout`
     /// (`None`: for ever). True when connected.
     pub async fn wait_for_server(&self, timeout: Option<Duration>) -> bool {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout past what an Instant can hold waits for ever.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             if self.is_server_connected() {
                 return true;

@@ -117,7 +117,7 @@ impl<A: Action> SimpleActionClient<A> {
             None => false,
             Some(Followed::Here(handle)) => handle.wait_for_done(timeout).await,
             Some(Followed::Callbacks(view, _)) => {
-                let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+                let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
                 while !view.is_done() {
                     if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
                         return false;

@@ -1,11 +1,11 @@
 //! `udpros action`: the actions of the graph, and a goal sent to one from the command line
 //! with its feedback and result printed (what `axclient.py` does without a window).
 
+use super::service_cmd::{field_names, message_yaml};
 use super::tool_node::{tool_node, tool_node_keeping_signals};
 use super::CliResult;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
-use std::time::Duration;
 use udpros::action::{ActionTypes, GoalEvent, RawActionClient, SimpleState};
 use udpros::msg::dynamic::DynamicType;
 use udpros::node::Node;
@@ -25,13 +25,25 @@ pub enum ActionCommand {
 pub struct SendArgs {
     /// The action's namespace (`/fibonacci`).
     namespace: String,
-    /// The goal as YAML (`'order: 5'`, `'{order: 5}'`); all defaults when omitted.
-    goal: Option<String>,
-    /// Seconds to wait for the server.
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    /// The goal as YAML: one mapping (`'order: 5'`, `'{order: 5}'`), or one value per
+    /// goal field in order (as `udpros service call` takes a request); all defaults when
+    /// omitted.
+    goal: Vec<String>,
+    /// Seconds to wait for the server (0: as long as it takes).
+    #[arg(
+        long,
+        default_value_t = 10.0,
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
     wait: f64,
     /// Seconds the goal may take before it is cancelled (0: as long as it takes).
-    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "SECONDS",
+        allow_negative_numbers = true
+    )]
     timeout: f64,
 }
 
@@ -151,19 +163,12 @@ async fn send(node: &Node, args: SendArgs) -> CliResult {
     let client = RawActionClient::new(node, &ns, &types)
         .await
         .map_err(|e| e.to_string())?;
-    if !client
-        .wait_for_server(Some(Duration::from_secs_f64(args.wait.max(0.0))))
-        .await
-    {
+    let wait = crate::seconds_or_none("--wait", args.wait)?;
+    let timeout = crate::seconds_or_none("--timeout", args.timeout)?;
+    let yaml = message_yaml("goal", &field_names(&goal_type), &args.goal)?;
+    if !client.wait_for_server(wait).await {
         return Err(format!("the action server of {ns} did not connect"));
     }
-    let yaml = match args.goal.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(text) if text.starts_with('{') => Some(udpros::yaml::load(text)),
-        Some(text) => Some(udpros::yaml::load(&format!("{{{text}}}"))),
-    }
-    .transpose()
-    .map_err(|e| format!("the goal is not YAML: {e}"))?;
     let goal = goal_type
         .value_from_yaml_at(yaml.as_ref(), node.now())
         .and_then(|v| goal_type.encode(&v))
@@ -171,8 +176,7 @@ async fn send(node: &Node, args: SendArgs) -> CliResult {
     let mut handle = client.send_goal(&goal).map_err(|e| e.to_string())?;
     println!("goal id: {}", handle.goal_id().id);
     let mut state = SimpleState::Pending;
-    let deadline = (args.timeout > 0.0)
-        .then(|| tokio::time::Instant::now() + Duration::from_secs_f64(args.timeout));
+    let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
     let mut cancelled = false;
     loop {
         let expired = async {

@@ -76,6 +76,17 @@ enum Command {
 /// A failure the user should read: printed as one line, exit status 1.
 type CliResult = Result<(), String>;
 
+/// A `--flag SECONDS` value: 0 for no limit (`None`), else a duration; negative, infinite
+/// and NaN values are one-line errors.
+fn seconds_or_none(flag: &str, seconds: f64) -> Result<Option<std::time::Duration>, String> {
+    match seconds {
+        0.0 => Ok(None),
+        s => std::time::Duration::try_from_secs_f64(s)
+            .map(Some)
+            .map_err(|_| format!("{flag} {s}: expected a number of seconds, 0 or more")),
+    }
+}
+
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().collect();
     let program = if argv.is_empty() {

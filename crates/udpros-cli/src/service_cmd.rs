@@ -147,10 +147,13 @@ async fn service_type(node: &Node, service: &str) -> Result<DynamicService, Stri
 }
 
 fn request_fields(srv: &DynamicService) -> Vec<String> {
-    let request = srv.request.type_name();
-    srv.request
-        .specs()
-        .get(request)
+    field_names(&srv.request)
+}
+
+/// The names of a message type's fields, in order.
+pub(crate) fn field_names(ty: &udpros::msg::dynamic::DynamicType) -> Vec<String> {
+    ty.specs()
+        .get(ty.type_name())
         .map(|spec| spec.fields.iter().map(|f| f.name.clone()).collect())
         .unwrap_or_default()
 }
@@ -180,9 +183,15 @@ async fn find(node: &Node, srv_type: &str) -> CliResult {
     Ok(())
 }
 
-/// The request's YAML: one mapping taken whole, or one value per field in order.
-fn request_yaml(fields: &[String], args: &[String]) -> Result<Option<Yaml>, String> {
-    let parse = |text: &str| udpros::yaml::load(text).map_err(|e| format!("request YAML: {e}"));
+/// A message's YAML from the command line (a service request, an action goal): one mapping
+/// taken whole, or one value per field in order.
+/// `what` names the message in errors ("request", "goal").
+pub(crate) fn message_yaml(
+    what: &str,
+    fields: &[String],
+    args: &[String],
+) -> Result<Option<Yaml>, String> {
+    let parse = |text: &str| udpros::yaml::load(text).map_err(|e| format!("{what} YAML: {e}"));
     match args {
         [] => Ok(None),
         [one] => {
@@ -197,7 +206,7 @@ fn request_yaml(fields: &[String], args: &[String]) -> Result<Option<Yaml>, Stri
                     Ok(Some(Yaml::Map(vec![(fields[0].clone(), single)])))
                 }
                 _ => Err(format!(
-                    "the request has {} fields ({}); give one YAML mapping or a value for each",
+                    "the {what} has {} fields ({}); give one YAML mapping or a value for each",
                     fields.len(),
                     fields.join(", ")
                 )),
@@ -210,7 +219,7 @@ fn request_yaml(fields: &[String], args: &[String]) -> Result<Option<Yaml>, Stri
             )))
         }
         many => Err(format!(
-            "{} arguments for a request of {} fields ({})",
+            "{} arguments for a {what} of {} fields ({})",
             many.len(),
             fields.len(),
             fields.join(", ")
@@ -225,19 +234,13 @@ async fn call(node: &Node, args: CallArgs) -> CliResult {
             .map_err(|e| e.to_string())?;
     }
     let srv = service_type(node, &args.service).await?;
-    let yaml = request_yaml(&request_fields(&srv), &args.args)?;
+    let yaml = message_yaml("request", &request_fields(&srv), &args.args)?;
     let request = srv
         .request
         .value_from_yaml(yaml.as_ref())
         .map_err(|e| format!("bad request: {e}"))?;
     let body = srv.request.encode(&request).map_err(|e| e.to_string())?;
-    let wait = match args.timeout {
-        0.0 => None,
-        t => Some(
-            std::time::Duration::try_from_secs_f64(t)
-                .map_err(|_| format!("--timeout {t}: expected a number of seconds, 0 or more"))?,
-        ),
-    };
+    let wait = crate::seconds_or_none("--timeout", args.timeout)?;
     let options = ClientOptions::default().with_response_timeout(wait);
     let client = node.service_client_raw(&args.service, &srv.md5sum, options);
     let response = client.call(&body).await.map_err(|e| match e {

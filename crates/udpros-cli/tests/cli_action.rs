@@ -104,10 +104,51 @@ async fn action_list_and_send_against_rospy_and_udpros_servers() {
     let status = tokio::task::block_in_place(|| child.0.wait()).unwrap();
     assert_eq!(status.code(), Some(1), "not SUCCEEDED");
 
-    let (ok, _, err) = action(&["send", "/nowhere", "goal: 1"]);
-    assert!(!ok);
-    assert!(err.contains("no action at /nowhere"), "{err}");
-    let (ok, _, err) = action(&["send", "/u_count", "goal: [1, 2]"]);
-    assert!(!ok);
-    assert!(err.contains("does not fit actionlib/TestGoal"), "{err}");
+    // A goal of one field may be given as its value, as a service request may.
+    let (ok, out, err) = action(&["send", "/u_count", "2"]);
+    assert!(ok, "{out} {err}");
+    assert!(out.contains("result:\n  result: 2\n"), "{out}");
+
+    // Bad input: one line on stderr, exit 1, no panic.
+    let udpros = env!("CARGO_BIN_EXE_udpros");
+    let cases: Vec<common::BadCase> = vec![
+        (
+            udpros,
+            vec!["action", "send", "/nowhere", "goal: 1"],
+            "no action at /nowhere",
+        ),
+        (
+            udpros,
+            vec!["action", "send", "/u_count", "goal: [1, 2]"],
+            "does not fit actionlib/TestGoal",
+        ),
+        (
+            udpros,
+            vec!["action", "send", "/u_count", "goal: 1", "--wait", "inf"],
+            "--wait inf",
+        ),
+        (
+            udpros,
+            vec!["action", "send", "/u_count", "goal: 1", "--timeout", "-1"],
+            "--timeout -1",
+        ),
+        (
+            udpros,
+            vec!["action", "send", "/u_count", "goal: 1", "--timeout", "NaN"],
+            "--timeout NaN",
+        ),
+        (
+            udpros,
+            vec!["action", "send", "/u_count", "1", "2"],
+            "2 arguments for a goal of 1 fields (goal)",
+        ),
+        (
+            udpros,
+            vec!["action", "send", "/u_count", "{goal: 1"],
+            "YAML",
+        ),
+    ];
+    tokio::task::spawn_blocking(move || common::assert_each_fails_in_one_line(&uri, cases))
+        .await
+        .unwrap();
 }

@@ -125,7 +125,11 @@ pub struct GoalTable {
 impl GoalTable {
     /// An empty table made at `now`; ids it makes for goals that came without one start
     /// with `node_name`, as roscpp's do. Its first status array is due at once.
-    pub fn new(node_name: &str, limits: Limits, now: Instant) -> GoalTable {
+    pub fn new(node_name: &str, mut limits: Limits, now: Instant) -> GoalTable {
+        // A year stands for "for ever", and keeps `now + timeout` within what an Instant holds.
+        limits.status_list_timeout = limits
+            .status_list_timeout
+            .min(Duration::from_secs(365 * 86_400));
         // Zero, negative and NaN rates: no periodic arrays; absurdly low ones: one an hour.
         let period = (limits.status_frequency > 0.0).then(|| {
             Duration::try_from_secs_f64(1.0 / limits.status_frequency)
@@ -771,6 +775,18 @@ mod tests {
         let mut fast = fast;
         fast.status_list(t0);
         assert_eq!(fast.next_status_at(), Some(t0 + MIN_STATUS_GAP));
+        let mut forever = GoalTable::new(
+            "/n",
+            Limits {
+                status_list_timeout: Duration::MAX,
+                ..Limits::default()
+            },
+            t0,
+        );
+        if let Arrival::New(key) = forever.goal_arrived(id("f", 1), NOW, t0) {
+            forever.reject(key, "", t0).unwrap();
+        }
+        assert_eq!(forever.status_list(t0).len(), 1);
         for odd in [f64::NAN, f64::INFINITY, 1e-320, -1.0] {
             let limits = Limits {
                 status_frequency: odd,
