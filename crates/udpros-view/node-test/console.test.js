@@ -143,7 +143,8 @@ test("the console draws the demo live, on a laptop and a tablet", async () => {
     // their numbers, and the topic table lists the graph with the view's link counters.
     const s = await until(
       laptop,
-      (s) => s.echoes > 200 && s.profiles > 10 && s.reports >= 5 && s.linksKnown >= 3 && s.rows >= 10,
+      (s) =>
+        s.echoes > 200 && s.seeded && s.profiles > 10 && s.reports >= 5 && s.linksKnown >= 3 && s.rows >= 10,
       30_000,
     );
     assert.ok(s.seeded, "the bridge's fan image seeded the picture");

@@ -157,17 +157,20 @@ function chooseTopics() {
   if (echo && !subscribedTo(echo)) {
     subscribe(echo, onEcho);
     state.sonar.topic = echo.topic;
-    // The bridge's fan image holds the sweep so far: drawn first, the picture is whole at
-    // once instead of after a turn of the head.
-    const image = [...state.channels.values()].find(
-      (c) => c.topic === echo.topic.replace(/echo$/, "image") && c.schemaName === "sensor_msgs/Image",
+  }
+  // The bridge's fan image holds the sweep so far: drawn first, the picture is whole at
+  // once instead of after a turn of the head. Asked for until one came (its channel may be
+  // advertised after the echoes').
+  const image =
+    state.sonar.topic &&
+    [...state.channels.values()].find(
+      (c) => c.topic === state.sonar.topic.replace(/echo$/, "image") && c.schemaName === "sensor_msgs/Image",
     );
-    if (image && !state.sonar.seeded) {
-      const id = subscribe(image, (m) => {
-        seedSonar(m);
-        unsubscribe(id);
-      });
-    }
+  if (image && !state.sonar.seeded && !subscribedTo(image)) {
+    const id = subscribe(image, (m) => {
+      seedSonar(m);
+      unsubscribe(id);
+    });
   }
   const profile = firstOfType(TYPES.profile);
   if (profile && !subscribedTo(profile)) {
