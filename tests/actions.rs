@@ -23,6 +23,37 @@ async fn node(master: &Master, name: &str) -> Node {
     udpros_testkit::node(master.uri(), name).await
 }
 
+/// A node serving action `ns` and a node whose client is connected to it.
+async fn linked(
+    master: &Master,
+    server_name: &str,
+    client_name: &str,
+    ns: &str,
+) -> (
+    Node,
+    Node,
+    ActionServer<TestAction>,
+    ActionClient<TestAction>,
+) {
+    let server_node = node(master, server_name).await;
+    let client_node = node(master, client_name).await;
+    let server = ActionServer::<TestAction>::new(&server_node, ns, ActionServerOptions::default())
+        .await
+        .unwrap();
+    let client = ActionClient::<TestAction>::new(&client_node, ns)
+        .await
+        .unwrap();
+    assert!(client.wait_for_server(WAIT).await);
+    (server_node, client_node, server, client)
+}
+
+/// Takes a goal's events until it is ACTIVE.
+async fn until_active(h: &mut udpros::action::ClientGoalHandle<TestAction>) {
+    while h.comm_state() != CommState::Active {
+        h.next_event().await.expect("active before done");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simple_client_gets_feedback_success_abort_and_preemption() {
     let master = master().await;
@@ -82,16 +113,8 @@ async fn a_simple_client_gets_feedback_success_abort_and_preemption() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn goal_handles_walk_roscpp_s_states_and_cancel_all_reaches_every_goal() {
     let master = master().await;
-    let server_node = node(&master, "/handles").await;
-    let client_node = node(&master, "/sender").await;
-    let mut server =
-        ActionServer::<TestAction>::new(&server_node, "many", ActionServerOptions::default())
-            .await
-            .unwrap();
-    let client = ActionClient::<TestAction>::new(&client_node, "many")
-        .await
-        .unwrap();
-    assert!(client.wait_for_server(WAIT).await);
+    let (_server_node, _client_node, mut server, client) =
+        linked(&master, "/handles", "/sender", "many").await;
 
     let mut rejected = client.send_goal(&TestGoal { goal: 1 }).unwrap();
     let g = server.next_goal().await.unwrap();
@@ -142,22 +165,12 @@ async fn goal_handles_walk_roscpp_s_states_and_cancel_all_reaches_every_goal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_whose_node_shuts_down_mid_goal_aborts_it_for_its_client() {
     let master = master().await;
-    let server_node = node(&master, "/mortal").await;
-    let client_node = node(&master, "/survivor").await;
-    let mut server =
-        ActionServer::<TestAction>::new(&server_node, "die", ActionServerOptions::default())
-            .await
-            .unwrap();
-    let client = ActionClient::<TestAction>::new(&client_node, "die")
-        .await
-        .unwrap();
-    assert!(client.wait_for_server(WAIT).await);
+    let (server_node, _client_node, mut server, client) =
+        linked(&master, "/mortal", "/survivor", "die").await;
     let mut h = client.send_goal(&TestGoal { goal: 1 }).unwrap();
     let g = server.next_goal().await.unwrap();
     g.accept("").unwrap();
-    while h.comm_state() != CommState::Active {
-        h.next_event().await.expect("active before done");
-    }
+    until_active(&mut h).await;
     server_node.shutdown().await;
     assert!(h.wait_for_done(Some(Duration::from_secs(20))).await);
     assert_eq!(h.simple_state(), SimpleState::Aborted);
@@ -582,27 +595,17 @@ async fn floods_of_goals_cancels_and_status_leave_server_and_client_bounded_and_
 async fn another_status_publisher_cannot_make_a_goal_lost() {
     use udpros::msgs::actionlib_msgs::GoalStatusArray;
     let master = master().await;
-    let server_node = node(&master, "/real").await;
+    let (_server_node, _client_node, mut server, client) =
+        linked(&master, "/real", "/follower", "imp").await;
     let impostor_node = node(&master, "/impostor").await;
-    let client_node = node(&master, "/follower").await;
-    let mut server =
-        ActionServer::<TestAction>::new(&server_node, "imp", ActionServerOptions::default())
-            .await
-            .unwrap();
     let impostor = impostor_node
         .advertise::<GoalStatusArray>("/imp/status", udpros::node::AdvertiseOptions::default())
         .await
         .unwrap();
-    let client = ActionClient::<TestAction>::new(&client_node, "imp")
-        .await
-        .unwrap();
-    assert!(client.wait_for_server(WAIT).await);
     let mut h = client.send_goal(&TestGoal { goal: 1 }).unwrap();
     let g = server.next_goal().await.unwrap();
     g.accept("").unwrap();
-    while h.comm_state() != CommState::Active {
-        h.next_event().await.expect("active before done");
-    }
+    until_active(&mut h).await;
     let mut waited = 0;
     while impostor.num_subscribers() == 0 && waited < 200 {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -727,16 +730,8 @@ async fn status_rate_and_timeout_come_from_parameters_and_cancelled_pending_goal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_server_ends_its_unfinished_goals() {
     let master = master().await;
-    let server_node = node(&master, "/dropper").await;
-    let client_node = node(&master, "/left").await;
-    let mut server =
-        ActionServer::<TestAction>::new(&server_node, "drop", ActionServerOptions::default())
-            .await
-            .unwrap();
-    let client = ActionClient::<TestAction>::new(&client_node, "drop")
-        .await
-        .unwrap();
-    assert!(client.wait_for_server(WAIT).await);
+    let (_server_node, _client_node, mut server, client) =
+        linked(&master, "/dropper", "/left", "drop").await;
     let mut active = client.send_goal(&TestGoal { goal: 1 }).unwrap();
     let first = server.next_goal().await.unwrap();
     first.accept("").unwrap();
