@@ -343,6 +343,13 @@ impl RawActionClient {
     }
 }
 
+/// A result's or feedback's goal status and its encoded result or feedback (sharing the
+/// received buffer); `None` for a body that does not start as actionlib's do.
+fn status_and_payload(received: &crate::transport::Received) -> Option<(core::GoalStatus, Bytes)> {
+    let (_, status, payload) = core::split_status_message(&received.body).ok()?;
+    Some((status, received.body.slice_ref(payload)))
+}
+
 /// The client's task: status arrays, results and feedback in, goal states out.
 async fn follow(
     shared: Arc<Shared>,
@@ -385,10 +392,7 @@ async fn follow(
             }
             received = result_sub.recv() => {
                 let Some(received) = received else { break };
-                let Ok((_, st, payload)) = core::split_status_message(&received.body) else {
-                    continue;
-                };
-                let payload = received.body.slice_ref(payload);
+                let Some((st, payload)) = status_and_payload(&received) else { continue };
                 shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).result =
                     Some(received.publisher.clone());
                 if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
@@ -401,10 +405,7 @@ async fn follow(
             }
             received = feedback_sub.recv() => {
                 let Some(received) = received else { break };
-                let Ok((_, st, payload)) = core::split_status_message(&received.body) else {
-                    continue;
-                };
-                let payload = received.body.slice_ref(payload);
+                let Some((st, payload)) = status_and_payload(&received) else { continue };
                 shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).feedback =
                     Some(received.publisher.clone());
                 if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
