@@ -160,19 +160,21 @@ async fn send(node: &Node, args: SendArgs) -> CliResult {
         result: any(),
         feedback: any(),
     };
-    let client = RawActionClient::new(node, &ns, &types)
-        .await
-        .map_err(|e| e.to_string())?;
+    // Every argument is checked before the client joins the graph: a refusal then leaves
+    // no half-made links behind (and prints nothing but its one line).
     let wait = crate::seconds_or_none("--wait", args.wait)?;
     let timeout = crate::seconds_or_none("--timeout", args.timeout)?;
     let yaml = message_yaml("goal", &field_names(&goal_type), &args.goal)?;
-    if !client.wait_for_server(wait).await {
-        return Err(format!("the action server of {ns} did not connect"));
-    }
     let goal = goal_type
         .value_from_yaml_at(yaml.as_ref(), node.now())
         .and_then(|v| goal_type.encode(&v))
         .map_err(|e| format!("the goal does not fit {action}Goal: {e}"))?;
+    let client = RawActionClient::new(node, &ns, &types)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !client.wait_for_server(wait).await {
+        return Err(format!("the action server of {ns} did not connect"));
+    }
     let mut handle = client.send_goal(&goal).map_err(|e| e.to_string())?;
     println!("goal id: {}", handle.goal_id().id);
     let mut state = SimpleState::Pending;
