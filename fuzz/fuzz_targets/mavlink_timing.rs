@@ -1,11 +1,12 @@
-//! MAVLink datagrams and TIMESYNC/PING replies with arbitrary values: parsing never panics,
+//! MAVLink datagrams, byte streams cut anywhere, `fcu_url`s and TIMESYNC/PING replies with
+//! arbitrary values: parsing never panics, the stream parser holds at most a frame,
 //! and neither do the exchanges or the estimators on hostile clocks (a remote clock at
 //! i64::MIN, replies from the past, huge round trips).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use udpros_bridges::mavlink::estimator::{FitParams, Px4Params};
-use udpros_bridges::mavlink::messages::{parse_datagram, Incoming, Outgoing};
+use udpros_bridges::mavlink::messages::{parse_datagram, Incoming, Outgoing, StreamParser};
 use udpros_bridges::mavlink::protocol::{Ids, Ping, Timesync};
 use udpros_bridges::mavlink::session::{Session, SessionConfig};
 
@@ -32,6 +33,18 @@ fuzz_target!(|data: &[u8]| {
     });
     for (from, msg) in parse_datagram(data) {
         let _ = session.on_message(from, msg, 0);
+    }
+    // The same bytes as a stream, cut where the first byte says: every frame the stream
+    // parser finds is one a datagram parse of it finds too.
+    let mut parser = StreamParser::default();
+    let cut = usize::from(data.first().copied().unwrap_or(1)).max(1);
+    for piece in data.chunks(cut) {
+        parser.push(piece, |frame, from, msg| {
+            assert_eq!(parse_datagram(frame), vec![(from, msg)]);
+        });
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = text.parse::<udpros_bridges::mavlink::url::FcuUrl>();
     }
     let word = |c: &[u8], i: usize| i64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
     for c in data.chunks_exact(24) {

@@ -248,6 +248,7 @@ async fn every_parameter_of_the_wrong_type_is_one_line_saying_what_it_must_be() 
                 "target_component_id",
                 "ping_rate",
                 "timesync_rate",
+                "system_time_rate",
                 "timeout",
                 "time/timesync_alpha_initial",
                 "time/timesync_beta_initial",

@@ -5,7 +5,7 @@
 
 use udpros_testkit as common;
 
-use common::node;
+use common::{diagnostic, node};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use udpros::master::Master;
@@ -13,7 +13,6 @@ use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros a
 use udpros::node::{Node, SubscribeOptions};
 use udpros::transport::Protocol;
 use udpros_bridges::mavlink::clock::ros_minus_monotonic_ns;
-use udpros_bridges::mavlink::link::FcuUrl;
 use udpros_bridges::mavlink::node::{run, Config};
 use udpros_bridges::mavlink::sim::{SimAutopilot, SimConfig};
 use udpros_bridges::sim::{Faults, Proxy};
@@ -34,7 +33,7 @@ async fn bridge(cfg: Config) -> (Master, Node, tokio::task::JoinHandle<()>) {
 }
 
 fn config(url: String) -> Config {
-    Config::new(FcuUrl::Mavlink(url))
+    Config::new(url.parse().unwrap())
 }
 
 /// `~latency` messages until `done` says so or `limit` passes; the last one.
@@ -333,7 +332,7 @@ async fn through_the_fault_proxy_loss_and_bias_match_what_was_injected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_built_in_simulator_feeds_mavros_timesync_status_to_rospy_and_udpros() {
-    let mut cfg = Config::new(FcuUrl::Sim);
+    let mut cfg = Config::new(udpros_bridges::mavlink::url::FcuUrl::Sim);
     cfg.timesync_rate = 20.0;
     let (master, listener, _task) = bridge(cfg).await;
     // udpros over UDP only.
@@ -434,7 +433,10 @@ async fn the_built_in_simulator_feeds_mavros_timesync_status_to_rospy_and_udpros
 }
 
 /// Starts the pymavlink autopilot on `url` (its side); `None` if it cannot run here.
-fn pymavlink_peer(url: &str, extra: &[&str]) -> Option<(common::Child, i64, i64, f64)> {
+fn pymavlink_peer(
+    url: &str,
+    extra: &[&str],
+) -> Option<(common::Child, common::Lines, i64, i64, f64)> {
     let python = common::venv_python("pymavlink")?;
     let mut cmd = Command::new(python);
     cmd.arg(common::peer_script("mavlink_peer.py"))
@@ -455,6 +457,7 @@ fn pymavlink_peer(url: &str, extra: &[&str]) -> Option<(common::Child, i64, i64,
     };
     Some((
         child,
+        lines,
         field("t0_ns").parse().unwrap(),
         field("offset_ns").parse().unwrap(),
         field("drift_ppm").parse().unwrap(),
@@ -464,7 +467,7 @@ fn pymavlink_peer(url: &str, extra: &[&str]) -> Option<(common::Child, i64, i64,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pymavlink_autopilot_is_tracked_within_500_us_and_foreign_replies_are_ignored() {
     let port = common::free_port();
-    let Some((_peer, t0, offset, drift_ppm)) = pymavlink_peer(
+    let Some((_peer, _lines, t0, offset, drift_ppm)) = pymavlink_peer(
         &format!("udpout:127.0.0.1:{port}"),
         &[
             "--offset-s",
@@ -524,7 +527,7 @@ async fn a_pymavlink_autopilot_is_tracked_within_500_us_and_foreign_replies_are_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pymavlink_v1_responder_is_detected() {
     let port = common::free_port();
-    let Some((_peer, t0, offset, _)) = pymavlink_peer(
+    let Some((_peer, _lines, t0, offset, _)) = pymavlink_peer(
         &format!("udpout:127.0.0.1:{port}"),
         &["--offset-s", "-77", "--v1", "--duration-s", "20"],
     ) else {
@@ -586,4 +589,251 @@ async fn in_sim_time_stamps_and_offsets_are_against_clock() {
         error_s.abs() < 5.0,
         "offset against sim time, off by {error_s} s: {last:?}"
     );
+}
+
+/// Until the bridge has had `n` TIMESYNC replies (30 s at most): the link works both ways.
+async fn timesync_flows(listener: &Node, n: u64) -> umsg::MavlinkLatency {
+    let last = latency_until(listener, Duration::from_secs(30), |m| {
+        m.timesync_received >= n
+    })
+    .await
+    .expect("latency published");
+    assert!(last.timesync_received >= n, "{last:?}");
+    last
+}
+
+/// Microseconds since the Unix epoch, now.
+fn unix_usec_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mavros_udp_urls_reach_the_simulated_autopilot_both_ways_and_send_system_time() {
+    // The bridge speaks first, to the remote its URL names, as `?ids=` says it is.
+    let fcu = sim(SimConfig::default());
+    let mut cfg = config(format!(
+        "udp://127.0.0.1:0@127.0.0.1:{}/?ids=1,240",
+        fcu.local_addr().port()
+    ));
+    cfg.system_time_rate = 5.0;
+    let (_master, listener, _task) = bridge(cfg).await;
+    timesync_flows(&listener, 10).await;
+    let stats = fcu.stats();
+    assert!(stats.system_time_received >= 3, "{stats:?}");
+    let (from, unix_usec, _boot_ms) = stats.last_system_time.unwrap();
+    assert_eq!((from.system, from.component), (1, 240));
+    let behind = unix_usec_now() - unix_usec as i64;
+    assert!(
+        (0..2_000_000).contains(&behind),
+        "SYSTEM_TIME {behind} µs behind"
+    );
+
+    // An empty remote: the autopilot speaks first and is answered where it spoke from.
+    // SYSTEM_TIME is off by default.
+    let port = common::free_port();
+    let fcu = sim(SimConfig::default());
+    let (_master, listener, _task) = bridge(config(format!("udp://127.0.0.1:{port}@"))).await;
+    fcu.introduce(([127, 0, 0, 1], port).into());
+    timesync_flows(&listener, 10).await;
+    assert_eq!(fcu.stats().system_time_received, 0);
+}
+
+/// A stream face (TCP, serial) for the simulated autopilot, which speaks UDP: each frame
+/// from the stream
+/// goes to it as a datagram, each of its datagrams into the stream.
+async fn relay_to_sim<S>(stream: S, sim: std::net::SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use udpros_bridges::mavlink::messages::StreamParser;
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    udp.connect(sim).await.unwrap();
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let mut parser = StreamParser::default();
+    let (mut bytes, mut datagram) = (vec![0u8; 4096], vec![0u8; 2048]);
+    loop {
+        tokio::select! {
+            n = reader.read(&mut bytes) => {
+                let Ok(n @ 1..) = n else { return };
+                let mut frames = Vec::new();
+                parser.push(&bytes[..n], |frame, _, _| frames.push(frame.to_vec()));
+                for frame in frames {
+                    let _ = udp.send(&frame).await;
+                }
+            }
+            n = udp.recv(&mut datagram) => {
+                let Ok(n) = n else { return };
+                if writer.write_all(&datagram[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mavros_tcp_urls_reach_the_simulated_autopilot_both_ways() {
+    // tcp://: the bridge connects to the autopilot.
+    let fcu = sim(SimConfig::default());
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("tcp://127.0.0.1:{}", server.local_addr().unwrap().port());
+    let (_master, listener, _task) = bridge(config(url)).await;
+    let (stream, _) = tokio::time::timeout(Duration::from_secs(10), server.accept())
+        .await
+        .expect("the bridge connects")
+        .unwrap();
+    tokio::spawn(relay_to_sim(stream, fcu.local_addr()));
+    timesync_flows(&listener, 10).await;
+
+    // tcp-l://: the autopilot connects to the bridge.
+    let fcu = sim(SimConfig::default());
+    let port = common::free_port();
+    let (_master, listener, _task) = bridge(config(format!("tcp-l://127.0.0.1:{port}"))).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let stream = loop {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(stream) => break stream,
+            Err(e) if std::time::Instant::now() > deadline => panic!("tcp-l never listened: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    tokio::spawn(relay_to_sim(stream, fcu.local_addr()));
+    timesync_flows(&listener, 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mavros_serial_urls_reach_the_simulated_autopilot_through_a_pseudo_terminal() {
+    if std::process::Command::new("socat")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return common::skip_or_fail("socat");
+    }
+    // A bare path (mavros's launch files) and serial-hwfc:// (RTS/CTS, which a pseudo
+    // terminal accepts and ignores).
+    for (i, url) in ["{path}:57600", "serial-hwfc://{path}:115200"]
+        .iter()
+        .enumerate()
+    {
+        let dir = std::env::temp_dir().join(format!("udpros-fcu-pty-{}-{i}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (fcu_side, bridge_side) = (dir.join("fcu"), dir.join("bridge"));
+        let mut cmd = Command::new("socat");
+        cmd.arg(format!("pty,raw,echo=0,link={}", fcu_side.display()))
+            .arg(format!("pty,raw,echo=0,link={}", bridge_side.display()));
+        let _socat = common::Child(cmd.spawn().unwrap());
+        assert!(common::wait_for(Duration::from_secs(10), || {
+            fcu_side.exists() && bridge_side.exists()
+        }));
+        let fcu = sim(SimConfig::default());
+        let port =
+            tokio_serial::SerialStream::open(&tokio_serial::new(fcu_side.to_str().unwrap(), 57600))
+                .unwrap();
+        tokio::spawn(relay_to_sim(port, fcu.local_addr()));
+        let url = url.replace("{path}", bridge_side.to_str().unwrap());
+        let (_master, listener, _task) = bridge(config(url)).await;
+        timesync_flows(&listener, 10).await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pymavlink_autopilot_over_tcp_hears_system_time_from_the_ids_of_the_url() {
+    let port = common::free_port();
+    // pymavlink listens (tcpin:), the bridge connects with mavros's URL.
+    let Some((_peer, mut lines, ..)) = pymavlink_peer(&format!("tcpin:127.0.0.1:{port}"), &[])
+    else {
+        return;
+    };
+    let mut cfg = config(format!("tcp://127.0.0.1:{port}?ids=1,240"));
+    cfg.system_time_rate = 2.0;
+    let (_master, listener, _task) = bridge(cfg).await;
+    timesync_flows(&listener, 5).await;
+    let line = tokio::task::block_in_place(|| {
+        lines.wait_for(Duration::from_secs(10), |l| l.starts_with("SYSTEM_TIME"))
+    })
+    .expect("pymavlink heard SYSTEM_TIME");
+    let field = |name: &str| -> String {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+            .to_string()
+    };
+    assert_eq!(field("src"), "1/240", "{line}");
+    let sent: i64 = field("unix_usec").parse().unwrap();
+    let heard: i64 = field("at_usec").parse().unwrap();
+    assert!((0..2_000_000).contains(&(heard - sent)), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tcp_server_link_bounds_its_clients_and_shrugs_off_megabytes_of_noise() {
+    use tokio::io::AsyncWriteExt;
+    use udpros_bridges::mavlink::link::MAX_TCP_CLIENTS;
+    let port = common::free_port();
+    let (_master, listener, _task) = bridge(config(format!("tcp-l://127.0.0.1:{port}"))).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(stream) => break stream,
+            Err(e) if std::time::Instant::now() > deadline => panic!("tcp-l never listened: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    // 2000 more: the link keeps MAX_TCP_CLIENTS and closes the rest at once.
+    let rss_before = common::peak_rss_mb(std::process::id());
+    let mut clients = vec![first];
+    for _ in 0..2000 {
+        if let Ok(Ok(c)) = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::TcpStream::connect(("127.0.0.1", port)),
+        )
+        .await
+        {
+            clients.push(c);
+        }
+    }
+    let refused = diagnostic(&listener, "TCP clients refused", |v| {
+        v.parse::<usize>()
+            .is_ok_and(|n| n >= 2001 - MAX_TCP_CLIENTS)
+    })
+    .await;
+    assert_eq!(refused.parse::<usize>().unwrap(), 2001 - MAX_TCP_CLIENTS);
+    // 16 MB of noise, start bytes and false lengths among it, from the first client.
+    let noise: Vec<u8> = (0..1_000_000u32)
+        .map(|i| [0xFD, 0xFF, 0x01, 0xFE, 0x42][i as usize % 5] ^ (i % 7 == 0) as u8)
+        .collect();
+    let mut writer = clients.swap_remove(0);
+    for _ in 0..16 {
+        writer.write_all(&noise).await.unwrap();
+    }
+    let skipped = diagnostic(&listener, "noise bytes skipped", |v| {
+        v.parse::<u64>().is_ok_and(|n| n >= 15_000_000)
+    })
+    .await;
+    assert!(skipped.parse::<u64>().unwrap() >= 15_000_000, "{skipped}");
+    let grew = common::peak_rss_mb(std::process::id()) - rss_before;
+    assert!(grew < 200.0, "memory grew {grew:.0} MB");
+    // Room again once clients leave, and the link still works: the autopilot joins.
+    drop(clients);
+    drop(writer);
+    let fcu = sim(SimConfig::default());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let stream = loop {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        // A refused client is closed at once: try again until one stays.
+        let mut probe = [0u8; 1];
+        match tokio::time::timeout(Duration::from_millis(300), stream.peek(&mut probe)).await {
+            Ok(Ok(0)) | Ok(Err(_)) if std::time::Instant::now() < deadline => continue,
+            _ => break stream,
+        }
+    };
+    tokio::spawn(relay_to_sim(stream, fcu.local_addr()));
+    timesync_flows(&listener, 10).await;
 }

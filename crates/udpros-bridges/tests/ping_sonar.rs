@@ -4,7 +4,7 @@
 
 use udpros_testkit as common;
 
-use common::node;
+use common::{diagnostic, node};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -94,32 +94,6 @@ async fn publishes_distances_from_brpings_own_simulator() {
         diagnostic(&listener, "settings confirmed", |v| v == "3").await,
         "3"
     );
-}
-
-/// Waits for a /diagnostics value of the ping_sonar node to satisfy `ready`; returns it.
-async fn diagnostic(listener: &Node, key: &str, ready: impl Fn(&str) -> bool) -> String {
-    let mut sub = listener
-        .subscribe::<udpros::msgs::diagnostic_msgs::DiagnosticArray>(
-            "/diagnostics",
-            SubscribeOptions::default(),
-        )
-        .await
-        .unwrap();
-    let mut last = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while let Ok(Some(d)) = tokio::time::timeout_at(deadline, sub.recv()).await {
-        let value = d
-            .status
-            .iter()
-            .flat_map(|s| &s.values)
-            .find(|kv| kv.key == key)
-            .map(|kv| kv.value.clone());
-        last = value.unwrap_or_default();
-        if ready(&last) {
-            break;
-        }
-    }
-    last
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

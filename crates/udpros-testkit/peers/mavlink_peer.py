@@ -2,7 +2,8 @@
 
 Answers TIMESYNC requests (tc1 = its clock when the request was parsed, ts1 mirrored,
 target = the requester: v2; or target 0/0 with --v1) and PING requests (mirrored, target =
-the requester), and sends HEARTBEAT as a PX4 autopilot at 1 Hz. Its clock is
+the requester), sends HEARTBEAT as a PX4 autopilot at 1 Hz, and prints the first SYSTEM_TIME
+messages it hears (`SYSTEM_TIME unix_usec=... boot_ms=... src=SYS/COMP at_usec=...`). Its clock is
 CLOCK_MONOTONIC + offset + drift since start, so a test on the same host knows the truth.
 With --foreign it also sends, for every request, the reply a second requester on the same
 link would get (another ts1, another target), which must be ignored.
@@ -59,6 +60,7 @@ def main():
 
     print(f"READY t0_ns={t0} offset_ns={offset} drift_ppm={a.drift_ppm}", flush=True)
     answered = 0
+    system_times = 0
     next_heartbeat = 0.0
     end = time.monotonic() + a.duration_s
     while time.monotonic() < end:
@@ -81,6 +83,11 @@ def main():
                 # The reply to another requester (a GCS at 255/190) with its own ts1.
                 other = (0, 0) if a.v1 else (255, 190)
                 conn.mav.send(TimesyncWithTarget(stamp, msg.ts1 + 1_000_003, *other))
+        elif kind == "SYSTEM_TIME" and system_times < 5:
+            # A companion's wall clock (mavros's sys_time): what arrived, and when.
+            system_times += 1
+            print(f"SYSTEM_TIME unix_usec={msg.time_unix_usec} boot_ms={msg.time_boot_ms} "
+                  f"src={sender[0]}/{sender[1]} at_usec={time.time_ns() // 1000}", flush=True)
         elif kind == "PING" and msg.target_system == 0 and msg.target_component == 0:
             conn.mav.ping_send(msg.time_usec, msg.seq, sender[0], sender[1])
             if a.foreign:

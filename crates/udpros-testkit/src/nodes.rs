@@ -87,3 +87,34 @@ pub fn counting_action_server(
         }
     })
 }
+
+/// Waits up to 20 s for a `/diagnostics` value named `key` (any status) to satisfy
+/// `ready`; returns the last value seen (empty if none).
+pub async fn diagnostic(
+    listener: &udpros::node::Node,
+    key: &str,
+    ready: impl Fn(&str) -> bool,
+) -> String {
+    let mut sub = listener
+        .subscribe::<udpros::msgs::diagnostic_msgs::DiagnosticArray>(
+            "/diagnostics",
+            udpros::node::SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut last = String::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while let Ok(Some(d)) = tokio::time::timeout_at(deadline, sub.recv()).await {
+        let value = d
+            .status
+            .iter()
+            .flat_map(|s| &s.values)
+            .find(|kv| kv.key == key)
+            .map(|kv| kv.value.clone());
+        last = value.unwrap_or_default();
+        if ready(&last) {
+            break;
+        }
+    }
+    last
+}

@@ -1,63 +1,22 @@
-//! The MAVLink link: a tokio task around the `mavlink` crate's async connection that
-//! reconnects forever, stamps every received message on CLOCK_MONOTONIC the moment `recv`
-//! returns, and sends MAVLink 2 while accepting v1 and v2.
+//! The MAVLink link: a tokio task that opens what `~fcu_url` says (UDP, TCP client or
+//! server, serial), reconnects forever, stamps every received message on CLOCK_MONOTONIC
+//! the moment it is read, and sends MAVLink 2 while accepting v1 and v2. Transports are
+//! libmavconn's, with its rules: a UDP link answers whoever sent last, a TCP server sends to
+//! every client.
 
 use super::clock::monotonic_ns;
-use super::messages::{from_mavlink, sender, to_mavlink, Incoming, Outgoing};
+use super::messages::{frame, parse_datagram, Incoming, Outgoing, StreamParser};
 use super::protocol::Ids;
-use mavlink::dialects::common::MavMessage;
-use mavlink::{AsyncMavConnection, MavHeader};
-use std::str::FromStr;
+use super::url::{Broadcast, HostPort, Transport};
+use mavlink::MavlinkVersion;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-/// Where the autopilot is: the `mavlink` crate's address syntax, or the built-in simulator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FcuUrl {
-    /// `udpin:HOST:PORT`, `udpout:HOST:PORT`, `tcpin:HOST:PORT`, `tcpout:HOST:PORT`,
-    /// `serial:PATH:BAUD`.
-    Mavlink(String),
-    /// `sim:`: a simulated autopilot in this process.
-    Sim,
-}
-
-impl FromStr for FcuUrl {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<FcuUrl, String> {
-        if s == "sim" || s == "sim:" {
-            return Ok(FcuUrl::Sim);
-        }
-        let (scheme, rest) = s.split_once(':').ok_or_else(|| {
-            format!("fcu_url '{s}' has no scheme (udpin:, udpout:, tcpin:, tcpout:, serial:, sim:)")
-        })?;
-        let (host, port) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| format!("fcu_url '{s}' needs HOST:PORT (or PATH:BAUD)"))?;
-        if host.is_empty() || port.parse::<u32>().is_err() {
-            return Err(format!(
-                "fcu_url '{s}': '{port}' is not a port or baud rate"
-            ));
-        }
-        match scheme {
-            "udpin" | "udpout" | "tcpin" | "tcpout" | "serial" => Ok(FcuUrl::Mavlink(s.into())),
-            other => Err(format!(
-                "fcu_url scheme '{other}' is not udpin, udpout, tcpin, tcpout, serial or sim"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for FcuUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FcuUrl::Mavlink(s) => f.write_str(s),
-            FcuUrl::Sim => f.write_str("sim:"),
-        }
-    }
-}
+pub use super::url::FcuUrl;
 
 /// What a link reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,8 +54,14 @@ pub struct LinkStats {
     pub send_errors: AtomicU64,
     /// Messages dropped because the node fell behind (the event queue was full).
     pub overflowed: AtomicU64,
-    /// Times the transport came up.
+    /// Times the transport came up (a TCP server: clients accepted).
     pub connects: AtomicU64,
+    /// Messages not sent because no peer was known yet (UDP with an empty remote).
+    pub no_peer: AtomicU64,
+    /// Bytes of a stream (TCP, serial) skipped as noise.
+    pub skipped_bytes: AtomicU64,
+    /// TCP clients turned away because [`MAX_TCP_CLIENTS`] were connected.
+    pub refused_clients: AtomicU64,
 }
 
 /// A running link; dropping it stops the task.
@@ -119,13 +84,24 @@ impl Drop for Link {
 const EVENT_QUEUE: usize = 1024;
 const OUT_QUEUE: usize = 256;
 
+/// TCP clients a `tcp-l://` link serves at once; more are turned away.
+pub const MAX_TCP_CLIENTS: usize = 16;
+/// Frames queued for one TCP client before it counts as too slow and misses them.
+const CLIENT_QUEUE: usize = 256;
+
 impl Link {
-    /// Connects to `address` (the `mavlink` crate's syntax) as `ours`, forever.
-    pub fn spawn(address: String, ours: Ids) -> Link {
+    /// Opens `transport` as `ours`, again and again while it fails, until dropped.
+    pub fn spawn(transport: Transport, ours: Ids) -> Link {
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
         let (out, out_rx) = mpsc::channel(OUT_QUEUE);
         let stats = Arc::new(LinkStats::default());
-        let task = tokio::spawn(run(address, ours, events_tx, out_rx, stats.clone()));
+        let ctx = Ctx {
+            ours,
+            sequence: 0,
+            events: events_tx,
+            stats: stats.clone(),
+        };
+        let task = tokio::spawn(run(transport, ctx, out_rx));
         Link {
             events,
             out,
@@ -140,129 +116,360 @@ impl Link {
     }
 }
 
-async fn run(
-    address: String,
+/// What every transport shares: our ids and frame sequence, where events go, the counters.
+#[derive(Clone)]
+struct Ctx {
     ours: Ids,
+    sequence: u8,
     events: mpsc::Sender<LinkEvent>,
-    mut out: mpsc::Receiver<Outgoing>,
     stats: Arc<LinkStats>,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        let mut conn = match mavlink::connect_async::<MavMessage>(&address).await {
-            Ok(conn) => conn,
-            Err(e) => {
-                // The reason alone: whoever reports it names the link (the node's
-                // trouble report and diagnostics say the URL once).
-                let _ = events
-                    .send(LinkEvent::Disconnected(format!("cannot open: {e}")))
-                    .await;
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-                continue;
+}
+
+impl Ctx {
+    /// `msg` as the next MAVLink 2 frame.
+    fn encode(&mut self, msg: &Outgoing) -> Vec<u8> {
+        self.sequence = self.sequence.wrapping_add(1);
+        frame(self.ours, self.sequence, MavlinkVersion::V2, msg)
+    }
+
+    /// Counts a send; a TIMESYNC request's departure goes to the node.
+    fn sent(&self, msg: &Outgoing, at_ns: i64) {
+        self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        if let Outgoing::Timesync(t) = msg {
+            if t.tc1 == 0 {
+                let _ = self
+                    .events
+                    .try_send(LinkEvent::TimesyncSent { ts1: t.ts1, at_ns });
             }
-        };
-        conn.set_allow_recv_any_version(true);
-        let conn = Arc::new(conn);
-        backoff = Duration::from_millis(100);
-        stats.connects.fetch_add(1, Ordering::Relaxed);
-        let _ = events.send(LinkEvent::Connected).await;
-        // The crate keeps reader and writer behind separate locks: one task reads while
-        // this one writes.
-        let mut reader = tokio::spawn(read(conn.clone(), events.clone(), stats.clone()));
-        let header = MavHeader {
-            system_id: ours.system.into(),
-            component_id: ours.component,
-            sequence: 0,
-        };
-        let why = loop {
-            tokio::select! {
-                msg = out.recv() => {
-                    let Some(msg) = msg else {
-                        reader.abort();
-                        return; // the node is gone
-                    };
-                    let at_ns = monotonic_ns();
-                    match conn.send(&header, &to_mavlink(&msg)).await {
-                        Ok(_) => {
-                            stats.sent.fetch_add(1, Ordering::Relaxed);
-                            if let Outgoing::Timesync(t) = &msg {
-                                if t.tc1 == 0 {
-                                    let _ = events.try_send(LinkEvent::TimesyncSent { ts1: t.ts1, at_ns });
-                                }
-                            }
-                        }
-                        Err(_) => {
-                            stats.send_errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                ended = &mut reader => {
-                    break match ended {
-                        Ok(why) => why,
-                        Err(e) => e.to_string(),
-                    };
-                }
+        }
+    }
+
+    /// Hands a received message on; false once the node is gone. A node too far behind
+    /// misses messages (counted) rather than stalling the transport.
+    fn received(&self, from: Ids, msg: Incoming, at_ns: i64) -> bool {
+        self.stats.received.fetch_add(1, Ordering::Relaxed);
+        match self
+            .events
+            .try_send(LinkEvent::Message { from, msg, at_ns })
+        {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.stats.overflowed.fetch_add(1, Ordering::Relaxed);
+                true
             }
-        };
-        let _ = events.send(LinkEvent::Disconnected(why)).await;
-        tokio::time::sleep(backoff).await;
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    async fn up(&self) {
+        self.stats.connects.fetch_add(1, Ordering::Relaxed);
+        let _ = self.events.send(LinkEvent::Connected).await;
+    }
+
+    /// Stream bytes through `parser` to the node; false once the node is gone.
+    fn stream_bytes(&self, parser: &mut StreamParser, bytes: &[u8]) -> bool {
+        let at_ns = monotonic_ns();
+        let before = parser.skipped;
+        let mut open = true;
+        parser.push(bytes, |_, from, msg| {
+            open &= self.received(from, msg, at_ns)
+        });
+        self.stats
+            .skipped_bytes
+            .fetch_add(parser.skipped - before, Ordering::Relaxed);
+        open
     }
 }
 
-/// Forwards received messages until the connection fails; returns why.
-async fn read<C: AsyncMavConnection<MavMessage>>(
-    conn: Arc<C>,
-    events: mpsc::Sender<LinkEvent>,
-    stats: Arc<LinkStats>,
-) -> String {
+/// Why a transport stopped: the node is gone, or a reason to report before trying again.
+enum Ended {
+    NodeGone,
+    Failed(String),
+}
+
+async fn run(transport: Transport, mut ctx: Ctx, mut out: mpsc::Receiver<Outgoing>) {
+    let mut backoff = Duration::from_millis(100);
     loop {
-        match conn.recv().await {
-            Ok((header, msg)) => {
-                let at_ns = monotonic_ns();
-                stats.received.fetch_add(1, Ordering::Relaxed);
-                let event = LinkEvent::Message {
-                    from: sender(&header),
-                    msg: from_mavlink(&msg),
-                    at_ns,
-                };
-                match events.try_send(event) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        stats.overflowed.fetch_add(1, Ordering::Relaxed);
+        let connects = ctx.stats.connects.load(Ordering::Relaxed);
+        let ended = match &transport {
+            Transport::Udp {
+                bind,
+                remote,
+                broadcast,
+            } => udp(&mut ctx, &mut out, bind, remote.as_ref(), *broadcast).await,
+            Transport::TcpClient(server) => tcp_client(&mut ctx, &mut out, server).await,
+            Transport::TcpServer(bind) => tcp_server(&mut ctx, &mut out, bind).await,
+            Transport::Serial {
+                path,
+                baud,
+                hardware_flow,
+            } => serial(&mut ctx, &mut out, path, *baud, *hardware_flow).await,
+        };
+        let why = match ended {
+            Ended::NodeGone => return,
+            Ended::Failed(why) => why,
+        };
+        // The reason alone: whoever reports it names the link (the node's trouble report
+        // and diagnostics say the URL once).
+        let _ = ctx.events.send(LinkEvent::Disconnected(why)).await;
+        if ctx.stats.connects.load(Ordering::Relaxed) != connects {
+            backoff = Duration::from_millis(100); // it was up: try again soon
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// `at`'s addresses; with `family`, only that family's (a socket bound to IPv4 cannot send
+/// to IPv6).
+async fn resolve(at: &HostPort, family: Option<SocketAddr>) -> Result<SocketAddr, String> {
+    let found = tokio::net::lookup_host((at.host.as_str(), at.port))
+        .await
+        .map_err(|e| format!("cannot resolve {}: {e}", at.host))?;
+    found
+        .into_iter()
+        .find(|a| family.is_none_or(|f| f.is_ipv4() == a.is_ipv4()))
+        .ok_or_else(|| format!("{} has no usable address", at.host))
+}
+
+async fn udp(
+    ctx: &mut Ctx,
+    out: &mut mpsc::Receiver<Outgoing>,
+    bind: &HostPort,
+    remote: Option<&HostPort>,
+    broadcast: Broadcast,
+) -> Ended {
+    let socket = match udp_socket(bind, broadcast != Broadcast::Never).await {
+        Ok(s) => s,
+        Err(why) => return Ended::Failed(why),
+    };
+    let local = socket.local_addr().ok();
+    let mut peer = match remote {
+        Some(r) => match resolve(r, local).await {
+            Ok(addr) => Some(addr),
+            Err(why) => return Ended::Failed(why),
+        },
+        None => None,
+    };
+    ctx.up().await;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        tokio::select! {
+            received = socket.recv_from(&mut buf) => match received {
+                Ok((n, from)) => {
+                    let at_ns = monotonic_ns();
+                    // Whoever sent last is whom we answer (libmavconn's rule), except
+                    // when broadcasting for good.
+                    if broadcast != Broadcast::Always {
+                        peer = Some(from);
                     }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return "closed".into(),
+                    for (ids, msg) in parse_datagram(&buf[..n]) {
+                        if !ctx.received(ids, msg, at_ns) {
+                            return Ended::NodeGone;
+                        }
+                    }
+                }
+                Err(e) => return Ended::Failed(format!("UDP receive: {e}")),
+            },
+            msg = out.recv() => {
+                let Some(msg) = msg else { return Ended::NodeGone };
+                let Some(to) = peer else {
+                    ctx.stats.no_peer.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let bytes = ctx.encode(&msg);
+                let at_ns = monotonic_ns();
+                match socket.send_to(&bytes, to).await {
+                    Ok(_) => ctx.sent(&msg, at_ns),
+                    Err(_) => { ctx.stats.send_errors.fetch_add(1, Ordering::Relaxed); }
                 }
             }
-            Err(e) => return e.to_string(),
         }
     }
+}
+
+/// A UDP socket bound to `bind`, shared with other programs on that port as libmavconn's
+/// is (SO_REUSEADDR), able to broadcast if asked.
+async fn udp_socket(bind: &HostPort, broadcast: bool) -> Result<tokio::net::UdpSocket, String> {
+    use socket2::{Domain, Socket, Type};
+    let addr = resolve(bind, None).await?;
+    let fail = |e: std::io::Error| format!("UDP bind {addr}: {e}");
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, None).map_err(fail)?;
+    socket.set_reuse_address(true).map_err(fail)?;
+    if broadcast {
+        socket.set_broadcast(true).map_err(fail)?;
+    }
+    socket.set_nonblocking(true).map_err(fail)?;
+    socket.bind(&addr.into()).map_err(fail)?;
+    tokio::net::UdpSocket::from_std(socket.into()).map_err(fail)
+}
+
+async fn tcp_client(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, server: &HostPort) -> Ended {
+    let addr = match resolve(server, None).await {
+        Ok(a) => a,
+        Err(why) => return Ended::Failed(why),
+    };
+    let stream =
+        match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Ended::Failed(format!("TCP connect to {addr}: {e}")),
+            Err(_) => return Ended::Failed(format!("TCP connect to {addr}: timed out")),
+        };
+    let _ = stream.set_nodelay(true);
+    ctx.up().await;
+    stream_link(ctx, out, stream, &addr.to_string()).await
+}
+
+/// Reads frames from `io` and writes the node's messages to it until either side ends.
+async fn stream_link<S: AsyncRead + AsyncWrite + Unpin>(
+    ctx: &mut Ctx,
+    out: &mut mpsc::Receiver<Outgoing>,
+    io: S,
+    name: &str,
+) -> Ended {
+    let (mut reader, mut writer) = tokio::io::split(io);
+    let mut parser = StreamParser::default();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        tokio::select! {
+            read = reader.read(&mut buf) => match read {
+                Ok(0) => return Ended::Failed(format!("{name} closed")),
+                Ok(n) => if !ctx.stream_bytes(&mut parser, &buf[..n]) { return Ended::NodeGone },
+                Err(e) => return Ended::Failed(format!("reading {name}: {e}")),
+            },
+            msg = out.recv() => {
+                let Some(msg) = msg else { return Ended::NodeGone };
+                let bytes = ctx.encode(&msg);
+                let at_ns = monotonic_ns();
+                match writer.write_all(&bytes).await {
+                    Ok(()) => ctx.sent(&msg, at_ns),
+                    Err(e) => {
+                        ctx.stats.send_errors.fetch_add(1, Ordering::Relaxed);
+                        return Ended::Failed(format!("writing {name}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn tcp_server(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, bind: &HostPort) -> Ended {
+    let addr = match resolve(bind, None).await {
+        Ok(a) => a,
+        Err(why) => return Ended::Failed(why),
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => return Ended::Failed(format!("TCP listen on {addr}: {e}")),
+    };
+    let mut clients: Vec<(u64, mpsc::Sender<Arc<[u8]>>)> = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut next_id = 0u64;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, from)) = accepted else { continue };
+                if clients.len() >= MAX_TCP_CLIENTS {
+                    ctx.stats.refused_clients.fetch_add(1, Ordering::Relaxed);
+                    continue; // dropped: the client sees the connection close
+                }
+                let _ = stream.set_nodelay(true);
+                let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+                next_id += 1;
+                clients.push((next_id, tx));
+                tasks.spawn(serve_client(ctx.clone(), stream, from, rx, next_id));
+                ctx.up().await;
+            }
+            Some(done) = tasks.join_next() => {
+                let Ok((id, why)) = done else { continue };
+                clients.retain(|(c, _)| *c != id);
+                if clients.is_empty() {
+                    let why = format!("no TCP client connected (the last: {why})");
+                    let _ = ctx.events.send(LinkEvent::Disconnected(why)).await;
+                }
+            }
+            msg = out.recv() => {
+                let Some(msg) = msg else { return Ended::NodeGone };
+                if clients.is_empty() {
+                    ctx.stats.no_peer.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let bytes: Arc<[u8]> = ctx.encode(&msg).into();
+                let at_ns = monotonic_ns();
+                for (_, client) in &clients {
+                    if client.try_send(bytes.clone()).is_err() {
+                        ctx.stats.send_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                ctx.sent(&msg, at_ns);
+            }
+        }
+    }
+}
+
+/// One `tcp-l://` client: its frames to the node, the node's frames to it; returns its id
+/// and why it ended.
+async fn serve_client(
+    ctx: Ctx,
+    stream: tokio::net::TcpStream,
+    from: SocketAddr,
+    mut frames: mpsc::Receiver<Arc<[u8]>>,
+    id: u64,
+) -> (u64, String) {
+    let (mut reader, mut writer) = stream.into_split();
+    let mut parser = StreamParser::default();
+    let mut buf = vec![0u8; 4096];
+    let why = loop {
+        tokio::select! {
+            read = reader.read(&mut buf) => match read {
+                Ok(0) => break format!("{from} closed"),
+                Ok(n) => if !ctx.stream_bytes(&mut parser, &buf[..n]) { break "node gone".into() },
+                Err(e) => break format!("reading {from}: {e}"),
+            },
+            bytes = frames.recv() => {
+                let Some(bytes) = bytes else { break "node gone".into() };
+                if let Err(e) = writer.write_all(&bytes).await {
+                    break format!("writing {from}: {e}");
+                }
+            }
+        }
+    };
+    (id, why)
+}
+
+async fn serial(
+    ctx: &mut Ctx,
+    out: &mut mpsc::Receiver<Outgoing>,
+    path: &str,
+    baud: u32,
+    hardware_flow: bool,
+) -> Ended {
+    let flow = if hardware_flow {
+        tokio_serial::FlowControl::Hardware
+    } else {
+        tokio_serial::FlowControl::None
+    };
+    let mut port =
+        match tokio_serial::SerialStream::open(&tokio_serial::new(path, baud).flow_control(flow)) {
+            Ok(p) => p,
+            Err(e) => return Ended::Failed(format!("cannot open {path}: {e}")),
+        };
+    // No second program may talk to the autopilot through this port at the same time.
+    let _ = port.set_exclusive(true);
+    ctx.up().await;
+    stream_link(ctx, out, port, path).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn fcu_urls_parse_like_the_mavlink_crate_and_refuse_the_rest() {
-        assert_eq!("sim:".parse(), Ok(FcuUrl::Sim));
-        for ok in [
-            "udpin:0.0.0.0:14540",
-            "udpout:127.0.0.1:14557",
-            "tcpout:127.0.0.1:5760",
-            "tcpin:0.0.0.0:5760",
-            "serial:/dev/ttyACM0:921600",
-        ] {
-            assert_eq!(ok.parse(), Ok(FcuUrl::Mavlink(ok.into())), "{ok}");
-        }
-        for bad in [
-            "",
-            "udp://:14540@",
-            "udpin:14540",
-            "serial:/dev/ttyS0:fast",
-            "file:x:1",
-        ] {
-            assert!(bad.parse::<FcuUrl>().is_err(), "{bad}");
+    fn transport(url: String) -> Transport {
+        match url.parse() {
+            Ok(FcuUrl::Device { transport, .. }) => transport,
+            other => panic!("{url}: {other:?}"),
         }
     }
 
@@ -270,7 +477,10 @@ mod tests {
     async fn exchanges_messages_with_a_udp_peer_and_stamps_them() {
         let peer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let ours = Ids::ONBOARD_COMPUTER;
-        let mut link = Link::spawn(format!("udpout:{}", peer.local_addr().unwrap()), ours);
+        let mut link = Link::spawn(
+            transport(format!("udpout:{}", peer.local_addr().unwrap())),
+            ours,
+        );
         assert_eq!(link.events.recv().await, Some(LinkEvent::Connected));
         assert!(link.send(Outgoing::Heartbeat));
         let mut buf = [0u8; 512];
@@ -300,7 +510,10 @@ mod tests {
         use tokio::io::AsyncReadExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let ours = Ids::ONBOARD_COMPUTER;
-        let mut link = Link::spawn(format!("tcpout:{}", listener.local_addr().unwrap()), ours);
+        let mut link = Link::spawn(
+            transport(format!("tcpout:{}", listener.local_addr().unwrap())),
+            ours,
+        );
         for round in 0..2 {
             let (mut stream, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
                 .await

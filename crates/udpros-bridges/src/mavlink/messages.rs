@@ -156,6 +156,118 @@ pub fn parse_datagram(bytes: &[u8]) -> Vec<(Ids, Incoming)> {
     out
 }
 
+/// Longest MAVLink frame: a v2 header (10), 255 bytes of payload, the checksum (2) and a
+/// signature (13).
+pub const MAX_FRAME: usize = 10 + 255 + 2 + 13;
+
+/// Frames out of a byte stream (TCP, serial), where reads cut frames anywhere: bytes are
+/// kept until a frame is whole, then it is checked (CRC, known message) and handed on;
+/// a start byte that does not begin a good frame is skipped, so the parser finds its way
+/// back after noise. It never holds more than one frame's worth of bytes past a read.
+#[derive(Debug, Default)]
+pub struct StreamParser {
+    pending: Vec<u8>,
+    /// Bytes skipped as noise (not the start of a good frame).
+    pub skipped: u64,
+}
+
+impl StreamParser {
+    /// Takes `bytes` from the stream and calls `frame` with each good frame now complete,
+    /// its sender and meaning.
+    pub fn push(&mut self, bytes: &[u8], mut frame: impl FnMut(&[u8], Ids, Incoming)) {
+        self.pending.extend_from_slice(bytes);
+        let mut at = 0;
+        loop {
+            let Some(start) = self.pending[at..]
+                .iter()
+                .position(|&b| b == 0xFD || b == 0xFE)
+            else {
+                self.skipped += (self.pending.len() - at) as u64;
+                at = self.pending.len();
+                break;
+            };
+            self.skipped += start as u64;
+            at += start;
+            let rest = &self.pending[at..];
+            let whole = frame_len(rest).filter(|&len| rest.len() >= len);
+            let Some(len) = whole else {
+                // Incomplete, or a noise byte whose "length" runs far ahead: a good frame
+                // already whole behind it wins, rather than waiting up to 280 bytes for
+                // the first to prove itself (fresh data matters more than a frame that
+                // is most likely noise).
+                match (1..rest.len()).find(|&k| good_frame(&rest[k..]).is_some()) {
+                    Some(k) => {
+                        self.skipped += k as u64;
+                        at += k;
+                        continue;
+                    }
+                    None => break, // the rest of this frame is still on its way
+                }
+            };
+            match good_frame(rest) {
+                Some((from, msg)) => {
+                    frame(&rest[..len], from, msg);
+                    at += len;
+                }
+                None => {
+                    self.skipped += 1;
+                    at += 1;
+                }
+            }
+        }
+        self.pending.drain(..at);
+    }
+}
+
+/// The frame `bytes` starts with, if it is whole, its checksum holds and it decodes. The
+/// checksum first: on noise, a full parse would scan the candidate for further start
+/// bytes, frame-length work per skipped byte.
+fn good_frame(bytes: &[u8]) -> Option<(Ids, Incoming)> {
+    if bytes.first().is_none_or(|b| *b != 0xFD && *b != 0xFE) {
+        return None;
+    }
+    let len = frame_len(bytes).filter(|&len| bytes.len() >= len)?;
+    let candidate = &bytes[..len];
+    if !checksum_holds(candidate) {
+        return None;
+    }
+    parse_datagram(candidate).pop()
+}
+
+/// Whether a whole frame's checksum is right for its message (an unknown message fails).
+fn checksum_holds(frame: &[u8]) -> bool {
+    use mavlink::Message as _;
+    let (id, header) = if frame[0] == 0xFE {
+        (u32::from(frame[5]), 6)
+    } else {
+        (u32::from_le_bytes([frame[7], frame[8], frame[9], 0]), 10)
+    };
+    let end = header + usize::from(frame[1]);
+    let mut crc = frame[1..end]
+        .iter()
+        .fold(0xFFFFu16, |crc, &b| crc_x25(crc, b));
+    crc = crc_x25(crc, MavMessage::extra_crc(id));
+    frame[end..end + 2] == crc.to_le_bytes()
+}
+
+/// One byte into MAVLink's checksum (CRC-16/MCRF4XX).
+fn crc_x25(crc: u16, byte: u8) -> u16 {
+    let mut tmp = byte ^ (crc & 0xFF) as u8;
+    tmp ^= tmp << 4;
+    let tmp = u16::from(tmp);
+    (crc >> 8) ^ (tmp << 8) ^ (tmp << 3) ^ (tmp >> 4)
+}
+
+/// The length of the frame `bytes` starts with (a start byte first), once its header says.
+fn frame_len(bytes: &[u8]) -> Option<usize> {
+    let payload = usize::from(*bytes.get(1)?);
+    if bytes[0] == 0xFE {
+        return Some(6 + payload + 2);
+    }
+    let signed = bytes.get(2)? & 0x01 != 0;
+    Some(10 + payload + 2 + if signed { 13 } else { 0 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,5 +314,79 @@ mod tests {
         let got = parse_datagram(&noisy);
         assert_eq!(got.len(), 1);
         assert!(matches!(got[0].1, Incoming::Timesync(t) if t.ts1 == 1 << 40 && t.tc1 == 0));
+    }
+
+    #[test]
+    fn a_stream_cut_anywhere_and_laced_with_noise_gives_every_frame_once() {
+        let frames: Vec<Vec<u8>> = (0..20u8)
+            .map(|i| {
+                let version = if i % 3 == 0 {
+                    MavlinkVersion::V1
+                } else {
+                    MavlinkVersion::V2
+                };
+                frame(
+                    FCU,
+                    i,
+                    version,
+                    &Outgoing::Ping(Ping {
+                        time_usec: u64::from(i),
+                        seq: u32::from(i),
+                        target: Ids::BROADCAST,
+                    }),
+                )
+            })
+            .collect();
+        let mut stream = Vec::new();
+        for (i, f) in frames.iter().enumerate() {
+            // Noise that looks like start bytes, and a frame with a broken checksum.
+            stream.extend_from_slice(&[0xFD, 0x05, 0x00, 0xFE]);
+            if i == 7 {
+                let mut broken = f.clone();
+                *broken.last_mut().unwrap() ^= 0xFF;
+                stream.extend_from_slice(&broken);
+            }
+            stream.extend_from_slice(f);
+        }
+        for chunk in [1, 2, 7, 64, stream.len()] {
+            let mut parser = StreamParser::default();
+            let mut seqs = Vec::new();
+            for piece in stream.chunks(chunk) {
+                parser.push(piece, |bytes, from, msg| {
+                    assert_eq!(from, FCU);
+                    assert!(frames.iter().any(|f| f == bytes));
+                    let Incoming::Ping(p) = msg else {
+                        panic!("{msg:?}")
+                    };
+                    seqs.push(p.seq);
+                });
+                assert!(
+                    parser.pending.len() <= MAX_FRAME + chunk,
+                    "{}",
+                    parser.pending.len()
+                );
+            }
+            assert_eq!(seqs, (0..20).collect::<Vec<u32>>(), "chunks of {chunk}");
+            assert!(parser.skipped > 0);
+        }
+    }
+
+    #[test]
+    fn megabytes_of_noise_keep_the_parser_small() {
+        let mut parser = StreamParser::default();
+        let noise: Vec<u8> = (0..1_000_000u32)
+            .map(|i| [0xFD, 0xFF, 0x00, 0x42][i as usize % 4])
+            .collect();
+        let mut got = 0;
+        for piece in noise.chunks(4096) {
+            parser.push(piece, |_, _, _| got += 1);
+            assert!(
+                parser.pending.len() <= MAX_FRAME,
+                "{}",
+                parser.pending.len()
+            );
+        }
+        assert_eq!(got, 0);
+        assert!(parser.skipped > 900_000);
     }
 }

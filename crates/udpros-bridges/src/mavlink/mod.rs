@@ -1,6 +1,6 @@
 //! MAVLink link timing: PING round trips and TIMESYNC clock offsets with an autopilot, as
 //! pure state machines and estimators (PX4's filter and ours, side by side), a thin tokio
-//! link through the `mavlink` crate, a simulated autopilot, and the `mavlink_bridge` node.
+//! link (UDP, TCP, serial, as mavros opens them), a simulated autopilot, and the `mavlink_bridge` node.
 
 pub mod clock;
 pub mod estimator;
@@ -13,3 +13,4 @@ pub mod reconfigure;
 pub mod scenario;
 pub mod session;
 pub mod sim;
+pub mod url;

@@ -5,13 +5,14 @@
 
 use super::clock::monotonic_ns;
 use super::estimator::{FitParams, Px4Params};
-use super::link::{FcuUrl, Link, LinkEvent};
+use super::link::{Link, LinkEvent};
 use super::messages::Outgoing;
 use super::protocol::Ids;
 use super::publish::{advertise, diagnostics, latency, time_reference, timesync_status};
 use super::reconfigure::Change;
 use super::session::{Event, Session, SessionConfig};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
+use super::url::{FcuUrl, Transport};
 use crate::sim::Faults;
 use crate::Params;
 use std::future::Future;
@@ -43,27 +44,31 @@ pub struct Config {
     pub sim: SimConfig,
     /// `~fec`: FEC toward udpros subscribers on UDPROS.
     pub fec: FecPolicy,
+    /// Hz at which SYSTEM_TIME (this host's wall clock) goes to the autopilot, as mavros's
+    /// `conn/system_time_rate`; 0, the default, sends none.
+    pub system_time_rate: f64,
 }
 
 impl Config {
-    /// Defaults for an autopilot at `fcu_url`.
+    /// Defaults for an autopilot at `fcu_url` (our ids from its `?ids=`, if it has one).
     pub fn new(fcu_url: FcuUrl) -> Config {
         Config {
-            fcu_url,
             session: SessionConfig {
-                ours: Ids::ONBOARD_COMPUTER,
+                ours: fcu_url.ids().unwrap_or(Ids::ONBOARD_COMPUTER),
                 autopilot: None,
                 timeout_ns: 2_000_000_000,
                 respond_timesync: false,
                 px4: Px4Params::default(),
                 fit: FitParams::default(),
             },
+            fcu_url,
             ping_rate: 1.0,
             timesync_rate: 10.0,
             use_px4_filter: false,
             time_ref_source: "fcu".into(),
             sim: SimConfig::default(),
             fec: FecPolicy::default(),
+            system_time_rate: 0.0,
         }
     }
 
@@ -85,6 +90,10 @@ impl Config {
             system: id("~system_id", 1).await?,
             component: id("~component_id", 191).await?,
         };
+        // mavros's `?ids=SYSID,COMPID` says who we are, as there.
+        if let Some(ids) = cfg.fcu_url.ids() {
+            s.ours = ids;
+        }
         let target = Ids {
             system: id("~target_system_id", 0).await?,
             component: id("~target_component_id", 0).await?,
@@ -138,6 +147,9 @@ impl Config {
         // 0 turns the exchange off.
         cfg.ping_rate = p.rate("~ping_rate", 1.0, 1000.0).await?;
         cfg.timesync_rate = p.rate("~timesync_rate", 10.0, 1000.0).await?;
+        // mavros's name for it, where a mavros configuration is reused.
+        let mavros_rate = p.rate("~conn/system_time_rate", 0.0, 100.0).await?;
+        cfg.system_time_rate = p.rate("~system_time_rate", mavros_rate, 100.0).await?;
         cfg.use_px4_filter = p
             .choice(
                 "~timesync_estimator",
@@ -193,13 +205,13 @@ async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
 pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
     let pubs = advertise(&node, cfg.fec).await.map_err(|e| e.to_string())?;
     // The simulator lives as long as the node.
-    let (sim, address) = match &cfg.fcu_url {
-        FcuUrl::Mavlink(address) => (None, address.clone()),
+    let (sim, transport) = match &cfg.fcu_url {
+        FcuUrl::Device { transport, .. } => (None, transport.clone()),
         FcuUrl::Sim => {
             let sim = SimAutopilot::start(([127, 0, 0, 1], 0).into(), cfg.sim.clone())
                 .map_err(|e| format!("simulated autopilot: {e}"))?;
-            let address = format!("udpout:{}", sim.local_addr());
-            (Some(sim), address)
+            let transport = Transport::udp_to(sim.local_addr());
+            (Some(sim), transport)
         }
     };
     // `~sim/command` ("reboot", "step SECONDS") disturbs the simulated autopilot's clock.
@@ -236,13 +248,14 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
     // dynamic_reconfigure changes go to the loop, which owns the session and the timers.
     let (changes_tx, mut changes) = tokio::sync::mpsc::channel(4);
     serve_settings(&node, &cfg, changes_tx);
-    let mut link = Link::spawn(address, cfg.session.ours);
+    let mut link = Link::spawn(transport, cfg.session.ours);
     let mut session = Session::new(cfg.session.clone());
     let mut link_state = LinkState::default();
     let mut trouble = crate::Trouble::new(cfg.fcu_url.to_string());
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
     let mut ping = every(cfg.ping_rate);
     let mut timesync = every(cfg.timesync_rate);
+    let mut system_time = every(cfg.system_time_rate);
     let mut report = tokio::time::interval(Duration::from_secs(1));
     report.reset(); // the first report after a second of data
     let clock = node.clock();
@@ -282,6 +295,7 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
             _ = heartbeat.tick() => { link.send(Outgoing::Heartbeat); }
             _ = tick(&mut ping) => { link.send(session.ping_request(monotonic_ns())); }
             _ = tick(&mut timesync) => { link.send(session.timesync_request(monotonic_ns())); }
+            _ = tick(&mut system_time) => { link.send(system_time_now()); }
             _ = report.tick() => {
                 let now = monotonic_ns();
                 session.expire(now);
@@ -417,6 +431,19 @@ async fn apply_or_refuse<F: Future<Output = ()>>(
             let last = applied.lock().unwrap_or_else(|e| e.into_inner()).clone();
             last.unwrap_or(settings)
         }
+    }
+}
+
+/// SYSTEM_TIME as mavros's sys_time plugin sends it: this host's wall clock (an autopilot
+/// without GPS takes it as its time), and where mavros leaves time_boot_ms 0, our
+/// CLOCK_MONOTONIC in ms (the time since this host booted, which is what the field means).
+fn system_time_now() -> Outgoing {
+    let unix_usec = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    Outgoing::SystemTime {
+        unix_usec,
+        boot_ms: (monotonic_ns() / 1_000_000) as u32,
     }
 }
 

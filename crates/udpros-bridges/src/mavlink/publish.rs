@@ -182,6 +182,18 @@ pub(super) fn diagnostics(
                 link.stats.overflowed.load(Relaxed).to_string(),
             ),
             kv("connects", link.stats.connects.load(Relaxed).to_string()),
+            kv(
+                "not sent, no peer yet",
+                link.stats.no_peer.load(Relaxed).to_string(),
+            ),
+            kv(
+                "noise bytes skipped",
+                link.stats.skipped_bytes.load(Relaxed).to_string(),
+            ),
+            kv(
+                "TCP clients refused",
+                link.stats.refused_clients.load(Relaxed).to_string(),
+            ),
         ],
     };
     let replies = r.timesync.replies;

@@ -89,6 +89,10 @@ pub struct SimStats {
     pub timesync_answered: u64,
     /// PING requests answered.
     pub ping_answered: u64,
+    /// SYSTEM_TIME messages received (a companion telling its wall clock).
+    pub system_time_received: u64,
+    /// The last SYSTEM_TIME received: its sender, time_unix_usec and time_boot_ms.
+    pub last_system_time: Option<(Ids, u64, u32)>,
 }
 
 struct Shared {
@@ -133,6 +137,11 @@ impl Shared {
                     });
                     lock(&self.stats).timesync_answered += 1;
                     out.push(self.next_frame(&reply));
+                }
+                Incoming::SystemTime { unix_usec, boot_ms } => {
+                    let mut stats = lock(&self.stats);
+                    stats.system_time_received += 1;
+                    stats.last_system_time = Some((from, unix_usec, boot_ms));
                 }
                 Incoming::Ping(p) if p.target == Ids::BROADCAST && self.config.answer_ping => {
                     lock(&self.stats).ping_answered += 1;
@@ -232,6 +241,12 @@ impl SimAutopilot {
             offset: -now,
             drift_ppm: clock.drift_ppm,
         };
+    }
+
+    /// Sends its HEARTBEAT and SYSTEM_TIME to `to` until someone else speaks to it: an
+    /// autopilot that speaks first, for a link that learns its peer from the first datagram.
+    pub fn introduce(&self, to: SocketAddr) {
+        *lock(&self.shared.requester) = Some(to);
     }
 
     /// Its counts so far.
