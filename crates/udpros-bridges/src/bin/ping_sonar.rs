@@ -13,7 +13,7 @@ async fn main() -> std::process::ExitCode {
         Config::from_node,
         async |node, cfg: Config| {
             tracing::info!("ping_sonar on {}", cfg.device);
-            run(node, cfg).await.map_err(|e| e.to_string())
+            run(node, cfg).await
         },
     )
     .await

@@ -2,7 +2,9 @@
 //! in-process simulator, each turned into a stream of checked frames and reconnected
 //! forever with backoff.
 
-use super::frame::{Decoder, DecoderStats};
+use super::frame::{encode_frame, Decoder, DecoderStats};
+use super::log::LogReader;
+use super::recorder::Recorder;
 use super::sim::Simulator;
 use super::Dialect;
 use super::{Decoded, DeviceKind};
@@ -14,7 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Where the device is: `serial:PATH:BAUD`, `udp:HOST:PORT` (an IPv6 literal in brackets,
-/// `udp:[fd00::2]:9090`) or `sim:ping1d` / `sim:ping360`.
+/// `udp:[fd00::2]:9090`), `sim:ping1d` / `sim:ping360`, or `replay:FILE`, a Ping Viewer log
+/// played back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkSpec {
     /// A serial port.
@@ -33,6 +36,30 @@ pub enum LinkSpec {
     },
     /// A simulated device of that kind, in this process.
     Sim(DeviceKind),
+    /// A Ping Viewer log played back as if its device were live.
+    Replay(Replay),
+}
+
+/// How a log is played back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// The log file.
+    pub path: std::path::PathBuf,
+    /// Playback speed in thousandths (1000: the original timing, 2000: twice as fast).
+    pub speed_permille: u32,
+    /// Start again at the end.
+    pub looped: bool,
+}
+
+impl Replay {
+    /// `path` at its original timing, once.
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Replay {
+        Replay {
+            path: path.into(),
+            speed_permille: 1000,
+            looped: false,
+        }
+    }
 }
 
 impl FromStr for LinkSpec {
@@ -41,7 +68,7 @@ impl FromStr for LinkSpec {
     fn from_str(s: &str) -> Result<LinkSpec, String> {
         let bad = || {
             format!(
-                "device '{s}' is not serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d or sim:ping360"
+                "device '{s}' is not serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d, sim:ping360 or replay:FILE"
             )
         };
         let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
@@ -60,6 +87,7 @@ impl FromStr for LinkSpec {
                     port: port.parse().map_err(|_| bad())?,
                 })
             }
+            "replay" if !rest.is_empty() => Ok(LinkSpec::Replay(Replay::new(rest))),
             "sim" => match rest {
                 "ping1d" => Ok(LinkSpec::Sim(DeviceKind::Ping1d)),
                 "ping360" => Ok(LinkSpec::Sim(DeviceKind::Ping360)),
@@ -79,6 +107,7 @@ impl fmt::Display for LinkSpec {
             }
             LinkSpec::Sim(DeviceKind::Ping1d) => f.write_str("sim:ping1d"),
             LinkSpec::Sim(DeviceKind::Ping360) => f.write_str("sim:ping360"),
+            LinkSpec::Replay(r) => write!(f, "replay:{}", r.path.display()),
         }
     }
 }
@@ -112,6 +141,8 @@ struct Shared {
     /// The dialect frames are decoded in.
     dialect: Dialect,
     hook: Option<FrameHook>,
+    /// Where every good frame is also written, as a Ping Viewer log.
+    recorder: Option<Arc<Recorder>>,
 }
 
 /// A running link; dropping it stops it.
@@ -137,22 +168,24 @@ const FIRST_RETRY: Duration = Duration::from_millis(100);
 fn max_retry(spec: &LinkSpec) -> Duration {
     match spec {
         LinkSpec::Udp { .. } | LinkSpec::Sim(_) => Duration::from_millis(250),
-        LinkSpec::Serial { .. } => Duration::from_secs(1),
+        LinkSpec::Serial { .. } | LinkSpec::Replay(_) => Duration::from_secs(1),
     }
 }
 
 impl Link {
     /// Starts a link; the simulator (for `sim:` devices) speaks `dialect`.
     pub fn spawn(spec: LinkSpec, dialect: Dialect, max_payload: usize) -> Link {
-        Link::spawn_with_hook(spec, dialect, max_payload, None)
+        Link::spawn_with_hook(spec, dialect, max_payload, None, None)
     }
 
-    /// As `spawn`, with `hook` run on every frame in the link's task (before the event).
+    /// As `spawn`, with `hook` run on every frame in the link's task (before the event),
+    /// and every frame also written to `recorder`.
     pub fn spawn_with_hook(
         spec: LinkSpec,
         dialect: Dialect,
         max_payload: usize,
         hook: Option<FrameHook>,
+        recorder: Option<Arc<Recorder>>,
     ) -> Link {
         let (event_tx, events) = mpsc::channel(1024);
         let (out, out_rx) = mpsc::unbounded_channel();
@@ -167,6 +200,7 @@ impl Link {
                 stats: stats.clone(),
                 dialect,
                 hook,
+                recorder,
             },
         ));
         Link {
@@ -205,6 +239,9 @@ async fn run(
             LinkSpec::Sim(kind) => {
                 simulated(*kind, dialect, &mut decoder, &events, &mut out, &shared).await
             }
+            LinkSpec::Replay(replay) => {
+                play(replay, &mut decoder, &events, &mut out, &shared).await
+            }
         };
         if events.is_closed() {
             return;
@@ -230,6 +267,12 @@ async fn deliver(
     let arrived = Instant::now();
     decoder.extend(bytes);
     while let Some(frame) = decoder.next_frame() {
+        if let Some(recorder) = &shared.recorder {
+            recorder.frame(
+                encode_frame(frame.id, frame.src, frame.dst, &frame.payload),
+                arrived,
+            );
+        }
         let message = Decoded::of(&frame, shared.dialect);
         // The fast path publishes data right here, without a hop to another task.
         if let Some(hook) = &shared.hook {
@@ -363,6 +406,79 @@ async fn simulated(
             },
         }
     }
+}
+
+/// Records of a log at most read ahead of their time.
+const READ_AHEAD: usize = 64;
+
+/// Plays a log: each frame goes to the decoder when its time comes (its time in the log
+/// over the speed), as if the device had just sent it; what the session sends is dropped.
+/// A damaged log plays as far as it reads, and why it stopped is said once. At the end it
+/// starts again if looped, else waits (the link stays up: the data simply ends).
+async fn play(
+    replay: &Replay,
+    decoder: &mut Decoder,
+    events: &mpsc::Sender<LinkEvent>,
+    out: &mut mpsc::UnboundedReceiver<Outgoing>,
+    shared: &Shared,
+) -> String {
+    let name = replay.path.display().to_string();
+    let _ = events.send(LinkEvent::Connected).await;
+    let speed = f64::from(replay.speed_permille.max(1)) / 1000.0;
+    let mut warned = false;
+    loop {
+        let (tx, mut records) = mpsc::channel(READ_AHEAD);
+        let path = replay.path.clone();
+        let reader = tokio::task::spawn_blocking(move || read_log(&path, tx));
+        let started = tokio::time::Instant::now();
+        while let Some(record) = records.recv().await {
+            let due = started + record.at.div_f64(speed);
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => break,
+                    command = out.recv() => if command.is_none() { return "closed".into() },
+                }
+            }
+            if !deliver(&record.frame, decoder, events, shared).await {
+                return "closed".into();
+            }
+        }
+        let outcome = reader.await.unwrap_or_else(|e| Err(e.to_string()));
+        match outcome {
+            Err(why) => return format!("cannot replay {name}: {why}"),
+            Ok((records, problem)) => {
+                if let Some(problem) = problem.filter(|_| !warned) {
+                    tracing::warn!("replay of {name}: {problem}");
+                    warned = true;
+                }
+                if records == 0 {
+                    return format!("{name} holds no records");
+                }
+                tracing::info!("replay of {name}: {records} records played");
+            }
+        }
+        if !replay.looped {
+            // The data ends; the link does not. What the session asks for goes nowhere.
+            while out.recv().await.is_some() {}
+            return "closed".into();
+        }
+    }
+}
+
+/// Reads `path` record by record into `tx` (a blocking task); how many records and the
+/// reader's problem, if any.
+fn read_log(
+    path: &std::path::Path,
+    tx: mpsc::Sender<super::log::Record>,
+) -> Result<(u64, Option<String>), String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut log = LogReader::new(std::io::BufReader::new(file)).map_err(|e| e.to_string())?;
+    while let Some(record) = log.next_record().map_err(|e| e.to_string())? {
+        if tx.blocking_send(record).is_err() {
+            break; // the link stopped
+        }
+    }
+    Ok((log.records(), log.problem()))
 }
 
 #[cfg(test)]

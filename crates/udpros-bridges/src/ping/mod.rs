@@ -5,10 +5,12 @@
 pub mod draft2017;
 pub mod frame;
 pub mod link;
+pub mod log;
 pub mod messages;
 pub mod node;
 mod publish;
 pub mod reconfigure;
+pub mod recorder;
 pub mod scene;
 pub mod session;
 pub mod settings;

@@ -2,18 +2,19 @@
 //! arrival of the frame's last byte and published at once; the device is identified,
 //! configured and kept streaming by a session that survives link loss.
 
-use super::link::{Link, LinkEvent, Outgoing};
+use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
 use super::messages::Message;
 use super::publish::{
     fast_path, publish_diagnostics, publish_echo, stamp_at, LatencyWindow, Publishers, Sweep,
 };
+use super::recorder::Recorder;
 use super::session::{Action, ConfigWatch, Session, CHANGE_TIMEOUT};
 pub use super::session::{Config, DeviceType, Ping360Settings};
 use super::{Decoded, DeviceKind, Dialect};
 use crate::Params;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use udpros::node::{Node, NodeError};
+use udpros::node::Node;
 
 /// What `--help` prints: every parameter (default, range, meaning), topic and service. A
 /// test checks that it names every `~` name this module reads or advertises.
@@ -45,8 +46,29 @@ impl Config {
                 ],
             )
             .await?;
+        let mut device: LinkSpec = device.parse()?;
+        let mut device_type = device_type;
+        if let LinkSpec::Replay(replay) = &mut device {
+            let rate: f64 = p.within("~replay_rate", 1.0, 0.01, 100.0).await?;
+            replay.speed_permille = (rate * 1000.0).round() as u32;
+            replay.looped = p.get("~replay_loop", false).await?;
+            // The log says which device it is; a log that cannot be opened stops the node
+            // now, with the reason.
+            let file = std::fs::File::open(&replay.path)
+                .map_err(|e| format!("~device {}: {e}", replay.path.display()))?;
+            let log = super::log::LogReader::new(std::io::BufReader::new(file))
+                .map_err(|e| format!("~device {}: {e}", replay.path.display()))?;
+            if device_type == DeviceType::Auto {
+                device_type = match log.header().and_then(|h| h.device()) {
+                    Some(DeviceKind::Ping1d) => DeviceType::Ping1d,
+                    Some(DeviceKind::Ping360) => DeviceType::Ping360,
+                    None => DeviceType::Auto,
+                };
+            }
+        }
+        let record: String = p.get("~record", String::new()).await?;
         Ok(Config {
-            device: device.parse()?,
+            device,
             fec: p.fec().await?,
             device_type,
             dialect,
@@ -74,7 +96,20 @@ impl Config {
             use_auto_transmit: p.get("~use_auto_transmit", true).await?,
             image_size: p.within("~image_size", 200u32, 16, 2000).await?,
             image_rate: p.within("~image_rate", 2.0, 0.01, 100.0).await?,
+            record: (!record.is_empty()).then(|| record.into()),
         })
+    }
+}
+
+impl Config {
+    /// The device this configuration expects, if it says (`~device_type`, a simulator).
+    pub fn kind(&self) -> Option<DeviceKind> {
+        match (self.device_type, &self.device) {
+            (DeviceType::Ping1d, _) => Some(DeviceKind::Ping1d),
+            (DeviceType::Ping360, _) => Some(DeviceKind::Ping360),
+            (DeviceType::Auto, LinkSpec::Sim(kind)) => Some(*kind),
+            (DeviceType::Auto, _) => None,
+        }
     }
 }
 
@@ -90,18 +125,30 @@ struct Change {
 /// by the link's fast path. Once the device is known, its topics are advertised and its
 /// settings served to dynamic_reconfigure; a change goes to the device, and what it
 /// refuses is put back.
-pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
-    let pubs = Arc::new(Publishers::advertise(&node, cfg.fec).await?);
+pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
+    let pubs = Arc::new(
+        Publishers::advertise(&node, cfg.fec)
+            .await
+            .map_err(|e| e.to_string())?,
+    );
     let mut session = Session::new(cfg.clone(), Instant::now());
     let live = session.watch_config();
     let latency = Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
     let clock = node.clock();
     let hook = fast_path(live.clone(), pubs.clone(), latency.clone(), clock.clone());
+    let recorder = match &cfg.record {
+        Some(path) => Some(Arc::new(
+            Recorder::create(path, cfg.kind())
+                .map_err(|e| format!("~record {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
     let mut link = Link::spawn_with_hook(
         cfg.device.clone(),
         cfg.dialect,
         super::frame::DEFAULT_MAX_PAYLOAD,
         Some(hook),
+        recorder,
     );
     let mut sweep = Sweep::new(cfg.image_size, clock.now());
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
@@ -173,7 +220,9 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), NodeError> {
             DeviceType::Auto => session.device().kind,
         };
         if let Some(kind) = known.filter(|k| serving != Some(*k)) {
-            pubs.advertise_for(&node, kind).await?;
+            pubs.advertise_for(&node, kind)
+                .await
+                .map_err(|e| e.to_string())?;
             if serving.is_none() {
                 serve_settings(&node, kind, changes_tx.clone(), live.clone());
             }

@@ -61,6 +61,8 @@ pub struct Config {
     pub image_size: u32,
     /// `~image_rate`: fan images per second, while subscribed.
     pub image_rate: f64,
+    /// `~record`: a Ping Viewer log of everything the device sends.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -87,6 +89,7 @@ impl Config {
             use_auto_transmit: true,
             image_size: 200,
             image_rate: 2.0,
+            record: None,
         }
     }
 }

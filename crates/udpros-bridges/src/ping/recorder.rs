@@ -1,0 +1,191 @@
+//! Recording what a device sends as a Ping Viewer log, on a thread of its own so that a
+//! slow disk never holds up the link: frames go through a bounded queue (a full one drops
+//! and counts), and each is on disk once the queue is empty.
+
+use super::log::{LogHeader, LogWriter};
+use super::DeviceKind;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Frames waiting for the disk at most.
+const QUEUE: usize = 1024;
+/// Frames kept while the device's kind is not known yet (the header names it).
+const UNTIL_KNOWN: usize = 256;
+
+/// A log being written; dropping it finishes the file.
+pub struct Recorder {
+    tx: Option<SyncSender<(Instant, Vec<u8>)>>,
+    /// Frames dropped because the disk fell behind.
+    pub dropped: Arc<AtomicU64>,
+    /// Frames written.
+    pub written: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Recorder {
+    /// Creates `path` (an error now if it cannot be), for a device of `kind` if known; else
+    /// the kind is read from the first frames that tell it.
+    pub fn create(path: &Path, kind: Option<DeviceKind>) -> io::Result<Recorder> {
+        let file = std::fs::File::create(path)?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let written = Arc::new(AtomicU64::new(0));
+        let count = written.clone();
+        let name = path.display().to_string();
+        let started = Instant::now();
+        let thread = std::thread::Builder::new()
+            .name("ping-record".into())
+            .spawn(move || {
+                if let Err(e) = write_log(BufWriter::new(file), kind, started, rx, &count) {
+                    tracing::error!("recording to {name} stopped: {e}");
+                }
+            })?;
+        Ok(Recorder {
+            tx: Some(tx),
+            dropped,
+            written,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues a frame that arrived `at`.
+    pub fn frame(&self, frame: Vec<u8>, at: Instant) {
+        if let Some(tx) = &self.tx {
+            if tx.try_send((at, frame)).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.tx = None; // the thread writes what is queued, then ends
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The device a frame shows, if it shows one: a family's own message ids, or
+/// device_information's device_type.
+fn kind_of(frame: &[u8]) -> Option<DeviceKind> {
+    let id = u16::from_le_bytes([*frame.get(4)?, *frame.get(5)?]);
+    match id {
+        1200..=1299 => Some(DeviceKind::Ping1d),
+        2300..=2399 => Some(DeviceKind::Ping360),
+        4 => match frame.get(8)? {
+            1 => Some(DeviceKind::Ping1d),
+            2 => Some(DeviceKind::Ping360),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn write_log<W: Write>(
+    out: W,
+    mut kind: Option<DeviceKind>,
+    started: Instant,
+    rx: Receiver<(Instant, Vec<u8>)>,
+    written: &AtomicU64,
+) -> io::Result<()> {
+    let mut waiting = Vec::new();
+    let mut out = Some(out);
+    let mut log: Option<LogWriter<W>> = None;
+    let write = |log: &mut LogWriter<W>, (at, frame): (Instant, Vec<u8>)| {
+        written.fetch_add(1, Ordering::Relaxed);
+        log.record(at.saturating_duration_since(started), &frame)
+    };
+    loop {
+        let next = match rx.try_recv() {
+            Ok(next) => Some(next),
+            Err(TryRecvError::Empty) => {
+                if let Some(log) = &mut log {
+                    log.flush()?;
+                }
+                rx.recv().ok()
+            }
+            Err(TryRecvError::Disconnected) => None,
+        };
+        let Some(next) = next else { break };
+        if log.is_none() {
+            kind = kind.or_else(|| kind_of(&next.1));
+            waiting.push(next);
+            if kind.is_none() && waiting.len() < UNTIL_KNOWN {
+                continue;
+            }
+            let header = LogHeader::for_device(kind);
+            let mut opened = LogWriter::new(out.take().expect("opened once"), &header)?;
+            for w in waiting.drain(..) {
+                write(&mut opened, w)?;
+            }
+            log = Some(opened);
+            continue;
+        }
+        if let Some(log) = &mut log {
+            write(log, next)?;
+        }
+    }
+    // The end: a log whose kind never showed still gets its header and frames.
+    let mut log = match (log, out) {
+        (Some(log), _) => log,
+        (None, Some(out)) => LogWriter::new(out, &LogHeader::for_device(kind))?,
+        (None, None) => return Ok(()),
+    };
+    for w in waiting {
+        write(&mut log, w)?;
+    }
+    log.into_inner().map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ping::frame::encode_frame;
+    use crate::ping::log::LogReader;
+
+    #[test]
+    fn frames_recorded_read_back_with_the_kind_they_show() {
+        let dir = std::env::temp_dir().join(format!("udpros-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (kind_frame, want) in [
+            (
+                encode_frame(2300, 2, 0, &[0; 30]),
+                Some(DeviceKind::Ping360),
+            ),
+            (encode_frame(1211, 1, 0, &[0; 8]), Some(DeviceKind::Ping1d)),
+            (encode_frame(5, 1, 0, &[0; 6]), None),
+        ] {
+            let path = dir.join("log.bin");
+            let rec = Recorder::create(&path, None).unwrap();
+            let t0 = Instant::now();
+            // Frames that do not tell the kind come first: they wait for the header.
+            let mut sent = vec![encode_frame(5, 1, 0, &[1, 2, 3, 4, 5, 6]); 3];
+            sent.push(kind_frame);
+            for f in &sent {
+                rec.frame(f.clone(), t0);
+            }
+            drop(rec);
+            let file = std::fs::read(&path).unwrap();
+            let mut r = LogReader::new(&file[..]).unwrap();
+            assert_eq!(r.header().unwrap().device(), want);
+            let mut got = Vec::new();
+            while let Some(record) = r.next_record().unwrap() {
+                got.push(record.frame);
+            }
+            assert_eq!(got, sent);
+            assert_eq!(r.problem(), None);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_created_is_an_error_at_once() {
+        assert!(Recorder::create(Path::new("/nonexistent-dir/x/log.bin"), None).is_err());
+    }
+}
