@@ -9,6 +9,7 @@ mod msg_cmd;
 mod msg_export;
 mod node_cmd;
 mod param_cmd;
+mod ping_cmd;
 mod proxy_cmd;
 mod service_cmd;
 mod tool_node;
@@ -64,6 +65,9 @@ enum Command {
     Param(param_cmd::ParamCommand),
     /// Run a ROS master (rosmaster's semantics; stock ROS nodes and tools work with it).
     Master(master_cmd::MasterArgs),
+    /// Ping sonars without ROS: discover Ping360s on Ethernet, record a device's log.
+    #[command(subcommand)]
+    Ping(ping_cmd::PingCommand),
     /// A UDP fault proxy: loss, duplication, delay and jitter per direction (user-space netem).
     Proxy(proxy_cmd::ProxyArgs),
     /// The operator's view: the console page and a Foxglove WebSocket server for the graph.
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Command::Param(cmd) => param_cmd::run(cmd),
         Command::Service(cmd) => service_cmd::run(cmd),
         Command::Topic(cmd) => topic::run(cmd).map_err(|e| e.to_string()),
+        Command::Ping(cmd) => ping_cmd::run(cmd),
         Command::Proxy(args) => proxy_cmd::run(args),
         Command::View(args) => view_cmd::run(args),
         Command::Action(cmd) => action_cmd::run(cmd),

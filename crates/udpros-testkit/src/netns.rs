@@ -372,6 +372,31 @@ impl Host {
         words.next()?.parse().ok()
     }
 
+    /// Runs `f` on a thread of its own inside this host's namespace: the sockets it opens
+    /// (and the threads it starts, a tokio runtime's workers say) are the host's. How a test
+    /// puts code of its own (a simulated device, a node) on a host without a process.
+    pub fn spawn_inside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        use std::os::fd::AsRawFd;
+        let path = PathBuf::from("/run/netns").join(&self.ns);
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path)
+                .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+            // SAFETY: setns on an open namespace file moves only this thread.
+            let entered = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(
+                entered,
+                0,
+                "setns {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
+            f()
+        })
+    }
+
     /// `program` run on this host (inside its namespace), with a ROS_HOME of its own.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
         let mut cmd = Command::new("ip");

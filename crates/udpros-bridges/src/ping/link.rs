@@ -16,8 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Where the device is: `serial:PATH:BAUD`, `udp:HOST:PORT` (an IPv6 literal in brackets,
-/// `udp:[fd00::2]:9090`), `sim:ping1d` / `sim:ping360`, or `replay:FILE`, a Ping Viewer log
-/// played back.
+/// `udp:[fd00::2]:9090`), `sim:ping1d` / `sim:ping360`, `replay:FILE`, a Ping Viewer log
+/// played back, or `discover`, a Ping360 on Ethernet found by broadcast.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkSpec {
     /// A serial port.
@@ -38,6 +38,9 @@ pub enum LinkSpec {
     Sim(DeviceKind),
     /// A Ping Viewer log played back as if its device were live.
     Replay(Replay),
+    /// The Ping360 that answers discovery on the local networks (`discover`), found again
+    /// whenever it falls silent (its address may have changed).
+    Discover,
 }
 
 /// How a log is played back.
@@ -68,9 +71,12 @@ impl FromStr for LinkSpec {
     fn from_str(s: &str) -> Result<LinkSpec, String> {
         let bad = || {
             format!(
-                "device '{s}' is not serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d, sim:ping360 or replay:FILE"
+                "device '{s}' is not serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d, sim:ping360, replay:FILE or discover"
             )
         };
+        if s == "discover" {
+            return Ok(LinkSpec::Discover);
+        }
         let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
         match kind {
             "serial" => {
@@ -108,6 +114,7 @@ impl fmt::Display for LinkSpec {
             LinkSpec::Sim(DeviceKind::Ping1d) => f.write_str("sim:ping1d"),
             LinkSpec::Sim(DeviceKind::Ping360) => f.write_str("sim:ping360"),
             LinkSpec::Replay(r) => write!(f, "replay:{}", r.path.display()),
+            LinkSpec::Discover => f.write_str("discover"),
         }
     }
 }
@@ -168,7 +175,9 @@ const FIRST_RETRY: Duration = Duration::from_millis(100);
 fn max_retry(spec: &LinkSpec) -> Duration {
     match spec {
         LinkSpec::Udp { .. } | LinkSpec::Sim(_) => Duration::from_millis(250),
-        LinkSpec::Serial { .. } | LinkSpec::Replay(_) => Duration::from_secs(1),
+        LinkSpec::Serial { .. } | LinkSpec::Replay(_) | LinkSpec::Discover => {
+            Duration::from_secs(1)
+        }
     }
 }
 
@@ -231,8 +240,9 @@ async fn run(
         let started = Instant::now();
         let ended = match &spec {
             LinkSpec::Udp { host, port } => {
-                udp(host, *port, &mut decoder, &events, &mut out, &shared).await
+                udp(host, *port, None, &mut decoder, &events, &mut out, &shared).await
             }
+            LinkSpec::Discover => discovered(&mut decoder, &events, &mut out, &shared).await,
             LinkSpec::Serial { path, baud } => {
                 serial(path, *baud, &mut decoder, &events, &mut out, &shared).await
             }
@@ -290,9 +300,51 @@ async fn deliver(
     true
 }
 
+/// How long a discovered Ping360 may be silent before it is looked for again.
+const DISCOVERED_SILENCE: Duration = Duration::from_secs(5);
+
+/// Finds a Ping360 by broadcast and talks to it over UDP until it falls silent.
+async fn discovered(
+    decoder: &mut Decoder,
+    events: &mpsc::Sender<LinkEvent>,
+    out: &mut mpsc::UnboundedReceiver<Outgoing>,
+    shared: &Shared,
+) -> String {
+    let found = match super::discovery::discover(Duration::from_secs(2)).await {
+        Ok(found) => found,
+        Err(e) => return format!("discovery: {e}"),
+    };
+    let Some(device) = found.first() else {
+        return "no Ping360 answered discovery (UDP broadcast to port 30303)".into();
+    };
+    tracing::info!(
+        "Ping360 {} found at {}{}",
+        device.mac,
+        device.address,
+        match found.len() {
+            1 => String::new(),
+            n => format!(" (the first of {n} that answered)"),
+        }
+    );
+    let host = device.address.to_string();
+    let port = super::discovery::DATA_PORT;
+    udp(
+        &host,
+        port,
+        Some(DISCOVERED_SILENCE),
+        decoder,
+        events,
+        out,
+        shared,
+    )
+    .await
+}
+
+/// A UDP device; with `silence`, the link ends when nothing arrived for that long.
 async fn udp(
     host: &str,
     port: u16,
+    silence: Option<Duration>,
     decoder: &mut Decoder,
     events: &mpsc::Sender<LinkEvent>,
     out: &mut mpsc::UnboundedReceiver<Outgoing>,
@@ -322,10 +374,21 @@ async fn udp(
     }
     let _ = events.send(LinkEvent::Connected).await;
     let mut buf = vec![0u8; 65536];
+    let mut heard = tokio::time::Instant::now();
+    let quiet = async |heard: tokio::time::Instant| match silence {
+        Some(silence) => tokio::time::sleep_until(heard + silence).await,
+        None => std::future::pending().await,
+    };
     loop {
         tokio::select! {
+            _ = quiet(heard) => {
+                return format!("nothing from {peer} for {} s: looking for it again", silence.unwrap_or_default().as_secs());
+            }
             received = socket.recv(&mut buf) => match received {
-                Ok(n) => if !deliver(&buf[..n], decoder, events, shared).await { return "closed".into() },
+                Ok(n) => {
+                    heard = tokio::time::Instant::now();
+                    if !deliver(&buf[..n], decoder, events, shared).await { return "closed".into() }
+                }
                 // Port unreachable: the device (or its bridge) is gone.
                 Err(e) => return format!("UDP receive from {peer}: {e}"),
             },

@@ -2,6 +2,7 @@
 //! pure code (framing with resynchronisation, typed messages for the current message set
 //! and the 2017 draft dialect).
 
+pub mod discovery;
 pub mod draft2017;
 pub mod frame;
 pub mod link;

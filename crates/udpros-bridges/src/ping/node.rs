@@ -66,6 +66,9 @@ impl Config {
                 };
             }
         }
+        if device == LinkSpec::Discover && device_type == DeviceType::Auto {
+            device_type = DeviceType::Ping360;
+        }
         let record: String = p.get("~record", String::new()).await?;
         Ok(Config {
             device,
@@ -108,6 +111,8 @@ impl Config {
             (DeviceType::Ping1d, _) => Some(DeviceKind::Ping1d),
             (DeviceType::Ping360, _) => Some(DeviceKind::Ping360),
             (DeviceType::Auto, LinkSpec::Sim(kind)) => Some(*kind),
+            // Only a Ping360 answers discovery.
+            (DeviceType::Auto, LinkSpec::Discover) => Some(DeviceKind::Ping360),
             (DeviceType::Auto, _) => None,
         }
     }
@@ -148,7 +153,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
         cfg.dialect,
         super::frame::DEFAULT_MAX_PAYLOAD,
         Some(hook),
-        recorder,
+        recorder.clone(),
     );
     let mut sweep = Sweep::new(cfg.image_size, clock.now());
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
@@ -233,7 +238,74 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
     if send_actions(&mut session, &link) {
         tokio::time::sleep(Duration::from_millis(50)).await; // let the last frames leave
     }
+    if let Some(recorder) = recorder {
+        recorder.finish();
+    }
     Ok(())
+}
+
+/// What [`record_device`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// Frames written to the log.
+    pub frames: u64,
+    /// Frames lost because the disk fell behind.
+    pub dropped: u64,
+}
+
+/// Drives the device as the node does (identification, configuration, streaming or
+/// polling), without ROS, and writes everything it sends to `path` as a Ping Viewer log
+/// until `until` completes: what `udpros ping record` runs.
+pub async fn record_device(
+    cfg: Config,
+    path: &std::path::Path,
+    until: impl std::future::Future<Output = ()>,
+) -> Result<Recorded, String> {
+    let recorder = Arc::new(
+        Recorder::create(path, cfg.kind()).map_err(|e| format!("{}: {e}", path.display()))?,
+    );
+    let mut link = Link::spawn_with_hook(
+        cfg.device.clone(),
+        cfg.dialect,
+        super::frame::DEFAULT_MAX_PAYLOAD,
+        None,
+        Some(recorder.clone()),
+    );
+    let mut session = Session::new(cfg.clone(), Instant::now());
+    let mut trouble = crate::Trouble::new(cfg.device.to_string());
+    let mut until = std::pin::pin!(until);
+    loop {
+        let wake = session
+            .poll_timeout()
+            .max(Instant::now() + Duration::from_millis(1));
+        tokio::select! {
+            event = link.events.recv() => match event {
+                None => break,
+                Some(LinkEvent::Connected) => session.connected(Instant::now()),
+                Some(LinkEvent::Disconnected(why)) => {
+                    trouble.failed(&why, Instant::now());
+                    session.disconnected(why);
+                }
+                Some(LinkEvent::Message(message, arrived)) => {
+                    trouble.recovered();
+                    session.handle_message(&message, arrived);
+                }
+            },
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = &mut until => break,
+        }
+        session.handle_timeout(Instant::now());
+        send_actions(&mut session, &link);
+    }
+    session.stop();
+    if send_actions(&mut session, &link) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    recorder.finish();
+    Ok(Recorded {
+        frames: recorder.written.load(std::sync::atomic::Ordering::Relaxed),
+        dropped: recorder.dropped.load(std::sync::atomic::Ordering::Relaxed),
+    })
 }
 
 /// Serves `kind`'s settings to dynamic_reconfigure under `~`, for as long as the node

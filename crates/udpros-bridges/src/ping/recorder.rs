@@ -8,7 +8,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Frames waiting for the disk at most.
@@ -16,14 +16,17 @@ const QUEUE: usize = 1024;
 /// Frames kept while the device's kind is not known yet (the header names it).
 const UNTIL_KNOWN: usize = 256;
 
-/// A log being written; dropping it finishes the file.
+/// A frame and when it arrived, on its way to the disk.
+type Timed = (Instant, Vec<u8>);
+
+/// A log being written; [`finish`](Recorder::finish) (or dropping it) completes the file.
 pub struct Recorder {
-    tx: Option<SyncSender<(Instant, Vec<u8>)>>,
+    tx: Mutex<Option<SyncSender<Timed>>>,
     /// Frames dropped because the disk fell behind.
     pub dropped: Arc<AtomicU64>,
     /// Frames written.
     pub written: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Recorder {
@@ -45,30 +48,40 @@ impl Recorder {
                 }
             })?;
         Ok(Recorder {
-            tx: Some(tx),
+            tx: Mutex::new(Some(tx)),
             dropped,
             written,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
-    /// Queues a frame that arrived `at`.
+    /// Queues a frame that arrived `at` (dropped once the recording is finished).
     pub fn frame(&self, frame: Vec<u8>, at: Instant) {
-        if let Some(tx) = &self.tx {
+        if let Some(tx) = &*lock(&self.tx) {
             if tx.try_send((at, frame)).is_err() {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// Writes what is queued and closes the file; frames after it are not recorded. Whoever
+    /// else holds the recorder (a link being torn down) cannot keep the file open.
+    pub fn finish(&self) {
+        lock(&self.tx).take(); // the thread writes what is queued, then ends
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
         }
     }
 }
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        self.tx = None; // the thread writes what is queued, then ends
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.finish();
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The device a frame shows, if it shows one: a family's own message ids, or
@@ -91,13 +104,13 @@ fn write_log<W: Write>(
     out: W,
     mut kind: Option<DeviceKind>,
     started: Instant,
-    rx: Receiver<(Instant, Vec<u8>)>,
+    rx: Receiver<Timed>,
     written: &AtomicU64,
 ) -> io::Result<()> {
     let mut waiting = Vec::new();
     let mut out = Some(out);
     let mut log: Option<LogWriter<W>> = None;
-    let write = |log: &mut LogWriter<W>, (at, frame): (Instant, Vec<u8>)| {
+    let write = |log: &mut LogWriter<W>, (at, frame): Timed| {
         written.fetch_add(1, Ordering::Relaxed);
         log.record(at.saturating_duration_since(started), &frame)
     };
