@@ -86,3 +86,17 @@ fn mavlink_bridge_help_names_everything_and_needs_no_master() {
         ),
     );
 }
+
+#[test]
+fn ping360_node_help_names_everything_and_needs_no_master() {
+    check(
+        env!("CARGO_BIN_EXE_ping360_node"),
+        include_str!("../src/ping/ping360_sonar.rs"),
+    );
+    // Its topics are absolute, as the driver's: those must be named too.
+    let help =
+        String::from_utf8(run(env!("CARGO_BIN_EXE_ping360_node"), &["--help"]).stdout).unwrap();
+    for topic in ["sonar/images", "sonar/data", "sonar/scan", "emulated_sonar"] {
+        assert!(help.contains(topic), "{topic}");
+    }
+}

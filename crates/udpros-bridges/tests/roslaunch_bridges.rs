@@ -8,31 +8,14 @@ use std::time::Duration;
 
 /// A ROS package folder named `udpros` holding the two binaries, as roslaunch finds nodes.
 fn package(dir: &std::path::Path) -> std::path::PathBuf {
-    let pkg = dir.join("udpros");
-    std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(
-        pkg.join("package.xml"),
-        r#"<?xml version="1.0"?>
-<package format="2">
-  <name>udpros</name>
-  <version>0.1.0</version>
-  <description>udpros bridge nodes (test package)</description>
-  <maintainer email="dev@example.com">udpros</maintainer>
-  <license>MIT</license>
-  <buildtool_depend>catkin</buildtool_depend>
-</package>
-"#,
+    common::ros_package(
+        dir,
+        "udpros",
+        &[
+            ("ping_sonar", env!("CARGO_BIN_EXE_ping_sonar")),
+            ("mavlink_bridge", env!("CARGO_BIN_EXE_mavlink_bridge")),
+        ],
     )
-    .unwrap();
-    for (name, path) in [
-        ("ping_sonar", env!("CARGO_BIN_EXE_ping_sonar")),
-        ("mavlink_bridge", env!("CARGO_BIN_EXE_mavlink_bridge")),
-    ] {
-        let link = pkg.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(path, link).unwrap();
-    }
-    pkg
 }
 
 const LAUNCH: &str = r#"<launch>
@@ -47,31 +30,6 @@ const LAUNCH: &str = r#"<launch>
   </node>
 </launch>
 "#;
-
-/// roslaunch, stopped with SIGINT so it stops its nodes (a kill would orphan them), also
-/// when a test fails.
-struct Launched(common::Child);
-
-impl Launched {
-    fn stop(&mut self) -> bool {
-        let child = &mut self.0 .0;
-        if child.try_wait().ok().flatten().is_some() {
-            return true;
-        }
-        let _ = std::process::Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status();
-        common::wait_for(Duration::from_secs(20), || {
-            child.try_wait().ok().flatten().is_some()
-        })
-    }
-}
-
-impl Drop for Launched {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 fn hz(python: &std::path::Path, uri: &str, topic: &str) -> String {
     let mut cmd = common::ros_tool(python, "rostopic", uri);
@@ -100,7 +58,7 @@ fn roslaunch_starts_both_bridges_and_rostopic_hz_sees_them() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null()); // nodes it leaves behind must not hold the test's output open
     let (launched, _lines) = common::spawn_lines(cmd);
-    let mut launched = Launched(launched);
+    let mut launched = common::Launched(launched);
     let depth = hz(&python, &uri, "/depth");
     assert!(depth.contains("average rate"), "{depth}");
     // rostopic needs the message class, and Debian has no mavros_msgs: the autopilot's

@@ -9,7 +9,7 @@
       "ERR <exception>"
 
 blob is udpros_test/Blob ("string data --- string data"); its Python class must be on
-PYTHONPATH (the tests generate it with genpy_srv.py).
+PYTHONPATH (the tests generate it with genpy_gen.py).
 """
 import argparse
 import time

@@ -90,16 +90,26 @@ pub fn roscpp_action_peer() -> Option<PathBuf> {
 /// Generates the Python classes of the services `srvs` (`(name, .srv text)`) of
 /// `package` with genpy into `root`, as catkin would; put `root` on `PYTHONPATH`.
 pub fn genpy_services(python: &Path, root: &Path, package: &str, srvs: &[(&str, &str)]) {
-    let sources = root.join("srv-sources");
-    std::fs::create_dir_all(&sources).expect("srv source folder");
+    genpy_generate(python, root, package, "srv", srvs);
+}
+
+/// Generates the Python classes of the messages `msgs` (`(name, .msg text)`) of `package`
+/// with genpy into `root`, as catkin would; put `root` on `PYTHONPATH`.
+pub fn genpy_messages(python: &Path, root: &Path, package: &str, msgs: &[(&str, &str)]) {
+    genpy_generate(python, root, package, "msg", msgs);
+}
+
+fn genpy_generate(python: &Path, root: &Path, package: &str, kind: &str, items: &[(&str, &str)]) {
+    let sources = root.join(format!("{kind}-sources"));
+    std::fs::create_dir_all(&sources).expect("source folder");
     let mut cmd = Command::new(python);
-    cmd.arg(peer_script("genpy_srv.py")).arg(root).arg(package);
-    for (name, text) in srvs {
-        let file = sources.join(format!("{name}.srv"));
-        std::fs::write(&file, text).expect("write .srv");
+    cmd.arg(peer_script("genpy_gen.py")).arg(root).arg(package);
+    for (name, text) in items {
+        let file = sources.join(format!("{name}.{kind}"));
+        std::fs::write(&file, text).expect("write the definition");
         cmd.arg(file);
     }
-    let out = cmd.output().expect("run genpy_srv.py");
+    let out = cmd.output().expect("run genpy_gen.py");
     assert!(
         out.status.success(),
         "genpy could not generate {package}: {}",
@@ -217,4 +227,59 @@ pub fn reconfigure_peer(python: &Path, uri: &str, args: &[&str]) -> (Child, Line
     cmd.arg(peer_script("reconfigure_peer.py")).args(args);
     ros_env(&mut cmd, uri);
     spawn_lines(cmd)
+}
+
+/// A ROS package folder `dir/name` holding `binaries` (`(node type, executable)`, linked),
+/// as roslaunch and rosrun find nodes; put `dir` on `ROS_PACKAGE_PATH`.
+pub fn ros_package(dir: &Path, name: &str, binaries: &[(&str, &str)]) -> PathBuf {
+    let pkg = dir.join(name);
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.xml"),
+        format!(
+            r#"<?xml version="1.0"?>
+<package format="2">
+  <name>{name}</name>
+  <version>0.1.0</version>
+  <description>udpros nodes (test package)</description>
+  <maintainer email="dev@example.com">udpros</maintainer>
+  <license>MIT</license>
+  <buildtool_depend>catkin</buildtool_depend>
+</package>
+"#
+        ),
+    )
+    .unwrap();
+    for (node_type, path) in binaries {
+        let link = pkg.join(node_type);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(path, link).unwrap();
+    }
+    pkg
+}
+
+/// roslaunch, stopped with SIGINT so it stops its nodes (a kill would orphan them), also
+/// when a test fails.
+pub struct Launched(pub Child);
+
+impl Launched {
+    /// Stops roslaunch (and so its nodes); whether it ended within 20 s.
+    pub fn stop(&mut self) -> bool {
+        let child = &mut self.0 .0;
+        if child.try_wait().ok().flatten().is_some() {
+            return true;
+        }
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        crate::wait_for(std::time::Duration::from_secs(20), || {
+            child.try_wait().ok().flatten().is_some()
+        })
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

@@ -9,6 +9,7 @@ pub mod link;
 pub mod log;
 pub mod messages;
 pub mod node;
+pub mod ping360_sonar;
 mod publish;
 pub mod reconfigure;
 pub mod recorder;
@@ -66,17 +67,53 @@ impl Decoded {
     }
 }
 
-/// The next angle of a Ping360 sweep, in gradians (0..400), `step` gradians on: round and
-/// round over the full circle (`start == stop`, or 0 to 399), back and forth over a sector
-/// otherwise, `direction` (+1 or -1) turning at the sector's ends. The node and the
-/// simulator step the same way.
-pub fn sweep_step(angle: u16, start: u16, stop: u16, step: u8, direction: &mut i32) -> u16 {
+/// How a Ping360 sweep goes round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SweepPattern {
+    /// Round and round over the full circle, back and forth over a sector.
+    #[default]
+    Natural,
+    /// Back and forth, over the full circle too (ping360_sonar's `oscillate`).
+    BackAndForth,
+    /// Round: past the end, from the start again (ping360_sonar without `oscillate`).
+    Round,
+}
+
+/// The next angle of a Ping360 sweep, in gradians (0..400), `step` gradians on, as `pattern`
+/// says: the full circle is `start == stop`, or 0 to 399; a sector is `start..=stop` (given
+/// either way round), and `direction` (+1 or -1) turns at its ends when it goes back and
+/// forth. The node and the simulator step the same way.
+pub fn sweep_step(
+    angle: u16,
+    start: u16,
+    stop: u16,
+    step: u8,
+    pattern: SweepPattern,
+    direction: &mut i32,
+) -> u16 {
     let step = i32::from(step.max(1));
     let full_circle = start == stop || (start.min(stop) == 0 && start.max(stop) >= 399);
-    if full_circle {
-        return (i32::from(angle) + step).rem_euclid(400) as u16;
+    let (lo, hi) = if full_circle {
+        (0, 399)
+    } else {
+        (i32::from(start.min(stop)), i32::from(start.max(stop)))
+    };
+    let round = match pattern {
+        SweepPattern::Natural => full_circle,
+        SweepPattern::BackAndForth => false,
+        SweepPattern::Round => true,
+    };
+    if round {
+        *direction = 1;
+        let next = i32::from(angle) + step;
+        return if full_circle {
+            next.rem_euclid(400) as u16
+        } else if next > hi || next < lo {
+            lo as u16
+        } else {
+            next as u16
+        };
     }
-    let (lo, hi) = (i32::from(start.min(stop)), i32::from(start.max(stop)));
     let mut next = i32::from(angle) + *direction * step;
     if next > hi || next < lo {
         *direction = -*direction;
@@ -87,14 +124,14 @@ pub fn sweep_step(angle: u16, start: u16, stop: u16, step: u8, direction: &mut i
 
 #[cfg(test)]
 mod sweep_tests {
-    use super::sweep_step;
+    use super::{sweep_step, SweepPattern};
 
     #[test]
     fn full_circles_wrap_and_sectors_turn_at_their_ends() {
         let mut d = 1;
-        assert_eq!(sweep_step(399, 0, 0, 1, &mut d), 0);
+        assert_eq!(sweep_step(399, 0, 0, 1, SweepPattern::Natural, &mut d), 0);
         assert_eq!(
-            sweep_step(398, 0, 399, 3, &mut d),
+            sweep_step(398, 0, 399, 3, SweepPattern::Natural, &mut d),
             1,
             "0 to 399 is the full circle"
         );
@@ -102,7 +139,7 @@ mod sweep_tests {
         let mut angle = 100;
         let mut seen = Vec::new();
         for _ in 0..12 {
-            angle = sweep_step(angle, 100, 110, 4, &mut d);
+            angle = sweep_step(angle, 100, 110, 4, SweepPattern::Natural, &mut d);
             seen.push(angle);
         }
         // A step past an end turns back from where it stood.
@@ -112,7 +149,31 @@ mod sweep_tests {
         );
         // A sector given backwards is the same sector.
         let mut d = 1;
-        assert_eq!(sweep_step(110, 110, 100, 4, &mut d), 106);
+        assert_eq!(
+            sweep_step(110, 110, 100, 4, SweepPattern::Natural, &mut d),
+            106
+        );
         assert_eq!(d, -1);
+    }
+
+    #[test]
+    fn ping360_sonar_s_patterns_go_back_and_forth_over_the_circle_or_round_a_sector() {
+        let walk = |from, (start, stop), step, pattern, n| {
+            let (mut angle, mut d, mut seen) = (from, 1, Vec::new());
+            for _ in 0..n {
+                angle = sweep_step(angle, start, stop, step, pattern, &mut d);
+                seen.push(angle);
+            }
+            seen
+        };
+        // The full circle back and forth: 396, 398, then back down.
+        let turns = walk(394, (0, 0), 2, SweepPattern::BackAndForth, 4);
+        assert_eq!(turns, [396, 398, 396, 394]);
+        // A sector round: past its end, from its start again.
+        assert_eq!(
+            walk(100, (100, 110), 4, SweepPattern::Round, 4),
+            [104, 108, 100, 104]
+        );
+        assert_eq!(walk(398, (0, 0), 1, SweepPattern::Round, 3), [399, 0, 1]);
     }
 }

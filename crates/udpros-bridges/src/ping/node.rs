@@ -2,19 +2,22 @@
 //! arrival of the frame's last byte and published at once; the device is identified,
 //! configured and kept streaming by a session that survives link loss.
 
+use super::link::FrameHook;
 use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
-use super::messages::Message;
 use super::publish::{
     fast_path, publish_diagnostics, publish_echo, stamp_at, LatencyWindow, Publishers, Sweep,
 };
 use super::recorder::Recorder;
 use super::session::{Action, ConfigWatch, Session, CHANGE_TIMEOUT};
 pub use super::session::{Config, DeviceType, Ping360Settings};
-use super::{Decoded, DeviceKind, Dialect};
+use super::session::{DeviceState, Echo};
+use super::{DeviceKind, Dialect};
 use crate::Params;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use udpros::msg::Time;
 use udpros::node::Node;
+use udpros::reconfigure::{self as rc, Description};
 
 /// What `--help` prints: every parameter (default, range, meaning), topic and service. A
 /// test checks that it names every `~` name this module reads or advertises.
@@ -100,6 +103,8 @@ impl Config {
             image_size: p.within("~image_size", 200u32, 16, 2000).await?,
             image_rate: p.within("~image_rate", 2.0, 0.01, 100.0).await?,
             record: (!record.is_empty()).then(|| record.into()),
+            sweep: super::SweepPattern::Natural,
+            number_of_samples: None,
         })
     }
 }
@@ -125,22 +130,127 @@ struct Change {
     applied: tokio::sync::oneshot::Sender<Config>,
 }
 
+/// What a node makes of its device: the topics it advertises and what it publishes on
+/// them, and the settings it serves to dynamic_reconfigure. `ping_sonar`'s own ([`run`])
+/// or another driver's ([`super::ping360_sonar`]); the link, the session and the loop
+/// around them ([`run_with`]) are the same.
+pub(crate) trait Front: Send {
+    /// Publishes in the link's task as each frame is decoded (Ping1D's fast path), if
+    /// this front does.
+    fn hook(&self, live: ConfigWatch) -> Option<FrameHook>;
+    /// The device is known to be `kind` (again, if it changes).
+    fn device_known(
+        &mut self,
+        node: &Node,
+        kind: DeviceKind,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
+    /// A Ping360 echo, stamped in ROS time; `arrived` when its frame's last byte did.
+    fn echo(&mut self, cfg: &Config, stamp: Time, echo: &Echo, arrived: Instant);
+    /// The settings are about to change from `from` to `to`.
+    fn reconfiguring(&mut self, from: &Config, to: &Config);
+    /// Once a second: diagnostics, if this front publishes them.
+    fn diagnostics(&mut self, node: &Node, cfg: &Config, device: &DeviceState, link: &Link);
+    /// How its settings meet dynamic_reconfigure.
+    fn settings(&self) -> Settings;
+}
+
+/// How a front's settings meet dynamic_reconfigure: what it serves for a device, a call's
+/// settings applied to the node's, and the node's reported back.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) describe: fn(DeviceKind, &Config) -> Description,
+    pub(crate) apply: Arc<ApplyFn>,
+    pub(crate) report: Arc<ReportFn>,
+}
+
+/// A call's settings applied to the node's.
+pub(crate) type ApplyFn = dyn Fn(&Config, &rc::Config) -> Config + Send + Sync;
+/// The node's settings written into a call's answer.
+pub(crate) type ReportFn = dyn Fn(&Config, &mut rc::Config) + Send + Sync;
+
+/// `ping_sonar`'s topics: a device's own once it is known, `/diagnostics`, and its
+/// settings as [`super::reconfigure`] describes them.
+struct SonarFront {
+    pubs: Arc<Publishers>,
+    latency: Arc<std::sync::Mutex<LatencyWindow>>,
+    sweep: Sweep,
+    clock: udpros::time::Clock,
+}
+
+impl Front for SonarFront {
+    fn hook(&self, live: ConfigWatch) -> Option<FrameHook> {
+        Some(fast_path(
+            live,
+            self.pubs.clone(),
+            self.latency.clone(),
+            self.clock.clone(),
+        ))
+    }
+
+    async fn device_known(&mut self, node: &Node, kind: DeviceKind) -> Result<(), String> {
+        self.pubs
+            .advertise_for(node, kind)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn echo(&mut self, cfg: &Config, stamp: Time, echo: &Echo, arrived: Instant) {
+        publish_echo(cfg, &self.pubs, &mut self.sweep, stamp, echo);
+        self.latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(arrived.elapsed());
+    }
+
+    fn reconfiguring(&mut self, from: &Config, to: &Config) {
+        if to.image_size != from.image_size {
+            self.sweep = Sweep::new(to.image_size, self.clock.now());
+        }
+    }
+
+    fn diagnostics(&mut self, node: &Node, cfg: &Config, device: &DeviceState, link: &Link) {
+        publish_diagnostics(node, cfg, &self.pubs, device, link, &self.latency);
+    }
+
+    fn settings(&self) -> Settings {
+        use super::reconfigure::{apply, description, report};
+        Settings {
+            describe: description,
+            apply: Arc::new(apply),
+            report: Arc::new(report),
+        }
+    }
+}
+
 /// Runs the node until it is asked to shut down: the link's events feed the
 /// [`Session`], whose frames go to the link; Ping360 echoes are published here, Ping1D data
 /// by the link's fast path. Once the device is known, its topics are advertised and its
 /// settings served to dynamic_reconfigure; a change goes to the device, and what it
 /// refuses is put back.
 pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
-    let pubs = Arc::new(
-        Publishers::advertise(&node, cfg.fec)
-            .await
-            .map_err(|e| e.to_string())?,
-    );
+    let front = SonarFront {
+        pubs: Arc::new(
+            Publishers::advertise(&node, cfg.fec)
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        latency: Arc::default(),
+        sweep: Sweep::new(cfg.image_size, node.clock().now()),
+        clock: node.clock(),
+    };
+    run_with(node, cfg, front).await
+}
+
+/// [`run`] with another [`Front`]: the device driven the same way, published as `front`
+/// says.
+pub(crate) async fn run_with<F: Front>(
+    node: Node,
+    cfg: Config,
+    mut front: F,
+) -> Result<(), String> {
     let mut session = Session::new(cfg.clone(), Instant::now());
     let live = session.watch_config();
-    let latency = Arc::new(std::sync::Mutex::new(LatencyWindow::default()));
     let clock = node.clock();
-    let hook = fast_path(live.clone(), pubs.clone(), latency.clone(), clock.clone());
     let recorder = match &cfg.record {
         Some(path) => Some(Arc::new(
             Recorder::create(path, cfg.kind())
@@ -152,10 +262,9 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
         cfg.device.clone(),
         cfg.dialect,
         super::frame::DEFAULT_MAX_PAYLOAD,
-        Some(hook),
+        front.hook(live.clone()),
         recorder.clone(),
     );
-    let mut sweep = Sweep::new(cfg.image_size, clock.now());
     let mut trouble = crate::Trouble::new(cfg.device.to_string());
     let (changes_tx, mut changes) = tokio::sync::mpsc::channel::<Change>(1);
     let mut serving: Option<DeviceKind> = None;
@@ -178,23 +287,14 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
                     }
                     LinkEvent::Message(message, arrived) => {
                         trouble.recovered();
-                        let data = matches!(
-                            message,
-                            Decoded::Current(Message::DeviceData(_) | Message::AutoDeviceData(_))
-                        );
                         if let Some(echo) = session.handle_message(&message, arrived) {
-                            publish_echo(session.config(), &pubs, &mut sweep, stamp_at(&clock, arrived), &echo);
-                        }
-                        if data {
-                            latency.lock().unwrap_or_else(|e| e.into_inner()).record(arrived.elapsed());
+                            front.echo(session.config(), stamp_at(&clock, arrived), &echo, arrived);
                         }
                     }
                 }
             }
             Some(change) = changes.recv(), if answer.is_none() => {
-                if change.tried.image_size != session.config().image_size {
-                    sweep = Sweep::new(change.tried.image_size, clock.now());
-                }
+                front.reconfiguring(session.config(), &change.tried);
                 if session.begin_change(change.tried, Instant::now()) {
                     answer = Some(change.applied);
                 }
@@ -204,14 +304,7 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
         }
         let now = Instant::now();
         if session.handle_timeout(now) {
-            publish_diagnostics(
-                &node,
-                session.config(),
-                &pubs,
-                session.device(),
-                &link,
-                &latency,
-            );
+            front.diagnostics(&node, session.config(), session.device(), &link);
         }
         send_actions(&mut session, &link);
         if let Some(applied) = session.poll_change(now) {
@@ -225,11 +318,15 @@ pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
             DeviceType::Auto => session.device().kind,
         };
         if let Some(kind) = known.filter(|k| serving != Some(*k)) {
-            pubs.advertise_for(&node, kind)
-                .await
-                .map_err(|e| e.to_string())?;
+            front.device_known(&node, kind).await?;
             if serving.is_none() {
-                serve_settings(&node, kind, changes_tx.clone(), live.clone());
+                serve_settings(
+                    &node,
+                    kind,
+                    changes_tx.clone(),
+                    live.clone(),
+                    front.settings(),
+                );
             }
             serving = Some(kind);
         }
@@ -316,16 +413,16 @@ fn serve_settings(
     kind: DeviceKind,
     changes: tokio::sync::mpsc::Sender<Change>,
     live: ConfigWatch,
+    map: Settings,
 ) {
-    use super::reconfigure::{apply, description, report};
     let node = node.clone();
-    let settings = description(kind, &live.borrow());
+    let settings = (map.describe)(kind, &live.borrow());
     tokio::spawn(async move {
         let callback = move |settings: udpros::reconfigure::Config, _level: u32| {
-            let (changes, live) = (changes.clone(), live.clone());
+            let (changes, live, map) = (changes.clone(), live.clone(), map.clone());
             async move {
                 let base = Config::clone(&live.borrow());
-                let tried = apply(&base, &settings);
+                let tried = (map.apply)(&base, &settings);
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let applied = if tried == base {
                     base
@@ -340,7 +437,7 @@ fn serve_settings(
                     base
                 };
                 let mut reported = settings;
-                report(&applied, &mut reported);
+                (map.report)(&applied, &mut reported);
                 reported
             }
         };

@@ -184,7 +184,7 @@ impl Session {
     /// A session for `cfg`, before the link is up.
     pub fn new(cfg: Config, now: Instant) -> Session {
         Session {
-            settings: Ping360Settings::for_range(cfg.range, cfg.speed_of_sound),
+            settings: Ping360Settings::of(&cfg),
             angle: angle_grad(cfg.start_angle),
             published: watch::Sender::new(Arc::new(cfg.clone())),
             change: None,
@@ -447,7 +447,7 @@ impl Session {
     }
 
     fn set_config(&mut self, cfg: Config) {
-        self.settings = Ping360Settings::for_range(cfg.range, cfg.speed_of_sound);
+        self.settings = Ping360Settings::of(&cfg);
         self.published.send_replace(Arc::new(cfg.clone()));
         self.cfg = cfg;
     }
@@ -692,6 +692,7 @@ impl Session {
             angle_grad(self.cfg.start_angle),
             angle_grad(self.cfg.stop_angle),
             self.cfg.num_steps,
+            self.cfg.sweep,
             &mut self.direction,
         );
     }

@@ -63,6 +63,11 @@ pub struct Config {
     pub image_rate: f64,
     /// `~record`: a Ping Viewer log of everything the device sends.
     pub record: Option<std::path::PathBuf>,
+    /// How a Ping360 sweep goes round (ping360_sonar's `oscillate`).
+    pub sweep: super::SweepPattern,
+    /// Ping360 samples per transmit as asked (ping360_sonar's `numberOfSamples`); else as
+    /// many as the range allows, up to 1200, as Ping Viewer takes.
+    pub number_of_samples: Option<u16>,
 }
 
 impl Config {
@@ -90,6 +95,8 @@ impl Config {
             image_size: 200,
             image_rate: 2.0,
             record: None,
+            sweep: super::SweepPattern::Natural,
+            number_of_samples: None,
         }
     }
 }
@@ -110,6 +117,17 @@ impl Ping360Settings {
     /// checked where they enter, but a value outside the Ping360's range (or not a number)
     /// is taken here as the nearest it has (10 m and 1500 m/s for NaN), never a panic.
     pub fn for_range(range_m: f64, speed_of_sound: f64) -> Ping360Settings {
+        Ping360Settings::sampled(range_m, speed_of_sound, None)
+    }
+
+    /// The settings `cfg` asks for: its number of samples if it names one (the sample
+    /// period then follows from the range, as ping360_sonar computes it), else as
+    /// [`for_range`](Ping360Settings::for_range).
+    pub fn of(cfg: &Config) -> Ping360Settings {
+        Ping360Settings::sampled(cfg.range, cfg.speed_of_sound, cfg.number_of_samples)
+    }
+
+    fn sampled(range_m: f64, speed_of_sound: f64, samples: Option<u16>) -> Ping360Settings {
         let sane = |v: f64, lo: f64, hi: f64, fallback: f64| {
             if v.is_nan() {
                 fallback
@@ -120,11 +138,17 @@ impl Ping360Settings {
         let range_m = sane(range_m, 0.1, 100.0, 10.0);
         let speed_of_sound = sane(speed_of_sound, 1000.0, 2500.0, 1500.0);
         let tick = 25e-9;
-        let mut samples = 1200u16;
         let period = |n: u16| 2.0 * range_m / (f64::from(n) * speed_of_sound * tick);
-        while period(samples) < 80.0 && samples > 200 {
-            samples -= 1;
-        }
+        let samples = match samples {
+            Some(n) => n.clamp(1, 1200),
+            None => {
+                let mut n = 1200u16;
+                while period(n) < 80.0 && n > 200 {
+                    n -= 1;
+                }
+                n
+            }
+        };
         let sample_period = period(samples).round().clamp(80.0, 40000.0) as u16;
         let period_us = f64::from(sample_period) * tick * 1e6;
         let tx = (8000.0 * range_m / speed_of_sound).max(2.5 * period_us);

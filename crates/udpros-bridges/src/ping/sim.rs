@@ -482,6 +482,7 @@ impl Simulator {
                 a.start_angle,
                 a.stop_angle,
                 a.num_steps,
+                super::SweepPattern::Natural,
                 &mut self.auto_direction,
             );
             self.next_auto = Some(due + PING360_STEP + Duration::from_millis(u64::from(a.delay)));
