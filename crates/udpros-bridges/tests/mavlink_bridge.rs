@@ -837,3 +837,54 @@ async fn a_tcp_server_link_bounds_its_clients_and_shrugs_off_megabytes_of_noise(
     tokio::spawn(relay_to_sim(stream, fcu.local_addr()));
     timesync_flows(&listener, 10).await;
 }
+
+#[test]
+fn udp_b_broadcasts_until_the_autopilot_answers_and_udp_pb_for_good() {
+    use common::netns::Network;
+    let Some(net) = Network::new(&["companion", "fcu"], 1500) else {
+        return;
+    };
+    // The limited broadcast needs a route; a companion on a tether has one like this.
+    let companion = net.host("companion");
+    let routed = Command::new("ip")
+        .args([
+            "-n",
+            &companion.ns,
+            "route",
+            "add",
+            "default",
+            "dev",
+            "eth0",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(routed, "default route in {}", companion.ns);
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let fcu = net.host("fcu").spawn_inside(move || {
+        // The autopilot listens on the remote port and answers whoever asks.
+        let _sim =
+            SimAutopilot::start("0.0.0.0:14550".parse().unwrap(), SimConfig::default()).unwrap();
+        let _ = stopped.recv();
+    });
+    let bridge = companion.spawn_inside(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                for url in [
+                    "udp-b://0.0.0.0:14555@:14550",
+                    "udp-pb://0.0.0.0:14556@:14550",
+                ] {
+                    let (_master, listener, task) = bridge(config(url.into())).await;
+                    timesync_flows(&listener, 10).await;
+                    task.abort();
+                }
+            })
+    });
+    let result = bridge.join();
+    let _ = stop.send(());
+    fcu.join().unwrap();
+    result.expect("TIMESYNC flowed over both broadcast URLs");
+}
