@@ -370,7 +370,14 @@ async fn tcp_server(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, bind: &Ho
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, from)) = accepted else { continue };
+                let (stream, from) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(_) => {
+                        // Out of descriptors, say: pause rather than spin on the error.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
                 if clients.len() >= MAX_TCP_CLIENTS {
                     ctx.stats.refused_clients.fetch_add(1, Ordering::Relaxed);
                     continue; // dropped: the client sees the connection close

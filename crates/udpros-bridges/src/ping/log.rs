@@ -192,6 +192,10 @@ pub struct LogReader<R: Read> {
     offset: u64,
     eof: bool,
     header: Option<LogHeader>,
+    /// The last record's time within its day, and the days passed before it: timestamps
+    /// wrap at 24 h, as QTime's do.
+    last_at: Duration,
+    days: u32,
     /// The first problem met, and how many there were in all.
     first_problem: Option<String>,
     problems: u64,
@@ -211,6 +215,8 @@ impl<R: Read> LogReader<R> {
             offset: 0,
             eof: false,
             header: None,
+            last_at: Duration::ZERO,
+            days: 0,
             first_problem: None,
             problems: 0,
             records: 0,
@@ -252,8 +258,15 @@ impl<R: Read> LogReader<R> {
         while !self.ended {
             let at_byte = self.offset;
             match self.read_record()? {
-                Ok(record) => {
+                Ok(mut record) => {
                     self.records += 1;
+                    // A time far behind the last is the next day's (a log past midnight of
+                    // its own clock); a little behind is jitter, kept as it is.
+                    if record.at + Duration::from_secs(12 * 3600) < self.last_at {
+                        self.days += 1;
+                    }
+                    self.last_at = record.at;
+                    record.at += Duration::from_secs(24 * 3600) * self.days;
                     return Ok(Some(record));
                 }
                 Err(Damage::End) => self.ended = true,
@@ -615,6 +628,23 @@ mod tests {
             "{p}"
         );
         assert!(p.contains("1 more damaged places"), "{p}");
+    }
+
+    #[test]
+    fn a_log_longer_than_a_day_keeps_its_times_going_forward() {
+        let frame = encode_frame(1211, 1, 0, &[0; 8]);
+        let hours = |h: u64| Duration::from_secs(h * 3600);
+        let mut w = LogWriter::new(Vec::new(), &LogHeader::for_device(None)).unwrap();
+        for at in [hours(1), hours(23), hours(25), hours(47), hours(49)] {
+            w.record(at, &frame).unwrap();
+        }
+        let log = w.into_inner().unwrap();
+        let (_, got) = read_all(&log);
+        let times: Vec<Duration> = got.iter().map(|r| r.at).collect();
+        assert_eq!(
+            times,
+            [hours(1), hours(23), hours(25), hours(47), hours(49)]
+        );
     }
 
     #[test]
