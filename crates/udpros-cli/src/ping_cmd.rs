@@ -60,10 +60,19 @@ async fn discover(wait: f64) -> CliResult {
             wait.as_secs_f64()
         ));
     }
-    for device in &found {
-        let firmware = firmware(device.data_address())
-            .await
-            .unwrap_or_else(|| "firmware unknown (no answer on UDP 12345)".into());
+    // Each asked at once: a second for all, however many answered.
+    let mut asked = tokio::task::JoinSet::new();
+    for (i, device) in found.iter().enumerate() {
+        let address = device.data_address();
+        asked.spawn(async move { (i, firmware(address).await) });
+    }
+    let mut firmwares = vec![None; found.len()];
+    while let Some(Ok((i, answer))) = asked.join_next().await {
+        firmwares[i] = answer;
+    }
+    for (device, firmware) in found.iter().zip(firmwares) {
+        let firmware =
+            firmware.unwrap_or_else(|| "firmware unknown (no answer on UDP 12345)".into());
         println!(
             "{}\t{}\t{}\t{firmware}",
             device.address, device.mac, device.name

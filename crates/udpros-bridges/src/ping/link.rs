@@ -534,7 +534,7 @@ fn read_log(
     path: &std::path::Path,
     tx: mpsc::Sender<super::log::Record>,
 ) -> Result<(u64, Option<String>), String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = super::log::open(path)?;
     let mut log = LogReader::new(std::io::BufReader::new(file)).map_err(|e| e.to_string())?;
     while let Some(record) = log.next_record().map_err(|e| e.to_string())? {
         if tx.blocking_send(record).is_err() {

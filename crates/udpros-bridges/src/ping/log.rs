@@ -30,6 +30,17 @@ pub const MAX_FRAME: usize = DEFAULT_MAX_PAYLOAD + OVERHEAD;
 /// The longest header string believed (build strings are a few dozen bytes).
 const MAX_STRING: usize = 4096;
 
+/// Opens a log to read: a regular file only (a device such as `/dev/urandom` never ends,
+/// and a reader looking for timestamps in it would never stop).
+pub fn open(path: &std::path::Path) -> Result<std::fs::File, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => Ok(file),
+        Ok(_) => Err("not a regular file".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// What a log's header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogHeader {

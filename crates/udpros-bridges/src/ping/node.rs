@@ -57,7 +57,7 @@ impl Config {
             replay.looped = p.get("~replay_loop", false).await?;
             // The log says which device it is; a log that cannot be opened stops the node
             // now, with the reason.
-            let file = std::fs::File::open(&replay.path)
+            let file = super::log::open(&replay.path)
                 .map_err(|e| format!("~device {}: {e}", replay.path.display()))?;
             let log = super::log::LogReader::new(std::io::BufReader::new(file))
                 .map_err(|e| format!("~device {}: {e}", replay.path.display()))?;
