@@ -87,6 +87,9 @@ impl Shared {
     }
 }
 
+/// The text of the goals a server's node shutting down ends.
+const NODE_SHUT_DOWN: &str = "the action server's node shut down";
+
 /// An action server: receives goals on `<ns>/goal` and cancel requests on `<ns>/cancel`,
 /// publishes status, feedback and results. Goals reach the code through
 /// [`ActionServer::next_goal`], one [`ServerGoalHandle`] each.
@@ -183,6 +186,14 @@ impl<A: Action> ActionServer<A> {
             default_result: crate::wire::to_vec(&A::Result::default())?,
             queued_bytes: AtomicUsize::new(0),
             max_queued_bytes: options.goal_queue_bytes,
+        });
+        // Ends the goals as the node's shutdown begins, before its publications close: the
+        // serve task below does it too, but may not run in time on a busy machine.
+        let weak = Arc::downgrade(&shared);
+        node.before_shutdown(move || {
+            if let Some(shared) = weak.upgrade() {
+                shared.end_every_goal(NODE_SHUT_DOWN);
+            }
         });
         let (goal_tx, goals) = mpsc::channel(options.goal_queue.max(1));
         let task = tokio::spawn(serve::<A>(
@@ -295,7 +306,7 @@ async fn serve<A: Action>(
             _ = shared.changed.notified() => {}
             _ = shared.node.shutdown_requested() => {
                 // Before the node closes its publications: the results still go out.
-                shared.end_every_goal("the action server's node shut down");
+                shared.end_every_goal(NODE_SHUT_DOWN);
                 break;
             }
         }

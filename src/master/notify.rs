@@ -19,6 +19,9 @@
 //!   shrinks to a few times the slowest recent answer (RTO-style, with a floor), so one
 //!   round through thousands of never-tried tarpits takes a fraction of a second and a
 //!   live node queued behind them still hears within one;
+//! - a node that answered before and missed a deadline retries in the known lane (twice at
+//!   most, with the retry deadline): a busy machine's live node must not queue behind
+//!   thousands of dead APIs;
 //! - the *retry lane* carries calls to APIs whose last call failed, after a back-off that
 //!   doubles per failure, with a longer deadline (a node that was merely slow gets its
 //!   update); after [`Pacing::give_up_after`] failures in a row the API's pending updates
@@ -96,6 +99,10 @@ const DESCRIPTOR_WAIT: Duration = Duration::from_millis(100);
 
 /// Answers remembered for the congested first lane's deadline.
 const ANSWERS_REMEMBERED: usize = 32;
+
+/// Failures in a row after which a node that answered before retries in the retry lane,
+/// not the known lane.
+const KNOWN_RETRIES: u32 = 2;
 
 /// A congested first lane waits this many times the slowest recent answer.
 const ANSWER_MARGIN: u32 = 4;
@@ -346,7 +353,13 @@ impl Notifier {
                 Ok((Some(task), failures, answered)) => (task, failures, answered),
                 Ok((None, ..)) => continue,
             };
-            let (lane, deadline) = if failures > 0 {
+            let (lane, deadline) = if failures > 0 && answered && failures <= KNOWN_RETRIES {
+                // A node that answered before and then missed a deadline is most likely
+                // there and slow (a busy machine): it retries beside the other known
+                // nodes, with the retry lane's patience, rather than queueing there behind
+                // thousands of APIs that never answered.
+                (&self.known_lane, self.pacing.retry_deadline)
+            } else if failures > 0 {
                 (&self.retry_lane, self.pacing.retry_deadline)
             } else if answered {
                 (&self.known_lane, self.pacing.first_deadline)
@@ -759,5 +772,43 @@ mod tests {
         assert!(tarpit_apis
             .iter()
             .all(|a| notifier.failures(a) >= pacing().give_up_after));
+    }
+
+    /// A known node that missed one deadline (a busy machine) is not queued behind a retry
+    /// lane full of tarpits: its retry goes beside the known nodes. Behind 100 tarpits, 2
+    /// at a time and 400 ms each, it would wait 20 s.
+    #[tokio::test]
+    async fn a_known_node_that_missed_a_deadline_is_not_queued_behind_dead_apis() {
+        let mut tarpits = Vec::new();
+        for _ in 0..100 {
+            tarpits.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        }
+        let notifier = notifier(Pacing {
+            give_up_after: 50,
+            ..pacing()
+        });
+        let failed_long_ago = Some(Instant::now() - Duration::from_secs(10));
+        let mark = |api: &str, answered: bool| {
+            let mut apis = notifier.apis();
+            let entry = apis.entry(api.to_string()).or_default();
+            entry.failures = 1;
+            entry.failed_at = failed_long_ago;
+            entry.answered = answered;
+        };
+        for tarpit in &tarpits {
+            let api = format!("http://{}/", tarpit.local_addr().unwrap());
+            mark(&api, false);
+            notifier.queue(&api, update("/t", vec!["http://p1:1/".into()]));
+        }
+        let (_server, live, answered) = node_api(Duration::ZERO).await;
+        mark(&live, true);
+        let start = Instant::now();
+        notifier.queue(&live, update("/t", vec!["http://p1:1/".into()]));
+        let took = first_call_after(start, &answered, Duration::from_secs(10)).await;
+        assert!(
+            took < Duration::from_secs(2),
+            "the live node waited {took:?}"
+        );
+        assert_eq!(notifier.failures(&live), 0);
     }
 }

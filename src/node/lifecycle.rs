@@ -19,6 +19,12 @@ impl Node {
         }
     }
 
+    /// Runs `hook` as the node's shutdown begins, before its publications close, so that
+    /// what it publishes still goes out (queued messages are sent as links close).
+    pub(crate) fn before_shutdown(&self, hook: impl FnOnce() + Send + 'static) {
+        lock(&self.inner.before_shutdown).push(Box::new(hook));
+    }
+
     /// Whether the node shut down (by `shutdown`, the master, or `rosnode kill`).
     pub fn is_shutdown(&self) -> bool {
         self.inner.shutdown.borrow().is_some()
@@ -58,6 +64,11 @@ impl Node {
         let mut done = self.inner.shut_down.lock().await;
         if *done {
             return;
+        }
+        // Synchronously, before the links close: what they queue is sent as they close.
+        let hooks = std::mem::take(&mut *lock(&self.inner.before_shutdown));
+        for hook in hooks {
+            hook();
         }
         // The watchdog re-registers what the master lost; it must not undo what follows.
         if let Some(watchdog) = lock(&self.inner.watchdog).take() {

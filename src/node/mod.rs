@@ -118,6 +118,9 @@ pub(crate) struct NodeInner {
     signals: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Held through [`Node::shutdown`]; true once one completed.
     shut_down: tokio::sync::Mutex<bool>,
+    /// Run as a shutdown begins, before anything is unregistered or closed: what must
+    /// still go out on the node's publications (an action server's last results).
+    before_shutdown: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     /// Wall or sim time, decided once at start (see [`crate::time`]).
     clock: OnceLock<Clock>,
     /// The runtime the node was made on, for work started where there is none: a publisher,

@@ -90,6 +90,7 @@ impl Node {
             logger_services: Mutex::new(Vec::new()),
             signals: Mutex::new(None),
             shut_down: tokio::sync::Mutex::new(false),
+            before_shutdown: Mutex::new(Vec::new()),
             clock: OnceLock::new(),
             runtime: tokio::runtime::Handle::try_current().ok(),
         });
