@@ -310,3 +310,87 @@ async fn a_missing_unwritable_or_endless_log_stops_the_node_with_one_line() {
         assert!(last.contains(says), "{arg}: {stderr}");
     }
 }
+
+/// `rosbag record` of a replay looks like the live device's: every message is stamped when
+/// it was played (within a second of when rosbag received it), not at the log's own
+/// times (which start at zero), and the Ping1D's rate is the recording's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rosbag_of_a_replay_looks_like_the_live_device() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let dir = scratch("ping-log-rosbag");
+    let log = dir.join("ping1d.bin");
+    let recorded = udpros_bridges::ping::node::record_device(
+        Config::new(LinkSpec::Sim(DeviceKind::Ping1d)),
+        &log,
+        tokio::time::sleep(Duration::from_secs(3)),
+    )
+    .await
+    .unwrap();
+    assert!(recorded.frames >= 20, "{recorded:?}");
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let mut replay = Command::new(env!("CARGO_BIN_EXE_ping_sonar"));
+    replay
+        .args([
+            "__name:=replay",
+            &format!("_device:=replay:{}", log.display()),
+            "_replay_loop:=true",
+        ])
+        .stdout(Stdio::null());
+    common::ros_env(&mut replay, &uri);
+    let _replay = common::Child(replay.spawn().unwrap());
+    let bag = dir.join("replay.bag");
+    let started = udpros::time::Clock::wall().now().as_nanos() as i64;
+    {
+        let (python, uri, bag) = (python.clone(), uri.clone(), bag.clone());
+        tokio::task::spawn_blocking(move || {
+            common::record_bag(&python, &uri, &bag, &["/replay/range"], 4)
+        })
+        .await
+        .unwrap();
+    }
+    let ended = udpros::time::Clock::wall().now().as_nanos() as i64;
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import rosbag, sys\n\
+             for _, m, t in rosbag.Bag(sys.argv[1]).read_messages():\n\
+             \x20   print(t.to_nsec(), m.header.stamp.to_nsec())",
+        ])
+        .arg(&bag)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<(i64, i64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (t, stamp) = l.split_once(' ').unwrap();
+            (t.parse().unwrap(), stamp.parse().unwrap())
+        })
+        .collect();
+    // The simulated Ping1D pings at 10 Hz; 4 s of bag after rosbag's own start-up.
+    assert!(rows.len() >= 15, "{} messages in the bag", rows.len());
+    for (received, stamp) in &rows {
+        assert!(
+            (started..=ended).contains(stamp),
+            "stamped {stamp}, outside the replay"
+        );
+        assert!(
+            (received - stamp).abs() < 1_000_000_000,
+            "{received} vs {stamp}"
+        );
+    }
+    assert!(
+        rows.windows(2).all(|w| w[0].1 <= w[1].1),
+        "stamps go forward"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
