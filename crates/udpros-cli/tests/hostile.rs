@@ -87,14 +87,14 @@ fn udpros() -> Command {
 /// so that it measures the master and not its neighbours' load (on CI's two cores the other
 /// tests here once slowed its live nodes past the master's deadlines). The others take
 /// this lock to read, it to write.
-static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+static ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
-    ALONE.read().unwrap_or_else(|e| e.into_inner())
+fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    ALONE.blocking_read()
 }
 
-fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    ALONE.write().unwrap_or_else(|e| e.into_inner())
+fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+    ALONE.blocking_write()
 }
 
 fn start_master(fd_limit: Option<u64>) -> (Child, u16) {
@@ -491,7 +491,7 @@ fn descriptor_exhaustion_neither_spins_nor_locks_out_calls() {
 /// closed; a request in progress is not.
 #[tokio::test]
 async fn slow_and_idle_xml_rpc_connections_are_closed() {
-    let _turn = shared();
+    let _turn = ALONE.read().await;
     struct Echo;
     impl udpros::xmlrpc::Handler for Echo {
         fn call(&self, _: &str, params: Vec<Value>) -> udpros::xmlrpc::HandlerFuture {
@@ -590,7 +590,7 @@ fn pending_tcpros_handshakes_are_bounded() {
 /// stranger's none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stranger_cannot_take_over_a_udpros_link() {
-    let _turn = shared();
+    let _turn = ALONE.read().await;
     let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
         .await
         .unwrap();
@@ -785,7 +785,7 @@ fn reassembly_amplification_costs_neither_memory_nor_messages() {
 /// asks for TCPROS only, and the data arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_udp_link_that_keeps_failing_falls_back_to_tcp() {
-    let _turn = shared();
+    let _turn = ALONE.read().await;
     use udpros::msg::Message;
     use udpros::msgs::std_msgs;
     use udpros::wire::header::ConnectionHeader;
@@ -1089,7 +1089,7 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
 /// when they were bounded by count alone, and a reader that keeps up still gets logs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_toward_a_stalled_rosout_agg_reader_stays_bounded() {
-    let _turn = shared();
+    let _turn = ALONE.read().await;
     use udpros::msgs::rosgraph_msgs::Log;
     let (master, master_port) = start_master(None);
     let uri = format!("http://127.0.0.1:{master_port}/");
