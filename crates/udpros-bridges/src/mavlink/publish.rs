@@ -144,7 +144,6 @@ pub(super) fn diagnostics(
     state: &LinkState,
     r: &Report,
 ) -> diagnostic_msgs::DiagnosticArray {
-    use std::sync::atomic::Ordering::Relaxed;
     let kv = |k: &str, v: String| diagnostic_msgs::KeyValue {
         key: k.into(),
         value: v,
@@ -165,36 +164,13 @@ pub(super) fn diagnostics(
             "connected".into()
         },
         hardware_id: cfg.fcu_url.to_string(),
-        values: vec![
-            kv(
-                "autopilot",
-                r.autopilot
-                    .map_or("-".into(), |a| format!("{}/{}", a.system, a.component)),
-            ),
-            kv("received", link.stats.received.load(Relaxed).to_string()),
-            kv("sent", link.stats.sent.load(Relaxed).to_string()),
-            kv(
-                "send errors",
-                link.stats.send_errors.load(Relaxed).to_string(),
-            ),
-            kv(
-                "overflowed",
-                link.stats.overflowed.load(Relaxed).to_string(),
-            ),
-            kv("connects", link.stats.connects.load(Relaxed).to_string()),
-            kv(
-                "not sent, no peer yet",
-                link.stats.no_peer.load(Relaxed).to_string(),
-            ),
-            kv(
-                "noise bytes skipped",
-                link.stats.skipped_bytes.load(Relaxed).to_string(),
-            ),
-            kv(
-                "TCP clients refused",
-                link.stats.refused_clients.load(Relaxed).to_string(),
-            ),
-        ],
+        values: std::iter::once(kv(
+            "autopilot",
+            r.autopilot
+                .map_or("-".into(), |a| format!("{}/{}", a.system, a.component)),
+        ))
+        .chain(link_counters(&link.stats).map(|(key, n)| kv(key, n.to_string())))
+        .collect(),
     };
     let replies = r.timesync.replies;
     let (level, message) = if replies == 0 {
@@ -259,4 +235,19 @@ pub(super) fn diagnostics(
         },
         status: vec![connection, time_sync],
     }
+}
+
+/// The link's counters as `/diagnostics` names them.
+fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 8] {
+    [
+        ("received", &s.received),
+        ("sent", &s.sent),
+        ("send errors", &s.send_errors),
+        ("overflowed", &s.overflowed),
+        ("connects", &s.connects),
+        ("not sent, no peer yet", &s.no_peer),
+        ("noise bytes skipped", &s.skipped_bytes),
+        ("TCP clients refused", &s.refused_clients),
+    ]
+    .map(|(key, n)| (key, n.load(std::sync::atomic::Ordering::Relaxed)))
 }

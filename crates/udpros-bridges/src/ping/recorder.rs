@@ -107,51 +107,35 @@ fn write_log<W: Write>(
     rx: Receiver<Timed>,
     written: &AtomicU64,
 ) -> io::Result<()> {
-    let mut waiting = Vec::new();
-    let mut out = Some(out);
-    let mut log: Option<LogWriter<W>> = None;
     let write = |log: &mut LogWriter<W>, (at, frame): Timed| {
         written.fetch_add(1, Ordering::Relaxed);
         log.record(at.saturating_duration_since(started), &frame)
     };
-    loop {
-        let next = match rx.try_recv() {
-            Ok(next) => Some(next),
-            Err(TryRecvError::Empty) => {
-                if let Some(log) = &mut log {
-                    log.flush()?;
-                }
-                rx.recv().ok()
-            }
-            Err(TryRecvError::Disconnected) => None,
-        };
-        let Some(next) = next else { break };
-        if log.is_none() {
-            kind = kind.or_else(|| kind_of(&next.1));
-            waiting.push(next);
-            if kind.is_none() && waiting.len() < UNTIL_KNOWN {
-                continue;
-            }
-            let header = LogHeader::for_device(kind);
-            let mut opened = LogWriter::new(out.take().expect("opened once"), &header)?;
-            for w in waiting.drain(..) {
-                write(&mut opened, w)?;
-            }
-            log = Some(opened);
-            continue;
-        }
-        if let Some(log) = &mut log {
-            write(log, next)?;
-        }
+    // The header names the device: frames wait (a few) for one that shows which it is.
+    let mut waiting = Vec::new();
+    while kind.is_none() && waiting.len() < UNTIL_KNOWN {
+        let Ok(next) = rx.recv() else { break };
+        kind = kind_of(&next.1);
+        waiting.push(next);
     }
-    // The end: a log whose kind never showed still gets its header and frames.
-    let mut log = match (log, out) {
-        (Some(log), _) => log,
-        (None, Some(out)) => LogWriter::new(out, &LogHeader::for_device(kind))?,
-        (None, None) => return Ok(()),
-    };
+    let mut log = LogWriter::new(out, &LogHeader::for_device(kind))?;
     for w in waiting {
         write(&mut log, w)?;
+    }
+    loop {
+        let next = match rx.try_recv() {
+            Ok(next) => next,
+            // On disk whenever the queue is empty.
+            Err(TryRecvError::Empty) => {
+                log.flush()?;
+                match rx.recv() {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
+            }
+            Err(TryRecvError::Disconnected) => break,
+        };
+        write(&mut log, next)?;
     }
     log.into_inner().map(drop)
 }
