@@ -52,6 +52,9 @@ pub enum NodeError {
     Master(String, ApiError),
     /// This node already serves a service of that name.
     ServiceExists(String),
+    /// This node already publishes the topic with another type: topic, its type, the
+    /// type asked for.
+    TypeMismatch(String, String, String),
 }
 
 impl fmt::Display for NodeError {
@@ -64,6 +67,10 @@ impl fmt::Display for NodeError {
             NodeError::ServiceExists(name) => {
                 write!(f, "this node already advertises the service {name}")
             }
+            NodeError::TypeMismatch(topic, published, asked) => write!(
+                f,
+                "this node publishes {topic} as {published}; it cannot advertise it as {asked}"
+            ),
         }
     }
 }

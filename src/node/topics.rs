@@ -165,6 +165,19 @@ impl Node {
         let has_header = definition_has_header(msg_type, definition);
         let publication = {
             let mut pubs = lock(&self.inner.topics.publications);
+            if let Some(existing) = pubs.get(&topic) {
+                // One topic, one type: a second advertisement of another type would
+                // re-type the topic at the master under the first one's subscribers.
+                let published = &existing.publication.info;
+                let md5_differs = published.md5sum != md5sum && md5sum != "*";
+                if published.msg_type != msg_type || md5_differs {
+                    return Err(NodeError::TypeMismatch(
+                        topic,
+                        published.msg_type.clone(),
+                        msg_type.into(),
+                    ));
+                }
+            }
             let entry = pubs.entry(topic.clone()).or_insert_with(|| {
                 let p = Publication::new(
                     info,

@@ -48,6 +48,22 @@ impl ClientPublication {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("type {}: {e}", channel.schema_name))?;
+        // A topic keeps the type its publishers gave it: a client's channel of another
+        // type would re-type it at the master, and subscribers of the real type would
+        // hear nothing.
+        let listed = node
+            .master()
+            .get_topic_types()
+            .await
+            .map_err(|e| format!("cannot check {topic}'s type with the master: {e}"))?;
+        if let Some((_, existing)) = listed.iter().find(|(t, _)| *t == topic) {
+            if existing != kind.type_name() {
+                return Err(format!(
+                    "{topic} is a {existing}: a client cannot publish it as {}",
+                    kind.type_name()
+                ));
+            }
+        }
         let definition = kind.definition().map_err(|e| e.to_string())?;
         let publisher = node
             .advertise_raw(

@@ -39,6 +39,30 @@ const LEARN_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a service or type that could not be described waits before it is tried again.
 const REPROBE_AFTER: Duration = Duration::from_secs(30);
 
+/// The longest message definition a channel may carry. The largest definitions of
+/// Debian's ROS messages are tens of kilobytes; a publisher that sends megabytes in its
+/// connection header would otherwise cost every client that much at connect.
+pub(crate) const MAX_DEFINITION_BYTES: usize = 256 << 10;
+
+/// Bytes of definitions remembered in all: a graph of thousands of types, each with a
+/// large definition learned from its publisher, is bounded too.
+const MAX_DEFINITIONS_TOTAL: usize = 32 << 20;
+
+/// Channels advertised at once; further topics are left out (and said so).
+pub(crate) const MAX_CHANNELS: usize = 4096;
+
+/// Types whose definitions are remembered (a master that lists more distinct types than
+/// this has been filled by someone: the rest are looked at again on the next tick).
+const MAX_TYPES: usize = 16384;
+
+/// The largest advertisement frame: a new client's list of channels goes out in parts of
+/// at most this many bytes of definitions.
+const ADVERTISE_PART_BYTES: usize = 1 << 20;
+
+/// How long a client must have said nothing before a new client may take its place when
+/// the view is full (a client that just connected has not subscribed yet).
+pub(crate) const CLIENT_IDLE_GRACE: Duration = Duration::from_secs(5);
+
 /// One connected client, shared by its session's reader and writer and by the forwards.
 pub(crate) struct Client {
     outbox: Mutex<Outbox>,
@@ -48,6 +72,9 @@ pub(crate) struct Client {
     /// The payload of the last ping not answered yet (one is enough: a pong answers the
     /// latest ping).
     pending_pong: Mutex<Option<Bytes>>,
+    /// When the client last sent a frame: the idlest one gives way to a new client when
+    /// the view is full.
+    last_heard: Mutex<Instant>,
 }
 
 impl Client {
@@ -59,6 +86,18 @@ impl Client {
     pub(crate) fn pong(&self, payload: Bytes) {
         *self.pending_pong.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload);
         self.wake.notify_one();
+    }
+
+    /// The client sent something: it is not idle.
+    pub(crate) fn heard(&self) {
+        *self.last_heard.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn silent_for(&self) -> Duration {
+        self.last_heard
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
     }
 
     pub(crate) fn take_pong(&self) -> Option<Bytes> {
@@ -128,18 +167,65 @@ impl Client {
     }
 }
 
+/// What the view knows of a message type's definition.
+#[derive(Debug, Clone)]
+enum Definition {
+    /// The full definition, as a channel's schema.
+    Known(String),
+    /// Nothing here defines it (asked once; its publishers may be asked).
+    Unknown,
+    /// Defined, but longer than [`MAX_DEFINITION_BYTES`]: its topics are not advertised.
+    TooLarge(usize),
+    /// Defined, but the definitions remembered already fill [`MAX_DEFINITIONS_TOTAL`].
+    NoRoom,
+}
+
+impl Definition {
+    fn known_bytes(&self) -> usize {
+        match self {
+            Definition::Known(text) => text.len(),
+            _ => 0,
+        }
+    }
+}
+
+impl State {
+    /// Remembers what `text` says of `msg_type`, within the bounds on definitions.
+    fn define(&mut self, msg_type: String, text: Option<String>) {
+        let definition = match text {
+            Some(text) if text.len() > MAX_DEFINITION_BYTES => Definition::TooLarge(text.len()),
+            Some(text) if self.definition_bytes + text.len() > MAX_DEFINITIONS_TOTAL => {
+                Definition::NoRoom
+            }
+            Some(text) => Definition::Known(text),
+            None => Definition::Unknown,
+        };
+        self.definition_bytes += definition.known_bytes();
+        if let Some(before) = self.definitions.insert(msg_type, definition) {
+            self.definition_bytes -= before.known_bytes();
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     channels: BTreeMap<ChannelId, Channel>,
     by_topic: HashMap<String, ChannelId>,
     next_channel: ChannelId,
-    /// Definitions by type, `None` for a type nothing here defines (asked once).
-    definitions: HashMap<String, Option<String>>,
+    /// Bytes of definitions the advertised channels carry: what a new client is sent.
+    schema_bytes: usize,
+    /// Topics not advertised and why, each said to the clients once.
+    left_out: HashMap<String, String>,
+    definitions: HashMap<String, Definition>,
+    /// Bytes of the known definitions, at most [`MAX_DEFINITIONS_TOTAL`].
+    definition_bytes: usize,
     clients: HashMap<u64, Arc<Client>>,
     next_client: u64,
-    /// Each client's subscriptions, and for each channel who wants it.
-    subscriptions: HashMap<(u64, SubscriptionId), ChannelId>,
-    wanted: HashMap<ChannelId, Vec<(u64, SubscriptionId)>>,
+    /// Each client's subscriptions (by client, so that counting and leaving cost nothing
+    /// of other clients), and for each channel who wants it: one subscription per client
+    /// and channel, so a message costs one copy per client however it subscribed.
+    subscriptions: HashMap<u64, HashMap<SubscriptionId, ChannelId>>,
+    wanted: HashMap<ChannelId, HashMap<u64, SubscriptionId>>,
     /// The udpros subscription of each wanted channel.
     forwards: HashMap<ChannelId, tokio::task::JoinHandle<()>>,
     /// What each forward's publisher links say, refreshed every second.
@@ -154,7 +240,7 @@ struct State {
     watched: HashMap<u64, BTreeSet<String>>,
     parameter_values: HashMap<String, Option<udpros::xmlrpc::Value>>,
     /// The channels clients publish on, by client and the client's channel id.
-    client_channels: HashMap<(u64, ChannelId), Arc<ClientPublication>>,
+    client_channels: HashMap<u64, HashMap<ChannelId, Arc<ClientPublication>>>,
     /// Types whose definition was asked of a publisher, and when.
     learning: HashMap<String, Instant>,
 }
@@ -292,11 +378,21 @@ impl Hub {
     }
 
     /// A new client, told who the server is and every channel; `None` when the view has
-    /// as many clients as it takes.
+    /// as many clients as it takes and none of them has been idle (nothing subscribed,
+    /// watched, advertised or asked, and silent for [`CLIENT_IDLE_GRACE`]) to give way.
     pub(crate) fn join(&self) -> Option<(u64, Arc<Client>)> {
         let mut state = self.state();
         if state.clients.len() >= self.options.max_clients {
-            return None;
+            let idlest = state
+                .clients
+                .iter()
+                .filter(|(id, client)| is_idle(&state, **id, client))
+                .map(|(id, client)| (*id, client.silent_for()))
+                .filter(|(_, silent)| *silent >= CLIENT_IDLE_GRACE)
+                .max_by_key(|(_, silent)| *silent)
+                .map(|(id, _)| id)?;
+            tracing::info!("the view is full: an idle client gives way to a new one");
+            leave_locked(&mut state, idlest);
         }
         let id = state.next_client;
         state.next_client += 1;
@@ -306,6 +402,7 @@ impl Hub {
             closed: AtomicBool::new(false),
             requests: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
             pending_pong: Mutex::new(None),
+            last_heard: Mutex::new(Instant::now()),
         });
         let publishing = !self.options.client_topics.is_empty();
         client.say(&ServerMessage::ServerInfo {
@@ -328,10 +425,9 @@ impl Hub {
             ]),
             session_id: self.session_id.clone(),
         });
-        if !state.channels.is_empty() {
-            client.say(&ServerMessage::Advertise {
-                channels: state.channels.values().cloned().collect(),
-            });
+        advertise(&client, state.channels.values());
+        if !state.left_out.is_empty() {
+            client.status(Level::Warning, left_out_summary(&state.left_out));
         }
         if !state.services.is_empty() {
             client.say(&ServerMessage::AdvertiseServices {
@@ -344,22 +440,7 @@ impl Hub {
 
     /// A client went away: its subscriptions end.
     pub(crate) fn leave(&self, client: u64) {
-        let mut state = self.state();
-        if let Some(gone) = state.clients.remove(&client) {
-            gone.close();
-        }
-        let ids: Vec<SubscriptionId> = state
-            .subscriptions
-            .keys()
-            .filter(|(c, _)| *c == client)
-            .map(|(_, s)| *s)
-            .collect();
-        for id in ids {
-            unsubscribe(&mut state, client, id);
-        }
-        state.watched.remove(&client);
-        // Its publishers end with it (unregistered when the last handle goes).
-        state.client_channels.retain(|(c, _), _| *c != client);
+        leave_locked(&mut self.state(), client);
     }
 
     /// Stops every forward and closes every client.
@@ -388,9 +469,8 @@ impl Hub {
         };
         match request {
             Request::Subscribe { subscriptions } => {
-                for s in subscriptions {
-                    self.subscribe(client, &handle, s.id, s.channel_id);
-                }
+                let wanted = subscriptions.iter().map(|s| (s.id, s.channel_id));
+                self.subscribe(client, &handle, wanted)
             }
             Request::Unsubscribe { subscription_ids } => {
                 let mut state = self.state();
@@ -424,9 +504,10 @@ impl Hub {
                 }
             }
             Request::Unadvertise { channel_ids } => {
-                let mut state = self.state();
-                for id in channel_ids {
-                    state.client_channels.remove(&(client, id));
+                if let Some(held) = self.state().client_channels.get_mut(&client) {
+                    for id in channel_ids {
+                        held.remove(&id);
+                    }
                 }
             }
             other => handle.status(
@@ -531,11 +612,7 @@ impl Hub {
     ) {
         {
             let state = self.state();
-            let held = state
-                .client_channels
-                .keys()
-                .filter(|(c, _)| *c == client)
-                .count();
+            let held = state.client_channels.get(&client).map_or(0, HashMap::len);
             if held >= MAX_CLIENT_CHANNELS {
                 drop(state);
                 handle.status(
@@ -553,7 +630,9 @@ impl Hub {
                 if state.clients.contains_key(&client) {
                     state
                         .client_channels
-                        .insert((client, channel.id), Arc::new(publication));
+                        .entry(client)
+                        .or_default()
+                        .insert(channel.id, Arc::new(publication));
                 }
             }
             Err(e) => handle.status(Level::Error, e),
@@ -571,7 +650,8 @@ impl Hub {
                 let publication = self
                     .state()
                     .client_channels
-                    .get(&(client, channel))
+                    .get(&client)
+                    .and_then(|held| held.get(&channel))
                     .cloned();
                 match publication {
                     Some(publication) => {
@@ -626,43 +706,65 @@ impl Hub {
             .await;
     }
 
+    /// Takes a client's subscriptions: each to a channel that exists, under an id the
+    /// client does not use yet, one per channel, within the client's limit. What is
+    /// refused is said in one status per reason, however many a request carried.
     fn subscribe(
         self: &Arc<Self>,
         client: u64,
         handle: &Client,
-        id: SubscriptionId,
-        channel: ChannelId,
+        wanted: impl Iterator<Item = (SubscriptionId, ChannelId)>,
     ) {
+        let mut refused: BTreeMap<&'static str, (usize, String)> = BTreeMap::new();
+        let mut refuse = |reason: &'static str, example: String| {
+            let entry = refused.entry(reason).or_insert((0, example));
+            entry.0 += 1;
+        };
         let mut state = self.state();
-        if !state.channels.contains_key(&channel) {
-            drop(state);
-            handle.status(Level::Error, format!("no channel {channel}"));
-            return;
+        for (id, channel) in wanted {
+            let held = state.subscriptions.get(&client).map_or(0, HashMap::len);
+            if !state.channels.contains_key(&channel) {
+                refuse("no such channel", format!("channel {channel}"));
+            } else if state
+                .subscriptions
+                .get(&client)
+                .is_some_and(|h| h.contains_key(&id))
+            {
+                refuse("subscription id in use", format!("subscription {id}"));
+            } else if state
+                .wanted
+                .get(&channel)
+                .is_some_and(|w| w.contains_key(&client))
+            {
+                refuse(
+                    "already subscribed to the channel",
+                    format!("channel {channel}"),
+                );
+            } else if held >= MAX_SUBSCRIPTIONS_PER_CLIENT {
+                refuse(
+                    "over the limit per client",
+                    format!("subscription {id}; at most {MAX_SUBSCRIPTIONS_PER_CLIENT}"),
+                );
+            } else {
+                state
+                    .subscriptions
+                    .entry(client)
+                    .or_default()
+                    .insert(id, channel);
+                state.wanted.entry(channel).or_default().insert(client, id);
+                if !state.forwards.contains_key(&channel) {
+                    let topic = state.channels[&channel].topic.clone();
+                    let forward = tokio::spawn(self.clone().forward(channel, topic));
+                    state.forwards.insert(channel, forward);
+                }
+            }
         }
-        if state.subscriptions.contains_key(&(client, id)) {
-            drop(state);
-            handle.status(Level::Error, format!("subscription {id} exists already"));
-            return;
-        }
-        let held = state
-            .subscriptions
-            .keys()
-            .filter(|(c, _)| *c == client)
-            .count();
-        if held >= MAX_SUBSCRIPTIONS_PER_CLIENT {
-            drop(state);
+        drop(state);
+        for (reason, (count, example)) in refused {
             handle.status(
                 Level::Error,
-                format!("at most {MAX_SUBSCRIPTIONS_PER_CLIENT} subscriptions per client"),
+                format!("{count} subscription(s) refused, {reason} (such as {example})"),
             );
-            return;
-        }
-        state.subscriptions.insert((client, id), channel);
-        state.wanted.entry(channel).or_default().push((client, id));
-        if !state.forwards.contains_key(&channel) {
-            let topic = state.channels[&channel].topic.clone();
-            let forward = tokio::spawn(self.clone().forward(channel, topic));
-            state.forwards.insert(channel, forward);
         }
     }
 
@@ -679,7 +781,12 @@ impl Hub {
                 let mut state = self.state();
                 // A later subscription to the channel tries again.
                 state.forwards.remove(&channel);
-                for (client, _) in state.wanted.get(&channel).into_iter().flatten() {
+                for client in state
+                    .wanted
+                    .get(&channel)
+                    .into_iter()
+                    .flat_map(HashMap::keys)
+                {
                     if let Some(handle) = state.clients.get(client) {
                         handle.status(Level::Error, format!("cannot subscribe to {topic}: {e}"));
                     }
@@ -773,7 +880,7 @@ impl Hub {
     fn learn_unknown_types(self: &Arc<Self>, topics: &[(String, String)]) {
         let mut state = self.state();
         for (topic, msg_type) in topics {
-            let unknown = matches!(state.definitions.get(msg_type), Some(None));
+            let unknown = matches!(state.definitions.get(msg_type), Some(Definition::Unknown));
             let due = state
                 .learning
                 .get(msg_type)
@@ -789,9 +896,7 @@ impl Hub {
             tokio::spawn(async move {
                 let _slot = slot;
                 match hub.ask_publisher(&topic).await {
-                    Some(definition) => {
-                        hub.state().definitions.insert(msg_type, Some(definition));
-                    }
+                    Some(definition) => hub.state().define(msg_type, Some(definition)),
                     None => tracing::info!(
                         "the view cannot advertise {topic}: no definition of {msg_type} here or from its publishers"
                     ),
@@ -909,6 +1014,7 @@ impl Hub {
         // read .msg files).
         let unknown: Vec<String> = {
             let state = self.state();
+            let room = MAX_TYPES.saturating_sub(state.definitions.len());
             let mut unknown: Vec<String> = topics
                 .iter()
                 .map(|(_, t)| t.clone())
@@ -916,6 +1022,7 @@ impl Hub {
                 .collect();
             unknown.sort();
             unknown.dedup();
+            unknown.truncate(room);
             unknown
         };
         if !unknown.is_empty() {
@@ -934,7 +1041,7 @@ impl Hub {
             .unwrap_or_default();
             let mut state = self.state();
             for (t, definition) in found {
-                state.definitions.insert(t, definition);
+                state.define(t, definition);
             }
         }
         self.learn_unknown_types(&topics);
@@ -952,17 +1059,59 @@ impl Hub {
         for id in &gone {
             remove_channel(&mut state, *id);
         }
+        state
+            .left_out
+            .retain(|topic, _| listed.contains_key(topic.as_str()));
+        // A new client is sent every channel: their definitions together must fit well
+        // inside its send buffer.
+        let budget = self.options.send_limit / 2;
         let mut added = Vec::new();
+        let mut newly_left_out = HashMap::new();
         for (topic, msg_type) in &topics {
             if state.by_topic.contains_key(topic) {
                 continue;
             }
-            let Some(Some(definition)) = state.definitions.get(msg_type).cloned() else {
+            let why = match state.definitions.get(msg_type) {
+                Some(Definition::Known(definition)) => {
+                    if state.channels.len() >= MAX_CHANNELS {
+                        Some(format!("the view advertises at most {MAX_CHANNELS} topics"))
+                    } else if state.schema_bytes + definition.len() > budget {
+                        Some(format!(
+                            "the definitions advertised reach the view's {} kB budget",
+                            budget >> 10
+                        ))
+                    } else {
+                        None
+                    }
+                }
+                Some(Definition::TooLarge(bytes)) => Some(format!(
+                    "its definition is {} kB, over the view's {} kB",
+                    bytes >> 10,
+                    MAX_DEFINITION_BYTES >> 10
+                )),
+                Some(Definition::NoRoom) => Some(format!(
+                    "the view remembers at most {} MB of definitions",
+                    MAX_DEFINITIONS_TOTAL >> 20
+                )),
+                // Not known yet, or being learned from a publisher.
+                Some(Definition::Unknown) | None => continue,
+            };
+            if let Some(why) = why {
+                if !state.left_out.contains_key(topic) {
+                    tracing::warn!("the view does not advertise {topic}: {why}");
+                    state.left_out.insert(topic.clone(), why.clone());
+                    newly_left_out.insert(topic.clone(), why);
+                }
+                continue;
+            }
+            let Some(Definition::Known(definition)) = state.definitions.get(msg_type) else {
                 continue;
             };
             let id = state.next_channel;
+            let channel = Channel::ros1(id, topic, msg_type, definition);
             state.next_channel += 1;
-            let channel = Channel::ros1(id, topic, msg_type, &definition);
+            state.schema_bytes += channel.schema.len();
+            state.left_out.remove(topic);
             state.by_topic.insert(topic.clone(), id);
             state.channels.insert(id, channel.clone());
             added.push(channel);
@@ -973,29 +1122,60 @@ impl Hub {
                     channel_ids: gone.clone(),
                 });
             }
-            if !added.is_empty() {
-                client.say(&ServerMessage::Advertise {
-                    channels: added.clone(),
-                });
+            advertise(client, &added);
+            if !newly_left_out.is_empty() {
+                client.status(Level::Warning, left_out_summary(&newly_left_out));
             }
         }
     }
 }
 
+/// Whether `client` holds nothing of the view's: no subscription, watched parameter,
+/// advertised channel or request in flight.
+fn is_idle(state: &State, id: u64, client: &Client) -> bool {
+    state.subscriptions.get(&id).is_none_or(HashMap::is_empty)
+        && state.watched.get(&id).is_none_or(BTreeSet::is_empty)
+        && state.client_channels.get(&id).is_none_or(HashMap::is_empty)
+        && client.requests.available_permits() == MAX_REQUESTS_IN_FLIGHT
+}
+
+/// Ends `client`: its session closes, its subscriptions, watches and publications end.
+fn leave_locked(state: &mut State, client: u64) {
+    if let Some(gone) = state.clients.remove(&client) {
+        gone.close();
+    }
+    for (_, channel) in state.subscriptions.remove(&client).unwrap_or_default() {
+        drop_subscription(state, client, channel);
+    }
+    state.watched.remove(&client);
+    // Its publishers end with it (unregistered when the last handle goes).
+    state.client_channels.remove(&client);
+}
+
 /// Ends subscription `id` of `client`, and the channel's forward if nobody wants it now.
 fn unsubscribe(state: &mut State, client: u64, id: SubscriptionId) {
-    let Some(channel) = state.subscriptions.remove(&(client, id)) else {
+    let removed = state
+        .subscriptions
+        .get_mut(&client)
+        .and_then(|held| held.remove(&id));
+    if let Some(channel) = removed {
+        drop_subscription(state, client, channel);
+    }
+}
+
+/// The channel side of ending `client`'s subscription to `channel` (already gone from
+/// the client's own table): the forward ends with the last one.
+fn drop_subscription(state: &mut State, client: u64, channel: ChannelId) {
+    let Some(wanting) = state.wanted.get_mut(&channel) else {
         return;
     };
-    if let Some(wanting) = state.wanted.get_mut(&channel) {
-        wanting.retain(|w| *w != (client, id));
-        if wanting.is_empty() {
-            state.wanted.remove(&channel);
-            if let Some(forward) = state.forwards.remove(&channel) {
-                forward.abort();
-            }
-            state.links.remove(&channel);
+    wanting.remove(&client);
+    if wanting.is_empty() {
+        state.wanted.remove(&channel);
+        if let Some(forward) = state.forwards.remove(&channel) {
+            forward.abort();
         }
+        state.links.remove(&channel);
     }
 }
 
@@ -1003,9 +1183,12 @@ fn unsubscribe(state: &mut State, client: u64, id: SubscriptionId) {
 fn remove_channel(state: &mut State, id: ChannelId) {
     if let Some(channel) = state.channels.remove(&id) {
         state.by_topic.remove(&channel.topic);
+        state.schema_bytes = state.schema_bytes.saturating_sub(channel.schema.len());
     }
     for (client, subscription) in state.wanted.remove(&id).unwrap_or_default() {
-        state.subscriptions.remove(&(client, subscription));
+        if let Some(held) = state.subscriptions.get_mut(&client) {
+            held.remove(&subscription);
+        }
         if let Some(handle) = state.clients.get(&client) {
             handle.outbox().forget(subscription);
         }
@@ -1014,6 +1197,47 @@ fn remove_channel(state: &mut State, id: ChannelId) {
         forward.abort();
     }
     state.links.remove(&id);
+}
+
+/// Tells `client` of `channels`, in frames of at most [`ADVERTISE_PART_BYTES`] of
+/// definitions each (a client's message size limit is met by each part).
+fn advertise<'a>(client: &Client, channels: impl IntoIterator<Item = &'a Channel>) {
+    let mut part: Vec<Channel> = Vec::new();
+    let mut part_bytes = 0;
+    for channel in channels {
+        if !part.is_empty() && part_bytes + channel.schema.len() > ADVERTISE_PART_BYTES {
+            client.say(&ServerMessage::Advertise {
+                channels: std::mem::take(&mut part),
+            });
+            part_bytes = 0;
+        }
+        part_bytes += channel.schema.len();
+        part.push(channel.clone());
+    }
+    if !part.is_empty() {
+        client.say(&ServerMessage::Advertise { channels: part });
+    }
+}
+
+/// One line for the topics left out: how many, and the first few with their reasons.
+fn left_out_summary(left_out: &HashMap<String, String>) -> String {
+    let mut named: Vec<(&String, &String)> = left_out.iter().collect();
+    named.sort();
+    let shown: Vec<String> = named
+        .iter()
+        .take(3)
+        .map(|(topic, why)| format!("{topic} ({why})"))
+        .collect();
+    let more = named.len().saturating_sub(shown.len());
+    let mut line = format!(
+        "{} topic(s) not advertised: {}",
+        named.len(),
+        shown.join(", ")
+    );
+    if more > 0 {
+        line.push_str(&format!(" and {more} more"));
+    }
+    line
 }
 
 /// The `op` of a request, for a status that names it.

@@ -10,7 +10,7 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, UPGRADE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -48,18 +48,84 @@ const MAX_CLIENT_MESSAGE: usize = 1 << 20;
 /// client slot for ever. Long enough for a 10 MB frame over a 2 Mbit/s radio.
 const WRITE_STALL: Duration = Duration::from_secs(60);
 
+/// What one client's requests may cost, in bytes of frames read per second (after a
+/// burst of one largest message): a console sends a few kilobytes when it subscribes,
+/// while clients that each send megabytes of requests would otherwise keep the view's
+/// threads parsing and starve the streams of everyone else. A client over it is read
+/// later (TCP pushes back on it), never closed for it.
+const REQUEST_RATE: f64 = 256.0 * 1024.0;
+
 /// How long a session's closing handshake may take.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long a connection may take to send its request's header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connection must have sent no request before a new one may take its place
+/// when every connection slot is held.
+const CONNECTION_IDLE_GRACE: Duration = Duration::from_secs(1);
+
+/// The HTTP connections open now (not the WebSocket sessions they became): each with
+/// when it last sent a request and a way to close it.
+struct Connections {
+    limit: usize,
+    open: std::sync::Mutex<std::collections::HashMap<u64, Open>>,
+}
+
+struct Open {
+    last_request: Instant,
+    evict: Arc<tokio::sync::Notify>,
+}
+
+impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Open>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for connection `id`, made by closing the connection idle longest when all
+    /// are held; `None` when every connection is busy.
+    fn admit(&self, id: u64) -> Option<Arc<tokio::sync::Notify>> {
+        let mut open = self.lock();
+        if open.len() >= self.limit {
+            let idlest = open
+                .iter()
+                .filter(|(_, o)| o.last_request.elapsed() >= CONNECTION_IDLE_GRACE)
+                .min_by_key(|(_, o)| o.last_request)
+                .map(|(id, _)| *id)?;
+            if let Some(gone) = open.remove(&idlest) {
+                gone.evict.notify_one();
+            }
+        }
+        let evict = Arc::new(tokio::sync::Notify::new());
+        open.insert(
+            id,
+            Open {
+                last_request: Instant::now(),
+                evict: evict.clone(),
+            },
+        );
+        Some(evict)
+    }
+
+    fn requested(&self, id: u64) {
+        if let Some(open) = self.lock().get_mut(&id) {
+            open.last_request = Instant::now();
+        }
+    }
+
+    fn closed(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+}
+
 pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
-    // Connections that are not (yet) WebSocket clients are bounded too.
-    let connections = Arc::new(tokio::sync::Semaphore::new(
-        hub.options.max_clients.saturating_mul(2) + 8,
-    ));
-    loop {
+    // Connections that are not (yet) WebSocket clients are bounded too; when all are
+    // held, the idlest gives way (forty idle connections must not lock the view).
+    let connections = Arc::new(Connections {
+        limit: hub.options.max_clients.saturating_mul(2) + 8,
+        open: Default::default(),
+    });
+    for id in 0u64.. {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
@@ -68,23 +134,28 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
                 continue;
             }
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            continue; // dropped: too many connections
+        let Some(evicted) = connections.admit(id) else {
+            continue; // dropped: every connection is busy
         };
         let _ = stream.set_nodelay(true);
-        let hub = hub.clone();
+        let (hub, connections) = (hub.clone(), connections.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let seen = connections.clone();
             let service = hyper::service::service_fn(move |req| {
+                seen.requested(id);
                 let hub = hub.clone();
                 async move { Ok::<_, std::convert::Infallible>(respond(hub, req)) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let serving = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
+                .with_upgrades();
+            tokio::select! {
+                _ = serving => {}
+                _ = evicted.notified() => {}
+            }
+            connections.closed(id);
         });
     }
 }
@@ -237,7 +308,12 @@ where
         }
     };
     let read = async {
+        let mut budget = RequestBudget::new();
         while let Some(Ok(frame)) = stream.next().await {
+            client.heard();
+            if let Some(wait) = budget.spend(frame.len()) {
+                tokio::time::sleep(wait).await;
+            }
             let handled = match frame {
                 Message::Text(text) => hub.handle_text(id, text.as_str()),
                 Message::Binary(data) => hub.handle_binary(id, &data),
@@ -265,6 +341,32 @@ where
         writer.shutdown().await
     })
     .await;
+}
+
+/// A token bucket over the bytes a client's requests take: [`REQUEST_RATE`] a second, a
+/// burst of one largest message.
+struct RequestBudget {
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl RequestBudget {
+    fn new() -> RequestBudget {
+        RequestBudget {
+            tokens: MAX_CLIENT_MESSAGE as f64,
+            refilled: Instant::now(),
+        }
+    }
+
+    /// Takes `bytes`; how long to wait before the next frame is read, if the client has
+    /// spent more than it has.
+    fn spend(&mut self, bytes: usize) -> Option<Duration> {
+        let now = Instant::now();
+        let earned = now.duration_since(self.refilled).as_secs_f64() * REQUEST_RATE;
+        self.tokens = (self.tokens + earned).min(MAX_CLIENT_MESSAGE as f64) - bytes as f64;
+        self.refilled = now;
+        (self.tokens < 0.0).then(|| Duration::from_secs_f64(-self.tokens / REQUEST_RATE))
+    }
 }
 
 async fn write_outgoing<W>(writer: &mut W, next: Outgoing) -> std::io::Result<()>
