@@ -6,6 +6,7 @@
 use udpros_testkit as common;
 
 use common::{diagnostic, node};
+use mavlink::MavlinkVersion;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use udpros::master::Master;
@@ -13,7 +14,9 @@ use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros a
 use udpros::node::{Node, SubscribeOptions};
 use udpros::transport::Protocol;
 use udpros_bridges::mavlink::clock::ros_minus_monotonic_ns;
+use udpros_bridges::mavlink::messages::{frame, Outgoing};
 use udpros_bridges::mavlink::node::{run, Config};
+use udpros_bridges::mavlink::protocol::Ids;
 use udpros_bridges::mavlink::sim::{SimAutopilot, SimConfig};
 use udpros_bridges::sim::{Faults, Proxy};
 
@@ -784,7 +787,18 @@ async fn a_tcp_server_link_bounds_its_clients_and_shrugs_off_megabytes_of_noise(
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     };
-    // 2000 more: the link keeps MAX_TCP_CLIENTS and closes the rest at once.
+    // The first client says who it is (a valid frame): it is never closed to make room.
+    let hello = frame(
+        Ids::GROUND_STATION,
+        0,
+        MavlinkVersion::V2,
+        &Outgoing::Heartbeat,
+    );
+    let mut first = first;
+    first.write_all(&hello).await.unwrap();
+    // 2000 more: the link keeps MAX_TCP_CLIENTS and closes the rest at once (or, where
+    // connecting took longer than the grace of silent clients, a silent one in their
+    // place).
     let rss_before = common::peak_rss_mb(std::process::id());
     let mut clients = vec![first];
     for _ in 0..2000 {
@@ -797,12 +811,16 @@ async fn a_tcp_server_link_bounds_its_clients_and_shrugs_off_megabytes_of_noise(
             clients.push(c);
         }
     }
-    let refused = diagnostic(&listener, "TCP clients refused", |v| {
-        v.parse::<usize>()
-            .is_ok_and(|n| n >= 2001 - MAX_TCP_CLIENTS)
-    })
-    .await;
-    assert_eq!(refused.parse::<usize>().unwrap(), 2001 - MAX_TCP_CLIENTS);
+    let turned_away = || async {
+        let refused = diagnostic(&listener, "TCP clients refused", |_| true).await;
+        let evicted = diagnostic(&listener, "TCP clients closed for silence", |_| true).await;
+        refused.parse::<usize>().unwrap() + evicted.parse::<usize>().unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while turned_away().await < 2001 - MAX_TCP_CLIENTS && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(turned_away().await, 2001 - MAX_TCP_CLIENTS);
     // 16 MB of noise, start bytes and false lengths among it, from the first client.
     let noise: Vec<u8> = (0..1_000_000u32)
         .map(|i| [0xFD, 0xFF, 0x01, 0xFE, 0x42][i as usize % 5] ^ (i % 7 == 0) as u8)
@@ -836,6 +854,89 @@ async fn a_tcp_server_link_bounds_its_clients_and_shrugs_off_megabytes_of_noise(
     };
     tokio::spawn(relay_to_sim(stream, fcu.local_addr()));
     timesync_flows(&listener, 10).await;
+}
+
+/// Sixteen TCP clients that connect to a `tcp-l://` link and say nothing take every place;
+/// once they have been silent a while, the autopilot still gets in (the silent client
+/// connected longest makes room) and TIMESYNC flows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_tcp_clients_do_not_keep_the_autopilot_out() {
+    use udpros_bridges::mavlink::link::{MAX_TCP_CLIENTS, SILENT_CLIENT_GRACE};
+    let port = common::free_port();
+    let (_master, listener, _task) = bridge(config(format!("tcp-l://127.0.0.1:{port}"))).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut idle = Vec::new();
+    while idle.len() < MAX_TCP_CLIENTS {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(stream) => idle.push(stream),
+            Err(e) if std::time::Instant::now() > deadline => panic!("tcp-l never listened: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    tokio::time::sleep(SILENT_CLIENT_GRACE + Duration::from_millis(500)).await;
+    let fcu = sim(SimConfig::default());
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(relay_to_sim(stream, fcu.local_addr()));
+    timesync_flows(&listener, 10).await;
+    let evicted = diagnostic(&listener, "TCP clients closed for silence", |v| v != "0").await;
+    assert_eq!(evicted, "1", "one silent client made room");
+    drop(idle);
+}
+
+/// With a learnt remote (`udp://:PORT@`), junk datagrams at 100 Hz and valid frames of
+/// another system for ten seconds move nothing: the bridge keeps answering the autopilot
+/// (nothing is sent to the attacker) and TIMESYNC keeps its rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_and_strangers_cannot_steal_a_learnt_udp_remote() {
+    let port = common::free_port();
+    let fcu = sim(SimConfig::default());
+    let (_master, listener, _task) = bridge(config(format!("udp://127.0.0.1:{port}@"))).await;
+    fcu.introduce(([127, 0, 0, 1], port).into());
+    let before = timesync_flows(&listener, 5).await.timesync_received;
+    let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let stranger = frame(
+        Ids {
+            system: 42,
+            component: 1,
+        },
+        0,
+        MavlinkVersion::V2,
+        &Outgoing::Heartbeat,
+    );
+    let (mut sent, mut answered) = (0u64, 0u64);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let mut buf = [0u8; 600];
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        tick.tick().await;
+        let datagram: &[u8] = if sent % 10 == 0 { &stranger } else { &[0x42] };
+        let _ = attacker.send_to(datagram, ("127.0.0.1", port)).await;
+        sent += 1;
+        while attacker.try_recv(&mut buf).is_ok() {
+            answered += 1;
+        }
+    }
+    let after = timesync_flows(&listener, before + 1)
+        .await
+        .timesync_received;
+    assert_eq!(answered, 0, "the bridge sent to the attacker");
+    assert!(
+        after - before >= 60,
+        "{} TIMESYNC replies in the 10 s of the attack",
+        after - before
+    );
+    // Nine in ten were junk; loopback loses none, the socket's buffer may a few.
+    let junk = sent - sent.div_ceil(10);
+    let ignored = diagnostic(&listener, "datagrams without a valid frame", |v| {
+        v.parse::<u64>().is_ok_and(|n| n >= junk * 9 / 10)
+    })
+    .await;
+    assert!(
+        ignored.parse::<u64>().unwrap() <= junk,
+        "{ignored} of {junk}"
+    );
 }
 
 #[test]

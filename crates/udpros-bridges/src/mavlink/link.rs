@@ -10,9 +10,9 @@ use super::protocol::Ids;
 use super::url::{Broadcast, HostPort, Transport};
 use mavlink::MavlinkVersion;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -62,6 +62,12 @@ pub struct LinkStats {
     pub skipped_bytes: AtomicU64,
     /// TCP clients turned away because [`MAX_TCP_CLIENTS`] were connected.
     pub refused_clients: AtomicU64,
+    /// TCP clients closed to make room: they had sent no valid frame in
+    /// [`SILENT_CLIENT_GRACE`] while every place was taken.
+    pub evicted_clients: AtomicU64,
+    /// UDP datagrams that held no valid MAVLink frame: they neither reach the node nor
+    /// move the peer.
+    pub ignored_datagrams: AtomicU64,
 }
 
 /// A running link; dropping it stops the task.
@@ -88,6 +94,10 @@ const OUT_QUEUE: usize = 256;
 pub const MAX_TCP_CLIENTS: usize = 16;
 /// Frames queued for one TCP client before it counts as too slow and misses them.
 const CLIENT_QUEUE: usize = 256;
+/// How long a `tcp-l://` client may stay without sending a valid frame before it may be
+/// closed to make room for a new one (an autopilot or a ground station sends a
+/// heartbeat every second).
+pub const SILENT_CLIENT_GRACE: Duration = Duration::from_secs(3);
 
 impl Link {
     /// Opens `transport` as `ours`, again and again while it fails, until dropped.
@@ -166,18 +176,20 @@ impl Ctx {
         let _ = self.events.send(LinkEvent::Connected).await;
     }
 
-    /// Stream bytes through `parser` to the node; false once the node is gone.
-    fn stream_bytes(&self, parser: &mut StreamParser, bytes: &[u8]) -> bool {
+    /// Stream bytes through `parser` to the node: how many valid frames they completed,
+    /// or `None` once the node is gone.
+    fn stream_bytes(&self, parser: &mut StreamParser, bytes: &[u8]) -> Option<usize> {
         let at_ns = monotonic_ns();
         let before = parser.skipped;
-        let mut open = true;
+        let (mut open, mut frames) = (true, 0);
         parser.push(bytes, |_, from, msg| {
+            frames += 1;
             open &= self.received(from, msg, at_ns)
         });
         self.stats
             .skipped_bytes
             .fetch_add(parser.skipped - before, Ordering::Relaxed);
-        open
+        open.then_some(frames)
     }
 }
 
@@ -253,17 +265,24 @@ async fn udp(
     };
     ctx.up().await;
     let mut buf = vec![0u8; 65536];
+    let mut answered = LearntPeer::default();
     loop {
         tokio::select! {
             received = socket.recv_from(&mut buf) => match received {
                 Ok((n, from)) => {
                     let at_ns = monotonic_ns();
+                    let frames = parse_datagram(&buf[..n]);
+                    if frames.is_empty() {
+                        ctx.stats.ignored_datagrams.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     // Whoever sent last is whom we answer (libmavconn's rule), except
-                    // when broadcasting for good.
-                    if broadcast != Broadcast::Always {
+                    // when broadcasting for good; but only a sender of valid frames of
+                    // the system answered so far.
+                    if answered.teaches(&frames) && broadcast != Broadcast::Always {
                         peer = Some(from);
                     }
-                    for (ids, msg) in parse_datagram(&buf[..n]) {
+                    for (ids, msg) in frames {
                         if !ctx.received(ids, msg, at_ns) {
                             return Ended::NodeGone;
                         }
@@ -284,6 +303,33 @@ async fn udp(
                     Err(_) => { ctx.stats.send_errors.fetch_add(1, Ordering::Relaxed); }
                 }
             }
+        }
+    }
+}
+
+/// Which datagrams may teach a UDP link whom to answer. libmavconn answers whoever sent
+/// last, so one byte of junk from anywhere would redirect the link; here only a datagram
+/// with a valid frame (checksum and a known message) does, and once a system has been
+/// answered, only one of that system's frames (the autopilot moving to another port or
+/// address after a reboot is still followed).
+#[derive(Debug, Default)]
+struct LearntPeer {
+    system: Option<u8>,
+}
+
+impl LearntPeer {
+    /// Whether the sender of a datagram whose valid frames are `frames` is to be answered
+    /// from now on.
+    fn teaches(&mut self, frames: &[(Ids, Incoming)]) -> bool {
+        let Some((first, _)) = frames.first() else {
+            return false;
+        };
+        match self.system {
+            None => {
+                self.system = Some(first.system);
+                true
+            }
+            Some(system) => frames.iter().any(|(ids, _)| ids.system == system),
         }
     }
 }
@@ -336,7 +382,7 @@ async fn stream_link<S: AsyncRead + AsyncWrite + Unpin>(
         tokio::select! {
             read = reader.read(&mut buf) => match read {
                 Ok(0) => return Ended::Failed(format!("{name} closed")),
-                Ok(n) => if !ctx.stream_bytes(&mut parser, &buf[..n]) { return Ended::NodeGone },
+                Ok(n) => if ctx.stream_bytes(&mut parser, &buf[..n]).is_none() { return Ended::NodeGone },
                 Err(e) => return Ended::Failed(format!("reading {name}: {e}")),
             },
             msg = out.recv() => {
@@ -364,7 +410,7 @@ async fn tcp_server(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, bind: &Ho
         Ok(l) => l,
         Err(e) => return Ended::Failed(format!("TCP listen on {addr}: {e}")),
     };
-    let mut clients: Vec<(u64, mpsc::Sender<Arc<[u8]>>)> = Vec::new();
+    let mut clients: Vec<TcpClient> = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut next_id = 0u64;
     loop {
@@ -379,19 +425,33 @@ async fn tcp_server(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, bind: &Ho
                     }
                 };
                 if clients.len() >= MAX_TCP_CLIENTS {
-                    ctx.stats.refused_clients.fetch_add(1, Ordering::Relaxed);
-                    continue; // dropped: the client sees the connection close
+                    // Idle connections must not keep the autopilot out: the client that
+                    // has been connected longest without a valid frame makes room.
+                    let silent = clients
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| !c.spoke.load(Ordering::Relaxed))
+                        .filter(|(_, c)| c.since.elapsed() >= SILENT_CLIENT_GRACE)
+                        .min_by_key(|(_, c)| c.since)
+                        .map(|(i, _)| i);
+                    let Some(silent) = silent else {
+                        ctx.stats.refused_clients.fetch_add(1, Ordering::Relaxed);
+                        continue; // dropped: the client sees the connection close
+                    };
+                    clients.swap_remove(silent).task.abort();
+                    ctx.stats.evicted_clients.fetch_add(1, Ordering::Relaxed);
                 }
                 let _ = stream.set_nodelay(true);
                 let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
                 next_id += 1;
-                clients.push((next_id, tx));
-                tasks.spawn(serve_client(ctx.clone(), stream, from, rx, next_id));
+                let spoke = Arc::new(AtomicBool::new(false));
+                let task = tasks.spawn(serve_client(ctx.clone(), stream, from, rx, next_id, spoke.clone()));
+                clients.push(TcpClient { id: next_id, frames: tx, spoke, since: Instant::now(), task });
                 ctx.up().await;
             }
             Some(done) = tasks.join_next() => {
                 let Ok((id, why)) = done else { continue };
-                clients.retain(|(c, _)| *c != id);
+                clients.retain(|c| c.id != id);
                 if clients.is_empty() {
                     let why = format!("no TCP client connected (the last: {why})");
                     let _ = ctx.events.send(LinkEvent::Disconnected(why)).await;
@@ -405,8 +465,8 @@ async fn tcp_server(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, bind: &Ho
                 }
                 let bytes: Arc<[u8]> = ctx.encode(&msg).into();
                 let at_ns = monotonic_ns();
-                for (_, client) in &clients {
-                    if client.try_send(bytes.clone()).is_err() {
+                for client in &clients {
+                    if client.frames.try_send(bytes.clone()).is_err() {
                         ctx.stats.send_errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -416,14 +476,26 @@ async fn tcp_server(ctx: &mut Ctx, out: &mut mpsc::Receiver<Outgoing>, bind: &Ho
     }
 }
 
+/// A `tcp-l://` client as the server keeps it.
+struct TcpClient {
+    id: u64,
+    /// The node's frames to it.
+    frames: mpsc::Sender<Arc<[u8]>>,
+    /// Whether it has sent a valid frame.
+    spoke: Arc<AtomicBool>,
+    since: Instant,
+    task: tokio::task::AbortHandle,
+}
+
 /// One `tcp-l://` client: its frames to the node, the node's frames to it; returns its id
-/// and why it ended.
+/// and why it ended. `spoke` is set at its first valid frame.
 async fn serve_client(
     ctx: Ctx,
     stream: tokio::net::TcpStream,
     from: SocketAddr,
     mut frames: mpsc::Receiver<Arc<[u8]>>,
     id: u64,
+    spoke: Arc<AtomicBool>,
 ) -> (u64, String) {
     let (mut reader, mut writer) = stream.into_split();
     let mut parser = StreamParser::default();
@@ -432,7 +504,11 @@ async fn serve_client(
         tokio::select! {
             read = reader.read(&mut buf) => match read {
                 Ok(0) => break format!("{from} closed"),
-                Ok(n) => if !ctx.stream_bytes(&mut parser, &buf[..n]) { break "node gone".into() },
+                Ok(n) => match ctx.stream_bytes(&mut parser, &buf[..n]) {
+                    None => break "node gone".into(),
+                    Some(0) => {}
+                    Some(_) => spoke.store(true, Ordering::Relaxed),
+                },
                 Err(e) => break format!("reading {from}: {e}"),
             },
             bytes = frames.recv() => {
@@ -472,6 +548,24 @@ async fn serial(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_valid_frames_of_the_answered_system_move_the_peer() {
+        let mut rule = LearntPeer::default();
+        let heartbeat = Incoming::Heartbeat { autopilot: true };
+        assert!(!rule.teaches(&[]), "junk teaches nothing");
+        assert!(rule.teaches(&[(Ids::AUTOPILOT, heartbeat.clone())]));
+        let stranger = Ids {
+            system: 42,
+            component: 1,
+        };
+        assert!(!rule.teaches(&[(stranger, heartbeat.clone())]));
+        assert!(!rule.teaches(&[]));
+        assert!(
+            rule.teaches(&[(stranger, heartbeat.clone()), (Ids::AUTOPILOT, heartbeat)]),
+            "a datagram that carries the autopilot's frame"
+        );
+    }
 
     fn transport(url: String) -> Transport {
         match url.parse() {

@@ -238,7 +238,7 @@ pub(super) fn diagnostics(
 }
 
 /// The link's counters as `/diagnostics` names them.
-fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 8] {
+fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 10] {
     [
         ("received", &s.received),
         ("sent", &s.sent),
@@ -248,6 +248,8 @@ fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 8] {
         ("not sent, no peer yet", &s.no_peer),
         ("noise bytes skipped", &s.skipped_bytes),
         ("TCP clients refused", &s.refused_clients),
+        ("TCP clients closed for silence", &s.evicted_clients),
+        ("datagrams without a valid frame", &s.ignored_datagrams),
     ]
     .map(|(key, n)| (key, n.load(std::sync::atomic::Ordering::Relaxed)))
 }
