@@ -52,6 +52,7 @@ pub async fn node_main<C>(
             return ExitCode::FAILURE;
         }
     };
+    say_parameters_from_the_server(&node, &args).await;
     let result = match configure(&node).await {
         Ok(cfg) => tokio::select! {
             r = run(node.clone(), cfg) => r,
@@ -67,6 +68,51 @@ pub async fn node_main<C>(
             ExitCode::FAILURE
         }
     }
+}
+
+/// Parameters named at most in the start-up line of [`say_parameters_from_the_server`].
+const PARAMETERS_NAMED: usize = 12;
+
+/// Says once, at start, which of the node's private parameters it takes from the
+/// parameter server rather than from its command line: one left there by a launch file
+/// or an earlier run (a stale `~record` or `~fcu_url`) would otherwise change what the
+/// node does without a word.
+async fn say_parameters_from_the_server(node: &Node, args: &[String]) {
+    let given: std::collections::BTreeSet<String> = udpros::node::args::NodeArgs::parse(args)
+        .map(|a| a.params.into_iter().map(|(name, _)| name).collect())
+        .unwrap_or_default();
+    let Ok(names) = node.master().get_param_names().await else {
+        return;
+    };
+    let prefix = format!("{}/", node.name());
+    let mut inherited: Vec<&str> = names
+        .iter()
+        .filter_map(|name| name.strip_prefix(&prefix))
+        .filter(|name| !given.contains(*name))
+        .collect();
+    if inherited.is_empty() {
+        return;
+    }
+    inherited.sort_unstable();
+    let mut said = Vec::new();
+    for name in inherited.iter().take(PARAMETERS_NAMED) {
+        let value = match node.get_param(&format!("~{name}")).await {
+            Ok(Some(value)) => udpros::yaml::params::get_text(&value),
+            _ => continue,
+        };
+        let value: String = value.trim().replace('\n', " ");
+        let shown: String = value.chars().take(60).collect();
+        let cut = if shown.len() < value.len() { "..." } else { "" };
+        said.push(format!("~{name}={shown}{cut}"));
+    }
+    let more = match inherited.len().saturating_sub(PARAMETERS_NAMED) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    tracing::info!(
+        "from the parameter server, not this command line: {}{more} (set by a launch file or an earlier run; `rosparam delete` clears one)",
+        said.join(", ")
+    );
 }
 
 /// What a bridge's command line asks for before the node starts.

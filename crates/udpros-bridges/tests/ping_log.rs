@@ -273,6 +273,82 @@ async fn a_damaged_log_replays_as_far_as_it_goes_and_says_where_it_stopped() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A `~record` left on the parameter server by an earlier run names the very log now
+/// replayed: the log is not touched (the recording goes to a new name beside it), and the
+/// node says at start that `~record` came from the server, not its command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_record_parameter_never_destroys_the_log_being_replayed() {
+    let dir = scratch("ping-log-stale-record");
+    let log = dir.join("dive.bin");
+    record_ping360(&log, 20, true).await;
+    let before = std::fs::read(&log).unwrap();
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let listener = node(master.uri(), "listener").await;
+    listener
+        .set_param(
+            "/replayer/record",
+            udpros::xmlrpc::Value::String(log.display().to_string()),
+        )
+        .await
+        .unwrap();
+    let mut echoes = listener
+        .subscribe::<umsg::Ping360Echo>("/replayer/echo", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let replay = Command::new(env!("CARGO_BIN_EXE_ping_sonar"))
+        .args([
+            "__name:=replayer",
+            &format!("_device:=replay:{}", log.display()),
+            "_replay_rate:=4",
+        ])
+        .env("ROS_MASTER_URI", master.uri())
+        .env("ROS_IP", "127.0.0.1")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for i in 0..10 {
+        tokio::time::timeout(Duration::from_secs(30), echoes.recv())
+            .await
+            .unwrap_or_else(|_| panic!("replayed echo {i}"))
+            .unwrap();
+    }
+    // SIGINT: the node finishes its recording and unregisters.
+    let _ = Command::new("kill")
+        .args(["-INT", &replay.id().to_string()])
+        .status();
+    let out = replay.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "the replayed log changed"
+    );
+    let (recorded, _) = records(&dir.join("dive-2.bin"));
+    assert!(
+        !recorded.is_empty(),
+        "the recording went beside it: {stderr}"
+    );
+    let told: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("from the parameter server, not this command line"))
+        .collect();
+    assert_eq!(told.len(), 1, "{stderr}");
+    assert!(
+        told[0].contains("~record=") && told[0].contains("dive.bin"),
+        "{stderr}"
+    );
+    assert!(
+        !told[0].contains("~device"),
+        "given on the command line: {stderr}"
+    );
+    assert!(stderr.contains("dive.bin exists: recording to"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_unwritable_or_endless_log_stops_the_node_with_one_line() {
     let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")

@@ -134,7 +134,7 @@ async fn record(device: &str, file: &std::path::Path, duration: f64) -> CliResul
     eprintln!(
         "{} frames written to {}{}",
         recorded.frames,
-        file.display(),
+        recorded.path.display(),
         match recorded.dropped {
             0 => String::new(),
             n => format!(" ({n} dropped: the disk fell behind)"),

@@ -342,8 +342,10 @@ pub(crate) async fn run_with<F: Front>(
 }
 
 /// What [`record_device`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
+    /// Where the log is: the path asked for, or a free name beside it when that existed.
+    pub path: std::path::PathBuf,
     /// Frames written to the log.
     pub frames: u64,
     /// Frames lost because the disk fell behind.
@@ -400,6 +402,7 @@ pub async fn record_device(
     }
     recorder.finish();
     Ok(Recorded {
+        path: recorder.path.clone(),
         frames: recorder.written.load(std::sync::atomic::Ordering::Relaxed),
         dropped: recorder.dropped.load(std::sync::atomic::Ordering::Relaxed),
     })

@@ -5,7 +5,7 @@
 use super::log::{LogHeader, LogWriter};
 use super::DeviceKind;
 use std::io::{self, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,8 @@ type Timed = (Instant, Vec<u8>);
 
 /// A log being written; [`finish`](Recorder::finish) (or dropping it) completes the file.
 pub struct Recorder {
+    /// Where the log is written: the path asked for, or the free name beside it.
+    pub path: PathBuf,
     tx: Mutex<Option<SyncSender<Timed>>>,
     /// Frames dropped because the disk fell behind.
     pub dropped: Arc<AtomicU64>,
@@ -29,16 +31,62 @@ pub struct Recorder {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
+/// Names tried after `path` when it exists, at most.
+const OTHER_NAMES: u32 = 999;
+
+/// Creates a new file at `path`, or when something is there already (a log of an earlier
+/// dive, the log being replayed, a FIFO that would block until read), at the first free
+/// `NAME-2.EXT`, `NAME-3.EXT`, ...: a recording never truncates or overwrites a file, and
+/// never opens anything but a regular file it made itself. The path taken and the file.
+pub fn create_new(path: &Path) -> io::Result<(PathBuf, std::fs::File)> {
+    let fresh = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(p)
+    };
+    match fresh(path) {
+        Ok(file) => return Ok((path.to_path_buf(), file)),
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        Err(_) => {}
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let extension = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()));
+    for n in 2..=OTHER_NAMES + 1 {
+        let other =
+            path.with_file_name(format!("{stem}-{n}{}", extension.as_deref().unwrap_or("")));
+        match fresh(&other) {
+            Ok(file) => return Ok((other, file)),
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            Err(_) => {}
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("it and {OTHER_NAMES} other names after it exist"),
+    ))
+}
+
 impl Recorder {
-    /// Creates `path` (an error now if it cannot be), for a device of `kind` if known; else
-    /// the kind is read from the first frames that tell it.
+    /// Creates a new log at `path` (or beside it, see [`create_new`]; an error now if it
+    /// cannot be), for a device of `kind` if known; else the kind is read from the first
+    /// frames that tell it.
     pub fn create(path: &Path, kind: Option<DeviceKind>) -> io::Result<Recorder> {
-        let file = std::fs::File::create(path)?;
+        let (taken, file) = create_new(path)?;
+        if taken != path {
+            tracing::warn!(
+                "{} exists: recording to {} instead (a recording never overwrites a file)",
+                path.display(),
+                taken.display()
+            );
+        }
         let (tx, rx) = sync_channel(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
         let written = Arc::new(AtomicU64::new(0));
         let count = written.clone();
-        let name = path.display().to_string();
+        let name = taken.display().to_string();
         let started = Instant::now();
         let thread = std::thread::Builder::new()
             .name("ping-record".into())
@@ -48,6 +96,7 @@ impl Recorder {
                 }
             })?;
         Ok(Recorder {
+            path: taken,
             tx: Mutex::new(Some(tx)),
             dropped,
             written,
@@ -178,6 +227,26 @@ mod tests {
             assert_eq!(got, sent);
             assert_eq!(r.problem(), None);
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_existing_file_is_never_overwritten_and_a_fifo_never_opened() {
+        let dir = std::env::temp_dir().join(format!("udpros-rec-new-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dive = dir.join("dive.bin");
+        std::fs::write(&dive, b"the dive").unwrap();
+        let (taken, _) = create_new(&dive).unwrap();
+        assert_eq!(taken, dir.join("dive-2.bin"));
+        let (taken, _) = create_new(&dive).unwrap();
+        assert_eq!(taken, dir.join("dive-3.bin"));
+        assert_eq!(std::fs::read(&dive).unwrap(), b"the dive");
+        // A FIFO nobody reads: opening it for writing would block for ever.
+        let fifo = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let rec = Recorder::create(&fifo, None).unwrap();
+        assert_eq!(rec.path, dir.join("pipe-2"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
