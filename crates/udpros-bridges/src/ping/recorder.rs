@@ -199,15 +199,18 @@ mod tests {
     fn frames_recorded_read_back_with_the_kind_they_show() {
         let dir = std::env::temp_dir().join(format!("udpros-rec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for (kind_frame, want) in [
+        for (i, (kind_frame, want)) in [
             (
                 encode_frame(2300, 2, 0, &[0; 30]),
                 Some(DeviceKind::Ping360),
             ),
             (encode_frame(1211, 1, 0, &[0; 8]), Some(DeviceKind::Ping1d)),
             (encode_frame(5, 1, 0, &[0; 6]), None),
-        ] {
-            let path = dir.join("log.bin");
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = dir.join(format!("log{i}.bin"));
             let rec = Recorder::create(&path, None).unwrap();
             let t0 = Instant::now();
             // Frames that do not tell the kind come first: they wait for the header.
