@@ -381,13 +381,13 @@ fn the_fibonacci_action_examples_compute_the_sequence() {
         profile.join("fibonacci_server"),
         profile.join("fibonacci_client"),
     );
-    if !server.exists() || !client.exists() {
-        let built = Command::new(env!("CARGO"))
-            .args(["build", "-p", "custom-messages", "--bins"])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(built, "cargo build -p custom-messages --bins");
-    }
+    // Built every time (nothing to do when they are current): binaries left from an
+    // older tree would test old code.
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "-p", "custom-messages", "--bins"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(built, "cargo build -p custom-messages --bins");
     let mut server = Command::new(server);
     server.arg("_step:=0.02");
     ros_env(&mut server, &uri);
@@ -408,6 +408,71 @@ fn the_fibonacci_action_examples_compute_the_sequence() {
         .wait_for(Duration::from_secs(10), |l| l
             == "order 6: [0, 1, 1, 2, 3, 5, 8]")
         .is_some());
+    drop(_server);
+
+    // Ctrl-C ends the server cleanly, idle or in the middle of a goal: exit status 0, no
+    // error printed, and the master no longer lists it.
+    for (i, mid_goal) in [false, true].into_iter().enumerate() {
+        let name = format!("fibonacci_server_{i}");
+        let mut server = Command::new(profile.join("fibonacci_server"));
+        server.args(["_step:=0.5", &format!("__name:={name}")]);
+        ros_env(&mut server, &uri);
+        let server = server
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let listed = |name: &str| {
+            let state = system_state(&uri);
+            state
+                .publishers
+                .iter()
+                .any(|(_, nodes)| nodes.iter().any(|n| n == &format!("/{name}")))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !listed(&name) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name} never registered"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _goal = mid_goal.then(|| {
+            let mut client = Command::new(profile.join("fibonacci_client"));
+            client.args(["_order:=40", "__name:=long_client"]);
+            client.env("ROS_NAMESPACE", "/");
+            ros_env(&mut client, &uri);
+            let (child, mut lines) = spawn_lines(client);
+            assert!(lines
+                .wait_for(Duration::from_secs(20), |l| l.starts_with("so far"))
+                .is_some());
+            child
+        });
+        let _ = Command::new("kill")
+            .args(["-INT", &server.id().to_string()])
+            .status();
+        let out = server.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "mid goal {mid_goal}: {stderr}");
+        assert!(!stderr.contains("Error"), "mid goal {mid_goal}: {stderr}");
+        assert!(!listed(&name), "{name} is still registered");
+    }
+}
+
+/// The master's graph, asked from a runtime of this test's own.
+fn system_state(uri: &str) -> udpros::api::SystemState {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let master = udpros::api::MasterClient::new(
+            uri,
+            "/examples_test",
+            udpros::xmlrpc::XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10)),
+        );
+        master.get_system_state().await.unwrap()
+    })
 }
 
 /// The README shows these programs: they must be the files, verbatim.

@@ -350,6 +350,24 @@ fn status_and_payload(received: &crate::transport::Received) -> Option<(core::Go
     Some((status, received.body.slice_ref(payload)))
 }
 
+/// A feedback message for a goal this client follows and that is not done: queued for
+/// its handle.
+fn take_feedback(shared: &Shared, received: &crate::transport::Received) {
+    let Some((st, payload)) = status_and_payload(received) else {
+        return;
+    };
+    shared
+        .last_headers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .feedback = Some(received.publisher.clone());
+    if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
+        if tracked.machine.state() != CommState::Done {
+            tracked.push_feedback(payload);
+        }
+    }
+}
+
 /// The client's task: status arrays, results and feedback in, goal states out.
 async fn follow(
     shared: Arc<Shared>,
@@ -392,6 +410,14 @@ async fn follow(
             }
             received = result_sub.recv() => {
                 let Some(received) = received else { break };
+                // Feedback and results come on two links, each read by its own task: the
+                // feedback a server published before this result may be read a moment
+                // after it. Its reader runs now, and what it has is taken first, so that
+                // a goal's last feedback is not dropped as coming after its result.
+                tokio::task::yield_now().await;
+                while let Some(feedback) = feedback_sub.try_recv() {
+                    take_feedback(&shared, &feedback);
+                }
                 let Some((st, payload)) = status_and_payload(&received) else { continue };
                 shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).result =
                     Some(received.publisher.clone());
@@ -405,14 +431,7 @@ async fn follow(
             }
             received = feedback_sub.recv() => {
                 let Some(received) = received else { break };
-                let Some((st, payload)) = status_and_payload(&received) else { continue };
-                shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).feedback =
-                    Some(received.publisher.clone());
-                if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
-                    if tracked.machine.state() != CommState::Done {
-                        tracked.push_feedback(payload);
-                    }
-                }
+                take_feedback(&shared, &received);
             }
             _ = check.tick() => {
                 let mut goals = shared.goals();

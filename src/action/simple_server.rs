@@ -165,9 +165,12 @@ impl<A: Action> SimpleActionServer<A> {
         self.state.goals().next.is_some()
     }
 
-    /// True when the current goal should stop: a newer goal came, or its client cancelled it.
+    /// True when the current goal should stop: a newer goal came, its client cancelled
+    /// it, or the server shut down with its node (the goal was ended for its client then:
+    /// what the code does with it next is refused with [`ActionError::Shutdown`]).
     pub fn is_preempt_requested(&self) -> bool {
-        self.state.goals().preempt_requested
+        let goals = self.state.goals();
+        goals.preempt_requested || goals.closed
     }
 
     /// Waits until [`is_preempt_requested`](Self::is_preempt_requested).
@@ -210,7 +213,9 @@ impl<A: Action> SimpleActionServer<A> {
         &self,
         f: impl FnOnce(&ServerGoalHandle<A>) -> Result<(), ActionError>,
     ) -> Result<(), ActionError> {
-        match &self.state.goals().current {
+        let goals = self.state.goals();
+        match &goals.current {
+            _ if goals.closed => Err(ActionError::Shutdown),
             Some(goal) => f(goal),
             None => Err(ActionError::NoGoal),
         }

@@ -190,6 +190,11 @@ impl RawSubscriber {
         self.sink.pop().await
     }
 
+    /// The next message if one is waiting, without waiting.
+    pub fn try_recv(&mut self) -> Option<Received> {
+        self.sink.try_pop()
+    }
+
     /// The resolved topic name.
     pub fn topic(&self) -> &str {
         &self.subscription.config.topic

@@ -105,20 +105,27 @@ impl<T> DropOldest<T> {
         self.ready.notify_one();
     }
 
+    /// The oldest item, if there is one, without waiting.
+    pub(crate) fn try_pop(&self) -> Option<T> {
+        let item = {
+            let mut q = self.lock();
+            let item = q.items.pop_front();
+            if let Some(item) = &item {
+                q.bytes = q.bytes.saturating_sub((self.weigh)(item));
+            }
+            item
+        };
+        if item.is_some() {
+            self.room.notify_waiters();
+        }
+        item
+    }
+
     /// Waits for one item; `None` once closed and empty.
     pub(crate) async fn pop(&self) -> Option<T> {
         loop {
             let notified = self.ready.notified();
-            let item = {
-                let mut q = self.lock();
-                let item = q.items.pop_front();
-                if let Some(item) = &item {
-                    q.bytes = q.bytes.saturating_sub((self.weigh)(item));
-                }
-                item
-            };
-            if let Some(item) = item {
-                self.room.notify_waiters();
+            if let Some(item) = self.try_pop() {
                 return Some(item);
             }
             if self.is_closed() {

@@ -19,6 +19,15 @@ import sys
 import threading
 import time
 
+_SAY = threading.Lock()
+
+
+def say(line):
+    """One whole line: feedback callbacks print from rospy's threads, beside the main one."""
+    with _SAY:
+        sys.stdout.write(line + '\n')
+        sys.stdout.flush()
+
 import actionlib
 import rospy
 from actionlib.msg import TestAction, TestFeedback, TestGoal, TestResult
@@ -37,7 +46,7 @@ def serve(ns):
         if goal.goal == 999:
             server.publish_feedback(TestFeedback(feedback=1))
             time.sleep(0.3)
-            print('DYING', flush=True)
+            say('DYING')
             os._exit(3)
         reached = 0
         while reached < goal.goal:
@@ -51,27 +60,27 @@ def serve(ns):
 
     server = actionlib.SimpleActionServer(ns, TestAction, execute_cb=execute, auto_start=False)
     server.start()
-    print('READY', flush=True)
+    say('READY')
     rospy.spin()
 
 
 def result_line(client):
     result = client.get_result()
     value = result.result if result is not None else 'none'
-    print('RESULT %s %s' % (NAMES.get(client.get_state(), '?'), value), flush=True)
+    say('RESULT %s %s' % (NAMES.get(client.get_state(), '?'), value))
 
 
 def drive(ns):
     a = actionlib.SimpleActionClient(ns, TestAction)
     b = actionlib.SimpleActionClient(ns, TestAction)
     if not (a.wait_for_server(rospy.Duration(20)) and b.wait_for_server(rospy.Duration(20))):
-        print('NO SERVER', flush=True)
+        say('NO SERVER')
         return
-    print('CONNECTED', flush=True)
+    say('CONNECTED')
     fed = threading.Event()
 
     def feedback(f):
-        print('FEEDBACK %d' % f.feedback, flush=True)
+        say('FEEDBACK %d' % f.feedback)
         fed.set()
 
     a.send_goal(TestGoal(goal=3), feedback_cb=feedback)
@@ -94,18 +103,18 @@ def drive(ns):
     result_line(a)
     b.wait_for_result(rospy.Duration(20))
     result_line(b)
-    print('DONE', flush=True)
+    say('DONE')
 
 
 def long_goal(ns):
     client = actionlib.SimpleActionClient(ns, TestAction)
     if not client.wait_for_server(rospy.Duration(20)):
-        print('NO SERVER', flush=True)
+        say('NO SERVER')
         return
     fed = threading.Event()
     client.send_goal(TestGoal(goal=100000), feedback_cb=lambda f: fed.set())
     fed.wait(20)
-    print('ACTIVE', flush=True)
+    say('ACTIVE')
     client.wait_for_result(rospy.Duration(30))
     result_line(client)
 

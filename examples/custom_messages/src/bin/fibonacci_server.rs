@@ -9,8 +9,8 @@
 include!(concat!(env!("OUT_DIR"), "/msgs.rs"));
 
 use std::time::Duration;
-use tutorial_msgs::{FibonacciAction, FibonacciFeedback, FibonacciResult};
-use udpros::action::{ActionServerOptions, SimpleActionServer};
+use tutorial_msgs::{FibonacciAction, FibonacciFeedback, FibonacciGoal, FibonacciResult};
+use udpros::action::{ActionError, ActionServerOptions, SimpleActionServer};
 use udpros::node::Node;
 
 #[tokio::main(flavor = "current_thread")]
@@ -25,40 +25,59 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ActionServerOptions::default(),
     )
     .await?;
+    let served = serve(&server, step).await;
+    // Ctrl-C (or `rosnode kill`) ends the server's goals: that is the way out, not an
+    // error. The node unregisters either way.
+    node.shutdown().await;
+    match served {
+        Err(ActionError::Shutdown) => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// Takes goals until the node shuts down.
+async fn serve(
+    server: &SimpleActionServer<FibonacciAction>,
+    step: Duration,
+) -> Result<(), ActionError> {
     loop {
-        let goal = tokio::select! {
-            goal = server.accept_new_goal() => goal?,
-            _ = node.shutdown_requested() => break,
-        };
+        let goal = server.accept_new_goal().await?;
         if goal.order < 1 || goal.order > 46 {
             // Past 46 the numbers overflow an int32.
             let text = format!("order {} is not within 1..=46", goal.order);
             server.set_aborted(&FibonacciResult::default(), &text)?;
             continue;
         }
-        let mut sequence = vec![0, 1];
-        let preempted = loop {
-            if sequence.len() > goal.order as usize {
-                break false;
-            }
-            tokio::select! {
-                _ = server.preempt_requested() => break true,
-                _ = tokio::time::sleep(step) => {}
-            }
-            let next = sequence[sequence.len() - 1] + sequence[sequence.len() - 2];
-            sequence.push(next);
-            server.publish_feedback(&FibonacciFeedback {
-                sequence: sequence.clone(),
-            })?;
-        };
-        let result = FibonacciResult { sequence };
-        if preempted {
-            server.set_preempted(&result, "preempted")?;
-        } else {
-            println!("order {}: {:?}", goal.order, result.sequence);
-            server.set_succeeded(&result, "")?;
-        }
+        compute(server, &goal, step).await?;
     }
-    node.shutdown().await;
-    Ok(())
+}
+
+/// One goal: a number per step, the sequence so far as feedback, until done or preempted.
+async fn compute(
+    server: &SimpleActionServer<FibonacciAction>,
+    goal: &FibonacciGoal,
+    step: Duration,
+) -> Result<(), ActionError> {
+    let mut sequence = vec![0, 1];
+    let preempted = loop {
+        if sequence.len() > goal.order as usize {
+            break false;
+        }
+        tokio::select! {
+            _ = server.preempt_requested() => break true,
+            _ = tokio::time::sleep(step) => {}
+        }
+        let next = sequence[sequence.len() - 1] + sequence[sequence.len() - 2];
+        sequence.push(next);
+        server.publish_feedback(&FibonacciFeedback {
+            sequence: sequence.clone(),
+        })?;
+    };
+    let result = FibonacciResult { sequence };
+    if preempted {
+        server.set_preempted(&result, "preempted")
+    } else {
+        println!("order {}: {:?}", goal.order, result.sequence);
+        server.set_succeeded(&result, "")
+    }
 }
