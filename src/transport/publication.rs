@@ -237,6 +237,10 @@ impl std::fmt::Debug for Publication {
     }
 }
 
+/// The receive buffer of a UDPROS link's socket (the kernel doubles it and counts each
+/// datagram's overhead): room for a few dozen reports.
+pub(crate) const REPORT_BUFFER_BYTES: usize = 8 << 10;
+
 impl Publication {
     pub(crate) fn new(
         info: TopicIdentity,
@@ -472,6 +476,10 @@ impl Publication {
             Fragmenter::new(terms.connection_id, data_datagram).map_err(UdpLinkError::Datagram)?;
         let peer = socket.peer_addr()?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
+        // All this socket receives are the subscriber's loss reports, of which only the
+        // newest counts: a small buffer bounds what a flood of forged ones (from the
+        // subscriber's address, all a connected socket takes) can queue.
+        let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(REPORT_BUFFER_BYTES);
         let socket = SendSocket::new(socket)?;
         let counters = Arc::new(FecSendCounters::default());
         let sender = LinkSender::udp(

@@ -235,17 +235,20 @@ impl UdpLinkSender {
     }
 
     /// Reads the subscriber's loss reports from the link's socket when the link wants them
-    /// (adaptive FEC links, every few tens of milliseconds): a non-blocking read or a few
-    /// before a message is laid out, so that the link needs no reader of its own. A
-    /// connected socket only takes datagrams from the subscriber's port; at most a few are
-    /// read each time, and the kernel's buffer bounds the rest. An error the read finds
-    /// (the subscriber's port unreachable) is the link's, as on a send.
+    /// (adaptive FEC links, every few tens of milliseconds): non-blocking reads before a
+    /// message is laid out, so that the link needs no reader of its own. A connected
+    /// socket only takes datagrams from the subscriber's port, into a small buffer
+    /// ([`REPORT_BUFFER_BYTES`](super::publication::REPORT_BUFFER_BYTES)); what is queued
+    /// is read down to the newest, so that forged reports never stand in front of the
+    /// real ones for long. An error the read finds (the subscriber's port unreachable) is
+    /// the link's, as on a send.
     fn read_reports(&mut self, now: Instant) -> io::Result<()> {
         if !self.link.wants_reports(now) {
             return Ok(());
         }
         let mut buf = [0u8; 64];
-        for _ in 0..8 {
+        // More than the buffer holds; a flood still arriving waits for the next look.
+        for _ in 0..256 {
             match self.socket.socket().recv(&mut buf) {
                 Ok(n) => {
                     self.link.handle_report(&buf[..n]);
