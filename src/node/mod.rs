@@ -11,6 +11,7 @@
 pub mod args;
 mod handles;
 mod lifecycle;
+pub mod master_wait;
 pub mod params;
 pub(crate) mod registry;
 pub(crate) mod services;
@@ -20,6 +21,7 @@ mod topics;
 
 pub use crate::wire::udpros::fec::{FecPolicy, RepairRatio};
 pub use handles::{Publisher, RawPublisher, RawSubscriber, Subscriber};
+pub use master_wait::MasterWait;
 pub use start::NodeOptions;
 pub use topics::{
     AdvertiseOptions, SubscribeOptions, DEFAULT_MAX_LINKS, DEFAULT_MAX_LINKS_PER_HOST,

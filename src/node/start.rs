@@ -4,9 +4,11 @@
 
 use super::args::{NodeArgs, NodeIdentity};
 use super::lifecycle::{shut_down_on_signal, watch_master};
+use super::master_wait::{MasterWait, MasterWaiting, Next, Say, MASTER_WAIT_VAR};
 use super::params::ParamCache;
 use super::slave::Backend;
 use super::{lock, AdvertiseOptions, Node, NodeError, NodeInner, SubscribeOptions};
+use crate::api::ApiError;
 use crate::api::{MasterClient, SlaveBackend, SlaveHandler};
 use crate::time::{Clock, SimTimeSource};
 use crate::transport::tcp_server::TcpRosServer;
@@ -14,7 +16,7 @@ use crate::xmlrpc::{XmlRpcClient, XmlRpcServer};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// What a node offers besides what the program asks for.
@@ -33,6 +35,11 @@ pub struct NodeOptions {
     /// Publish the node's log on `/rosout`, as every roscpp and rospy node does. On by
     /// default; off for the node that aggregates `/rosout` (roscpp's `NoRosout`).
     pub rosout: bool,
+    /// How long the node waits at start for a master that does not answer yet, saying so
+    /// every few seconds: for ever by default, as roscpp and rospy do (a node started
+    /// before its master, by systemd or a launch, comes up when the master does). The
+    /// environment's `UDPROS_MASTER_WAIT` (seconds, or `forever`) overrides it.
+    pub master_wait: MasterWait,
 }
 
 impl Default for NodeOptions {
@@ -41,8 +48,53 @@ impl Default for NodeOptions {
             logger_services: true,
             handle_signals: true,
             rosout: true,
+            master_wait: MasterWait::Forever,
         }
     }
+}
+
+/// Asks the master for its pid until it answers, as [`MasterWaiting`] says; the last
+/// failure if the wait's limit passed. A master that answers with an error is there: what
+/// is wrong with it is for the calls that follow to say.
+async fn wait_for_master(master: &MasterClient, limit: MasterWait) -> Result<(), ApiError> {
+    use crate::xmlrpc::CallError;
+    let mut waiting = MasterWaiting::new(limit);
+    loop {
+        let error = match master.get_pid().await {
+            Err(
+                e @ ApiError::Call(
+                    CallError::Transport(_) | CallError::Timeout | CallError::OutOfDescriptors,
+                ),
+            ) => e,
+            _ => break,
+        };
+        match waiting.failed(Instant::now()) {
+            Next::GiveUp => return Err(error),
+            Next::Retry { at, say } => {
+                let uri = master.uri();
+                match say {
+                    Some(Say::Waiting) => tracing::warn!(
+                        "no master answers at {uri} ({error}): waiting for it ({MASTER_WAIT_VAR} sets a limit)"
+                    ),
+                    Some(Say::Still(waited)) => tracing::warn!(
+                        "still waiting for the master at {uri} ({} s)",
+                        waited.as_secs()
+                    ),
+                    None => {}
+                }
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
+    }
+    let waited = waiting.waited(Instant::now());
+    if !waited.is_zero() {
+        tracing::warn!(
+            "the master at {} answered after {:.1} s: starting",
+            master.uri(),
+            waited.as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 impl Node {
@@ -69,6 +121,8 @@ impl Node {
 
     /// A node with an identity built by the caller and options of its own.
     pub async fn with_options(id: NodeIdentity, options: NodeOptions) -> Result<Node, NodeError> {
+        let master_wait = MasterWait::from_env_or(options.master_wait)
+            .map_err(|e| NodeError::Args(super::args::ArgError(e)))?;
         let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
         let master = MasterClient::new(&id.master_uri, &id.name, client.clone());
         let inner = Arc::new(NodeInner {
@@ -112,6 +166,9 @@ impl Node {
         *lock(&inner.slave) = Some(server);
         let node = Node { inner };
         let unreachable = |e| NodeError::Master(node.inner.id.master_uri.clone(), e);
+        wait_for_master(&node.inner.master, master_wait)
+            .await
+            .map_err(unreachable)?;
         for (key, value) in node.inner.id.params.clone() {
             node.inner
                 .master

@@ -109,7 +109,9 @@ async fn say_parameters_from_the_server(node: &Node, args: &[String]) {
         0 => String::new(),
         n => format!(" and {n} more"),
     };
-    tracing::info!(
+    // A warning, so that it shows by default: a parameter left behind changes what the
+    // node does.
+    tracing::warn!(
         "from the parameter server, not this command line: {}{more} (set by a launch file or an earlier run; `rosparam delete` clears one)",
         said.join(", ")
     );

@@ -73,6 +73,9 @@ async fn anonymous_node(
     let options = udpros::node::NodeOptions {
         logger_services,
         handle_signals,
+        // A command fails at once with no master, as rostopic does (a script that wants
+        // to wait sets UDPROS_MASTER_WAIT); nodes and the view wait for it.
+        master_wait: udpros::node::MasterWait::Limit(std::time::Duration::ZERO),
         ..udpros::node::NodeOptions::default()
     };
     let node = Node::with_options(id, options)
