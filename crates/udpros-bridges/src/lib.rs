@@ -70,6 +70,43 @@ pub async fn node_main<C>(
     }
 }
 
+/// Refuses the node's private parameters that `known` does not name (the first part of a
+/// nested name counts), in one line that names them, `whose` parameters they are not,
+/// and the ones there are: a misspelt `_rnage:=30` would otherwise be ignored without a
+/// word.
+pub async fn refuse_unknown_parameters(
+    node: &Node,
+    known: &[&str],
+    whose: &str,
+) -> Result<(), String> {
+    let names = node
+        .master()
+        .get_param_names()
+        .await
+        .map_err(|e| format!("cannot list parameters: {e}"))?;
+    let prefix = format!("{}/", node.name());
+    let mut unknown: Vec<&str> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix(&prefix))
+        .filter(|rest| {
+            let first = rest.split('/').next().unwrap_or_default();
+            !known.contains(&first)
+        })
+        .collect();
+    unknown.sort_unstable();
+    match unknown.as_slice() {
+        [] => Ok(()),
+        names => Err(format!(
+            "~{} not a parameter of {whose}; it has: {}",
+            match names {
+                [one] => format!("{one} is"),
+                many => format!("{} are", many.join(", ~")),
+            },
+            known.join(", ")
+        )),
+    }
+}
+
 /// Parameters named at most in the start-up line of [`say_parameters_from_the_server`].
 const PARAMETERS_NAMED: usize = 12;
 

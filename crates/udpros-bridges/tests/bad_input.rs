@@ -105,6 +105,23 @@ async fn bad_parameters_are_one_line_and_exit_1() {
             vec!["_sim/drift_ppm:=.inf"],
             "~sim/drift_ppm",
         ),
+        // A misspelt parameter is refused by name, not ignored.
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_rnage:=30"],
+            "~rnage is not a parameter of ping_sonar",
+        ),
+        // A Ping360's gain is 0-2 (or low, normal, high): 5 is refused, not clamped.
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_device:=sim:ping360", "_gain:=5"],
+            "~gain 5 is out of range: expected a Ping360's",
+        ),
+        (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_device:=sim:ping1d", "_gain:=high"],
+            "names a Ping360's gain",
+        ),
     ];
     tokio::task::spawn_blocking(move || common::assert_each_fails_in_one_line(&uri, cases))
         .await
@@ -315,6 +332,37 @@ async fn every_parameter_of_the_wrong_type_is_one_line_saying_what_it_must_be() 
                     "{line}"
                 );
             }
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// A Ping360's gain by the name its dynamic_reconfigure choice has, and a device given as a
+/// bare path, are taken at start (the node runs until stopped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gain_by_name_and_a_bare_device_path_are_taken() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    tokio::task::spawn_blocking(move || {
+        for (i, args) in [
+            vec!["_device:=sim:ping360", "_gain:=high"],
+            vec!["_device:=/dev/udpros-no-such-tty"],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut args: Vec<String> = args.into_iter().map(String::from).collect();
+            args.push(format!("__name:=taken_{i}"));
+            let (out, took) = common::run_briefly(env!("CARGO_BIN_EXE_ping_sonar"), &uri, &args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(took >= Duration::from_secs(4), "{args:?} ended: {err}");
+            assert!(
+                !err.contains("gain") && !err.contains("is not"),
+                "{args:?}: {err}"
+            );
         }
     })
     .await

@@ -130,9 +130,11 @@ async fn probe_type(node: &Node, service: &str) -> Result<String, String> {
     let client = node.service_client_raw(service, "*", ClientOptions::default());
     let header = client.probe().await.map_err(|e| match e {
         ServiceError::NotFound(s) => format!("unknown service [{s}]"),
+        // A server's error= header may be megabytes long too.
         other => format!(
-            "unable to communicate with service [{}]: {other}",
-            client.service()
+            "unable to communicate with service [{}]: {}",
+            client.service(),
+            shortened(&other.to_string())
         ),
     })?;
     header
@@ -249,7 +251,7 @@ async fn call(node: &Node, args: CallArgs) -> CliResult {
             client.service(),
             shortened(&text)
         ),
-        other => other.to_string(),
+        other => shortened(&other.to_string()),
     })?;
     let value = srv
         .response

@@ -14,13 +14,16 @@ use std::time::Duration;
 struct Demo {
     _child: common::Child,
     address: String,
+    /// Its master.
+    master: String,
 }
 
 fn start_demo() -> Demo {
     let port = common::free_port();
+    let master = format!("http://127.0.0.1:{port}/");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
     cmd.args(["demo", "--plain", "--view-port", "0", "--duration", "120"]);
-    common::ros_env(&mut cmd, &format!("http://127.0.0.1:{port}/"));
+    common::ros_env(&mut cmd, &master);
     cmd.stdout(Stdio::piped());
     let (child, mut lines) = common::spawn_lines(cmd);
     let line = lines
@@ -34,6 +37,7 @@ fn start_demo() -> Demo {
     Demo {
         _child: child,
         address,
+        master,
     }
 }
 
@@ -118,4 +122,39 @@ fn the_console_page_is_live_in_headless_chromium() {
         png.len()
     );
     println!("screenshot: {}", screenshot.display());
+}
+
+/// The console draws the ROS1 ping360_sonar driver's drop-in (`ping360_node`, SonarEcho)
+/// and the Ping1D's sensor_msgs/Range once they are picked (the checks are in
+/// `console_sources.test.js`).
+#[test]
+fn the_console_draws_the_ping360_drop_in_and_a_range_picked_by_hand() {
+    let (Some(dir), Some(chromium)) = (node_test(), chromium()) else {
+        common::skip_or_fail("node with the Node test's packages, or chromium");
+        return;
+    };
+    let demo = start_demo();
+    // The drop-in, emulated, on the demo's master, in a runtime of its own.
+    let master = demo.master.clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _drop_in = runtime.spawn(async move {
+        use udpros_bridges::ping::ping360_sonar::{run, Profile};
+        use udpros_bridges::ping::{link::LinkSpec, DeviceKind};
+        let node = udpros::node::Node::new(
+            "ping360_node",
+            [format!("__master:={master}"), "__ip:=127.0.0.1".into()],
+        )
+        .await
+        .unwrap();
+        let mut profile = Profile::new(LinkSpec::Sim(DeviceKind::Ping360));
+        profile.debug = false;
+        let _ = run(node, profile).await;
+    });
+    run_node_test(
+        &dir,
+        "console_sources.test.js",
+        &demo,
+        &[("UDPROS_CHROMIUM", &chromium)],
+        1,
+    );
 }

@@ -215,9 +215,10 @@ pub enum SubscriberDecision {
 /// Why a subscriber gives up on a publisher's reply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GiveUpReason {
-    /// The subscription allows only UDP and the publisher has no UDPROS (roscpp without
-    /// it, rospy): it answered nothing, or status 0.
-    NoUdpros,
+    /// The subscription allows only UDP and the publisher gave it no UDPROS link: it
+    /// answered nothing, or status 0 with what it said (rospy has no UDPROS; a udpros
+    /// publisher at its cap of links says so).
+    NoUdpros(Option<String>),
     /// The publisher chose nothing that was offered.
     NoCommonTransport,
     /// The publisher refused the request.
@@ -231,8 +232,12 @@ pub enum GiveUpReason {
 impl fmt::Display for GiveUpReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            GiveUpReason::NoUdpros => f.write_str(
+            GiveUpReason::NoUdpros(None) => f.write_str(
                 "the publisher does not support UDPROS, and this subscription allows only UDP",
+            ),
+            GiveUpReason::NoUdpros(Some(said)) => write!(
+                f,
+                "the publisher gave no UDPROS link ({said}), and this subscription allows only UDP"
             ),
             GiveUpReason::NoCommonTransport => f.write_str("no common transport"),
             GiveUpReason::Refused(why) => write!(f, "publisher refused: {why}"),
@@ -258,8 +263,12 @@ impl SubscriberOffer {
     pub fn decide(&self, reply: TopicReply, limits: &HeaderLimits) -> SubscriberDecision {
         let chosen = match reply {
             TopicReply::Chosen(items) if !items.is_empty() => items,
-            TopicReply::Chosen(_) | TopicReply::Refused { code: 0, .. } if self.udp_only => {
-                return SubscriberDecision::GiveUp(GiveUpReason::NoUdpros)
+            TopicReply::Chosen(_) if self.udp_only => {
+                return SubscriberDecision::GiveUp(GiveUpReason::NoUdpros(None))
+            }
+            TopicReply::Refused { code: 0, message } if self.udp_only => {
+                let said = Some(message).filter(|m| !m.trim().is_empty());
+                return SubscriberDecision::GiveUp(GiveUpReason::NoUdpros(said));
             }
             TopicReply::Chosen(_) => {
                 return SubscriberDecision::GiveUp(GiveUpReason::NoCommonTransport)
@@ -510,13 +519,16 @@ mod tests {
         assert_eq!(gave_up(tcp_only, chosen(&udp)), GiveUpReason::UdpNotOffered);
         assert_eq!(
             gave_up(udp_only, TopicReply::Chosen(vec![])),
-            GiveUpReason::NoUdpros
+            GiveUpReason::NoUdpros(None)
         );
         let status_0 = TopicReply::Refused {
             code: 0,
             message: "no supported protocol implementations".into(),
         };
-        assert_eq!(gave_up(udp_only, status_0.clone()), GiveUpReason::NoUdpros);
+        assert_eq!(
+            gave_up(udp_only, status_0.clone()).to_string(),
+            "the publisher gave no UDPROS link (no supported protocol implementations), and this subscription allows only UDP"
+        );
         assert_eq!(
             gave_up(both, status_0).to_string(),
             "publisher refused: no supported protocol implementations"

@@ -214,6 +214,8 @@ struct State {
     next_channel: ChannelId,
     /// Bytes of definitions the advertised channels carry: what a new client is sent.
     schema_bytes: usize,
+    /// Topics that have a publisher now (the console prefers them).
+    published: BTreeSet<String>,
     /// Topics not advertised and why, each said to the clients once.
     left_out: HashMap<String, String>,
     definitions: HashMap<String, Definition>,
@@ -363,6 +365,17 @@ impl Hub {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    /// The advertised topics that have a publisher now, sorted.
+    pub(crate) fn published_topics(&self) -> Vec<String> {
+        let state = self.state();
+        state
+            .published
+            .iter()
+            .filter(|topic| state.by_topic.contains_key(*topic))
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn forwarded_topics(&self) -> Vec<String> {
@@ -837,7 +850,17 @@ impl Hub {
                 Err(e) => tracing::debug!("the view cannot read the graph: {e}"),
             }
             match self.node.master().get_system_state().await {
-                Ok(graph) => self.update_services(graph.services).await,
+                Ok(graph) => {
+                    let published: BTreeSet<String> = graph
+                        .publishers
+                        .into_iter()
+                        .filter(|(_, nodes)| !nodes.is_empty())
+                        .map(|(topic, _)| topic)
+                        .take(MAX_CHANNELS)
+                        .collect();
+                    self.state().published = published;
+                    self.update_services(graph.services).await
+                }
                 Err(e) => tracing::debug!("the view cannot read the graph: {e}"),
             }
             self.push_parameter_updates().await;

@@ -174,7 +174,8 @@ fn typed(content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
     response
 }
 
-/// The view's counters as JSON: clients, and each forwarded topic's UDPROS links.
+/// The view's counters as JSON: clients, each forwarded topic's UDPROS links, and the
+/// advertised topics that have a publisher now.
 fn stats(hub: &Hub) -> String {
     let topics: Vec<serde_json::Value> = hub
         .link_summaries()
@@ -193,6 +194,7 @@ fn stats(hub: &Hub) -> String {
         "clients": hub.clients(),
         "buffered_bytes": hub.buffered_bytes(),
         "topics": topics,
+        "published": hub.published_topics(),
     })
     .to_string()
 }

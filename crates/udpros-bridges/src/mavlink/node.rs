@@ -252,6 +252,8 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
     let mut session = Session::new(cfg.session.clone());
     let mut link_state = LinkState::default();
     let mut trouble = crate::Trouble::new(cfg.fcu_url.to_string());
+    // A UDP link is "up" with nobody at the other end: silence is the trouble to report.
+    let mut last_heard = std::time::Instant::now();
     let mut heartbeat = tokio::time::interval(Duration::from_secs(1));
     let mut ping = every(cfg.ping_rate);
     let mut timesync = every(cfg.timesync_rate);
@@ -274,6 +276,7 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
                     }
                     LinkEvent::Message { from, msg, at_ns } => {
                         trouble.recovered();
+                        last_heard = std::time::Instant::now();
                         match session.on_message(from, msg, at_ns) {
                             Some(Event::Send(out)) => { link.send(out); }
                             Some(Event::Timesync(sample)) => {
@@ -297,6 +300,9 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
             _ = tick(&mut timesync) => { link.send(session.timesync_request(monotonic_ns())); }
             _ = tick(&mut system_time) => { link.send(system_time_now()); }
             _ = report.tick() => {
+                if last_heard.elapsed() >= SILENCE_IS_TROUBLE {
+                    trouble.failed("no MAVLink message from the autopilot", std::time::Instant::now());
+                }
                 let now = monotonic_ns();
                 session.expire(now);
                 let r = session.report(now);
@@ -322,6 +328,10 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// How long the autopilot may say nothing before the bridge says so (it sends a
+/// heartbeat every second).
+const SILENCE_IS_TROUBLE: Duration = Duration::from_secs(5);
 
 /// A reconfiguration, applied in the loop: timers restart at their new rates, the timeout
 /// and the estimator published change at once, the window estimator starts afresh.

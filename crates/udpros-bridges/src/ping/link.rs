@@ -65,17 +65,37 @@ impl Replay {
     }
 }
 
+/// The Ping protocol's serial rate, for a device given as a bare path.
+pub const DEFAULT_BAUD: u32 = 115_200;
+
 impl FromStr for LinkSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<LinkSpec, String> {
         let bad = || {
             format!(
-                "device '{s}' is not serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d, sim:ping360, replay:FILE or discover"
+                "device '{s}' is not /dev/PATH[:BAUD], serial:PATH:BAUD, udp:HOST:PORT, sim:ping1d, sim:ping360, replay:FILE or discover"
             )
         };
         if s == "discover" {
             return Ok(LinkSpec::Discover);
+        }
+        // A bare device path, as Ping Viewer and the other drivers take it: the Ping
+        // protocol's 115200 baud unless trailing digits after a colon say otherwise (a
+        // by-id path keeps its own colons).
+        if s.starts_with('/') {
+            let (path, baud) = match s.rsplit_once(':') {
+                Some((path, baud))
+                    if !baud.is_empty() && baud.bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    (path, baud.parse().map_err(|_| bad())?)
+                }
+                _ => (s, DEFAULT_BAUD),
+            };
+            return Ok(LinkSpec::Serial {
+                path: path.to_string(),
+                baud,
+            });
         }
         let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
         match kind {
@@ -576,6 +596,19 @@ mod tests {
         assert_eq!(v6.to_string(), "udp:[fd00::2]:9090");
         assert!("tcp:x:1".parse::<LinkSpec>().is_err());
         assert!("udp:host:notaport".parse::<LinkSpec>().is_err());
+        let serial = |path: &str, baud| LinkSpec::Serial {
+            path: path.into(),
+            baud,
+        };
+        assert_eq!("/dev/ttyUSB0".parse(), Ok(serial("/dev/ttyUSB0", 115200)));
+        assert_eq!(
+            "/dev/ttyUSB0:9600".parse(),
+            Ok(serial("/dev/ttyUSB0", 9600))
+        );
+        assert_eq!(
+            "/dev/serial/by-id/usb-FTDI:port0".parse(),
+            Ok(serial("/dev/serial/by-id/usb-FTDI:port0", 115200))
+        );
         assert_eq!(
             LinkSpec::Udp {
                 host: "h".into(),

@@ -23,9 +23,39 @@ use udpros::reconfigure::{self as rc, Description};
 /// test checks that it names every `~` name this module reads or advertises.
 pub const HELP: &str = include_str!("help.txt");
 
+/// Every private parameter `ping_sonar` reads (dynamic_reconfigure's mirror of its
+/// settings has the same names): any other is refused at start.
+pub const PARAMETERS: &[&str] = &[
+    "device",
+    "device_type",
+    "dialect",
+    "fec",
+    "frame_id",
+    "speed_of_sound",
+    "range",
+    "gain",
+    "ping_interval",
+    "mode_auto",
+    "min_confidence",
+    "field_of_view",
+    "transmit_frequency",
+    "start_angle",
+    "stop_angle",
+    "num_steps",
+    "scan_threshold",
+    "use_auto_transmit",
+    "image_size",
+    "image_rate",
+    "record",
+    "replay_rate",
+    "replay_loop",
+];
+
 impl Config {
-    /// Reads `~` parameters, with defaults that work.
+    /// Reads `~` parameters, with defaults that work; a parameter the node does not have
+    /// (a typo) is refused by name.
     pub async fn from_node(node: &Node) -> Result<Config, String> {
+        crate::refuse_unknown_parameters(node, PARAMETERS, "ping_sonar").await?;
         let p = Params(node);
         let device: String = p.get("~device", "sim:ping1d".to_string()).await?;
         let device_type = p
@@ -73,6 +103,7 @@ impl Config {
             device_type = DeviceType::Ping360;
         }
         let record: String = p.get("~record", String::new()).await?;
+        let gain = read_gain(&p, device_type, &device).await?;
         Ok(Config {
             device,
             fec: p.fec().await?,
@@ -82,7 +113,7 @@ impl Config {
             // Sound in water is 1400-1600 m/s; anything else is a typo.
             speed_of_sound: p.within("~speed_of_sound", 1500.0, 1000.0, 2500.0).await?,
             range: p.within("~range", 10.0, 0.1, 100.0).await?,
-            gain: p.within("~gain", 1u32, 0, 6).await?,
+            gain: 1,
             ping_interval: p.within("~ping_interval", 100u32, 20, 10_000).await? as u16,
             mode_auto: p.get("~mode_auto", true).await?,
             min_confidence: p.within("~min_confidence", 0.0, 0.0, 1.0).await?,
@@ -105,8 +136,75 @@ impl Config {
             record: (!record.is_empty()).then(|| record.into()),
             sweep: super::SweepPattern::Natural,
             number_of_samples: None,
-        })
+        }
+        .with_gain(gain))
     }
+
+    fn with_gain(mut self, gain: u32) -> Config {
+        self.gain = gain;
+        self
+    }
+}
+
+/// `~gain`: a Ping1D's gain index (0-6), or a Ping360's setting, 0-2 or by the names its
+/// dynamic_reconfigure choices have (`low`, `normal`, `high`). A Ping360's gain past 2 is
+/// refused, never clamped.
+async fn read_gain(
+    p: &Params<'_>,
+    device_type: DeviceType,
+    device: &LinkSpec,
+) -> Result<u32, String> {
+    use udpros::xmlrpc::Value;
+    const NAMES: [&str; 3] = ["low", "normal", "high"];
+    let kind = match (device_type, device) {
+        (DeviceType::Ping360, _) => Some(DeviceKind::Ping360),
+        (DeviceType::Ping1d, _) => Some(DeviceKind::Ping1d),
+        (DeviceType::Auto, LinkSpec::Sim(kind)) => Some(*kind),
+        (DeviceType::Auto, LinkSpec::Discover) => Some(DeviceKind::Ping360),
+        (DeviceType::Auto, _) => None,
+    };
+    let ping360 = kind == Some(DeviceKind::Ping360);
+    let gain = match p.get("~gain", Value::Int(1)).await? {
+        Value::Int(n) => {
+            u32::try_from(n).map_err(|_| format!("~gain {n} is out of range: expected 0 to 6"))?
+        }
+        Value::String(name) => match NAMES.iter().position(|n| name.eq_ignore_ascii_case(n)) {
+            Some(i) if kind != Some(DeviceKind::Ping1d) => {
+                // The number on the parameter server, where dynamic_reconfigure reads its
+                // starting value (an int parameter).
+                let key = p.0.resolve_name("~gain");
+                if let Err(e) = p.0.set_param(&key, Value::Int(i as i32)).await {
+                    return Err(format!("cannot set {key}: {e}"));
+                }
+                i as u32
+            }
+            Some(_) => {
+                return Err(format!(
+                    "~gain '{name}' names a Ping360's gain; a Ping1D's is 0 to 6"
+                ))
+            }
+            None => {
+                let key = p.0.resolve_name("~gain");
+                return Err(format!(
+                    "{key} must be 0 to 6, or low, normal or high: it is the string '{name}'"
+                ));
+            }
+        },
+        _ => {
+            // The parameter reader's own words for a value of another type.
+            return p.get::<i64>("~gain", 1).await.map(|_| 1);
+        }
+    };
+    let most = if ping360 { 2 } else { 6 };
+    if gain > most {
+        let what = if ping360 {
+            "a Ping360's: 0 (low), 1 (normal) or 2 (high)"
+        } else {
+            "0 to 6"
+        };
+        return Err(format!("~gain {gain} is out of range: expected {what}"));
+    }
+    Ok(gain)
 }
 
 impl Config {

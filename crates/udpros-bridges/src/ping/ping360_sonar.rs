@@ -188,32 +188,12 @@ fn device(text: &str, baud: u32) -> Result<LinkSpec, String> {
 /// Stops the node when a private parameter is set that neither the driver nor udpros has:
 /// a typo, or the ROS2 driver's names, would otherwise be ignored without a word.
 async fn refuse_unknown(node: &Node) -> Result<(), String> {
-    let names = node
-        .master()
-        .get_param_names()
-        .await
-        .map_err(|e| format!("cannot list parameters: {e}"))?;
-    let prefix = format!("{}/", node.name());
-    let mut unknown: Vec<&str> = names
-        .iter()
-        .filter_map(|n| n.strip_prefix(&prefix))
-        .filter(|rest| {
-            let first = rest.split('/').next().unwrap_or_default();
-            !PARAMETERS.contains(&first)
-        })
-        .collect();
-    unknown.sort_unstable();
-    match unknown.as_slice() {
-        [] => Ok(()),
-        names => Err(format!(
-            "~{} not a parameter of ping360_sonar's ROS1 driver (1.4) or of udpros's; it has: {}",
-            match names {
-                [one] => format!("{one} is"),
-                many => format!("{} are", many.join(", ~")),
-            },
-            PARAMETERS.join(", ")
-        )),
-    }
+    crate::refuse_unknown_parameters(
+        node,
+        PARAMETERS,
+        "ping360_sonar's ROS1 driver (1.4) or of udpros's",
+    )
+    .await
 }
 
 /// Runs `ping360_node` until it is asked to shut down.

@@ -1,6 +1,7 @@
 //! `topic list`, `info`, `type` and `find`: questions to the master and, for `info`'s
 //! connections, to each node's slave API.
 
+use super::say_line;
 use super::TopicError;
 use udpros::node::Node;
 
@@ -15,7 +16,7 @@ pub(super) async fn list(node: &Node) -> Result<(), TopicError> {
     topics.sort();
     topics.dedup();
     for t in topics {
-        println!("{t}");
+        say!("{t}");
     }
     Ok(())
 }
@@ -29,7 +30,7 @@ pub(super) async fn info(node: &Node, topic: &str) -> Result<(), TopicError> {
         .find(|(t, _)| *t == topic)
         .map_or("<unknown>", |(_, ty)| ty.as_str());
     let state = master.get_system_state().await?;
-    println!("Type: {ty}\n");
+    say!("Type: {ty}\n");
     let client = udpros::xmlrpc::XmlRpcClient::default();
     for (title, table) in [
         ("Publishers", &state.publishers),
@@ -41,13 +42,13 @@ pub(super) async fn info(node: &Node, topic: &str) -> Result<(), TopicError> {
             .map(|(_, n)| n.clone())
             .unwrap_or_default();
         if nodes.is_empty() {
-            println!("{title}: None\n");
+            say!("{title}: None\n");
             continue;
         }
-        println!("{title}: ");
+        say!("{title}: ");
         for n in nodes {
             let uri = master.lookup_node(&n).await.unwrap_or_default();
-            println!(" * {n} ({uri})");
+            say!(" * {n} ({uri})");
             // Each connection of that node on this topic, with its transport.
             if let Ok(reply) = client
                 .call(&uri, "getBusInfo", vec![node.name().into()])
@@ -68,12 +69,12 @@ pub(super) async fn info(node: &Node, topic: &str) -> Result<(), TopicError> {
                         } else {
                             "from"
                         };
-                        println!("     {transport} {dir} {peer}");
+                        say!("     {transport} {dir} {peer}");
                     }
                 }
             }
         }
-        println!();
+        say!();
     }
     Ok(())
 }
@@ -85,7 +86,7 @@ pub(super) async fn topic_type(node: &Node, topic: &str) -> Result<(), TopicErro
         .iter()
         .find(|(t, _)| *t == topic)
         .ok_or_else(|| TopicError::UnknownTopic(topic.clone()))?;
-    println!("{ty}");
+    say!("{ty}");
     Ok(())
 }
 
@@ -98,7 +99,7 @@ pub(super) async fn find(node: &Node, msg_type: &str) -> Result<(), TopicError> 
         .collect();
     topics.sort();
     for t in topics {
-        println!("{t}");
+        say!("{t}");
     }
     Ok(())
 }

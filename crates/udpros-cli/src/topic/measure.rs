@@ -1,7 +1,9 @@
 //! `topic hz`, `bw` and `delay`: one subscription sampled each second, and the UDP loss
 //! report that `echo` shares.
 
+use super::{say_line, STDOUT_GONE};
 use super::{HzArgs, TopicError};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use udpros::node::{Node, SubscribeOptions};
 use udpros::transport::{Protocol, PublisherLinkStats};
@@ -37,7 +39,7 @@ async fn sample<S>(
         ..SubscribeOptions::default()
     };
     let mut sub = node.subscribe_raw(&args.topic, options).await?;
-    println!("subscribed to [{}]", node.resolve_name(&args.topic));
+    say!("subscribed to [{}]", node.resolve_name(&args.topic));
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
@@ -55,6 +57,9 @@ async fn sample<S>(
             },
             _ = tick.tick() => report(&mut state, &sub.links()),
             _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        if STDOUT_GONE.load(Ordering::Relaxed) {
+            return Ok(());
         }
     }
 }
@@ -93,7 +98,7 @@ pub(super) async fn bw(node: &Node, args: HzArgs) -> Result<(), TopicError> {
             } else {
                 ("MB", 1_000_000.0)
             };
-            println!(
+            say!(
                 "average: {:.2}{unit}/s\n\tmean: {:.2}{unit} min: {:.2}{unit} max: {:.2}{unit} window: {n}",
                 per_s / scale,
                 mean / scale,
@@ -136,11 +141,11 @@ pub(super) async fn delay(node: &Node, args: HzArgs) -> Result<(), TopicError> {
         },
         |(delays, headerless), _| {
             if *headerless && delays.is_empty() {
-                println!("msg does not have header");
+                say!("msg does not have header");
                 return;
             }
             if delays.is_empty() {
-                println!("no new messages");
+                say!("no new messages");
                 return;
             }
             let n = delays.len() as f64;
@@ -148,7 +153,7 @@ pub(super) async fn delay(node: &Node, args: HzArgs) -> Result<(), TopicError> {
             let std = (delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / n).sqrt();
             let min = delays.iter().cloned().fold(f64::INFINITY, f64::min);
             let max = delays.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            println!(
+            say!(
                 "average delay: {mean:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {std:.5}s window: {}",
                 delays.len()
             );
@@ -160,7 +165,7 @@ pub(super) async fn delay(node: &Node, args: HzArgs) -> Result<(), TopicError> {
 /// `rostopic hz`'s report, plus UDP loss from the reassemblers' counters.
 fn print_rate(stamps: &[Instant], links: &[PublisherLinkStats]) {
     if stamps.len() < 2 {
-        println!("no new messages");
+        say!("no new messages");
         return;
     }
     let deltas: Vec<f64> = stamps
@@ -171,13 +176,13 @@ fn print_rate(stamps: &[Instant], links: &[PublisherLinkStats]) {
     let std = (deltas.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / deltas.len() as f64).sqrt();
     let min = deltas.iter().cloned().fold(f64::INFINITY, f64::min);
     let max = deltas.iter().cloned().fold(0.0, f64::max);
-    println!(
+    say!(
         "average rate: {:.3}\n\tmin: {min:.3}s max: {max:.3}s std dev: {std:.5}s window: {}",
         1.0 / mean,
         stamps.len()
     );
     for line in udp_report(links) {
-        println!("\t{line}");
+        say!("\t{line}");
     }
 }
 

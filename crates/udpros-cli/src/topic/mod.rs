@@ -3,6 +3,30 @@
 //! master and the nodes), `measure` (`hz`, `bw`, `delay`: a subscription sampled each
 //! second).
 
+/// Set once stdout's reader has gone (`udpros topic hz /x | head`): the loop then ends
+/// and the node unregisters, where `println!` would panic and leave it registered.
+pub(super) static STDOUT_GONE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Writes a line on stdout; a write that fails marks stdout gone.
+pub(super) fn say_line(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out
+        .write_fmt(args)
+        .and_then(|_| out.write_all(b"\n"))
+        .and_then(|_| out.flush());
+    if written.is_err() {
+        STDOUT_GONE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `println!` that never panics (see [`say_line`]).
+macro_rules! say {
+    () => { say_line(format_args!("")) };
+    ($($arg:tt)*) => { say_line(format_args!($($arg)*)) };
+}
+
 mod echo;
 mod graph;
 mod measure;

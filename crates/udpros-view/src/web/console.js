@@ -1,14 +1,17 @@
 // The sonar console: one Foxglove WebSocket connection to the view that served this page,
 // the ROS1 messages decoded here from the schemas it advertises, and four panels drawn
-// from them. Panels find their topics by type, so a renamed or namespaced bridge still
-// shows. Everything the page knows is in `window.udprosView`, for tests and the curious.
+// from them. Each panel takes the types it can draw (udpros's own, ping360_sonar's
+// SonarEcho, sensor_msgs' Range, LaserScan and Image), picks a topic with a live
+// publisher by itself, and has a picker to choose another. Everything the page knows is
+// in `window.udprosView`, for tests and the curious.
 import { parseSchema, makeReader } from "./ros1msg.js";
 
 const SUBPROTOCOL = "foxglove.websocket.v1";
-const TYPES = {
-  echo: "udpros/Ping360Echo",
-  profile: "udpros/PingProfile",
-  latency: "udpros/MavlinkLatency",
+/** What each panel draws, best first: a panel picks the first type it finds. */
+const PANELS = {
+  sonar: ["udpros/Ping360Echo", "ping360_sonar/SonarEcho", "sensor_msgs/LaserScan", "sensor_msgs/Image"],
+  depth: ["udpros/PingProfile", "sensor_msgs/Range"],
+  link: ["udpros/MavlinkLatency"],
 };
 /** Seconds of history in the plots and the waterfall. */
 const HISTORY_S = 60;
@@ -26,6 +29,9 @@ const state = {
   depth: { profiles: 0, distance: null, confidence: null },
   link: { reports: 0, last: null },
   statuses: [],
+  published: new Set(), // topics with a publisher now, as the view last said
+  // Each panel's topic, and whether the operator chose it (then it is kept).
+  panels: { sonar: { topic: null, picked: false }, depth: { topic: null, picked: false }, link: { topic: null, picked: false } },
 };
 window.udprosView = state;
 
@@ -148,21 +154,53 @@ function unsubscribe(id) {
 }
 
 const subscribedTo = (channel) => [...state.subscriptions.values()].some((s) => s.channel.id === channel.id);
-const firstOfType = (type) =>
-  [...state.channels.values()].filter((c) => c.schemaName === type).sort((a, b) => a.topic.localeCompare(b.topic))[0];
 
-/** Subscribes each panel to the first topic of its type, once; and lists every topic. */
+/** The channels `panel` can draw: live ones first, then by how well it draws the type. */
+function candidates(panel) {
+  const types = PANELS[panel];
+  return [...state.channels.values()]
+    .filter((c) => types.includes(c.schemaName))
+    .sort(
+      (a, b) =>
+        state.published.has(b.topic) - state.published.has(a.topic) ||
+        types.indexOf(a.schemaName) - types.indexOf(b.schemaName) ||
+        a.topic.localeCompare(b.topic),
+    );
+}
+
+const DRAW = { sonar: onSonar, depth: onDepth, link: onLatency };
+
+/** Points `panel` at `channel`: the old topic's subscription ends, the new one starts. */
+function show(panel, channel) {
+  const p = state.panels[panel];
+  for (const [id, s] of state.subscriptions) if (s.panel === panel) unsubscribe(id);
+  p.topic = channel?.topic ?? null;
+  p.type = channel?.schemaName ?? null;
+  if (panel === "sonar") resetSonar();
+  if (!channel) return;
+  const id = subscribe(channel, (m) => DRAW[panel](m, channel.schemaName));
+  state.subscriptions.get(id).panel = panel;
+  if (panel === "sonar") state.sonar.topic = channel.topic;
+  if (panel === "depth") state.depth.topic = channel.topic;
+  if (panel === "link") state.link.topic = channel.topic;
+}
+
+/** Each panel keeps the topic it shows while it exists (and, unless the operator picked
+ * it, while it has a publisher); otherwise it takes its best candidate. */
 function chooseTopics() {
-  const echo = firstOfType(TYPES.echo);
-  if (echo && !subscribedTo(echo)) {
-    subscribe(echo, onEcho);
-    state.sonar.topic = echo.topic;
+  for (const panel of Object.keys(PANELS)) {
+    const p = state.panels[panel];
+    const list = candidates(panel);
+    const current = list.find((c) => c.topic === p.topic);
+    const stale = current && !p.picked && !state.published.has(current.topic) && state.published.has(list[0]?.topic);
+    if (!current || stale) show(panel, list[0]);
+    fillPicker(panel, list);
   }
   // The bridge's fan image holds the sweep so far: drawn first, the picture is whole at
   // once instead of after a turn of the head. Asked for until one came (its channel may be
   // advertised after the echoes').
   const image =
-    state.sonar.topic &&
+    state.panels.sonar.type === "udpros/Ping360Echo" &&
     [...state.channels.values()].find(
       (c) => c.topic === state.sonar.topic.replace(/echo$/, "image") && c.schemaName === "sensor_msgs/Image",
     );
@@ -172,17 +210,32 @@ function chooseTopics() {
       unsubscribe(id);
     });
   }
-  const profile = firstOfType(TYPES.profile);
-  if (profile && !subscribedTo(profile)) {
-    subscribe(profile, onProfile);
-    state.depth.topic = profile.topic;
-  }
-  const latency = firstOfType(TYPES.latency);
-  if (latency && !subscribedTo(latency)) {
-    subscribe(latency, onLatency);
-    state.link.topic = latency.topic;
-  }
   drawTopicTable();
+}
+
+/** The panel's picker: every topic it can draw, the one shown selected. */
+function fillPicker(panel, list) {
+  const select = $(`${panel}-topic`);
+  if (!select) return;
+  const want = list.map((c) => `${c.topic} ${c.schemaName} ${state.published.has(c.topic)}`).join("\n");
+  if (select.dataset.list !== want) {
+    select.dataset.list = want;
+    select.replaceChildren(
+      ...list.map((c) => {
+        const option = document.createElement("option");
+        option.value = c.topic;
+        option.textContent = `${c.topic} (${c.schemaName.split("/").pop()})${state.published.has(c.topic) ? "" : " · no publisher"}`;
+        return option;
+      }),
+    );
+    if (list.length === 0) select.replaceChildren(new Option("no topic of these types", ""));
+  }
+  select.value = state.panels[panel].topic ?? "";
+  select.onchange = () => {
+    const channel = list.find((c) => c.topic === select.value);
+    state.panels[panel].picked = true;
+    show(panel, channel);
+  };
 }
 
 function showConnection() {
@@ -217,20 +270,87 @@ function paintRay(gradians, intensities) {
   }
 }
 
-function onEcho(m) {
-  const s = state.sonar;
-  s.echoes++;
-  s.angle = m.angle_gradians % 400;
-  s.range = m.range;
-  s.gain = m.gain_setting;
-  s.minAngle = Math.min(s.minAngle, s.angle);
-  s.maxAngle = Math.max(s.maxAngle, s.angle);
-  paintRay(s.angle, m.intensities);
+/** A message of the sonar panel's topic, by its type. */
+function onSonar(m, type) {
+  switch (type) {
+    case "udpros/Ping360Echo":
+      return beam(m.angle_gradians, m.range, m.gain_setting, m.intensities);
+    case "ping360_sonar/SonarEcho":
+      // The ROS1 driver fills `angle` in gradians and `range` in whole metres.
+      return beam(Math.round(m.angle), m.range, m.gain, m.intensities);
+    case "sensor_msgs/LaserScan":
+      return onScan(m);
+    case "sensor_msgs/Image":
+      return seedSonar(m) || drawImage(m);
+  }
 }
 
-/** Draws the bridge's fan image (mono8, the sonar at its centre) into the picture. */
+/** One bearing's echo (device gradians, clockwise from the bow). */
+function beam(gradians, range, gain, intensities) {
+  const s = state.sonar;
+  s.echoes++;
+  s.angle = ((gradians % 400) + 400) % 400;
+  s.range = range;
+  s.gain = gain;
+  s.minAngle = Math.min(s.minAngle, s.angle);
+  s.maxAngle = Math.max(s.maxAngle, s.angle);
+  paintRay(s.angle, intensities);
+}
+
+/** A laser scan (REP 103: radians counter-clockwise from forward): each return a bright
+ * point on its bearing, the water before it dark. */
+function onScan(m) {
+  const s = state.sonar;
+  const cells = 128;
+  for (let i = 0; i < m.ranges.length; i++) {
+    const bearing = -(m.angle_min + i * m.angle_increment); // clockwise, radians
+    const gradians = ((((bearing * 200) / Math.PI) % 400) + 400) % 400;
+    const line = new Uint8Array(cells);
+    const r = m.ranges[i];
+    if (Number.isFinite(r) && r >= m.range_min && r <= m.range_max && m.range_max > 0) {
+      line[Math.min(cells - 1, Math.floor((r / m.range_max) * cells))] = 255;
+    }
+    paintRay(gradians, line);
+    s.angle = gradians;
+    s.minAngle = Math.min(s.minAngle, gradians);
+    s.maxAngle = Math.max(s.maxAngle, gradians);
+  }
+  s.echoes++;
+  s.range = m.range_max;
+}
+
+/** An image that is not a sonar fan: drawn whole, scaled into the picture. */
+function drawImage(image) {
+  const channels = { mono8: 1, mono16: 2, rgb8: 3, bgr8: 3, rgba8: 4, bgra8: 4 }[image.encoding];
+  if (!channels || image.width === 0 || image.height === 0) return false;
+  const scale = Math.max(image.width, image.height) / SONAR;
+  const big = image.is_bigendian;
+  for (let y = 0; y < SONAR; y++) {
+    for (let x = 0; x < SONAR; x++) {
+      const sx = Math.floor(x * scale);
+      const sy = Math.floor(y * scale);
+      if (sx >= image.width || sy >= image.height) continue;
+      const at = sy * image.step + sx * (image.encoding === "mono16" ? 2 : channels);
+      const d = image.data;
+      let rgb;
+      if (channels === 1) rgb = [d[at], d[at], d[at]];
+      else if (image.encoding === "mono16") {
+        const v = big ? d[at] : d[at + 1];
+        rgb = [v, v, v];
+      } else if (image.encoding.startsWith("bgr")) rgb = [d[at + 2], d[at + 1], d[at]];
+      else rgb = [d[at], d[at + 1], d[at + 2]];
+      fanPixels[y * SONAR + x] = (255 << 24) | (rgb[2] << 16) | (rgb[1] << 8) | rgb[0];
+    }
+  }
+  state.sonar.echoes++;
+  state.sonar.image = true;
+  return true;
+}
+
+/** Draws a sonar fan image (mono8, square, the sonar at its centre) into the picture;
+ * false for any other image. */
 function seedSonar(image) {
-  if (image.encoding !== "mono8" || image.width !== image.height) return;
+  if (image.encoding !== "mono8" || image.width !== image.height) return false;
   const size = image.width;
   for (let y = 0; y < SONAR; y++) {
     for (let x = 0; x < SONAR; x++) {
@@ -239,6 +359,13 @@ function seedSonar(image) {
     }
   }
   state.sonar.seeded = true;
+  return true;
+}
+
+/** A new sonar topic starts on a dark picture. */
+function resetSonar() {
+  fanPixels.fill(PALETTE[0]);
+  Object.assign(state.sonar, { angle: null, range: null, gain: null, seeded: false, image: false, minAngle: 400, maxAngle: -1 });
 }
 
 function drawSonar() {
@@ -287,7 +414,9 @@ function drawSonar() {
     bearingLine(ctx, s.angle, centre);
   }
   $("sonar-info").textContent =
-    s.angle === null
+    s.image || (s.seeded && s.angle === null)
+      ? `${s.topic} · image`
+      : s.angle === null
       ? "waiting for echoes"
       : `${s.topic} · head ${(s.angle * 0.9).toFixed(1)}° · range ${range.toFixed(1)} m · gain ${["low", "normal", "high"][s.gain] ?? s.gain}`;
 }
@@ -313,6 +442,33 @@ const waterfallPixels = new Uint32Array(waterfall.data.buffer);
 waterfallPixels.fill(PALETTE[0]);
 const depths = []; // [{ at, depth, confidence, window }]
 
+/** A message of the depth panel's topic, by its type. */
+function onDepth(m, type) {
+  if (type === "sensor_msgs/Range") return onRange(m);
+  return onProfile(m);
+}
+
+/** A range finder's reading: the depth, no profile (the column stays dark). */
+function onRange(m) {
+  const d = state.depth;
+  d.profiles++;
+  d.distance = Number.isFinite(m.range) ? m.range : null;
+  d.confidence = null;
+  d.window = m.max_range;
+  scrollWaterfall(() => PALETTE[0]);
+  if (d.distance !== null) depths.push({ at: performance.now(), depth: d.distance, confidence: null, window: d.window });
+  while (depths.length > WATERFALL.columns) depths.shift();
+}
+
+/** Moves the waterfall one column left and fills the right edge, row by row. */
+function scrollWaterfall(colour) {
+  const { columns, rows } = WATERFALL;
+  for (let y = 0; y < rows; y++) {
+    waterfallPixels.copyWithin(y * columns, y * columns + 1, (y + 1) * columns);
+    waterfallPixels[y * columns + columns - 1] = colour(y);
+  }
+}
+
 function onProfile(m) {
   const d = state.depth;
   d.profiles++;
@@ -320,18 +476,16 @@ function onProfile(m) {
   d.confidence = m.confidence;
   const window = m.scan_start + m.scan_length;
   d.window = window;
-  // Scroll one column left; the newest profile is the right edge, depth downwards over
-  // the profile's own window scaled to the display's.
-  const { columns, rows } = WATERFALL;
-  for (let y = 0; y < rows; y++) waterfallPixels.copyWithin(y * columns, y * columns + 1, (y + 1) * columns);
+  // The newest profile is the right edge, depth downwards over the profile's own window
+  // scaled to the display's.
   const data = m.profile_data;
-  for (let y = 0; y < rows; y++) {
-    const metres = (y / rows) * window;
+  scrollWaterfall((y) => {
+    const metres = (y / WATERFALL.rows) * window;
     const i = Math.floor(((metres - m.scan_start) / m.scan_length) * data.length);
-    waterfallPixels[y * columns + columns - 1] = i >= 0 && i < data.length ? PALETTE[data[i]] : PALETTE[0];
-  }
+    return i >= 0 && i < data.length ? PALETTE[data[i]] : PALETTE[0];
+  });
   depths.push({ at: performance.now(), depth: m.distance, confidence: m.confidence, window });
-  while (depths.length > columns) depths.shift();
+  while (depths.length > WATERFALL.columns) depths.shift();
 }
 
 function drawDepth() {
@@ -379,10 +533,7 @@ function drawLink() {
     const ms = (s) => (Number.isFinite(s) ? `${(s * 1e3).toFixed(2)} ms` : "–");
     $("rtt").textContent = `PING ${ms(m.ping_rtt)} · TIMESYNC ${ms(m.timesync_rtt)}`;
     $("loss").textContent = `loss ${(m.ping_loss * 100).toFixed(1)} % / ${(m.timesync_loss * 100).toFixed(1)} %`;
-    $("offset").textContent =
-      m.uncertainty_ns >= 0
-        ? `offset ${(m.offset_ns / 1e9).toFixed(6)} s ± ${(m.uncertainty_ns / 1e6).toFixed(3)} ms${m.converged ? "" : " (converging)"} · skew ${m.skew_ppm.toFixed(1)} ppm`
-        : "offset: converging";
+    $("offset").textContent = offsetText(m);
   }
   plot($("rtt-plot"), [
     { key: "ping", colour: "#1f77b4", label: "PING" },
@@ -400,6 +551,32 @@ function drawLink() {
     { key: "offset", colour: "#1b9e77", label: "offset change" },
     { key: "px4", colour: "#7570b3", label: "PX4 − ours" },
   ], "µs", change);
+}
+
+/** The autopilot's clock as a person reads it. The offset is this computer's ROS time
+ * minus the autopilot's: an autopilot without a calendar clock counts from its boot, so
+ * the offset is then about the date itself, and the number that helps is its uptime. */
+function offsetText(m) {
+  if (m.uncertainty_ns < 0) return "autopilot clock: not known yet (converging)";
+  const ours = m.header.stamp.sec + m.header.stamp.nsec / 1e9;
+  const theirs = ours - m.offset_ns / 1e9;
+  const within = `± ${(m.uncertainty_ns / 1e6).toFixed(3)} ms${m.converged ? "" : ", converging"}`;
+  const skew = `drift ${m.skew_ppm.toFixed(1)} ppm`;
+  if (theirs < 1e9) {
+    // Before 2001: time since boot, not a date.
+    return `autopilot clock: ${uptime(theirs)} since its boot (${within}) · ${skew}`;
+  }
+  const ahead = theirs - ours;
+  const ms = Math.abs(ahead * 1e3);
+  return `autopilot clock: ${ms.toFixed(3)} ms ${ahead >= 0 ? "ahead of" : "behind"} this computer (${within}) · ${skew}`;
+}
+
+/** `seconds` as 3 h 25 min 07 s (or the parts that are not zero in front). */
+function uptime(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  const [h, m, r] = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  const two = (n) => String(n).padStart(2, "0");
+  return h > 0 ? `${h} h ${two(m)} min ${two(r)} s` : m > 0 ? `${m} min ${two(r)} s` : `${r} s`;
 }
 
 /** A line plot of `series` over the last HISTORY_S seconds. */
@@ -422,7 +599,7 @@ function plot(canvas, series, unit, data = samples) {
     hi += 1;
   }
   const now = performance.now();
-  const left = 52;
+  const left = 80;
   // The span shown grows with the data, up to HISTORY_S: a fresh page's first reports
   // are a line, not a dot at the right edge.
   const span = Math.min(HISTORY_S * 1000, Math.max(10_000, now - data[0].at));
@@ -435,10 +612,13 @@ function plot(canvas, series, unit, data = samples) {
   ctx.moveTo(left, y(hi));
   ctx.lineTo(width, y(hi));
   ctx.stroke();
-  ctx.fillText(`${hi.toPrecision(4)}`, 2, y(hi) + 4);
-  ctx.fillText(`${lo.toPrecision(4)}`, 2, y(lo) + 4);
-  ctx.fillText(`${unit} · last ${Math.round(span / 1000)} s`, left, height - 4);
-  let legend = width - 8;
+  // Axes: the values at the top and bottom lines with their unit, time along the bottom
+  // (seconds before now).
+  ctx.fillText(`${hi.toPrecision(4)} ${unit}`, 2, y(hi) + 4);
+  ctx.fillText(`${lo.toPrecision(4)} ${unit}`, 2, y(lo) + 4);
+  ctx.fillText(`−${Math.round(span / 1000)} s`, left, height - 4);
+  ctx.fillText("now", width - 30, height - 18);
+  let legend = width - 40;
   for (const s of [...series].reverse()) {
     legend -= ctx.measureText(s.label).width + 18;
     ctx.fillStyle = s.colour;
@@ -524,6 +704,11 @@ async function pollLinks() {
     const response = await fetch("/stats.json", { cache: "no-store" });
     const stats = await response.json();
     state.links = new Map(stats.topics.map((t) => [t.topic, t]));
+    const published = new Set(stats.published ?? []);
+    const changed = published.size !== state.published.size || [...published].some((t) => !state.published.has(t));
+    state.published = published;
+    // A panel on a topic whose publisher left moves to one that has one.
+    if (changed) chooseTopics();
   } catch {
     // The next poll tries again; the table shows what it had.
   }
