@@ -368,3 +368,26 @@ async fn a_gain_by_name_and_a_bare_device_path_are_taken() {
     .await
     .unwrap();
 }
+
+/// An autopilot that never answers on a UDP link (which is "up" with nobody there) is
+/// said, as a dead Ping device is, in a warning naming the link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_autopilot_is_said() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    // Nobody listens on the discard port's address, so nobody answers.
+    let url = "udp://127.0.0.1:0@127.0.0.1:9";
+    let bridge = run_with_warnings(
+        env!("CARGO_BIN_EXE_mavlink_bridge"),
+        &format!("_fcu_url:={url}"),
+        master.uri(),
+    );
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let stderr = stderr_until_now(bridge);
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("no MAVLink message from the autopilot"))
+        .unwrap_or_else(|| panic!("silence not said: {stderr}"));
+    assert!(warning.contains(url), "{warning}");
+}

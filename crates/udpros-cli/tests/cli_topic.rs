@@ -325,3 +325,50 @@ async fn in_sim_time_pub_echo_offset_and_delay_use_ros_time() {
     ticking.abort();
     talking.abort();
 }
+
+/// `udpros topic hz /x | head -1`: when the reader of its output goes, hz ends cleanly (no
+/// panic on the broken pipe) and its node leaves the graph.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hz_into_a_closed_pipe_ends_and_unregisters() {
+    use std::io::{BufRead, BufReader};
+    let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let uri = master.uri().to_string();
+    let mut hz = udpros_cmd(&uri, &["topic", "hz", "/nothing_here"]);
+    hz.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = common::Child(hz.spawn().unwrap());
+    let mut first = String::new();
+    BufReader::new(child.0.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("subscribed to [/nothing_here]"), "{first}");
+    drop(child.0.stdout.take()); // as `head -1` does after its line
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "hz kept running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let graph = master_client(&uri).get_system_state().await.unwrap();
+    assert!(
+        graph.subscribers.iter().all(|(topic, _)| topic != "/nothing_here"),
+        "hz's node is still subscribed: {:?}",
+        graph.subscribers
+    );
+}
+
+fn master_client(uri: &str) -> udpros::api::MasterClient {
+    udpros::api::MasterClient::new(
+        uri,
+        "/cli_topic_test",
+        udpros::xmlrpc::XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10)),
+    )
+}
