@@ -73,8 +73,12 @@ async fn discover(wait: f64) -> CliResult {
     for (device, firmware) in found.iter().zip(firmwares) {
         let firmware =
             firmware.unwrap_or_else(|| "firmware unknown (no answer on UDP 12345)".into());
+        let says = device
+            .says
+            .map(|named| format!(" (its reply names {named})"))
+            .unwrap_or_default();
         println!(
-            "{}\t{}\t{}\t{firmware}",
+            "{}{says}\t{}\t{}\t{firmware}",
             device.address, device.mac, device.name
         );
     }

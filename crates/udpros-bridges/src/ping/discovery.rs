@@ -29,8 +29,12 @@ pub struct Found {
     pub organization: String,
     /// Its MAC address, as it writes it (`54-10-EC-79-7D-C5`).
     pub mac: String,
-    /// Its address: the one the reply names, else where the reply came from.
+    /// Its address: where the reply came from. A reply cannot send the node's traffic
+    /// elsewhere by naming another address.
     pub address: Ipv4Addr,
+    /// The address the reply names, when it names another than it came from (shown, never
+    /// used).
+    pub says: Option<Ipv4Addr>,
 }
 
 impl Found {
@@ -40,32 +44,48 @@ impl Found {
     }
 }
 
-/// A discovery reply, if it is a Ping360's (ping-viewer's test: the text says `PING360`).
+/// The longest name, organization or MAC kept from a reply.
+const MAX_FIELD: usize = 64;
+
+/// A discovery reply, if it is a Ping360's (ping-viewer's test: the text says `PING360`)
+/// from an address a device can have. Its text is kept printable (a reply's escape or
+/// bell bytes never reach a terminal).
 pub fn parse_reply(reply: &[u8], from: Ipv4Addr) -> Option<Found> {
+    if from.is_unspecified() || from.is_broadcast() || from.is_multicast() {
+        return None;
+    }
     let text = String::from_utf8_lossy(&reply[..reply.len().min(MAX_REPLY)]);
     if !text.contains("PING360") {
         return None;
     }
-    let mut lines = text.lines().map(str::trim);
-    let name = lines.next().unwrap_or_default().to_string();
-    let organization = lines.next().unwrap_or_default().to_string();
+    let mut lines = text.lines().map(printable);
+    let name = lines.next().unwrap_or_default();
+    let organization = lines.next().unwrap_or_default();
     let field = |key: &str| {
         text.lines().find_map(|l| {
             let (k, v) = l.split_once(":-")?;
-            k.trim()
-                .eq_ignore_ascii_case(key)
-                .then(|| v.trim().to_string())
+            k.trim().eq_ignore_ascii_case(key).then(|| printable(v))
         })
     };
-    let address = field("IP Address")
+    let says = field("IP Address")
         .and_then(|a| padded_ipv4(&a))
-        .unwrap_or(from);
+        .filter(|named| *named != from);
     Some(Found {
         name,
         organization,
         mac: field("MAC Address").unwrap_or_default(),
-        address,
+        address: from,
+        says,
     })
+}
+
+/// `text` trimmed, without control characters, at most [`MAX_FIELD`] characters.
+fn printable(text: &str) -> String {
+    text.trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_FIELD)
+        .collect()
 }
 
 /// `192.168.002.002` (or unpadded) as an address.
@@ -232,23 +252,35 @@ mod tests {
     #[test]
     fn a_ping360_reply_reads_with_its_padded_address_and_others_do_not() {
         let reply = b"SONAR PING360  \r\nBlue Robotics\r\nMAC Address:- 54-10-EC-79-7D-C5\r\nIP Address:- 192.168.000.111\r\n";
-        let from = Ipv4Addr::new(10, 0, 0, 9);
+        let from = Ipv4Addr::new(192, 168, 0, 111);
         assert_eq!(
             parse_reply(reply, from),
             Some(Found {
                 name: "SONAR PING360".into(),
                 organization: "Blue Robotics".into(),
                 mac: "54-10-EC-79-7D-C5".into(),
-                address: Ipv4Addr::new(192, 168, 0, 111),
+                address: from,
+                says: None,
             })
         );
-        // Its own text, round trip.
+        // Its own text, round trip; a reply naming another address than it came from is
+        // answered where it came from (the name is only shown).
         let ours = reply_text(Ipv4Addr::new(10, 77, 0, 2), "02-00-00-00-00-01");
         assert!(ours.contains("IP Address:- 010.077.000.002"), "{ours}");
-        assert_eq!(
-            parse_reply(ours.as_bytes(), from).unwrap().address,
-            Ipv4Addr::new(10, 77, 0, 2)
+        let found = parse_reply(ours.as_bytes(), Ipv4Addr::new(10, 0, 0, 9)).unwrap();
+        assert_eq!(found.address, Ipv4Addr::new(10, 0, 0, 9));
+        assert_eq!(found.says, Some(Ipv4Addr::new(10, 77, 0, 2)));
+        // Control bytes never reach a terminal; no device at a broadcast address.
+        let rude = b"SONAR PING360\x1b[2J\x07\r\nBlue\x1b]0;pwned\x07 Robotics\r\nMAC Address:- 54\x0710\r\n";
+        let found = parse_reply(rude, from).unwrap();
+        assert!(
+            [&found.name, &found.organization, &found.mac]
+                .iter()
+                .all(|t| !t.chars().any(char::is_control)),
+            "{found:?}"
         );
+        assert_eq!(parse_reply(reply, Ipv4Addr::BROADCAST), None);
+        assert_eq!(parse_reply(reply, Ipv4Addr::UNSPECIFIED), None);
         // No address line, or a broken one: where it came from.
         assert_eq!(
             parse_reply(b"SONAR PING360\r\nX\r\n", from)
