@@ -343,7 +343,10 @@ async fn hz_into_a_closed_pipe_ends_and_unregisters() {
     BufReader::new(child.0.stdout.as_mut().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.starts_with("subscribed to [/nothing_here]"), "{first}");
+    assert!(
+        first.starts_with("subscribed to [/nothing_here]"),
+        "{first}"
+    );
     drop(child.0.stdout.take()); // as `head -1` does after its line
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     let status = loop {
@@ -359,7 +362,10 @@ async fn hz_into_a_closed_pipe_ends_and_unregisters() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     let graph = master_client(&uri).get_system_state().await.unwrap();
     assert!(
-        graph.subscribers.iter().all(|(topic, _)| topic != "/nothing_here"),
+        graph
+            .subscribers
+            .iter()
+            .all(|(topic, _)| topic != "/nothing_here"),
         "hz's node is still subscribed: {:?}",
         graph.subscribers
     );

@@ -280,7 +280,9 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
                         match session.on_message(from, msg, at_ns) {
                             Some(Event::Send(out)) => { link.send(out); }
                             Some(Event::Timesync(sample)) => {
-                                let _ = pubs.timesync_status.publish(&timesync_status(&cfg, &sample, &clock));
+                                if let Some(status) = timesync_status(&cfg, &sample, &clock) {
+                                    let _ = pubs.timesync_status.publish(&status);
+                                }
                             }
                             Some(Event::SystemTime { unix_usec, at_ns }) => {
                                 if let Some(msg) = time_reference(&cfg, unix_usec, at_ns, &clock) {

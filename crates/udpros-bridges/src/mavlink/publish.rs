@@ -38,11 +38,13 @@ pub(super) fn ros_time(mono_ns: i64, base: i64) -> Time {
     Time::from_nanos((mono_ns + base).max(0) as u64)
 }
 
+/// `None` until the estimator in use has an estimate: mavros's message has no way to say
+/// "not known yet", and a zero there reads as an offset decades wrong.
 pub(super) fn timesync_status(
     cfg: &Config,
     s: &TimesyncSample,
     clock: &Clock,
-) -> mavros_msgs::TimesyncStatus {
+) -> Option<mavros_msgs::TimesyncStatus> {
     // Offsets against ROS time (the node's: sim time under /use_sim_time), as mavros
     // publishes them.
     let base = ros_minus_monotonic_ns(clock);
@@ -51,16 +53,16 @@ pub(super) fn timesync_status(
     } else {
         s.fit_offset
     };
-    mavros_msgs::TimesyncStatus {
+    Some(mavros_msgs::TimesyncStatus {
         header: std_msgs::Header {
             stamp: ros_time(s.exchange.t3, base),
             ..Default::default()
         },
         remote_timestamp_ns: s.exchange.tc1.max(0) as u64,
         observed_offset_ns: s.observed_offset + base,
-        estimated_offset_ns: estimate.map_or(0, |o| o + base),
+        estimated_offset_ns: estimate? + base,
         round_trip_time_ms: (s.exchange.rtt() as f64 / 1e6) as f32,
-    }
+    })
 }
 
 /// The autopilot's wall clock, as mavros publishes it (ignoring clocks not set yet).
@@ -252,4 +254,34 @@ fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 10] {
         ("datagrams without a valid frame", &s.ignored_datagrams),
     ]
     .map(|(key, n)| (key, n.load(std::sync::atomic::Ordering::Relaxed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mavlink::estimator::Exchange;
+    use crate::mavlink::protocol::Responder;
+    use crate::mavlink::url::FcuUrl;
+
+    #[test]
+    fn no_timesync_status_until_the_estimator_has_an_estimate() {
+        let cfg = Config::new(FcuUrl::Sim);
+        let clock = Clock::wall();
+        let mut sample = TimesyncSample {
+            exchange: Exchange {
+                t1: 1_000,
+                tc1: 5_000,
+                t3: 3_000,
+            },
+            responder: Responder::V2,
+            observed_offset: -3_000,
+            fit_offset: None,
+            px4_offset: None,
+        };
+        assert!(timesync_status(&cfg, &sample, &clock).is_none());
+        sample.fit_offset = Some(-3_000);
+        sample.px4_offset = Some(-3_000);
+        let status = timesync_status(&cfg, &sample, &clock).expect("an estimate");
+        assert_eq!(status.estimated_offset_ns, status.observed_offset_ns);
+    }
 }

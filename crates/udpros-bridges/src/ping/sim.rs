@@ -18,8 +18,19 @@ use std::time::{Duration, Instant};
 
 /// How long a simulated Ping1D takes to ping (the reply to a measurement comes after it).
 const PING1D_PING: Duration = Duration::from_millis(15);
-/// How long a simulated Ping360 takes per angle.
+/// How long a simulated Ping360 takes per angle at the least (moving the head, sending
+/// the data): a short range is not faster than this.
 const PING360_STEP: Duration = Duration::from_millis(8);
+
+/// How long a Ping360 takes for one angle: it cannot beat sound. It transmits, listens
+/// for `number_of_samples` samples of `sample_period` ticks of 25 ns (at 30 m that is the
+/// 40 ms a round trip takes in water), and steps its head.
+fn ping360_step(sample_period: u16, number_of_samples: u16, transmit_duration_us: u16) -> Duration {
+    let listening_ns = u64::from(sample_period) * u64::from(number_of_samples) * 25;
+    PING360_STEP
+        + Duration::from_nanos(listening_ns)
+        + Duration::from_micros(transmit_duration_us.into())
+}
 /// The device's own id, written as the source of its frames (a real Ping360 sends 2).
 const DEVICE_ID: u8 = 2;
 
@@ -375,7 +386,9 @@ impl Simulator {
                         t.transmit_frequency,
                         t.number_of_samples,
                     );
-                    self.send(now + PING360_STEP, reply);
+                    let step =
+                        ping360_step(t.sample_period, t.number_of_samples, t.transmit_duration);
+                    self.send(now + step, reply);
                 } else {
                     let reply = m::DeviceData {
                         angle: t.angle,
@@ -485,7 +498,8 @@ impl Simulator {
                 super::SweepPattern::Natural,
                 &mut self.auto_direction,
             );
-            self.next_auto = Some(due + PING360_STEP + Duration::from_millis(u64::from(a.delay)));
+            let step = ping360_step(a.sample_period, a.number_of_samples, a.transmit_duration);
+            self.next_auto = Some(due + step + Duration::from_millis(u64::from(a.delay)));
         }
     }
 
@@ -690,6 +704,33 @@ mod tests {
     }
 
     #[test]
+    fn a_simulated_ping360_cannot_beat_sound() {
+        // 30 m: sound's round trip is 40 ms; 1200 samples of 1333 ticks of 25 ns listen
+        // that long.
+        let t0 = Instant::now();
+        let mut sim = Simulator::new(DeviceKind::Ping360, Dialect::Current, t0);
+        let a = m::AutoTransmit {
+            mode: 1,
+            sample_period: 1333,
+            transmit_frequency: 750,
+            number_of_samples: 1200,
+            start_angle: 0,
+            stop_angle: 399,
+            num_steps: 1,
+            ..Default::default()
+        };
+        sim.receive(&Message::AutoTransmit(a).to_frame(), t0);
+        let echoes = drain(&mut sim, t0 + Duration::from_secs(1))
+            .iter()
+            .filter(|m| matches!(m, Message::AutoDeviceData(_)))
+            .count();
+        assert!(
+            (15..=22).contains(&echoes),
+            "{echoes} echoes in a second at 30 m"
+        );
+    }
+
+    #[test]
     fn ping360_answers_transducer_and_sweeps_in_auto_transmit() {
         let t0 = Instant::now();
         let mut sim = Simulator::new(DeviceKind::Ping360, Dialect::Current, t0);
@@ -703,7 +744,10 @@ mod tests {
             ..Default::default()
         };
         sim.receive(&Message::Transducer(t).to_frame(), t0);
-        let replies = drain(&mut sim, t0 + PING360_STEP);
+        let replies = drain(
+            &mut sim,
+            t0 + ping360_step(80, 1200, 0) + Duration::from_millis(1),
+        );
         assert!(
             matches!(&replies[..], [Message::DeviceData(d)] if d.angle == 50 && d.data.len() == 1200)
         );
