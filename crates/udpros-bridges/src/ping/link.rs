@@ -494,6 +494,14 @@ async fn simulated(
 /// Records of a log at most read ahead of their time.
 const READ_AHEAD: usize = 64;
 
+/// The shortest time between two frames of a replay, whatever the log's times say (a
+/// device sends a few hundred frames a second at the most; a log whose records share a
+/// time would otherwise play as fast as the machine goes).
+const MIN_FRAME_GAP: Duration = Duration::from_millis(1);
+
+/// The shortest pass of a looped replay (a log of one record would start again at once).
+const MIN_PASS: Duration = Duration::from_millis(100);
+
 /// Plays a log: each frame goes to the decoder when its time comes (its time in the log
 /// over the speed), as if the device had just sent it; what the session sends is dropped.
 /// A damaged log plays as far as it reads, and why it stopped is said once. At the end it
@@ -514,8 +522,13 @@ async fn play(
         let path = replay.path.clone();
         let reader = tokio::task::spawn_blocking(move || read_log(&path, tx));
         let started = tokio::time::Instant::now();
+        let mut last_due: Option<tokio::time::Instant> = None;
         while let Some(record) = records.recv().await {
-            let due = started + record.at.div_f64(speed);
+            let mut due = started + record.at.div_f64(speed);
+            if let Some(last) = last_due {
+                due = due.max(last + MIN_FRAME_GAP);
+            }
+            last_due = Some(due);
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep_until(due) => break,
@@ -545,6 +558,13 @@ async fn play(
             while out.recv().await.is_some() {}
             return "closed".into();
         }
+        let next_pass = started + MIN_PASS;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next_pass) => break,
+                command = out.recv() => if command.is_none() { return "closed".into() },
+            }
+        }
     }
 }
 
@@ -567,6 +587,41 @@ fn read_log(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A looped log whose records all share one time plays at a device's pace at most,
+    /// not as fast as the machine goes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replay_of_records_at_one_time_is_paced() {
+        use super::super::log::{LogHeader, LogWriter};
+        let frame = super::super::frame::encode_frame(1211, 1, 0, &[0; 8]);
+        let mut w = LogWriter::new(Vec::new(), &LogHeader::for_device(None)).unwrap();
+        for _ in 0..300 {
+            w.record(Duration::from_millis(7), &frame).unwrap();
+        }
+        let path = std::env::temp_dir().join(format!("udpros-one-time-{}.bin", std::process::id()));
+        std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+        let mut replay = Replay::new(&path);
+        replay.looped = true;
+        let mut link = Link::spawn(LinkSpec::Replay(replay), Dialect::Current, 1024);
+        let mut frames = 0;
+        let window = tokio::time::sleep(Duration::from_secs(1));
+        tokio::pin!(window);
+        loop {
+            tokio::select! {
+                _ = &mut window => break,
+                event = link.events.recv() => match event {
+                    Some(LinkEvent::Message(..)) => frames += 1,
+                    Some(_) => {}
+                    None => break,
+                },
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            (100..=1100).contains(&frames),
+            "{frames} frames in a second"
+        );
+    }
 
     #[test]
     fn parses_device_specs() {

@@ -29,6 +29,9 @@ pub const FAMILY_PING: i32 = 1;
 pub const MAX_FRAME: usize = DEFAULT_MAX_PAYLOAD + OVERHEAD;
 /// The longest header string believed (build strings are a few dozen bytes).
 const MAX_STRING: usize = 4096;
+/// Bytes searched for the next timestamp after damage before the rest of the input is
+/// given up on.
+pub const MAX_SCAN: u64 = 16 << 20;
 
 /// Opens a log to read: a regular file only (a device such as `/dev/urandom` never ends,
 /// and a reader looking for timestamps in it would never stop).
@@ -296,7 +299,13 @@ impl<R: Read> LogReader<R> {
                     self.note(format!(
                         "damaged at byte {skipped_from} ({why}); {} bytes skipped {}, {} records read",
                         self.offset - skipped_from,
-                        if found { "to the next timestamp" } else { "to the end" },
+                        if found {
+                            "to the next timestamp"
+                        } else if self.offset - skipped_from >= MAX_SCAN {
+                            "with no timestamp in them; the rest is not read"
+                        } else {
+                            "to the end"
+                        },
                         self.records,
                     ));
                     if !found {
@@ -443,7 +452,13 @@ impl<R: Read> LogReader<R> {
     /// Moves the cursor to the next `u32 12` + `hh:mm:ss.zzz` (or its UTF-16 form);
     /// whether one was found before the end.
     fn scan_for_timestamp(&mut self) -> io::Result<bool> {
+        let from = self.offset;
         loop {
+            // A log is records back to back: this much without a timestamp is no log any
+            // more (a sparse file of gigabytes, a disk image), and is not read to its end.
+            if self.offset - from >= MAX_SCAN {
+                return Ok(false);
+            }
             if !self.fill(28)? {
                 // Fewer than a UTF-16 timestamp's bytes are left: look in them all the same.
                 while self.buf.len() - self.start >= 16 {
@@ -717,5 +732,38 @@ mod tests {
             "{:?}",
             r.problem()
         );
+    }
+
+    #[test]
+    fn gigabytes_of_zeros_after_a_record_are_not_read_to_their_end() {
+        let frame = encode_frame(1211, 1, 0, &[0; 8]);
+        let mut w = LogWriter::new(Vec::new(), &LogHeader::for_device(None)).unwrap();
+        w.record(Duration::from_millis(5), &frame).unwrap();
+        let log = w.into_inner().unwrap();
+        // A record whose length is corrupt, then 4 GiB of zeros (a sparse file).
+        let mut damaged = log.clone();
+        damaged.extend_from_slice(&[0, 0, 0, 12]);
+        damaged.extend_from_slice(b"00:00:00.010");
+        damaged.extend_from_slice(&u32::MAX.to_be_bytes());
+        let read = std::cell::Cell::new(0u64);
+        struct Counting<'a, R>(R, &'a std::cell::Cell<u64>);
+        impl<R: std::io::Read> std::io::Read for Counting<'_, R> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.read(buf)?;
+                self.1.set(self.1.get() + n as u64);
+                Ok(n)
+            }
+        }
+        let zeros = std::io::Read::take(std::io::repeat(0), 4 << 30);
+        let input = Counting(std::io::Read::chain(&damaged[..], zeros), &read);
+        let mut r = LogReader::new(input).unwrap();
+        let mut records = 0;
+        while r.next_record().unwrap().is_some() {
+            records += 1;
+        }
+        assert_eq!(records, 1);
+        assert!(read.get() < 2 * MAX_SCAN, "{} bytes read", read.get());
+        let problem = r.problem().unwrap();
+        assert!(problem.contains("the rest is not read"), "{problem}");
     }
 }
