@@ -149,9 +149,10 @@ fn fec_received(status: &LinkStatus) -> String {
     }
     let udp = &status.udp;
     format!(
-        "; FEC: loss seen {:.2} %, {} repair datagrams, {} messages rebuilt, {} failed their checksum",
+        "; FEC: loss seen {:.2} %, {} repair datagrams, {} checksums, {} messages rebuilt, {} failed their checksum",
         udp.loss_ppm as f64 / 1e4,
         udp.repairs,
+        udp.checksums,
         udp.rebuilt,
         udp.corrupt
     )

@@ -133,6 +133,22 @@ pub(crate) struct Topics {
 }
 
 impl Node {
+    /// Every subscriber link of every topic this node publishes, by topic: what each
+    /// link sent and dropped, and FEC on UDPROS links to udpros subscribers (what bridges
+    /// put in `/diagnostics`).
+    pub fn publication_links(&self) -> Vec<(String, crate::transport::SubscriberLinkStats)> {
+        self.inner
+            .publication_list()
+            .iter()
+            .flat_map(|p| {
+                let topic = p.info.topic.clone();
+                p.subscriber_links()
+                    .into_iter()
+                    .map(move |l| (topic.clone(), l.snapshot()))
+            })
+            .collect()
+    }
+
     /// Advertises `topic` with message type `M`.
     pub async fn advertise<M: Message>(
         &self,

@@ -107,6 +107,51 @@ pub async fn refuse_unknown_parameters(
     }
 }
 
+/// FEC links named at most in `/diagnostics`.
+const FEC_LINKS_SHOWN: usize = 8;
+
+/// What the node's UDPROS links with FEC are doing, as `/diagnostics` key-values: per
+/// link (topic and subscriber), the mode, the loss its subscriber reports, the redundancy
+/// of the last message and the repair datagrams sent so far.
+pub fn fec_diagnostics(node: &Node) -> Vec<udpros::msgs::diagnostic_msgs::KeyValue> {
+    use udpros::msgs::diagnostic_msgs::KeyValue;
+    let links: Vec<(String, udpros::transport::SubscriberLinkStats)> = node
+        .publication_links()
+        .into_iter()
+        .filter(|(_, l)| l.fec.is_some())
+        .collect();
+    let mut values: Vec<KeyValue> = links
+        .iter()
+        .take(FEC_LINKS_SHOWN)
+        .filter_map(|(topic, link)| {
+            let fec = link.fec.as_ref()?;
+            let mode = match fec.link.target {
+                Some(target) => format!("adaptive (target {})", target.get()),
+                None => format!("fixed ratio {}", fec.link.floor.get()),
+            };
+            let reported = fec
+                .reported_loss
+                .map_or("no loss report yet".to_string(), |p| {
+                    format!("loss reported {:.2} %", 100.0 * p)
+                });
+            Some(KeyValue {
+                key: format!("FEC {topic} to {}", link.caller_id),
+                value: format!(
+                    "{mode}, {reported}, last message {} blocks + {} repair, {} repair datagrams sent",
+                    fec.last_blocks, fec.last_repairs, fec.repairs_sent
+                ),
+            })
+        })
+        .collect();
+    if links.len() > FEC_LINKS_SHOWN {
+        values.push(KeyValue {
+            key: "FEC links not shown".into(),
+            value: (links.len() - FEC_LINKS_SHOWN).to_string(),
+        });
+    }
+    values
+}
+
 /// Parameters named at most in the start-up line of [`say_parameters_from_the_server`].
 const PARAMETERS_NAMED: usize = 12;
 

@@ -472,3 +472,24 @@ async fn range_stamps_follow_clock_from_rosbag_play() {
         "stamps within one ping period of /clock: {offsets:?}"
     );
 }
+
+/// FEC toward a udpros subscriber shows in `/diagnostics`, per link: the mode, the loss
+/// its subscriber reports and the repair sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fec_links_show_in_diagnostics() {
+    let (_master, listener, _task) = sonar(Config::new(LinkSpec::Sim(DeviceKind::Ping360))).await;
+    let mut echoes = listener
+        .subscribe::<umsg::Ping360Echo>("/ping_sonar/echo", SubscribeOptions::udp_only())
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), echoes.recv())
+        .await
+        .expect("an echo over UDPROS")
+        .unwrap();
+    let key = format!("FEC /ping_sonar/echo to {}", listener.name());
+    let value = diagnostic(&listener, &key, |v| v.contains("loss reported")).await;
+    assert!(
+        value.starts_with("adaptive") && value.contains("loss reported 0.00 %"),
+        "{key}: {value}"
+    );
+}

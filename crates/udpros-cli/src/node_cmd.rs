@@ -175,6 +175,10 @@ async fn info(tool: &Node, name: &str) -> CliResult {
         println!("    * to: {}", text(1));
         println!("    * direction: {direction}");
         println!("    * transport: {}", text(3));
+        // A udpros link with FEC: what its getBusInfo text says of it.
+        if let Some((_, fec)) = text(6).split_once("; FEC") {
+            println!("    * FEC{fec}");
+        }
     }
     println!();
     Ok(())

@@ -256,6 +256,9 @@ pub(crate) struct LinkSummary {
     pub delivered: u64,
     /// UDPROS messages lost (by message id); TCPROS loses none.
     pub lost: u64,
+    /// Whether a UDPROS link has FEC, and the messages it rebuilt from repair.
+    pub fec: bool,
+    pub rebuilt: u64,
 }
 
 impl LinkSummary {
@@ -269,6 +272,8 @@ impl LinkSummary {
                 Some(Protocol::Udp) => {
                     udp = true;
                     summary.lost += link.udp.lost();
+                    summary.fec |= link.udp.repairs + link.udp.checksums > 0;
+                    summary.rebuilt += link.udp.rebuilt;
                 }
                 Some(Protocol::Tcp) => tcp = true,
                 _ => {}

@@ -187,6 +187,8 @@ fn stats(hub: &Hub) -> String {
                 "publishers": l.publishers,
                 "delivered": l.delivered,
                 "lost": l.lost,
+                "fec": l.fec,
+                "rebuilt": l.rebuilt,
             })
         })
         .collect();

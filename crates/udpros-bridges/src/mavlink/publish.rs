@@ -172,6 +172,7 @@ pub(super) fn diagnostics(
                 .map_or("-".into(), |a| format!("{}/{}", a.system, a.component)),
         ))
         .chain(link_counters(&link.stats).map(|(key, n)| kv(key, n.to_string())))
+        .chain(crate::fec_diagnostics(node))
         .collect(),
     };
     let replies = r.timesync.replies;

@@ -452,6 +452,7 @@ fn diagnostics(
             .iter()
             .filter_map(|(k, v)| v.map(|v| kv(k, format!("{v:.2}")))),
     );
+    values.extend(crate::fec_diagnostics(node));
     let (level, message) = if !state.connected {
         (
             diagnostic_msgs::DiagnosticStatus::ERROR,

@@ -69,7 +69,14 @@ pub(super) async fn info(node: &Node, topic: &str) -> Result<(), TopicError> {
                         } else {
                             "from"
                         };
-                        say!("     {transport} {dir} {peer}");
+                        // A udpros link with FEC says how it fares in getBusInfo's text.
+                        let fec = row
+                            .get(6)
+                            .and_then(|v| v.as_str())
+                            .and_then(|info| info.split_once("; FEC"))
+                            .map(|(_, rest)| format!(" (FEC{rest})"))
+                            .unwrap_or_default();
+                        say!("     {transport} {dir} {peer}{fec}");
                     }
                 }
             }

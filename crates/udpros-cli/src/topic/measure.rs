@@ -207,10 +207,10 @@ pub(super) fn udp_report(links: &[PublisherLinkStats]) -> Vec<String> {
                 udp.incomplete,
                 udp.malformed
             );
-            if udp.repairs > 0 {
+            if udp.repairs + udp.checksums > 0 {
                 line += &format!(
-                    "; FEC: {} repair datagrams, {} rebuilt, {} failed their checksum",
-                    udp.repairs, udp.rebuilt, udp.corrupt
+                    "; FEC: {} repair datagrams, {} checksums, {} rebuilt, {} failed their checksum",
+                    udp.repairs, udp.checksums, udp.rebuilt, udp.corrupt
                 );
             }
             lines.push(line);

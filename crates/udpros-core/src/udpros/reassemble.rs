@@ -85,8 +85,11 @@ pub struct UdpStats {
     pub oversize: u64,
     /// Heartbeats received.
     pub pings: u64,
-    /// Repair datagrams taken (FEC links).
+    /// Repair datagrams taken (FEC links): those that carry a repair shard.
     pub repairs: u64,
+    /// Metadata-only datagrams taken (FEC links): a message's checksum and block count,
+    /// sent for every message of several blocks, on a clean link too.
+    pub checksums: u64,
     /// Messages rebuilt from repair datagrams (FEC links).
     pub rebuilt: u64,
     /// Messages dropped because they failed their checksum (FEC links).

@@ -89,9 +89,12 @@ struct FecState {
     pending: Option<PendingRepair>,
     metas: [Option<(u8, RepairMeta)>; RECENT_METAS],
     next_meta: usize,
-    /// Repair datagrams taken, messages rebuilt, messages that failed their checksum, and
-    /// messages of several blocks delivered without one (their metadata was lost).
+    /// Repair datagrams taken (with a shard), metadata-only datagrams (a message's
+    /// checksum, sent on a clean link too), messages rebuilt, messages that failed their
+    /// checksum, and messages of several blocks delivered without one (their metadata was
+    /// lost).
     repairs: u64,
+    checksums: u64,
     rebuilt: u64,
     corrupt: u64,
     unverified: u64,
@@ -188,6 +191,7 @@ impl UdpReceiver {
                     metas: [None; RECENT_METAS],
                     next_meta: 0,
                     repairs: 0,
+                    checksums: 0,
                     rebuilt: 0,
                     corrupt: 0,
                     unverified: 0,
@@ -281,7 +285,11 @@ impl UdpReceiver {
             self.reassembler.count(|stats| stats.malformed += 1);
             return;
         };
-        fec.repairs += 1;
+        if repair.shard.is_empty() {
+            fec.checksums += 1;
+        } else {
+            fec.repairs += 1;
+        }
         let id = repair.message_id;
         let sent_with = match (repair.meta.repairs, repair.meta.blocks) {
             (0, k) => u32::from(k) + u32::from(k >= 2),
@@ -506,6 +514,7 @@ impl UdpReceiver {
             // A message that failed its checksum was completed, not delivered.
             stats.messages = stats.messages.saturating_sub(fec.corrupt);
             stats.repairs = fec.repairs;
+            stats.checksums = fec.checksums;
             stats.rebuilt = fec.rebuilt;
             stats.corrupt = fec.corrupt;
             stats.unverified = fec.unverified;

@@ -670,7 +670,7 @@ function drawTopicTable() {
         c.schemaName,
         watched && seen ? `${rate(seen).toFixed(1)}` : "",
         watched && seen?.last ? age(now - seen.last) : "",
-        link ? link.protocol : "",
+        link ? `${link.protocol}${link.fec ? ` + FEC (${link.rebuilt} rebuilt)` : ""}` : "",
         link && link.delivered + link.lost > 0 ? `${((100 * link.lost) / (link.delivered + link.lost)).toFixed(2)} %` : "",
       ];
       for (const text of cells) {
