@@ -388,6 +388,11 @@ fn the_fibonacci_action_examples_compute_the_sequence() {
         .status()
         .is_ok_and(|s| s.success());
     assert!(built, "cargo build -p custom-messages --bins");
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "-p", "udpros-cli", "--bin", "udpros"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(built, "cargo build -p udpros-cli --bin udpros");
     let mut server = Command::new(server);
     server.arg("_step:=0.02");
     ros_env(&mut server, &uri);
@@ -408,6 +413,25 @@ fn the_fibonacci_action_examples_compute_the_sequence() {
         .wait_for(Duration::from_secs(10), |l| l
             == "order 6: [0, 1, 1, 2, 3, 5, 8]")
         .is_some());
+
+    // `udpros action send` on a machine that does not know tutorial_msgs: the goal type
+    // is learnt from the server's subscription header.
+    let mut send = Command::new(profile.join("udpros"));
+    send.args(["action", "send", "/fibonacci", "{order: 4}"]);
+    ros_env(&mut send, &uri);
+    send.env_remove("ROS_PACKAGE_PATH");
+    let out = send.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("SUCCEEDED"), "{text}");
+    assert!(
+        text.contains("sequence: [0, 1, 1, 2, 3]"),
+        "the result: {text}"
+    );
     drop(_server);
 
     // Ctrl-C ends the server cleanly, idle or in the middle of a goal: exit status 0, no

@@ -185,7 +185,8 @@ impl Node {
                 // One topic, one type: a second advertisement of another type would
                 // re-type the topic at the master under the first one's subscribers.
                 let published = &existing.publication.info;
-                let md5_differs = published.md5sum != md5sum && md5sum != "*";
+                let md5_differs =
+                    published.md5sum != md5sum && md5sum != "*" && published.md5sum != "*";
                 if published.msg_type != msg_type || md5_differs {
                     return Err(NodeError::TypeMismatch(
                         topic,

@@ -163,6 +163,9 @@ pub struct SubscriberLinkStats {
     pub drops: u64,
     /// FEC, on UDPROS links to udpros subscribers that agreed on it.
     pub fec: Option<FecSendStats>,
+    /// The subscriber's type and full definition, from its connection header: kept by a
+    /// publication of any type (md5sum `*`) only, to learn a type this machine lacks.
+    pub subscriber_type: Option<(String, String)>,
 }
 
 /// A link's counters at one moment.

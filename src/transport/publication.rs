@@ -110,6 +110,9 @@ pub(crate) struct SubscriberLink {
     pub stats: LinkStats,
     /// FEC, on a UDPROS link to a udpros subscriber that agreed on it.
     pub fec: Option<(LinkFec, Arc<FecSendCounters>)>,
+    /// The type and full definition the subscriber's header carried, kept only by a
+    /// publication of any type (md5sum `*`), which is there to learn them.
+    pub subscriber_type: std::sync::Mutex<Option<(String, String)>>,
     queue: DropOldest<Bytes>,
     sender: tokio::sync::Mutex<LinkSender>,
     closed: AtomicBool,
@@ -134,6 +137,11 @@ impl SubscriberLink {
                 .fec
                 .as_ref()
                 .map(|(link, counters)| counters.snapshot(*link)),
+            subscriber_type: self
+                .subscriber_type
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 
@@ -236,6 +244,9 @@ impl std::fmt::Debug for Publication {
             .finish()
     }
 }
+
+/// The longest subscriber definition a publication of any type keeps per link.
+const MAX_KEPT_DEFINITION: usize = 256 << 10;
 
 /// The receive buffer of a UDPROS link's socket (the kernel doubles it and counts each
 /// datagram's overhead): room for a few dozen reports.
@@ -411,6 +422,7 @@ impl Publication {
             local_port,
             stats: LinkStats::default(),
             fec,
+            subscriber_type: std::sync::Mutex::new(None),
             queue: DropOldest::bounded(self.limits.queue_size, self.limits.queue_bytes, Bytes::len),
             sender: tokio::sync::Mutex::new(sender),
             closed: AtomicBool::new(false),
@@ -436,7 +448,12 @@ impl Publication {
     /// only hold a message until the previous one is acknowledged, and a subscriber that
     /// delays its acknowledgements (roslibrust's, which sends "0") then got each S5
     /// message up to 11 ms late.
-    pub(crate) fn add_tcp_link(&self, stream: TcpStream, caller_id: &str) {
+    pub(crate) fn add_tcp_link(
+        &self,
+        stream: TcpStream,
+        caller_id: &str,
+        header: &crate::wire::header::ConnectionHeader,
+    ) {
         let peer = stream
             .peer_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -444,6 +461,16 @@ impl Publication {
         let _ = stream.set_nodelay(true);
         crate::socket::set_keepalive(&stream);
         let (mut reader, writer) = stream.into_split();
+        // A publication of any type is there to learn its subscribers' type: what their
+        // headers say of it is kept (a definition of at most 256 KiB).
+        let subscriber_type = match (header.get("type"), header.get("message_definition")) {
+            (Some(ty), Some(definition))
+                if self.info.md5sum == "*" && definition.len() <= MAX_KEPT_DEFINITION =>
+            {
+                Some((ty.to_string(), definition.to_string()))
+            }
+            _ => None,
+        };
         let link = self.add_link(
             caller_id,
             Protocol::Tcp,
@@ -452,6 +479,11 @@ impl Publication {
             LinkSender::tcp(writer),
             None,
         );
+        if let Some(learned) = subscriber_type {
+            if let Ok(mut kept) = link.subscriber_type.lock() {
+                *kept = Some(learned);
+            }
+        }
         // The subscriber sends nothing after its header: any read completing means it left.
         tokio::spawn(async move {
             let mut buf = [0u8; 64];

@@ -116,7 +116,7 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
     match verdict {
         Ok((publication, reply)) => {
             if stream.write_all(&reply.encode_tcp()).await.is_ok() {
-                publication.add_tcp_link(stream, &caller);
+                publication.add_tcp_link(stream, &caller, &header);
             }
         }
         Err(text) => {

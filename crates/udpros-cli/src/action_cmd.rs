@@ -111,6 +111,61 @@ fn local_type(name: &str) -> Result<DynamicType, String> {
     udpros::msg::find_type(name).map_err(|e| format!("cannot find {name} here: {e}"))
 }
 
+/// How long the action server has to say its goal type.
+const LEARN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The action's goal and action-goal types: from the definitions installed here, else
+/// from the server. A udpros or rospy server's subscription to `<ns>/goal` sends the full
+/// definition in its connection header, which a short publication of any type learns (as
+/// the view learns a topic's type from its publisher's header).
+async fn goal_types(
+    node: &Node,
+    ns: &str,
+    action: &str,
+) -> Result<(DynamicType, DynamicType), String> {
+    let wanted = format!("{action}ActionGoal");
+    let here =
+        local_type(&format!("{action}Goal")).and_then(|goal| Ok((goal, local_type(&wanted)?)));
+    let not_here = match here {
+        Ok(types) => return Ok(types),
+        Err(e) => e,
+    };
+    let options = udpros::node::AdvertiseOptions {
+        max_links: 8,
+        ..udpros::node::AdvertiseOptions::default()
+    };
+    let probe = node
+        .advertise_raw(&format!("{ns}/goal"), &wanted, "*", "", options)
+        .await
+        .map_err(|e| format!("{not_here}; cannot ask the server: {e}"))?;
+    let deadline = tokio::time::Instant::now() + LEARN_TIMEOUT;
+    let (ty, definition) = loop {
+        if let Some(learned) = probe.links().into_iter().find_map(|l| l.subscriber_type) {
+            break learned;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{not_here}, and the action server did not say it (a roscpp server does not send its definition): add its package to ROS_PACKAGE_PATH"
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    drop(probe);
+    let action_goal = DynamicType::from_definition(&ty, &definition)
+        .map_err(|e| format!("the action server's {ty} does not read: {e}"))?;
+    // The goal is the action goal's last field (header, goal_id, goal).
+    let goal_name = match action_goal.specs().get(&ty).and_then(|s| s.fields.last()) {
+        Some(field) => match &field.ty {
+            udpros::codegen::spec::FieldType::Message(name) => name.clone(),
+            _ => return Err(format!("the action server's {ty} has no goal field")),
+        },
+        None => return Err(format!("the action server's {ty} has no fields")),
+    };
+    let goal = DynamicType::from_specs(&goal_name, action_goal.specs().clone())
+        .map_err(|e| format!("the action server's {goal_name} does not read: {e}"))?;
+    Ok((goal, action_goal))
+}
+
 /// Decodes a result or feedback body with its publisher's definition and prints it as
 /// YAML under `label`.
 fn print_part(label: &str, header: Option<&ConnectionHeader>, body: &bytes::Bytes) {
@@ -148,8 +203,7 @@ async fn send(node: &Node, args: SendArgs) -> CliResult {
         .await?
         .remove(&ns)
         .ok_or_else(|| format!("no action at {ns} (see `udpros action list`)"))?;
-    let goal_type = local_type(&format!("{action}Goal"))?;
-    let action_goal = local_type(&format!("{action}ActionGoal"))?;
+    let (goal_type, action_goal) = goal_types(node, &ns, &action).await?;
     let any = || ("*".to_string(), "*".to_string(), String::new());
     let types = ActionTypes {
         goal: (
