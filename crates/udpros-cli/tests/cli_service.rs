@@ -136,6 +136,8 @@ enum Hostile {
     Huge,
     /// A failed call whose error text is 20 MB.
     HugeError,
+    /// A handshake refused with an `error=` header of 900 kB.
+    HugeHeaderError,
 }
 
 /// A TCP server that speaks the start of rosrpc and then misbehaves; its `rosrpc://` URI.
@@ -167,6 +169,12 @@ async fn hostile_server(mode: Hostile) -> String {
                 };
                 match mode {
                     Hostile::Silent => tokio::time::sleep(Duration::from_secs(60)).await,
+                    Hostile::HugeHeaderError => {
+                        let refusal = udpros::wire::header::ConnectionHeader::new()
+                            .with("error", "e".repeat(900 << 10))
+                            .encode_tcp();
+                        stream.write_all(&refusal).await?
+                    }
                     Hostile::TrickledHeader => slowly(&mut stream, &reply).await?,
                     _ if probe => stream.write_all(&reply).await?,
                     _ => {
@@ -214,6 +222,7 @@ async fn service_call_never_waits_forever_and_bounds_what_it_holds() {
         Hostile::TrickledResponse,
         Hostile::Huge,
         Hostile::HugeError,
+        Hostile::HugeHeaderError,
     ] {
         let service = format!("/hostile_{mode:?}").to_lowercase();
         let uri = hostile_server(mode).await;
@@ -261,8 +270,9 @@ async fn service_call_never_waits_forever_and_bounds_what_it_holds() {
                 assert!(out.stdout.len() > 100 << 20, "the whole message is printed");
                 assert!(peak < 300.0, "{mode:?}: peak RSS {peak:.0} MB (708 before)");
             }
-            Hostile::HugeError => {
+            Hostile::HugeError | Hostile::HugeHeaderError => {
                 assert!(!out.status.success());
+                assert_eq!(stderr.lines().count(), 1, "{mode:?}: {stderr}");
                 assert!(stderr.len() < 8192, "{} bytes of error text", stderr.len());
                 assert!(stderr.contains("more bytes"), "{stderr}");
             }
