@@ -3,9 +3,8 @@
 //! the master up a moment later) keeps asking, says so now and then, and starts once the
 //! master answers, or gives up after the limit the program or `UDPROS_MASTER_WAIT` sets.
 //!
-//! [`MasterWaiting`] is the rule alone, without I/O and without reading a clock: the
-//! caller reports each failed call with the time, and is told when to ask again and what
-//! to say.
+//! The rule itself (crate-internal) does no I/O and reads no clock: the caller reports
+//! each failed call with the time, and is told when to ask again and what to say.
 
 use std::time::{Duration, Instant};
 
