@@ -4,22 +4,11 @@
 
 use udpros_testkit as common;
 
+use common::registered;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use udpros::master::Master;
-use udpros::xmlrpc::{Value, XmlRpcClient};
-
-/// Whether the master knows `node`.
-async fn registered(master: &str, node: &str) -> bool {
-    let reply = XmlRpcClient::default()
-        .call(
-            master,
-            "lookupNode",
-            vec![Value::from("/signals_test"), Value::from(node)],
-        )
-        .await;
-    matches!(reply, Ok(Value::Array(r)) if r.first() == Some(&Value::Int(1)))
-}
 
 fn ping_sonar(master: &str, name: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ping_sonar"));

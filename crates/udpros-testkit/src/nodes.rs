@@ -118,3 +118,16 @@ pub async fn diagnostic(
     }
     last
 }
+
+/// Whether the master at `master` knows `node` (its `lookupNode` succeeds).
+pub async fn registered(master: &str, node: &str) -> bool {
+    use udpros::xmlrpc::{Value, XmlRpcClient};
+    let reply = XmlRpcClient::default()
+        .call(
+            master,
+            "lookupNode",
+            vec![Value::from("/udpros_testkit"), Value::from(node)],
+        )
+        .await;
+    matches!(reply, Ok(Value::Array(r)) if r.first() == Some(&Value::Int(1)))
+}

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use futures_util::SinkExt;
-use serde_json::{json, Value as Json};
+use serde_json::json;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 use udpros::msg::Message as _;
@@ -15,23 +15,6 @@ use udpros::msgs::{rosgraph_msgs, std_msgs, std_srvs};
 use udpros::node::{AdvertiseOptions, SubscribeOptions};
 use udpros::xmlrpc::Value;
 use udpros_view::{View, ViewOptions};
-
-async fn send(socket: &mut Socket, request: Json) {
-    socket
-        .send(Message::text(request.to_string()))
-        .await
-        .unwrap();
-}
-
-/// Reads text frames until one has `op`.
-async fn next_op(socket: &mut Socket, op: &str) -> Json {
-    loop {
-        let message = next_json(socket).await;
-        if message["op"] == op {
-            return message;
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parameters_are_read_set_and_watched() {

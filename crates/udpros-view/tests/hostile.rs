@@ -6,30 +6,13 @@ mod common;
 
 use common::*;
 use futures_util::SinkExt;
-use serde_json::{json, Value as Json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use udpros::msgs::std_msgs;
 use udpros::node::{AdvertiseOptions, NodeError, SubscribeOptions};
 use udpros_view::{View, ViewOptions};
-
-async fn send(socket: &mut Socket, request: Json) {
-    socket
-        .send(Message::text(request.to_string()))
-        .await
-        .unwrap();
-}
-
-/// Reads text frames until one has `op`.
-async fn next_op(socket: &mut Socket, op: &str) -> Json {
-    loop {
-        let message = next_json(socket).await;
-        if message["op"] == op {
-            return message;
-        }
-    }
-}
 
 /// A client that got in: its serverInfo came.
 async fn joins(view: &View) -> bool {
@@ -143,7 +126,7 @@ async fn a_subscribe_flood_is_refused_in_a_few_statuses_and_the_stream_goes_on()
     }
     // ~960 kB: 36,000 subscriptions of one channel.
     let flood = |base: u64| {
-        let subscriptions: Vec<Json> = (0..36_000)
+        let subscriptions: Vec<serde_json::Value> = (0..36_000)
             .map(|i| json!({"id": base + i, "channelId": channel}))
             .collect();
         json!({"op": "subscribe", "subscriptions": subscriptions}).to_string()

@@ -74,6 +74,25 @@ pub async fn next_frame<T>(socket: &mut Socket, pick: impl Fn(Message) -> Option
     }
 }
 
+/// Sends a text request.
+pub async fn send(socket: &mut Socket, request: Value) {
+    use futures_util::SinkExt;
+    socket
+        .send(Message::text(request.to_string()))
+        .await
+        .unwrap();
+}
+
+/// Reads text frames until one has `op`.
+pub async fn next_op(socket: &mut Socket, op: &str) -> Value {
+    loop {
+        let message = next_json(socket).await;
+        if message["op"] == op {
+            return message;
+        }
+    }
+}
+
 /// The next text frame as JSON, skipping binary ones.
 pub async fn next_json(socket: &mut Socket) -> Value {
     next_frame(socket, |frame| match frame {
