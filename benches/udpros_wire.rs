@@ -132,11 +132,12 @@ fn sender_per_message(quick: bool) {
             segmenting: true,
             loopback: false,
             fec,
+            governor: None,
         };
         let now = Instant::now();
         let mut tx = UdpSender::new(now, Fragmenter::new(1, datagram).expect("size"), config);
         if let Some(r) = reported {
-            tx.handle_report(&r.encode(1, 1));
+            tx.handle_report(now, &r.encode(1, 1));
         }
         let mut datagrams = 0;
         let iterations = if quick { 3 } else { 5000 };

@@ -33,6 +33,7 @@ fuzz_target!(|data: &[u8]| {
         sources: AllowedSources::new(vec![from.ip()], Some(4000)),
         expects_heartbeats: true,
         fec: true,
+        feedback: true,
     };
     let mut rx = UdpReceiver::new(now, config);
     let mut rest = data;
@@ -48,6 +49,9 @@ fuzz_target!(|data: &[u8]| {
             seal(&mut datagram);
         }
         rx.handle(now, from, Bytes::from(datagram));
+        while let Some(report) = rx.poll_transmit(now) {
+            assert!(report.len() <= 128, "a report of {} bytes", report.len());
+        }
         while let Some(event) = rx.poll_event() {
             if let ReceiverEvent::Message(body) = event {
                 assert!(body.len() + 4 <= LIMIT);

@@ -72,6 +72,7 @@ impl LinkSender {
             segmenting: offload::can_segment(socket.socket()),
             loopback,
             fec: fec.as_ref().map(|(fec, _)| *fec),
+            governor: None,
         };
         let mut sender = UdpLinkSender::new(socket, fragmenter, config);
         sender.counters = fec.map(|(_, counters)| counters);
@@ -251,7 +252,7 @@ impl UdpLinkSender {
         for _ in 0..256 {
             match self.socket.socket().recv(&mut buf) {
                 Ok(n) => {
-                    self.link.handle_report(&buf[..n]);
+                    self.link.handle_report(now, &buf[..n]);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

@@ -361,7 +361,7 @@ fn forged_reports_cost_at_most_one_repair_per_block() {
         long_datagrams: u32::MAX,
         mean_run: 1e9,
     };
-    assert!(tx.handle_report(&worst.encode(7, 1)));
+    assert!(tx.handle_report(now, &worst.encode(7, 1)));
     let frame = frame_of(&body(1, 100_000));
     let blocks = frame.len().div_ceil(data - HEADER_LEN);
     let sent = datagrams_of(&mut tx, &frame, now);
@@ -375,7 +375,7 @@ fn forged_reports_cost_at_most_one_repair_per_block() {
         forged.iter_mut().for_each(|b| *b = rng.below(256) as u8);
         forged[..4].copy_from_slice(&7u32.to_le_bytes());
         forged[4] = 5;
-        taken += usize::from(tx.handle_report(&forged));
+        taken += usize::from(tx.handle_report(now, &forged));
     }
     assert_eq!(taken, 0, "random bytes never pass the CRC");
     let started = Instant::now();

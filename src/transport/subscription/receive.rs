@@ -279,6 +279,7 @@ async fn read_udp(
         sources,
         expects_heartbeats: udpros_peer,
         fec: shard.is_some(),
+        feedback: false,
     };
     let mut receiver = UdpReceiver::new(Instant::now(), config);
     link.set_status(|s| {
@@ -347,8 +348,10 @@ async fn read_udp(
         }
         // On an FEC link, the loss seen goes back to the publisher's port, at most a few
         // times a second; a report that cannot leave now is simply not sent.
-        if let Some((report, peer)) = receiver.poll_transmit(Instant::now()).zip(receiver.peer()) {
-            let _ = offer.socket.try_send_to(&report, peer);
+        if let Some(peer) = receiver.peer() {
+            while let Some(report) = receiver.poll_transmit(Instant::now()) {
+                let _ = offer.socket.try_send_to(&report, peer);
+            }
         }
         link.set_status(|s| {
             s.udp = receiver.stats();

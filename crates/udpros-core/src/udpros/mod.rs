@@ -3,10 +3,14 @@
 //! included). DATA0 opens a message and carries the block count; DATAN carries block
 //! `1..count`. PING and ERR are the heartbeat and the close notice, which roscpp never sends
 //! and treats as errors, so they go only to udpros peers, as REPAIR does (forward error
-//! correction, on links where both ends agreed: see [`fec`]).
+//! correction, on links where both ends agreed: see [`fec`]). REPORT and FEEDBACK go the
+//! other way, from a udpros subscriber to its publisher: the link's loss, for FEC, and
+//! the arrival times that tell the publisher's [`governor`] what the path carries.
 
 pub mod fec;
+pub mod feedback;
 mod fragment;
+pub mod governor;
 pub mod loss;
 mod pacing;
 mod reassemble;
@@ -19,7 +23,7 @@ pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};
 pub use sender::{
     max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
-    DIRECT_MAX_SENDS, MAX_SEGMENTS, MAX_SEND, REPORT_CHECK,
+    DIRECT_MAX_SENDS, FEEDBACK_CHECK, GOVERNED_BURST, MAX_SEGMENTS, MAX_SEND, REPORT_CHECK,
 };
 
 /// Bytes of the datagram header.
@@ -47,6 +51,9 @@ pub enum Opcode {
     /// The subscriber's report of the link's datagram loss, to the publisher (the same
     /// links only; see [`loss`]).
     Report = 5,
+    /// The subscriber's arrival times and byte counts, to the publisher (links where
+    /// both ends agreed on [`feedback`] only).
+    Feedback = 6,
 }
 
 impl Opcode {
@@ -59,6 +66,7 @@ impl Opcode {
             3 => Opcode::Err,
             4 => Opcode::Repair,
             5 => Opcode::Report,
+            6 => Opcode::Feedback,
             _ => return None,
         })
     }
@@ -136,7 +144,7 @@ mod tests {
         assert_eq!(h.encode(), [1, 2, 3, 4, 1, 9, 1, 2]);
         assert_eq!(DatagramHeader::parse(&h.encode()), Some(h));
         assert_eq!(
-            DatagramHeader::parse(&[0, 0, 0, 0, 6, 1, 1, 0]),
+            DatagramHeader::parse(&[0, 0, 0, 0, 7, 1, 1, 0]),
             None,
             "unknown opcode"
         );

@@ -96,6 +96,24 @@ impl Pacer {
         }
     }
 
+    /// From `now` on, `rate_bytes_per_sec` with bursts of at most `burst_bytes` (a link's
+    /// governor moving the rate). What the bucket holds was earned at the old rate, and a
+    /// smaller burst takes away what is above it.
+    pub fn set_rate(&mut self, now: Instant, rate_bytes_per_sec: f64, burst_bytes: usize) {
+        if let Some(rate) = self.rate {
+            self.refill(now, rate);
+        }
+        self.rate = Some(rate_bytes_per_sec.max(1.0));
+        self.burst = burst_bytes.max(1) as f64;
+        self.tokens = self.tokens.min(self.burst);
+        self.spread = None;
+    }
+
+    /// The rate, bytes per second (`None`: unpaced).
+    pub fn rate(&self) -> Option<f64> {
+        self.rate
+    }
+
     /// No pacing: every datagram may leave at once.
     pub fn unlimited() -> Pacer {
         Pacer {

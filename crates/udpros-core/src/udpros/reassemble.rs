@@ -2,8 +2,8 @@
 //!
 //! Better than roscpp's, which needs every block in order: blocks of the current message
 //! are taken in any order; a block that arrives before its DATA0 waits (bounded) for it;
-//! duplicates are ignored; a message is abandoned when a newer one starts or its deadline
-//! passes; bytes of two messages never mix. Garbage is counted and dropped without
+//! duplicates are ignored; a message is abandoned when a newer one starts or none of its
+//! blocks arrives for the timeout; bytes of two messages never mix. Garbage is counted and dropped without
 //! disturbing the message in progress.
 //!
 //! Nothing a datagram declares is trusted with memory or time: a DATA0 may claim 65,535
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub struct ReassemblerConfig {
     /// Largest frame accepted (length prefix included); larger messages are dropped.
     pub max_message_size: usize,
-    /// How long an incomplete message may wait for its missing blocks.
+    /// How long an incomplete message may wait for its next block.
     pub timeout: Duration,
     /// When set, datagrams for other connection ids are dropped. roscpp never checks the
     /// id; udpros checks it once the publisher is known to be a udpros peer.
@@ -416,8 +416,8 @@ impl Reassembler {
             }
             Opcode::Err => Some(Event::Closed),
             // Only links that agreed on FEC carry repairs, and their receiver takes them
-            // before they reach reassembly.
-            Opcode::Repair | Opcode::Report => {
+            // before they reach reassembly; reports and feedback only go to publishers.
+            Opcode::Repair | Opcode::Report | Opcode::Feedback => {
                 self.stats.malformed += 1;
                 None
             }
@@ -543,8 +543,13 @@ impl Reassembler {
                 let later_seen = index < p.highest;
                 if !p.place(index, payload) {
                     self.stats.malformed += 1;
-                } else if later_seen {
-                    self.stats.out_of_order += 1;
+                } else {
+                    // A message that keeps arriving is waited for: on a narrow link a large
+                    // one takes longer than the timeout to cross, block after block.
+                    p.deadline = now + self.config.timeout;
+                    if later_seen {
+                        self.stats.out_of_order += 1;
+                    }
                 }
             }
             return;
@@ -771,6 +776,41 @@ mod tests {
             dgs[3..].iter().cloned()
         )
         .is_empty());
+    }
+
+    /// On a narrow link a large message takes longer to cross than the timeout: it is
+    /// waited for while its blocks keep coming, and given up a timeout after the last.
+    #[test]
+    fn a_message_that_keeps_arriving_is_waited_for() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        let mut f = Fragmenter::new(1, 1500).unwrap();
+        let mut r = Reassembler::new(ReassemblerConfig {
+            timeout: ms(100),
+            ..Default::default()
+        });
+        let dgs = datagrams(&mut f, &body(10_000, 6));
+        let mut delivered = Vec::new();
+        for (i, d) in dgs.iter().enumerate() {
+            let at = now + ms(60 * i as u64);
+            r.handle_timeout(at);
+            delivered.extend(feed(&mut r, at, [d.clone()]));
+        }
+        assert_eq!(
+            delivered.len(),
+            1,
+            "{} blocks over {:?}",
+            dgs.len(),
+            ms(60) * dgs.len() as u32
+        );
+        assert_eq!(r.stats().incomplete, 0);
+        // A pause longer than the timeout still gives a message up.
+        let next = datagrams(&mut f, &body(10_000, 7));
+        let later = now + ms(1000);
+        feed(&mut r, later, next[..2].iter().cloned());
+        assert_eq!(r.poll_timeout(), Some(later + ms(100)));
+        r.handle_timeout(later + ms(100));
+        assert_eq!(r.stats().incomplete, 1);
     }
 
     #[test]

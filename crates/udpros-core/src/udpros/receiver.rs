@@ -14,7 +14,8 @@
 //!   the receiver.
 
 use super::fec::{self, Repair, RepairMeta};
-use super::loss::{LossMeter, REPORT_LEN};
+use super::feedback::ArrivalLog;
+use super::loss::LossMeter;
 use super::{
     is_newer, message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig,
     UdpStats,
@@ -39,6 +40,9 @@ pub struct UdpReceiverConfig {
     /// checked against their checksum, and the reassembler's `block_payload` is the shard
     /// size ([`fec::shard_size`]).
     pub fec: bool,
+    /// Both ends agreed on [`feedback`](super::feedback): arrivals are sampled and
+    /// reported to the publisher's governor.
+    pub feedback: bool,
 }
 
 /// What happened on the link, in the order it happened.
@@ -79,6 +83,8 @@ pub struct UdpReceiver {
     fec: Option<FecState>,
     /// The link's datagram loss, counted on every link, reported on FEC links.
     loss: LossMeter,
+    /// Arrival samples for the publisher's governor, on links that agreed on feedback.
+    arrivals: Option<ArrivalLog>,
 }
 
 /// What a receiver holds for FEC: the repair shards of the message they may rebuild, and
@@ -181,6 +187,7 @@ impl UdpReceiver {
             events: VecDeque::new(),
             events_dropped: 0,
             loss: LossMeter::default(),
+            arrivals: config.feedback.then(|| ArrivalLog::new(now)),
             fec: config
                 .fec
                 .then_some(config.reassembler.block_payload)
@@ -221,6 +228,9 @@ impl UdpReceiver {
             // messages complete, and a busy publisher sends no heartbeats.
             self.liveness.heard(now);
             self.loss.on_datagram(h);
+            if let Some(arrivals) = self.arrivals.as_mut() {
+                arrivals.on_datagram(now, h, datagram.len());
+            }
         }
         if self.fec.is_some() {
             if let Some(h) = header.filter(|h| h.opcode == Opcode::Repair) {
@@ -447,14 +457,23 @@ impl UdpReceiver {
         fixed
     }
 
-    /// A loss report for the publisher, when one is due at `now` (FEC links only, at most
-    /// every [`REPORT_INTERVAL`](super::loss::REPORT_INTERVAL) while messages arrive): send
-    /// it from the socket the link reads on to [`UdpReceiver::peer`]. Call after handling
-    /// datagrams.
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<[u8; REPORT_LEN]> {
-        self.fec.as_ref()?;
+    /// A datagram for the publisher, when one is due at `now`: feedback (links that
+    /// agreed on it, every [`FEEDBACK_INTERVAL`](super::feedback::FEEDBACK_INTERVAL) while
+    /// datagrams arrive), else a loss report (FEC links only, at most every
+    /// [`REPORT_INTERVAL`](super::loss::REPORT_INTERVAL) while messages arrive). Send it
+    /// from the socket the link reads on to [`UdpReceiver::peer`]. Call after handling
+    /// datagrams, until it returns `None`.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         let connection_id = self.reassembler.config().connection_id?;
-        self.loss.poll_report(now, connection_id)
+        if let Some(feedback) = self.arrivals.as_mut().and_then(|a| a.poll_feedback(now)) {
+            let mut out = Vec::with_capacity(super::feedback::MAX_FEEDBACK_LEN);
+            feedback.encode(connection_id, &mut out);
+            return Some(out);
+        }
+        self.fec.as_ref()?;
+        self.loss
+            .poll_report(now, connection_id)
+            .map(|report| report.to_vec())
     }
 
     /// Counts `reads` the socket could not hand over whole (a datagram larger than the
@@ -586,6 +605,7 @@ mod tests {
                 sources: AllowedSources::new(vec!["10.0.0.2".parse().unwrap()], Some(4000)),
                 expects_heartbeats: heartbeats,
                 fec: false,
+                feedback: false,
             },
         )
     }

@@ -21,6 +21,8 @@
 //! large messages are spread over its publishing period.
 
 use super::fec::{FecEncoder, LinkFec, FEC_HEADER_LEN};
+use super::feedback::{Feedback, FEEDBACK_INTERVAL};
+use super::governor::{Governor, GovernorConfig, GovernorStats, SendLog};
 use super::loss::Report;
 use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, HEADER_LEN};
 use crate::link::HEARTBEAT;
@@ -57,6 +59,15 @@ pub const DIRECT_MAX_SENDS: usize = 2;
 /// 466 µs of publisher CPU per message).
 pub const REPORT_CHECK: std::time::Duration = super::loss::REPORT_INTERVAL;
 
+/// How often a governed link looks for the subscriber's feedback: twice per report, so
+/// that a report waits at most half an interval to be read.
+pub const FEEDBACK_CHECK: std::time::Duration =
+    std::time::Duration::from_millis(FEEDBACK_INTERVAL.as_millis() as u64 / 2);
+
+/// A governed link paced below its maximum sends bursts of at most this long at its rate
+/// (and never less than a datagram): what it adds to the bottleneck's queue at once.
+pub const GOVERNED_BURST: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// What the driver knows about a link when it opens it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdpSenderConfig {
@@ -75,6 +86,9 @@ pub struct UdpSenderConfig {
     /// did not). The fragmenter's blocks are then the code's shards: build it with the
     /// datagram size [`fec::shard_size`](super::fec::shard_size) leaves for data.
     pub fec: Option<LinkFec>,
+    /// The subscriber sends [`feedback`](super::feedback) (both ends agreed): the link's
+    /// pacing follows a [`Governor`] within these limits. `None`: fixed pacing.
+    pub governor: Option<GovernorConfig>,
 }
 
 /// Datagrams to send in one call: `datagrams` holds them back to back, each
@@ -205,8 +219,25 @@ pub struct UdpSender {
     work: Box<FecWork>,
     /// Repair datagrams sent.
     repairs_sent: u64,
+    /// The most bytes one send may carry (a governed link's burst); `None`: as segmentation
+    /// allows.
+    send_cap: Option<usize>,
     /// The last message's block count and repair datagrams.
     last_plan: Option<(u16, u16)>,
+    /// The link's governor, on links whose subscriber sends feedback (boxed: most links
+    /// toward roscpp and on loopback have none).
+    governed: Option<Box<Governed>>,
+}
+
+/// A governed link's controller and the record of its sends it reads.
+#[derive(Debug)]
+struct Governed {
+    governor: Governor,
+    log: SendLog,
+    /// The rate the pacer was last given (bytes per second).
+    applied: f64,
+    /// The pacing without a governor, restored while it knows nothing.
+    max_rate: f64,
 }
 
 impl UdpSender {
@@ -236,7 +267,47 @@ impl UdpSender {
             work: Box::default(),
             repairs_sent: 0,
             last_plan: None,
+            send_cap: None,
+            governed: config
+                .governor
+                .filter(|_| config.udpros_peer)
+                .map(|limits| {
+                    Box::new(Governed {
+                        governor: Governor::new(now, limits),
+                        log: SendLog::default(),
+                        applied: limits.max_rate,
+                        max_rate: limits.max_rate,
+                    })
+                }),
         }
+    }
+
+    /// What the link's governor knows (`None`: the link is not governed).
+    pub fn governor(&self) -> Option<GovernorStats> {
+        self.governed.as_ref().map(|g| g.governor.stats())
+    }
+
+    /// Gives the pacer the governor's rate when it moved by more than a percent, with a
+    /// burst of [`GOVERNED_BURST`] at it, and caps each send to that burst.
+    fn follow_governor(&mut self, now: Instant) {
+        let Some(g) = self.governed.as_mut() else {
+            return;
+        };
+        let rate = g.governor.rate();
+        if (rate - g.applied).abs() <= 0.01 * g.applied {
+            return;
+        }
+        g.applied = rate;
+        let datagram = self.fragmenter.max_datagram_size();
+        if rate >= g.max_rate {
+            // Nothing known: the link's own pacing.
+            self.pacer = pacer_for(true, 1);
+            self.send_cap = None;
+            return;
+        }
+        let burst = ((rate * GOVERNED_BURST.as_secs_f64()) as usize).max(datagram);
+        self.pacer.set_rate(now, rate, burst);
+        self.send_cap = Some(burst);
     }
 
     /// The FEC the link carries (`None` toward roscpp and where either end is off).
@@ -254,18 +325,32 @@ impl UdpSender {
     /// so that the link needs no reader of its own.
     pub fn wants_reports(&mut self, now: Instant) -> bool {
         let adaptive = self.fec.is_some_and(|f| f.target.is_some());
-        if !adaptive || now < self.next_report_check {
+        let every = match (self.governed.is_some(), adaptive) {
+            (true, _) => FEEDBACK_CHECK,
+            (false, true) => REPORT_CHECK,
+            (false, false) => return false,
+        };
+        if now < self.next_report_check {
             return false;
         }
-        self.next_report_check = now + REPORT_CHECK;
+        self.next_report_check = now + every;
         true
     }
 
-    /// A datagram read from the link's socket: the subscriber's loss report, or nothing
-    /// this link takes (ignored; a report claims at most
-    /// [`MAX_REPORTED_LOSS`](super::loss::MAX_REPORTED_LOSS)).
-    pub fn handle_report(&mut self, datagram: &[u8]) -> bool {
-        let Some(report) = Report::parse(datagram, self.fragmenter.connection_id()) else {
+    /// A datagram read from the link's socket at `now`: the subscriber's loss report or
+    /// feedback, or nothing this link takes (ignored; a report claims at most
+    /// [`MAX_REPORTED_LOSS`](super::loss::MAX_REPORTED_LOSS), and feedback moves the rate
+    /// only within the governor's limits).
+    pub fn handle_report(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        let connection_id = self.fragmenter.connection_id();
+        if let Some(g) = self.governed.as_mut() {
+            if let Some(feedback) = Feedback::parse(datagram, connection_id) {
+                let taken = g.governor.on_feedback(now, &feedback, &g.log);
+                self.follow_governor(now);
+                return taken;
+            }
+        }
+        let Some(report) = Report::parse(datagram, connection_id) else {
             return false;
         };
         if self.reported != Some(report) {
@@ -336,6 +421,7 @@ impl UdpSender {
         } else {
             blocks <= DIRECT_MAX_DATAGRAMS
         };
+        self.governor_sending(now);
         if self.is_sending() || !small || !self.pacer.try_reserve(now, bytes) {
             return false;
         }
@@ -356,6 +442,7 @@ impl UdpSender {
         if self.is_sending() || frames.is_empty() {
             return Ok(0);
         }
+        self.governor_sending(now);
         let taken = match self.segmenting {
             true => self.load_small(frames),
             false => 0,
@@ -386,6 +473,9 @@ impl UdpSender {
                 .granted
                 .get_or_insert_with(|| self.pacer.reserve(now, len));
             if at > now {
+                if let Some(g) = self.governed.as_mut() {
+                    g.governor.on_held();
+                }
                 return None;
             }
         }
@@ -402,9 +492,24 @@ impl UdpSender {
         self.granted.filter(|_| self.is_sending())
     }
 
+    /// The link is about to send at `now`: a governor that has heard nothing for long
+    /// slows it.
+    fn governor_sending(&mut self, now: Instant) {
+        if let Some(g) = self.governed.as_mut() {
+            g.governor.on_sending(now);
+            self.follow_governor(now);
+        }
+    }
+
     /// The datagrams of the last [`Transmit`] left whole at `now`.
     pub fn on_transmitted(&mut self, now: Instant) {
-        self.sent += self.next_send_len();
+        let len = self.next_send_len();
+        if let Some(g) = self.governed.as_mut() {
+            let segment = self.runs.get(self.run).map_or(len, |run| run.segment);
+            g.log
+                .record(now, &self.out[self.sent..self.sent + len], segment);
+        }
+        self.sent += len;
         if self
             .runs
             .get(self.run)
@@ -692,13 +797,17 @@ impl UdpSender {
         if !self.segmenting {
             return left.min(run.segment);
         }
+        // A governed link's burst: whole datagrams, at least one.
+        let cap = self.send_cap.map_or(usize::MAX, |cap| {
+            (cap / run.segment.max(1)).max(1) * run.segment.max(1)
+        });
         // A run's last datagram may be shorter than its segment: the rest of the run goes
         // in one send when it fits one, the short datagram included.
         let fits = left <= MAX_SEND && left.div_ceil(run.segment.max(1)) <= MAX_SEGMENTS;
-        if fits {
+        if fits && left <= cap {
             left
         } else {
-            left.min(max_send(run.segment))
+            left.min(max_send(run.segment)).min(cap)
         }
     }
 }
@@ -716,6 +825,7 @@ mod tests {
             segmenting,
             loopback: false,
             fec: None,
+            governor: None,
         };
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }
@@ -819,6 +929,7 @@ mod tests {
                 segmenting: true,
                 loopback: false,
                 fec: Some(fec),
+                governor: None,
             };
             UdpSender::new(now, Fragmenter::new(7, datagram).unwrap(), config)
         };

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use udpros_core::header::ConnectionHeader;
 use udpros_core::link::{AllowedSources, HEARTBEAT};
 use udpros_core::udpros::fec::{shard_size, FecPolicy};
+use udpros_core::udpros::feedback::Feedback;
+use udpros_core::udpros::governor::GovernorConfig;
 use udpros_core::udpros::{
     Fragmenter, ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpSender,
     UdpSenderConfig, HEADER_LEN,
@@ -107,10 +109,86 @@ pub struct Path {
     /// Datagrams offered to the path, and of them lost.
     pub offered: u64,
     pub lost: u64,
-    /// Bytes offered to the path (UDP payloads).
+    /// Bytes offered to the path (UDP payloads), and of them delivered.
     pub offered_bytes: u64,
+    pub delivered_bytes: u64,
     /// Datagrams for which this is true are lost, besides the random losses.
     pub drop_when: Option<fn(&[u8]) -> bool>,
+    /// A narrow stretch of the path, ahead of the losses.
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// A radio or a tether in front of its queue, as `tc tbf` models one: datagrams leave at
+/// `rate`, wait in a queue that holds `queue` of it, and are dropped when it is full.
+#[derive(Debug, Clone)]
+pub struct Bottleneck {
+    /// Bytes per second, and the later rates: `(from, rate)`, `from` counted from the
+    /// first datagram.
+    pub rate: f64,
+    pub steps: Vec<(Duration, f64)>,
+    /// How much of the rate the queue holds.
+    pub queue: Duration,
+    /// Bytes each datagram costs on the wire besides its payload (IP, UDP, Ethernet).
+    pub overhead: usize,
+    /// When the queue will be empty.
+    free_at: Option<Instant>,
+    started: Option<Instant>,
+    /// Datagrams the full queue dropped.
+    pub dropped: u64,
+}
+
+impl Bottleneck {
+    /// A link of `bits_per_sec` as `tc tbf rate … burst 16kb latency …` sets one up for
+    /// UDP over IPv4 on Ethernet: its queue holds `latency` of the rate and the burst.
+    pub fn new(bits_per_sec: f64, latency: Duration) -> Bottleneck {
+        let rate = bits_per_sec / 8.0;
+        Bottleneck {
+            rate,
+            steps: Vec::new(),
+            queue: latency + Duration::from_secs_f64(16_384.0 / rate),
+            overhead: 42,
+            free_at: None,
+            started: None,
+            dropped: 0,
+        }
+    }
+
+    /// The rate changes to `bits_per_sec` at `from` after the first datagram.
+    pub fn step(mut self, from: Duration, bits_per_sec: f64) -> Bottleneck {
+        self.steps.push((from, bits_per_sec / 8.0));
+        self
+    }
+
+    /// The rate at `now`, bytes per second.
+    pub fn rate_at(&mut self, now: Instant) -> f64 {
+        let started = *self.started.get_or_insert(now);
+        let elapsed = now.saturating_duration_since(started);
+        self.steps
+            .iter()
+            .rfind(|(from, _)| *from <= elapsed)
+            .map_or(self.rate, |(_, rate)| *rate)
+    }
+
+    /// A datagram of `len` bytes reaches the queue at `now`: when it leaves the link, or
+    /// `None` when the queue is full.
+    pub fn enqueue(&mut self, now: Instant, len: usize) -> Option<Instant> {
+        let rate = self.rate_at(now);
+        let backlog = self.backlog(now);
+        let on_wire = Duration::from_secs_f64((len + self.overhead) as f64 / rate);
+        if backlog > self.queue {
+            self.dropped += 1;
+            return None;
+        }
+        let leaves = now + backlog + on_wire;
+        self.free_at = Some(leaves);
+        Some(leaves)
+    }
+
+    /// How long a datagram arriving at `now` waits behind the queue.
+    pub fn backlog(&self, now: Instant) -> Duration {
+        self.free_at
+            .map_or(Duration::ZERO, |at| at.saturating_duration_since(now))
+    }
 }
 
 impl Path {
@@ -124,7 +202,9 @@ impl Path {
             offered: 0,
             lost: 0,
             offered_bytes: 0,
+            delivered_bytes: 0,
             drop_when: None,
+            bottleneck: None,
         }
     }
 
@@ -148,10 +228,21 @@ impl Path {
     pub fn send(&mut self, now: Instant, datagram: Bytes) {
         self.offered += 1;
         self.offered_bytes += datagram.len() as u64;
+        let mut now = now;
+        if let Some(bottleneck) = self.bottleneck.as_mut() {
+            match bottleneck.enqueue(now, datagram.len()) {
+                Some(leaves) => now = leaves,
+                None => {
+                    self.lost += 1;
+                    return;
+                }
+            }
+        }
         if self.loses() || self.drop_when.is_some_and(|drop| drop(&datagram)) {
             self.lost += 1;
             return;
         }
+        self.delivered_bytes += datagram.len() as u64;
         let copies = if self.rng.chance(self.config.duplication) {
             2
         } else {
@@ -205,8 +296,12 @@ pub fn receiver_with(
     max_datagram: usize,
     fec: bool,
 ) -> UdpReceiver {
-    UdpReceiver::new(
-        now,
+    UdpReceiver::new(now, receiver_config(connection_id, max_datagram, fec))
+}
+
+/// What [`receiver_with`] makes its receiver with.
+pub fn receiver_config(connection_id: u32, max_datagram: usize, fec: bool) -> UdpReceiverConfig {
+    {
         UdpReceiverConfig {
             reassembler: ReassemblerConfig {
                 connection_id: Some(connection_id),
@@ -216,8 +311,9 @@ pub fn receiver_with(
             sources: AllowedSources::new(vec![publisher_addr().ip()], Some(4000)),
             expects_heartbeats: true,
             fec,
-        },
-    )
+            feedback: false,
+        }
+    }
 }
 
 /// What a udpros publisher with policy `fec` settles with a subscriber of the same policy.
@@ -229,6 +325,7 @@ pub fn sender_config(fec: FecPolicy, max_datagram: usize) -> UdpSenderConfig {
         segmenting: true,
         loopback: false,
         fec: fec.grant(&asked, max_datagram),
+        governor: None,
     }
 }
 
@@ -249,6 +346,9 @@ pub fn check_body(delivered: &[u8]) -> Option<u64> {
     (body(id, delivered.len()) == delivered).then_some(id)
 }
 
+/// What rewrites feedback on its way back: given the time and the report.
+pub type Tamper = Box<dyn FnMut(Instant, &mut Feedback)>;
+
 /// A publisher and a subscriber over a [`Path`], on a fake clock.
 pub struct Pair {
     /// When the link began.
@@ -267,8 +367,15 @@ pub struct Pair {
     next_tick: Instant,
     /// The publisher heartbeats when idle (false: it has gone silent).
     pub heartbeats: bool,
-    /// Loss reports the subscriber sent.
+    /// Loss reports and feedback the subscriber sent.
     pub reports: u64,
+    /// Keep only the newest queued message when the link frees (a publisher that wants
+    /// fresh data): older ones are dropped and counted here.
+    pub newest_only: bool,
+    pub superseded: u64,
+    /// Rewrites each feedback report on its way back (a forger at the subscriber's port),
+    /// given the report and the time; `None` passes it as it is.
+    pub tamper: Option<Tamper>,
 }
 
 impl Pair {
@@ -295,7 +402,24 @@ impl Pair {
             next_tick: now + HEARTBEAT,
             heartbeats: true,
             reports: 0,
+            newest_only: false,
+            superseded: 0,
+            tamper: None,
         }
+    }
+
+    /// A link between udpros peers whose subscriber sends feedback to the publisher's
+    /// governor (default limits), over `path` through `bottleneck`.
+    pub fn governed(path: PathConfig, bottleneck: Bottleneck, seed: u64) -> Pair {
+        let mut pair = Pair::new(path, seed, 1472);
+        let mut config = sender_config(FecPolicy::Off, 1472);
+        config.governor = Some(GovernorConfig::default());
+        pair.sender = UdpSender::new(pair.now, Fragmenter::new(7, 1472).unwrap(), config);
+        let mut receiver_config = receiver_config(7, 1472, false);
+        receiver_config.feedback = true;
+        pair.receiver = UdpReceiver::new(pair.now, receiver_config);
+        pair.path.bottleneck = Some(bottleneck);
+        pair
     }
 
     /// Queues one message body for the link's task.
@@ -311,6 +435,12 @@ impl Pair {
     fn transmit(&mut self) {
         loop {
             if !self.sender.is_sending() && !self.queue.is_empty() {
+                if self.newest_only {
+                    while self.queue.len() > 1 {
+                        self.queue.pop_front();
+                        self.superseded += 1;
+                    }
+                }
                 let (front, _) = self.queue.as_slices();
                 let taken = self.sender.push_queued(self.now, front).unwrap();
                 self.queue.drain(..taken);
@@ -362,9 +492,16 @@ impl Pair {
                 self.last_arrival = Some(self.now);
             }
             // Reports go back at once: the way back is not what is tested.
-            if let Some(report) = self.receiver.poll_transmit(self.now) {
+            while let Some(mut report) = self.receiver.poll_transmit(self.now) {
                 self.reports += 1;
-                self.sender.handle_report(&report);
+                if let Some(tamper) = self.tamper.as_mut() {
+                    if let Some(mut feedback) = Feedback::parse(&report, 7) {
+                        tamper(self.now, &mut feedback);
+                        report.clear();
+                        feedback.encode(7, &mut report);
+                    }
+                }
+                self.sender.handle_report(self.now, &report);
             }
             if self.receiver.poll_timeout() <= self.now {
                 self.receiver.handle_timeout(self.now);

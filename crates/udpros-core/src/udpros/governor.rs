@@ -1,0 +1,668 @@
+//! The link governor: a publisher's estimate of what the path to one udpros subscriber
+//! carries, from the subscriber's [`Feedback`], and the pacing rate that follows from it.
+//!
+//! # The model, and why
+//!
+//! A teleoperation link is a radio or a tether with a queue in front of it (a router's, a
+//! modem's). Sending faster than the link fills the queue: everything behind it, a control
+//! topic from another process included, waits, and once the queue is full datagrams are
+//! lost, a few from every large message, so that none completes. The governor keeps that
+//! queue near empty by pacing each link just under the rate the path delivers.
+//!
+//! It is a delay-based controller with a bottleneck-rate model, in the manner of BBR's
+//! model and GCC's delay signal rather than loss-driven TCP:
+//!
+//! - **Queueing delay.** The one-way delay of a sampled datagram is its arrival time (the
+//!   subscriber's clock) less its send time (ours): unknown offset included, which the
+//!   smallest delay seen over [`BASE_WINDOW`] cancels. What exceeds that minimum is queue.
+//!   Loss alone never slows the link: a noisy radio loses datagrams with no queue, and that
+//!   is FEC's to repair; loss with a growing queue is the queue overflowing.
+//! - **Bottleneck rate.** Between two samples the subscriber received `Δbytes` in
+//!   `Δarrival`; while the publisher was sending faster than that, the path's bottleneck set
+//!   the pace, so `Δbytes / Δarrival` is its rate. Pairs where the publisher was idle
+//!   (app-limited) only tell a lower bound, and never lower the estimate.
+//! - **Start.** A new link knows nothing of its path, and one image sent at full speed
+//!   into a 4 Mbit/s radio fills its queue (the control topic behind it lost) and loses
+//!   most of itself. So it starts at [`GovernorConfig::start_rate`] and grows by
+//!   [`START_GROWTH`] with each report that shows no queue, as TCP's slow start does: on a
+//!   gigabit path it reaches its full pacing in under a second; on a radio the first
+//!   overshoot is at most half the radio's rate for one report.
+//! - **Pacing.** The link is then paced at [`CRUISE`] × the estimate, so that the queue
+//!   drains between bursts. Every few reports it probes above the estimate; if the path
+//!   delivered that without a queue growing, the estimate rises, and the next probe comes
+//!   at once and reaches further ([`PROBE`], growing to [`MAX_PROBE`]), so that a link that
+//!   widened fivefold is found within a second. When the queue passes [`OVERUSE`], the
+//!   estimate becomes what was delivered under it and the rate falls below it until the
+//!   queue has drained.
+//! - **No report, no change for long.** Reports stop when nothing arrives: after
+//!   [`SILENCE`] of sending without one, the rate halves each [`SILENCE`], never below the
+//!   floor. An idle link hears nothing and loses nothing.
+//!
+//! # What a forged report can do
+//!
+//! Reports come from the subscriber's address (the link's socket is connected), so a
+//! forger must spoof it. Counts are clamped to what was sent, so a report cannot claim a
+//! rate the link never sent at, and the estimate rises by at most [`PROBE`] per report
+//! over what the link actually sent. Delays that claim a queue can lower the rate, never
+//! below [`GovernorConfig::min_rate`], and a queue that the counts do not bear out (the
+//! link delivers what it sends, yet the delay says the queue keeps growing) resets the
+//! delay's baseline after [`BASELINE_DOUBT`].
+//!
+//! The governor is pure: reports and `now` in, a rate out. The [`SendLog`] it reads send
+//! times from is filled by the [`UdpSender`](super::UdpSender) as datagrams leave.
+
+use super::feedback::{Feedback, Sample};
+use super::{DatagramHeader, Opcode};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// A queue longer than this is overuse. Short enough that a control datagram behind it
+/// still arrives within a few milliseconds; long enough to stand above the jitter of a
+/// busy receiver's reads.
+pub const OVERUSE: Duration = Duration::from_millis(6);
+/// The queue must be below this for the rate to grow.
+pub const CALM: Duration = Duration::from_millis(3);
+/// The share of the estimated bottleneck rate the link is paced at between probes.
+pub const CRUISE: f64 = 0.95;
+/// The share of the estimated bottleneck rate the first probe of a series paces at.
+pub const PROBE: f64 = 1.06;
+/// Each probe that found room reaches this much further than the last ...
+pub const PROBE_GROWTH: f64 = 2.0;
+/// ... up to this share of the estimate.
+pub const MAX_PROBE: f64 = 1.5;
+/// The growth of the rate per report at the start, while no queue shows.
+pub const START_GROWTH: f64 = 1.5;
+/// Reports at the cruise rate between two probes, once a probe found no more room.
+pub const CRUISE_REPORTS: u32 = 6;
+/// The rate after overuse, as a share of what the path delivered under the queue: less
+/// than it, so that the queue drains.
+pub const DRAIN: f64 = 0.85;
+/// How long the smallest one-way delay is remembered: long enough to have seen the queue
+/// empty, short enough to follow a route that changed.
+pub const BASE_WINDOW: Duration = Duration::from_secs(10);
+/// Without a report for this long while sending, the rate halves.
+pub const SILENCE: Duration = Duration::from_millis(500);
+/// A queue that the counts do not bear out for this long is taken as a wrong baseline.
+pub const BASELINE_DOUBT: Duration = Duration::from_secs(2);
+/// Send records kept: several hundred milliseconds of a fast link's sends.
+const MAX_RECORDS: usize = 4096;
+/// Pairs of samples closer than this in arrival say little about a rate.
+const MIN_PAIR: Duration = Duration::from_micros(500);
+/// Nor do pairs fewer bytes apart than this (four datagrams of an Ethernet MTU): at a
+/// quarter of a megabit a report interval holds one datagram.
+const MIN_PAIR_BYTES: u64 = 4 * 1500;
+
+/// One send's run of consecutive data blocks of one message.
+#[derive(Debug, Clone, Copy)]
+struct SendRecord {
+    message_id: u8,
+    first_block: u16,
+    last_block: u16,
+    at: Instant,
+    /// The link's count of bytes sent after its first and after its last datagram.
+    bytes_after_first: u64,
+    bytes_after_last: u64,
+}
+
+/// When the link's data datagrams left and how many bytes had left with them: what the
+/// governor pairs the subscriber's arrival samples with. Bounded ([`MAX_RECORDS`] runs).
+#[derive(Debug, Clone, Default)]
+pub struct SendLog {
+    records: VecDeque<SendRecord>,
+    bytes: u64,
+}
+
+/// A sample paired with its send.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Point {
+    sent_at: Instant,
+    /// Bytes the link had sent after the datagram.
+    sent: u64,
+    /// Arrival, µs of the subscriber's clock, unwrapped.
+    arrival_us: i64,
+    /// Bytes the subscriber had received after it (its wrapping count).
+    received: u32,
+}
+
+impl SendLog {
+    /// `datagrams`, back to back, each `segment` bytes but the last, left at `now`.
+    pub fn record(&mut self, now: Instant, datagrams: &[u8], segment: usize) {
+        for d in datagrams.chunks(segment.max(1)) {
+            self.bytes += d.len() as u64;
+            let Some(h) = DatagramHeader::parse(d) else {
+                continue;
+            };
+            let block = match h.opcode {
+                Opcode::Data0 => 0,
+                Opcode::DataN => h.block,
+                _ => continue,
+            };
+            match self.records.back_mut() {
+                Some(r)
+                    if r.at == now
+                        && r.message_id == h.message_id
+                        && u32::from(r.last_block) + 1 == u32::from(block) =>
+                {
+                    r.last_block = block;
+                    r.bytes_after_last = self.bytes;
+                }
+                _ => {
+                    if self.records.len() == MAX_RECORDS {
+                        self.records.pop_front();
+                    }
+                    self.records.push_back(SendRecord {
+                        message_id: h.message_id,
+                        first_block: block,
+                        last_block: block,
+                        at: now,
+                        bytes_after_first: self.bytes,
+                        bytes_after_last: self.bytes,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Every byte sent so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// When the datagram a sample names left, and the bytes sent with it; the newest send
+    /// of that message and block (ids come back every 255 messages).
+    fn find(&self, sample: &Sample) -> Option<(Instant, u64)> {
+        let r = self.records.iter().rev().find(|r| {
+            r.message_id == sample.message_id
+                && (r.first_block..=r.last_block).contains(&sample.block)
+        })?;
+        let runs = u64::from(r.last_block - r.first_block);
+        let into = u64::from(sample.block - r.first_block);
+        let bytes = match runs {
+            0 => r.bytes_after_first,
+            _ => r.bytes_after_first + (r.bytes_after_last - r.bytes_after_first) * into / runs,
+        };
+        Some((r.at, bytes))
+    }
+}
+
+/// The smallest value seen over about [`BASE_WINDOW`], kept in two halves.
+#[derive(Debug, Clone, Copy)]
+struct WindowMin {
+    current: Option<(i64, Instant)>,
+    previous: Option<i64>,
+}
+
+impl WindowMin {
+    fn add(&mut self, now: Instant, value: i64) {
+        match &mut self.current {
+            Some((min, since)) if now.saturating_duration_since(*since) < BASE_WINDOW / 2 => {
+                *min = (*min).min(value);
+            }
+            current => {
+                self.previous = current.map(|(min, _)| min);
+                *current = Some((value, now));
+            }
+        }
+    }
+
+    fn get(&self) -> Option<i64> {
+        let current = self.current.map(|(min, _)| min);
+        match (current, self.previous) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn reset(&mut self, now: Instant, value: i64) {
+        self.current = Some((value, now));
+        self.previous = None;
+    }
+}
+
+/// What a report's pairs of samples say of the link's rates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Delivery {
+    /// The rate the subscriber received at while the link was busy (bytes per second).
+    delivered: Option<f64>,
+    /// The rate the link sent at over the same pairs.
+    sent: Option<f64>,
+    /// What arrived kept up with what was sent (no backlog growing, under a tenth lost).
+    carried: bool,
+}
+
+/// Limits a link's governor works within.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GovernorConfig {
+    /// The rate before anything is known, and the most the link is ever paced at
+    /// (bytes per second): the link's pacing without a governor.
+    pub max_rate: f64,
+    /// The least it is paced at whatever the reports say (bytes per second): a link is
+    /// never stalled by them.
+    pub min_rate: f64,
+    /// The rate a new link starts at (bytes per second), before any report.
+    pub start_rate: f64,
+}
+
+impl Default for GovernorConfig {
+    /// From 32 kB/s (a quarter of a megabit) to 1.5 GB/s (a udpros link's pacing),
+    /// starting at 125 kB/s (a megabit).
+    fn default() -> Self {
+        GovernorConfig {
+            max_rate: 1.5e9,
+            min_rate: 32e3,
+            start_rate: 125e3,
+        }
+    }
+}
+
+/// Where the governor is in its cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// No queue seen yet: growing by [`START_GROWTH`] per calm report.
+    Start,
+    /// At [`CRUISE`] × the estimate; a probe after this many more reports.
+    Cruise(u32),
+    /// At this share of the estimate (from [`PROBE`] to [`MAX_PROBE`]) for one report.
+    Probe(f64),
+    /// Below the estimate until the queue has drained (and no sooner than the instant).
+    Drain(Instant),
+}
+
+/// What the governor knows of a link, for statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GovernorStats {
+    /// The estimated bottleneck rate, bytes per second.
+    pub capacity: Option<f64>,
+    /// The queueing delay the last report showed.
+    pub queue: Duration,
+    /// The pacing rate now, bytes per second.
+    pub rate: f64,
+    /// Reports taken.
+    pub reports: u64,
+    /// Reports ignored: out of order, or naming no datagram the link sent lately.
+    pub ignored: u64,
+    /// Times the queue passed [`OVERUSE`] and the rate was cut.
+    pub overuses: u64,
+}
+
+/// A publisher's controller for one link (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct Governor {
+    config: GovernorConfig,
+    rate: f64,
+    capacity: Option<f64>,
+    phase: Phase,
+    /// The one-way delay's floor, µs (clock offset included).
+    base: WindowMin,
+    queue: Duration,
+    /// The last sample of the last report, paired with its send.
+    last_point: Option<Point>,
+    /// The last raw arrival and its unwrapped value.
+    arrival: Option<(u32, i64)>,
+    last_sequence: Option<u32>,
+    /// The first send since the last report taken: the start of a silence.
+    unanswered_since: Option<Instant>,
+    /// The pacer held datagrams back since the last report: the rate, not the
+    /// publisher, limited the link.
+    held: bool,
+    /// Since when the delay has claimed a queue the counts do not show.
+    doubt_since: Option<Instant>,
+    epoch: Instant,
+    stats: GovernorStats,
+}
+
+impl Governor {
+    /// A governor for a link opened at `now`.
+    pub fn new(now: Instant, config: GovernorConfig) -> Governor {
+        let min_rate = config.min_rate.max(1.0);
+        let max_rate = config.max_rate.max(min_rate);
+        let config = GovernorConfig {
+            min_rate,
+            max_rate,
+            start_rate: config.start_rate.clamp(min_rate, max_rate),
+        };
+        Governor {
+            config,
+            rate: config.start_rate,
+            capacity: None,
+            phase: Phase::Start,
+            base: WindowMin {
+                current: None,
+                previous: None,
+            },
+            queue: Duration::ZERO,
+            last_point: None,
+            arrival: None,
+            last_sequence: None,
+            unanswered_since: None,
+            held: false,
+            doubt_since: None,
+            epoch: now,
+            stats: GovernorStats::default(),
+        }
+    }
+
+    /// The pacing rate, bytes per second.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// What the governor knows, for statistics.
+    pub fn stats(&self) -> GovernorStats {
+        GovernorStats {
+            capacity: self.capacity,
+            queue: self.queue,
+            rate: self.rate,
+            ..self.stats
+        }
+    }
+
+    /// The link is sending at `now`: after [`SILENCE`] of sending without a report, the
+    /// rate halves. Call before pacing a message.
+    pub fn on_sending(&mut self, now: Instant) {
+        let since = *self.unanswered_since.get_or_insert(now);
+        if now.saturating_duration_since(since) < SILENCE {
+            return;
+        }
+        self.rate = (self.rate / 2.0).max(self.config.min_rate);
+        self.capacity = self.capacity.map(|c| (c / 2.0).max(self.config.min_rate));
+        if self.phase == Phase::Start {
+            self.phase = Phase::Cruise(CRUISE_REPORTS);
+            self.capacity = Some(self.rate / CRUISE);
+        }
+        // The next halving a silence later.
+        self.unanswered_since = Some(now);
+    }
+
+    /// The pacer held datagrams that were ready to leave: the rate limits the link. A link
+    /// grows its rate at the start only when it does (a link that sends a few small
+    /// messages is not told anything by their arriving fast).
+    pub fn on_held(&mut self) {
+        self.held = true;
+    }
+
+    /// A report from the subscriber, read at `now`; `log` holds the link's sends.
+    /// Returns false when it was ignored (out of order, or naming nothing sent lately).
+    pub fn on_feedback(&mut self, now: Instant, report: &Feedback, log: &SendLog) -> bool {
+        let in_order = self
+            .last_sequence
+            .is_none_or(|last| (1..1 << 31).contains(&report.sequence.wrapping_sub(last)));
+        let points: Vec<Point> = report
+            .samples
+            .iter()
+            .filter_map(|s| log.find(s).map(|found| (s, found)))
+            .map(|(s, (sent_at, sent))| Point {
+                sent_at,
+                sent,
+                arrival_us: self.unwrap_arrival(s.arrival_us),
+                received: s.bytes,
+            })
+            .collect();
+        if !in_order || points.is_empty() {
+            self.stats.ignored += 1;
+            return false;
+        }
+        self.last_sequence = Some(report.sequence);
+        self.unanswered_since = None;
+        self.stats.reports += 1;
+        let newest_queue = self.measure_queue(now, &points);
+        let (delivery, anchor) = self.delivery(&points);
+        self.last_point = Some(anchor);
+        self.check_baseline(now, newest_queue, delivery.carried);
+        self.decide(now, delivery);
+        true
+    }
+
+    /// Unwraps the subscriber's 32-bit µs clock against the last arrival.
+    fn unwrap_arrival(&mut self, raw: u32) -> i64 {
+        let unwrapped = match self.arrival {
+            Some((last_raw, last)) => last + i64::from(raw.wrapping_sub(last_raw) as i32),
+            None => i64::from(raw),
+        };
+        if self.arrival.is_none_or(|(_, last)| unwrapped > last) {
+            self.arrival = Some((raw, unwrapped));
+        }
+        unwrapped
+    }
+
+    /// The queueing delay the report shows: the second longest of its samples', against
+    /// the delay floor. One late read on a busy subscriber is not a queue, and the samples
+    /// span the report's interval, so a queue that stood for a burst between reports
+    /// shows whatever the phase of the bursts against the reports.
+    fn measure_queue(&mut self, now: Instant, points: &[Point]) -> Duration {
+        let delay = |p: &Point| {
+            p.arrival_us - p.sent_at.saturating_duration_since(self.epoch).as_micros() as i64
+        };
+        for p in points {
+            self.base.add(now, delay(p));
+        }
+        let base = self.base.get().unwrap_or(0);
+        let mut queued: Vec<i64> = points.iter().map(|p| delay(p) - base).collect();
+        queued.sort_unstable_by(|a, b| b.cmp(a));
+        let second = queued.get(1).or(queued.first()).copied().unwrap_or(0);
+        self.queue = Duration::from_micros(second.max(0) as u64);
+        self.queue
+    }
+
+    /// What the report's samples say of the link's rates (see [`Delivery`]), over pairs
+    /// of samples at least [`MIN_PAIR_BYTES`] apart, from the last report's last pair on;
+    /// and the sample the next report's pairs start from.
+    fn delivery(&self, points: &[Point]) -> (Delivery, Point) {
+        let (mut bytes, mut secs, mut sent_total, mut received_total) = (0.0, 0.0, 0.0, 0.0);
+        let (mut busy_sent, mut busy_sending) = (0.0, 0.0);
+        let mut anchor = self.last_point.unwrap_or(points[0]);
+        for b in points {
+            let a = anchor;
+            if b.sent < a.sent.saturating_add(MIN_PAIR_BYTES) {
+                // Too close to measure a rate by (or older): the pair waits for more.
+                if b.sent < a.sent {
+                    anchor = *b;
+                }
+                continue;
+            }
+            anchor = *b;
+            let arrival = Duration::from_micros((b.arrival_us - a.arrival_us).max(0) as u64);
+            let sent = b.sent.saturating_sub(a.sent) as f64;
+            // Never more than was sent between them: a report cannot claim a rate the link
+            // did not send at.
+            let received = f64::from(b.received.wrapping_sub(a.received)).min(sent);
+            sent_total += sent;
+            received_total += received;
+            if arrival < MIN_PAIR || sent == 0.0 {
+                continue;
+            }
+            let sending_for = b.sent_at.saturating_duration_since(a.sent_at).as_secs_f64();
+            // The link was busy if it sent at least half its rate between them.
+            let busy = sent >= 0.5 * self.rate * sending_for;
+            if busy {
+                bytes += received;
+                secs += arrival.as_secs_f64();
+                busy_sent += sent;
+                busy_sending += sending_for;
+            }
+        }
+        let delivery = Delivery {
+            delivered: (secs > 0.0).then(|| bytes / secs),
+            sent: (busy_sending > 0.0).then(|| busy_sent / busy_sending),
+            carried: sent_total == 0.0 || received_total >= 0.9 * sent_total,
+        };
+        (delivery, anchor)
+    }
+
+    /// A queue that the counts do not show growing (everything sent arrives) for
+    /// [`BASELINE_DOUBT`] is a wrong floor (a forged early arrival, a route that got
+    /// longer): start the floor again from now.
+    fn check_baseline(&mut self, now: Instant, queue: Duration, carried: bool) {
+        if queue <= OVERUSE || !carried || !matches!(self.phase, Phase::Drain(_)) {
+            self.doubt_since = None;
+            return;
+        }
+        let since = *self.doubt_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= BASELINE_DOUBT {
+            if let Some(p) = self.last_point {
+                let delay = p.arrival_us
+                    - p.sent_at.saturating_duration_since(self.epoch).as_micros() as i64;
+                self.base.reset(now, delay);
+            }
+            self.queue = Duration::ZERO;
+            self.doubt_since = None;
+            self.phase = Phase::Cruise(0);
+        }
+    }
+
+    fn decide(&mut self, now: Instant, delivery: Delivery) {
+        let (min, max) = (self.config.min_rate, self.config.max_rate);
+        let delivered = delivery.delivered;
+        if self.queue > OVERUSE {
+            if let Phase::Drain(until) = self.phase {
+                if now < until {
+                    return;
+                }
+            }
+            // What arrived while the queue stood is the bottleneck's rate.
+            let measured = delivered.unwrap_or(self.rate).min(self.rate);
+            self.capacity = Some(measured.clamp(min, max));
+            self.rate = (measured * DRAIN).clamp(min, max);
+            self.stats.overuses += 1;
+            // Give the queue the time it needs to drain at the lower rate before looking
+            // again.
+            let drain = self.queue.mul_f64(1.0 / (1.0 - DRAIN)).min(SILENCE);
+            self.phase = Phase::Drain(now + drain);
+            return;
+        }
+        let calm = self.queue < CALM;
+        let held = std::mem::take(&mut self.held);
+        let Some(known) = self.capacity else {
+            // Starting: grow while no queue shows and the rate is what holds the link.
+            if calm && held {
+                self.rate = (self.rate * START_GROWTH).clamp(min, max);
+            }
+            return;
+        };
+        // What the link carried without a queue: the path has at least that.
+        let capacity = delivered.map_or(known, |d| known.max(d.min(max)));
+        self.phase = match self.phase {
+            Phase::Drain(until) if now < until || !calm => self.phase,
+            // A probe is judged on what it delivered: at a low rate a report may hold no
+            // pair of samples far enough apart to tell.
+            Phase::Probe(_) if calm && delivered.is_none() => self.phase,
+            Phase::Drain(_) | Phase::Start => Phase::Cruise(CRUISE_REPORTS),
+            // The probe was carried without a queue: look further at once.
+            Phase::Probe(gain) if calm && capacity > known * (1.0 + (PROBE - 1.0) / 2.0) => {
+                Phase::Probe((1.0 + (gain - 1.0) * PROBE_GROWTH).min(MAX_PROBE))
+            }
+            Phase::Probe(_) => Phase::Cruise(CRUISE_REPORTS),
+            Phase::Cruise(0) if calm => Phase::Probe(PROBE),
+            Phase::Cruise(n) => Phase::Cruise(n.saturating_sub(u32::from(calm))),
+        };
+        self.capacity = Some(capacity);
+        let gain = match self.phase {
+            Phase::Probe(gain) => gain,
+            Phase::Drain(_) => DRAIN,
+            _ => CRUISE,
+        };
+        self.rate = (capacity * gain).clamp(min, max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udpros::Fragmenter;
+    use bytes::Bytes;
+
+    #[test]
+    fn the_log_finds_each_block_and_the_bytes_sent_with_it() {
+        let t0 = Instant::now();
+        let mut log = SendLog::default();
+        let mut fragmenter = Fragmenter::new(7, 1000).unwrap();
+        let frame = Bytes::from(vec![0u8; 9_000]);
+        let mut wire = Vec::new();
+        fragmenter.write_datagrams(&frame, &mut wire).unwrap();
+        // Ten datagrams of 1000 bytes but the last, in two sends.
+        log.record(t0, &wire[..5000], 1000);
+        let later = t0 + Duration::from_millis(1);
+        log.record(later, &wire[5000..], 1000);
+        let sample = |block| Sample {
+            message_id: 1,
+            block,
+            arrival_us: 0,
+            bytes: 0,
+        };
+        assert_eq!(log.find(&sample(0)), Some((t0, 1000)));
+        assert_eq!(log.find(&sample(4)), Some((t0, 5000)));
+        assert_eq!(log.find(&sample(5)), Some((later, 6000)));
+        assert_eq!(log.find(&sample(9)), Some((later, wire.len() as u64)));
+        assert_eq!(log.find(&sample(10)), None);
+        assert_eq!(log.records.len(), 2, "one record per send");
+    }
+
+    #[test]
+    fn the_log_is_bounded() {
+        let t0 = Instant::now();
+        let mut log = SendLog::default();
+        let mut fragmenter = Fragmenter::new(7, 1000).unwrap();
+        for i in 0..10 * MAX_RECORDS {
+            let mut wire = Vec::new();
+            fragmenter
+                .write_datagrams(&Bytes::from_static(b"x"), &mut wire)
+                .unwrap();
+            log.record(t0 + Duration::from_micros(i as u64), &wire, 1000);
+        }
+        assert_eq!(log.records.len(), MAX_RECORDS);
+    }
+
+    /// Reports that name nothing the link sent, come out of order, or do not parse move
+    /// nothing; a report that does is counted.
+    #[test]
+    fn reports_that_name_nothing_sent_are_ignored() {
+        let t0 = Instant::now();
+        let mut log = SendLog::default();
+        let mut fragmenter = Fragmenter::new(7, 1000).unwrap();
+        let mut wire = Vec::new();
+        fragmenter
+            .write_datagrams(&Bytes::from(vec![0u8; 20_000]), &mut wire)
+            .unwrap();
+        log.record(t0, &wire, 1000);
+        let mut governor = Governor::new(t0, GovernorConfig::default());
+        let sample = |message_id, block, arrival_us| Sample {
+            message_id,
+            block,
+            arrival_us,
+            bytes: 0,
+        };
+        let report = |sequence, samples| Feedback {
+            sequence,
+            datagrams: 0,
+            bytes: 0,
+            samples,
+        };
+        let later = t0 + Duration::from_millis(50);
+        assert!(!governor.on_feedback(later, &report(1, vec![sample(9, 0, 0)]), &log));
+        assert!(!governor.on_feedback(later, &report(1, vec![sample(1, 500, 0)]), &log));
+        assert!(governor.on_feedback(later, &report(2, vec![sample(1, 3, 10)]), &log));
+        assert!(
+            !governor.on_feedback(later, &report(1, vec![sample(1, 4, 20)]), &log),
+            "older than the last taken"
+        );
+        let stats = governor.stats();
+        assert_eq!((stats.reports, stats.ignored), (1, 3));
+        assert_eq!(stats.rate, GovernorConfig::default().start_rate);
+    }
+
+    #[test]
+    fn the_delay_floor_forgets_after_its_window() {
+        let t0 = Instant::now();
+        let mut min = WindowMin {
+            current: None,
+            previous: None,
+        };
+        min.add(t0, 10);
+        min.add(t0 + Duration::from_secs(1), 50);
+        assert_eq!(min.get(), Some(10));
+        min.add(t0 + BASE_WINDOW / 2, 40);
+        assert_eq!(min.get(), Some(10), "the previous half still counts");
+        min.add(t0 + BASE_WINDOW, 60);
+        assert_eq!(min.get(), Some(40), "the first half is forgotten");
+    }
+}

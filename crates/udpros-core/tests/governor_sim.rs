@@ -1,0 +1,438 @@
+//! The link governor on a simulated radio: a publisher of 100 kB images at 10 Hz on a
+//! governed UDPROS link through a `tc tbf`-like bottleneck (a rate, a queue of 50 ms,
+//! random loss after it), and a control topic of another process sharing the bottleneck's
+//! queue, one 64-byte datagram every 20 ms. All on a fake clock: the figures are the
+//! controller's, not this machine's.
+
+mod util;
+
+use std::time::{Duration, Instant};
+use udpros_core::udpros::ReceiverEvent;
+use util::{body, check_body, Bottleneck, Pair, PathConfig};
+
+const IMAGE: usize = 100_000;
+const IMAGE_PERIOD: Duration = Duration::from_millis(100);
+const CONTROL_PERIOD: Duration = Duration::from_millis(20);
+const MBIT: f64 = 1e6;
+
+/// What a run delivered.
+#[derive(Debug)]
+struct Outcome {
+    images_sent: usize,
+    images_whole: usize,
+    /// Receive time less publish time of each whole image.
+    image_ages: Vec<Duration>,
+    /// How long each control datagram waited in the bottleneck's queue and on its wire
+    /// (`None`: dropped by the full queue).
+    control: Vec<Option<Duration>>,
+    /// The governor's pacing rate every 100 ms, bits per second.
+    rates: Vec<(Duration, f64)>,
+    /// Bytes of the link's datagrams that crossed the radio and its losses.
+    delivered_bytes: u64,
+}
+
+fn percentile(values: &mut [Duration], p: f64) -> Duration {
+    values.sort();
+    let i = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values.get(i).copied().unwrap_or(Duration::MAX)
+}
+
+impl Outcome {
+    fn control_p99(&self) -> Duration {
+        let mut delays: Vec<Duration> = self.control.iter().flatten().copied().collect();
+        percentile(&mut delays, 0.99)
+    }
+
+    fn control_delivered(&self) -> usize {
+        self.control.iter().flatten().count()
+    }
+
+    fn image_age_p99(&self) -> Duration {
+        percentile(&mut self.image_ages.clone(), 0.99)
+    }
+
+    /// The pacing rate at `at` (bits per second).
+    fn rate_at(&self, at: Duration) -> f64 {
+        self.rates
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= at)
+            .map_or(f64::NAN, |(_, r)| *r)
+    }
+
+    fn table(&self) -> String {
+        let trace: Vec<String> = self
+            .rates
+            .iter()
+            .step_by(5)
+            .map(|(t, r)| format!("{:.1}s {:.2}", t.as_secs_f64(), r / MBIT))
+            .collect();
+        format!(
+            "images {}/{} whole, age p99 {:?}; control {}/{} delivered, p99 {:?}\n  rate (Mbit/s): {}",
+            self.images_whole,
+            self.images_sent,
+            self.image_age_p99(),
+            self.control_delivered(),
+            self.control.len(),
+            self.control_p99(),
+            trace.join(", ")
+        )
+    }
+}
+
+/// Runs the radio for `seconds` with the given bottleneck and random loss after it.
+fn radio(bottleneck: Bottleneck, loss: f64, seconds: u64, seed: u64) -> Outcome {
+    radio_with(bottleneck, loss, seconds, seed, IMAGE, IMAGE_PERIOD, |_| {})
+}
+
+/// [`radio`] with images of `image` bytes every `period`, and the pair set up by `setup`.
+fn radio_with(
+    bottleneck: Bottleneck,
+    loss: f64,
+    seconds: u64,
+    seed: u64,
+    image: usize,
+    period: Duration,
+    setup: impl FnOnce(&mut Pair),
+) -> Outcome {
+    let path = PathConfig {
+        loss,
+        ..PathConfig::clean()
+    };
+    let mut pair = Pair::governed(path, bottleneck, seed);
+    pair.newest_only = true;
+    setup(&mut pair);
+    let start = pair.now;
+    let end = start + Duration::from_secs(seconds);
+    let (mut next_image, mut next_control, mut next_rate) = (start, start, start);
+    let mut published: Vec<Instant> = Vec::new();
+    let mut control = Vec::new();
+    let mut rates = Vec::new();
+    while pair.now < end {
+        let now = pair.now;
+        if now >= next_image {
+            pair.send(&body(published.len() as u64, image));
+            published.push(now);
+            next_image += period;
+        }
+        if now >= next_control {
+            let radio = pair.path.bottleneck.as_mut().unwrap();
+            control.push(radio.enqueue(now, 64 + 8).map(|leaves| leaves - now));
+            next_control += CONTROL_PERIOD;
+        }
+        if now >= next_rate {
+            let rate = pair.sender.governor().unwrap().rate;
+            rates.push((now - start, rate * 8.0));
+            next_rate += Duration::from_millis(100);
+        }
+        let next = next_image.min(next_control).min(next_rate);
+        pair.run_until(next);
+    }
+    pair.run_for(Duration::from_secs(1));
+    let mut image_ages = Vec::new();
+    for (at, event) in &pair.events {
+        if let ReceiverEvent::Message(b) = event {
+            let id = check_body(b).expect("a delivered image is whole") as usize;
+            image_ages.push(at.saturating_duration_since(published[id]));
+        }
+    }
+    Outcome {
+        images_sent: published.len(),
+        images_whole: image_ages.len(),
+        image_ages,
+        control,
+        rates,
+        delivered_bytes: pair.path.delivered_bytes,
+    }
+}
+
+#[test]
+fn a_radio_half_as_wide_as_the_images_delivers_them_whole_and_control_does_not_wait() {
+    let run = radio(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.0,
+        20,
+        1,
+    );
+    println!("4 Mbit/s: {}", run.table());
+    assert!(run.images_whole >= 80, "{}", run.table());
+    assert_eq!(
+        run.control_delivered(),
+        run.control.len(),
+        "{}",
+        run.table()
+    );
+    assert!(
+        run.control_p99() <= Duration::from_millis(10),
+        "{}",
+        run.table()
+    );
+    assert!(
+        run.image_age_p99() <= Duration::from_millis(400),
+        "{}",
+        run.table()
+    );
+}
+
+#[test]
+fn a_wide_radio_carries_everything_without_a_queue() {
+    let run = radio(
+        Bottleneck::new(20.0 * MBIT, Duration::from_millis(50)),
+        0.0,
+        20,
+        2,
+    );
+    println!("20 Mbit/s: {}", run.table());
+    assert!(run.images_whole >= 198, "{}", run.table());
+    assert!(
+        run.control_p99() <= Duration::from_millis(5),
+        "{}",
+        run.table()
+    );
+}
+
+#[test]
+fn random_loss_on_a_narrow_radio_is_not_congestion() {
+    let run = radio(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.02,
+        20,
+        3,
+    );
+    println!("4 Mbit/s, 2 % loss: {}", run.table());
+    // With FEC off, an image of 70 datagrams survives 2 % loss a quarter of the time.
+    assert!(run.images_whole >= 15, "{}", run.table());
+    assert!(
+        run.control_p99() <= Duration::from_millis(10),
+        "{}",
+        run.table()
+    );
+    let late = run.rate_at(Duration::from_secs(19));
+    assert!(late > 2.5 * MBIT, "the rate held near capacity: {late}");
+}
+
+#[test]
+fn the_rate_follows_a_radio_that_narrows_and_widens() {
+    let s = Duration::from_secs;
+    let radio_link = Bottleneck::new(20.0 * MBIT, Duration::from_millis(50))
+        .step(s(10), 4.0 * MBIT)
+        .step(s(20), 20.0 * MBIT);
+    let run = radio(radio_link, 0.0, 30, 4);
+    println!("20 → 4 → 20 Mbit/s: {}", run.table());
+    // Two seconds after narrowing: within 20 % of the new capacity (below it).
+    for at in [s(12), s(15), s(19)] {
+        let rate = run.rate_at(at);
+        assert!(
+            (3.2 * MBIT..=4.2 * MBIT).contains(&rate),
+            "{at:?}: {:.2} Mbit/s",
+            rate / MBIT
+        );
+    }
+    // Two seconds after widening: at least what the images need (8 Mbit/s offered).
+    let rate = run.rate_at(s(22));
+    assert!(rate >= 8.0 * MBIT, "22 s: {:.2} Mbit/s", rate / MBIT);
+    assert!(
+        run.control_p99() <= Duration::from_millis(20),
+        "{}",
+        run.table()
+    );
+}
+
+/// The control datagrams of the second `from..to` of a run.
+fn control_between(run: &Outcome, from: u64, to: u64) -> Vec<Option<Duration>> {
+    let per_second = (Duration::from_secs(1).as_millis() / CONTROL_PERIOD.as_millis()) as usize;
+    run.control[from as usize * per_second..to as usize * per_second].to_vec()
+}
+
+/// Reports rewritten to claim a queue that grows by a second every second, from 5 s to
+/// 10 s: the link slows (never below the floor, so it never stops) and is back near the
+/// radio's rate within six seconds of the forgery ending (probes climb from the floor,
+/// where a pair of samples far enough apart to measure takes a fifth of a second).
+#[test]
+fn forged_growing_delays_slow_the_link_but_do_not_stop_it() {
+    let s = Duration::from_secs;
+    let run = radio_with(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.0,
+        20,
+        5,
+        IMAGE,
+        IMAGE_PERIOD,
+        |pair| {
+            let start = pair.now;
+            pair.tamper = Some(Box::new(move |now, feedback| {
+                let t = now - start;
+                if (s(5)..s(10)).contains(&t) {
+                    let claimed = (t - s(5)).as_micros() as u32;
+                    feedback
+                        .samples
+                        .iter_mut()
+                        .for_each(|x| x.arrival_us = x.arrival_us.wrapping_add(claimed));
+                }
+            }));
+        },
+    );
+    println!("forged delays: {}", run.table());
+    let during = run.rates.iter().filter(|(t, _)| (s(5)..s(10)).contains(t));
+    assert!(
+        during.clone().all(|(_, r)| *r >= 32e3 * 8.0),
+        "the floor holds"
+    );
+    assert!(
+        during.clone().any(|(_, r)| *r < 2.0 * MBIT),
+        "the forgery was believed"
+    );
+    for at in [s(16), s(19)] {
+        let rate = run.rate_at(at);
+        assert!(
+            (3.2 * MBIT..=4.2 * MBIT).contains(&rate),
+            "{at:?}: {:.2} Mbit/s\n{}",
+            rate / MBIT,
+            run.table()
+        );
+    }
+    // A slower link never makes control wait.
+    assert!(
+        run.control_p99() <= Duration::from_millis(10),
+        "{}",
+        run.table()
+    );
+}
+
+/// One report that claims a datagram arrived a second early moves the delay's floor: every
+/// later report then seems to show a queue of a second. The counts show nothing piling up,
+/// so the floor is started again within [`BASELINE_DOUBT`] and the rate recovers.
+#[test]
+fn a_forged_early_arrival_does_not_hold_the_link_down() {
+    let s = Duration::from_secs;
+    let run = radio_with(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.0,
+        20,
+        6,
+        IMAGE,
+        IMAGE_PERIOD,
+        |pair| {
+            let start = pair.now;
+            let mut done = false;
+            pair.tamper = Some(Box::new(move |now, feedback| {
+                if now - start >= s(5) && !done {
+                    done = true;
+                    for x in &mut feedback.samples {
+                        x.arrival_us = x.arrival_us.wrapping_sub(1_000_000);
+                    }
+                }
+            }));
+        },
+    );
+    println!("forged early arrival: {}", run.table());
+    for at in [s(12), s(16), s(19)] {
+        let rate = run.rate_at(at);
+        assert!(
+            (3.2 * MBIT..=4.2 * MBIT).contains(&rate),
+            "{at:?}: {:.2} Mbit/s",
+            rate / MBIT
+        );
+    }
+}
+
+/// Reports whose byte counts claim anything (10 Gbit/s, nothing, noise) while their
+/// arrival times are true: counts are clamped to what was sent, the queue still shows, and
+/// the link stays at the radio's rate with control undelayed.
+#[test]
+fn absurd_byte_counts_do_not_raise_the_rate() {
+    let mut noise = util::Rng::new(7);
+    let run = radio_with(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.0,
+        20,
+        7,
+        IMAGE,
+        IMAGE_PERIOD,
+        |pair| {
+            pair.tamper = Some(Box::new(move |_, feedback| {
+                feedback.bytes = feedback.bytes.wrapping_mul(1000);
+                for x in &mut feedback.samples {
+                    x.bytes = noise.next_u64() as u32;
+                }
+            }));
+        },
+    );
+    println!("absurd counts: {}", run.table());
+    let highest = run
+        .rates
+        .iter()
+        .skip(20)
+        .map(|(_, r)| *r)
+        .fold(0.0, f64::max);
+    assert!(
+        highest <= 4.0 * MBIT * MAX_PROBE_SEEN,
+        "{:.2} Mbit/s",
+        highest / MBIT
+    );
+    assert_eq!(
+        run.control_delivered(),
+        run.control.len(),
+        "{}",
+        run.table()
+    );
+    assert!(
+        run.control_p99() <= Duration::from_millis(10),
+        "{}",
+        run.table()
+    );
+}
+
+/// The most a rate may stand above the radio's while probing.
+const MAX_PROBE_SEEN: f64 = 1.6;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// Any radio from 1 to 50 Mbit/s with a queue of 20 to 200 ms and up to 3 % random
+    /// loss, any load from a tenth to three times its rate: after the first two seconds
+    /// the control topic waits at most 15 ms or a few datagrams' time, is never dropped by
+    /// the queue, and the link carries at least half of what fits.
+    #[test]
+    fn any_radio_keeps_its_queue_short_and_carries_what_fits(
+        mbit in 1.0f64..50.0,
+        queue_ms in 20u64..200,
+        loss in 0.0f64..0.03,
+        image in 2_000usize..300_000,
+        hz in 2u64..40,
+        seed in 0u64..1_000_000,
+    ) {
+        let period = Duration::from_millis(1000 / hz);
+        let run = radio_with(
+            Bottleneck::new(mbit * MBIT, Duration::from_millis(queue_ms)),
+            loss,
+            10,
+            seed,
+            image,
+            period,
+            |_| {},
+        );
+        let settled = control_between(&run, 2, 10);
+        let mut delays: Vec<Duration> = settled.iter().flatten().copied().collect();
+        // A probe (about once a second) may stand a queue of up to ~10 ms for a moment:
+        // at 50 Hz that is the 99th percentile.
+        let datagram_time = Duration::from_secs_f64(1514.0 * 8.0 / (mbit * MBIT));
+        let bar = Duration::from_millis(15).max(datagram_time * 4);
+        let p99 = percentile(&mut delays, 0.99);
+        proptest::prop_assert!(p99 <= bar, "control p99 {:?} > {:?}: {}", p99, bar, run.table());
+        proptest::prop_assert_eq!(delays.len(), settled.len(), "control dropped: {}", run.table());
+        // Of what fits (the radio's payload rate, or the load when it is lighter), at least
+        // half crosses (whole images are the scenarios' business: without FEC, loss takes
+        // whole images).
+        let offered = image as f64 * 8.0 * hz as f64;
+        let fits = (mbit * MBIT * 0.9).min(offered);
+        let delivered = run.delivered_bytes as f64 * 8.0 / 11.0;
+        proptest::prop_assert!(
+            delivered >= 0.5 * fits * (1.0 - loss),
+            "{:.2} of {:.2} Mbit/s whole: {}",
+            delivered / MBIT,
+            fits / MBIT,
+            run.table()
+        );
+    }
+}
