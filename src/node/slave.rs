@@ -7,10 +7,13 @@ use crate::api::{SlaveBackend, StatusReply};
 use crate::socket::{route_mtu, udp_headers, udp_socket};
 use crate::transport::publication::{Publication, UdpLinkError, UdpLinkTerms};
 use crate::transport::subscription::LinkStatus;
-use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use crate::transport::{
+    resolve_udp_peer, FecSendStats, GovernorStats, LinkTotals, Protocol, UDPROS_PEER_FIELD,
+};
 use crate::wire::header::HeaderLimits;
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
 use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
+use crate::wire::udpros::feedback::{FEEDBACK_FIELD, FEEDBACK_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -138,6 +141,23 @@ fn fec_sent(fec: FecSendStats) -> String {
     )
 }
 
+/// What `getBusInfo` (and so `rosnode info`) adds to a publisher's governed UDPROS link:
+/// the path as its governor sees it.
+fn governor_sent(governor: GovernorStats) -> String {
+    let capacity = governor
+        .capacity
+        .map_or("not measured yet".to_string(), |c| {
+            format!("{:.2} Mbit/s", c * 8e-6)
+        });
+    format!(
+        "; governed: capacity {capacity}, queue {:.1} ms, pacing {:.2} Mbit/s, {} reports, {} overuses",
+        governor.queue.as_secs_f64() * 1e3,
+        governor.rate * 8e-6,
+        governor.reports,
+        governor.overuses
+    )
+}
+
 /// What `getBusInfo` adds to a subscriber's UDPROS link with FEC.
 fn fec_received(status: &LinkStatus) -> String {
     let on = status
@@ -225,7 +245,12 @@ impl NodeInner {
                         l.local_port,
                         l.peer,
                         l.id,
-                        l.snapshot().fec.map(fec_sent).unwrap_or_default()
+                        {
+                            let snapshot = l.snapshot();
+                            let fec = snapshot.fec.map(fec_sent).unwrap_or_default();
+                            let governor = snapshot.governor.map(governor_sent).unwrap_or_default();
+                            format!("{fec}{governor}")
+                        }
                     )),
                 ]));
             }
@@ -352,6 +377,12 @@ impl NodeInner {
         if fec.is_some() && !peer.ip().to_canonical().is_loopback() {
             crate::transport::prepare_fec_code();
         }
+        // A link off this host whose subscriber reports arrivals is governed (on loopback
+        // there is no radio to measure, and a busy machine's late reads would read as a
+        // queue).
+        let governor = publication
+            .governor()
+            .filter(|_| plan.feedback && !peer.ip().to_canonical().is_loopback());
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr()?.port();
@@ -362,11 +393,15 @@ impl NodeInner {
             udpros_peer: plan.udpros_peer,
             route_mtu,
             fec,
+            governor,
         };
         publication.add_udp_link(socket, caller_id, terms)?;
         reply.insert(UDPROS_PEER_FIELD, "1");
         if fec.is_some() {
             reply.insert(FEC_FIELD, FEC_VERSION);
+        }
+        if governor.is_some() {
+            reply.insert(FEEDBACK_FIELD, FEEDBACK_VERSION);
         }
         Ok(Answer::Udpros(UdprosAnswer {
             host: self.id.host.clone(),

@@ -10,6 +10,7 @@ use crate::transport::subscription::{LocalNode, Subscription, SubscriptionConfig
 use crate::transport::Protocol;
 use crate::wire::topic::TopicIdentity;
 use crate::wire::udpros::fec::FecPolicy;
+use crate::wire::udpros::governor::GovernorConfig;
 use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,11 @@ pub struct AdvertiseOptions {
     /// [`FecPolicy::Fixed`] adds at least a fixed ratio, [`FecPolicy::Off`] keeps today's
     /// wire.
     pub fec: FecPolicy,
+    /// The link governor on UDPROS links to udpros subscribers on other hosts (see
+    /// [`crate::wire::udpros::governor`]): each link is paced just under the rate its path
+    /// is measured to carry, so that a narrow radio's queue stays short and large messages
+    /// arrive whole. `None` keeps fixed pacing (a link to this host is never governed).
+    pub governor: Option<GovernorConfig>,
 }
 
 /// The default bound on the bytes a queue of messages holds, per subscriber and per
@@ -51,6 +57,7 @@ impl Default for AdvertiseOptions {
             max_links: DEFAULT_MAX_LINKS,
             max_links_per_host: DEFAULT_MAX_LINKS_PER_HOST,
             fec: FecPolicy::default(),
+            governor: Some(GovernorConfig::default()),
         }
     }
 }
@@ -206,6 +213,7 @@ impl Node {
                         max_links: options.max_links,
                         max_links_per_host: options.max_links_per_host,
                         fec: options.fec,
+                        governor: options.governor,
                     },
                     self.inner.link_ids.clone(),
                 );

@@ -102,6 +102,30 @@ pub(crate) fn enable_coalescing(socket: &UdpSocket) -> bool {
     }
 }
 
+/// Asks the kernel to stamp each datagram `socket` receives with the time it arrived
+/// (`SO_TIMESTAMPNS`), which [`Reader`] hands on as [`Received::arrived`]: a governed
+/// link's feedback reports when datagrams reached the machine, not when a busy process
+/// got round to reading them (tens of milliseconds on a loaded one, read as a queue).
+pub(crate) fn enable_arrival_stamps(socket: &UdpSocket) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let one: libc::c_int = 1;
+        // SAFETY: a live socket's descriptor, and an int option passed by pointer and size.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = socket;
+}
+
 #[cfg(target_os = "linux")]
 fn set_udp_option(
     socket: &impl std::os::fd::AsRawFd,
@@ -139,6 +163,9 @@ pub(crate) struct Received {
     pub datagrams: Bytes,
     pub segment: usize,
     pub from: SocketAddr,
+    /// When the kernel received them, on a socket with
+    /// [`enable_arrival_stamps`]; `None` without.
+    pub arrived: Option<std::time::Instant>,
 }
 
 impl Received {
@@ -224,6 +251,7 @@ impl Reader {
                 datagrams: slot.split().freeze(),
                 segment: len,
                 from,
+                arrived: None,
             });
             Ok(batch)
         }
@@ -236,7 +264,8 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
     use std::os::fd::AsRawFd;
     // SAFETY (the zeroed values): all-zero is a valid sockaddr_storage and mmsghdr.
     let mut addrs: [libc::sockaddr_storage; READ_BATCH] = unsafe { std::mem::zeroed() };
-    let mut controls = [[0u64; 8]; READ_BATCH]; // u64s: cmsg headers need their alignment
+    // u64s: cmsg headers need their alignment. Room for UDP_GRO's and SO_TIMESTAMPNS's.
+    let mut controls = [[0u64; 12]; READ_BATCH];
     let mut iovs = slots.each_mut().map(|slot| {
         let spare = slot.spare_capacity_mut();
         libc::iovec {
@@ -272,6 +301,9 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
         reads: n as usize,
         ..Batch::default()
     };
+    // The kernel stamps arrivals on the realtime clock; they are placed on the monotonic
+    // one by how long before this read they were.
+    let (read_at, read_wall) = (std::time::Instant::now(), std::time::SystemTime::now());
     for (i, (m, slot)) in msgs
         .iter()
         .zip(slots.iter_mut())
@@ -284,14 +316,21 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
             continue;
         }
         let mut segment = len;
+        let mut arrived = None;
         // SAFETY: the control buffer as the kernel filled it, walked with its own macros.
         unsafe {
             let mut cmsg = libc::CMSG_FIRSTHDR(&m.msg_hdr);
             while !cmsg.is_null() {
-                if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+                if level == libc::SOL_UDP && kind == libc::UDP_GRO {
                     let size =
                         std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
                     segment = usize::try_from(size).unwrap_or(len).clamp(1, len.max(1));
+                }
+                if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+                    let stamp =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                    arrived = arrival_instant(stamp, read_at, read_wall);
                 }
                 cmsg = libc::CMSG_NXTHDR(&m.msg_hdr, cmsg);
             }
@@ -308,9 +347,28 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
             datagrams,
             segment,
             from,
+            arrived,
         });
     }
     Ok(batch)
+}
+
+/// A kernel arrival stamp (realtime) as an instant of the monotonic clock, given both
+/// clocks at one moment after it; `None` for a stamp that does not read, or that claims to
+/// be from the future or more than a second before (the realtime clock was stepped).
+#[cfg(target_os = "linux")]
+fn arrival_instant(
+    stamp: libc::timespec,
+    read_at: std::time::Instant,
+    read_wall: std::time::SystemTime,
+) -> Option<std::time::Instant> {
+    let secs = u64::try_from(stamp.tv_sec).ok()?;
+    let nanos = u32::try_from(stamp.tv_nsec)
+        .ok()
+        .filter(|&n| n < 1_000_000_000)?;
+    let wall = std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos);
+    let before = read_wall.duration_since(wall).ok()?;
+    (before <= std::time::Duration::from_secs(1)).then(|| read_at - before)
 }
 
 /// The address a `sockaddr_storage` holds (one the kernel filled: a datagram's source, or
@@ -385,6 +443,37 @@ mod tests {
         assert_eq!(joined, contents);
     }
 
+    /// A datagram read long after it arrived carries the time it arrived, coalesced or
+    /// not; without the option, none.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_late_read_tells_when_the_datagram_arrived() {
+        let (tx, rx) = pair().await;
+        let mut reader = Reader::default();
+        tx.send(b"unstamped").unwrap();
+        let batch = reader.recv(&rx).await.unwrap();
+        assert!(batch.into_iter().all(|read| read.arrived.is_none()));
+        enable_arrival_stamps(&rx);
+        enable_coalescing(&rx);
+        // The kernel turns stamping on for the machine a moment after the first socket
+        // asks (deferred work); a datagram before that is stamped when it is read.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let sent = std::time::Instant::now();
+        try_send_segments(&tx, &[1u8; 2500], 1000).unwrap();
+        tx.send(b"second").unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let batch = reader.recv(&rx).await.unwrap();
+        let read_at = std::time::Instant::now();
+        let arrivals: Vec<_> = batch.into_iter().map(|read| read.arrived).collect();
+        assert!(!arrivals.is_empty());
+        for arrived in arrivals {
+            let arrived = arrived.expect("stamped");
+            // Loopback delivers at once: long before the read, not before the send.
+            assert!(arrived + std::time::Duration::from_millis(150) <= read_at);
+            assert!(arrived + std::time::Duration::from_millis(5) >= sent);
+        }
+    }
+
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_coalescing_receiver_learns_the_datagram_size() {
@@ -402,6 +491,7 @@ mod tests {
             datagrams: datagrams.clone(),
             segment: *segment,
             from: tx.local_addr().unwrap(),
+            arrived: None,
         };
         let sizes: Vec<usize> = read.datagrams().map(|d| d.len()).collect();
         assert_eq!(sizes, [1000, 1000, 500]);

@@ -9,11 +9,13 @@ mod sender;
 pub(crate) mod subscription;
 pub(crate) mod tcp_server;
 
+pub use crate::wire::udpros::governor::GovernorStats;
 pub use crate::wire::udpros::UdpStats;
 pub use subscription::{PublisherLinkStats, Received};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 pub use crate::wire::topic::UDPROS_PEER_FIELD;
 
@@ -82,6 +84,9 @@ impl LinkStats {
 
 /// What a UDPROS link to a udpros subscriber with FEC has sent and heard, shared by its
 /// sender and the statistics calls.
+/// Where a governed link's sender leaves what its governor knows, for the statistics calls.
+pub(crate) type GovernorCell = Arc<std::sync::Mutex<Option<GovernorStats>>>;
+
 #[derive(Debug)]
 pub(crate) struct FecSendCounters {
     repairs_sent: AtomicU64,
@@ -163,6 +168,10 @@ pub struct SubscriberLinkStats {
     pub drops: u64,
     /// FEC, on UDPROS links to udpros subscribers that agreed on it.
     pub fec: Option<FecSendStats>,
+    /// The link governor's view of the path (its estimated capacity, queueing delay and
+    /// pacing rate), on UDPROS links whose subscriber sends feedback; `None` before its
+    /// first report and on links that are not governed.
+    pub governor: Option<GovernorStats>,
     /// The subscriber's type and full definition, from its connection header: kept by a
     /// publication of any type (md5sum `*`) only, to learn a type this machine lacks.
     pub subscriber_type: Option<(String, String)>,

@@ -4,12 +4,13 @@
 
 use super::queue::DropOldest;
 use super::sender::{DirectSend, LinkSender};
-use super::{FecSendCounters, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
+use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
 use crate::socket::SendSocket;
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
 use crate::wire::udpros::fec::{shard_size, FecPolicy, LinkFec};
+use crate::wire::udpros::governor::GovernorConfig;
 use crate::wire::udpros::{Fragmenter, HEADER_LEN};
 use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
@@ -110,6 +111,8 @@ pub(crate) struct SubscriberLink {
     pub stats: LinkStats,
     /// FEC, on a UDPROS link to a udpros subscriber that agreed on it.
     pub fec: Option<(LinkFec, Arc<FecSendCounters>)>,
+    /// What the link's governor knows, on a governed link.
+    pub governor: Option<GovernorCell>,
     /// The type and full definition the subscriber's header carried, kept only by a
     /// publication of any type (md5sum `*`), which is there to learn them.
     pub subscriber_type: std::sync::Mutex<Option<(String, String)>>,
@@ -137,6 +140,10 @@ impl SubscriberLink {
                 .fec
                 .as_ref()
                 .map(|(link, counters)| counters.snapshot(*link)),
+            governor: self
+                .governor
+                .as_ref()
+                .and_then(|cell| *cell.lock().unwrap_or_else(|e| e.into_inner())),
             subscriber_type: self
                 .subscriber_type
                 .lock()
@@ -188,6 +195,14 @@ enum Handoff {
     Queue,
 }
 
+/// Where the statistics calls read what a UDPROS link's sender knows of its FEC and its
+/// governor (nothing, on a TCPROS link).
+#[derive(Debug, Default)]
+struct UdpWatch {
+    fec: Option<(LinkFec, Arc<FecSendCounters>)>,
+    governor: Option<GovernorCell>,
+}
+
 /// What one publication's subscriber links may hold and how many there may be.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LinkLimits {
@@ -201,6 +216,8 @@ pub(crate) struct LinkLimits {
     pub max_links_per_host: usize,
     /// FEC on UDPROS links to udpros subscribers that ask for it.
     pub fec: FecPolicy,
+    /// The governor's limits on UDPROS links to udpros subscribers that send feedback.
+    pub governor: Option<GovernorConfig>,
 }
 
 /// What `requestTopic` settled for a UDPROS link to one subscriber.
@@ -216,6 +233,8 @@ pub(crate) struct UdpLinkTerms {
     pub route_mtu: Option<usize>,
     /// The FEC both ends agreed on (`None` when they did not).
     pub fec: Option<LinkFec>,
+    /// The governor's limits, when the subscriber sends feedback and the link is governed.
+    pub governor: Option<GovernorConfig>,
 }
 
 /// Descriptors a node keeps for its own work when it takes a subscriber link: a
@@ -415,8 +434,9 @@ impl Publication {
         peer: SocketAddr,
         local_port: u16,
         sender: LinkSender,
-        fec: Option<(LinkFec, Arc<FecSendCounters>)>,
+        watch: UdpWatch,
     ) -> Arc<SubscriberLink> {
+        let UdpWatch { fec, governor } = watch;
         let link = Arc::new(SubscriberLink {
             id: self.link_ids.fetch_add(1, Ordering::Relaxed),
             caller_id: caller_id.to_string(),
@@ -425,6 +445,7 @@ impl Publication {
             local_port,
             stats: LinkStats::default(),
             fec,
+            governor,
             subscriber_type: std::sync::Mutex::new(None),
             queue: DropOldest::bounded(self.limits.queue_size, self.limits.queue_bytes, Bytes::len),
             sender: tokio::sync::Mutex::new(sender),
@@ -480,7 +501,7 @@ impl Publication {
             peer,
             local_port,
             LinkSender::tcp(writer),
-            None,
+            UdpWatch::default(),
         );
         if let Some(learned) = subscriber_type {
             if let Ok(mut kept) = link.subscriber_type.lock() {
@@ -517,20 +538,31 @@ impl Publication {
         let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(REPORT_BUFFER_BYTES);
         let socket = SendSocket::new(socket)?;
         let counters = Arc::new(FecSendCounters::default());
+        let governor = GovernorCell::default();
         let sender = LinkSender::udp(
             socket,
             fragmenter,
             terms.udpros_peer,
             terms.route_mtu,
             terms.fec.map(|fec| (fec, counters.clone())),
+            terms.governor.map(|limits| (limits, governor.clone())),
         );
-        let fec = terms.fec.map(|fec| (fec, counters));
-        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, fec))
+        let watch = UdpWatch {
+            fec: terms.fec.map(|fec| (fec, counters)),
+            governor: terms.governor.map(|_| governor),
+        };
+        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, watch))
     }
 
     /// The FEC this publication offers udpros subscribers.
     pub(crate) fn fec(&self) -> FecPolicy {
         self.limits.fec
+    }
+
+    /// The governor this publication puts on links to udpros subscribers that send
+    /// feedback (`None`: fixed pacing).
+    pub(crate) fn governor(&self) -> Option<GovernorConfig> {
+        self.limits.governor
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).

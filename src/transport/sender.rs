@@ -6,10 +6,11 @@
 //! without waking another task, which on a multi-threaded runtime is a cross-thread wake
 //! per message, the largest part of the latency on a quiet link.
 
-use super::FecSendCounters;
 use super::LinkStats;
+use super::{FecSendCounters, GovernorCell};
 use crate::socket::{offload, SendSocket};
 use crate::wire::udpros::fec::LinkFec;
+use crate::wire::udpros::governor::GovernorConfig;
 use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
 use bytes::Bytes;
 use std::io;
@@ -54,13 +55,15 @@ impl std::fmt::Debug for LinkSender {
 }
 
 impl LinkSender {
-    /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known.
+    /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known;
+    /// `governor`, the limits of its governor when the subscriber sends feedback.
     pub(super) fn udp(
         socket: SendSocket,
         fragmenter: Fragmenter,
         udpros_peer: bool,
         route_mtu: Option<usize>,
         fec: Option<(LinkFec, Arc<FecSendCounters>)>,
+        governor: Option<(GovernorConfig, GovernorCell)>,
     ) -> LinkSender {
         let loopback = socket
             .socket()
@@ -72,10 +75,11 @@ impl LinkSender {
             segmenting: offload::can_segment(socket.socket()),
             loopback,
             fec: fec.as_ref().map(|(fec, _)| *fec),
-            governor: None,
+            governor: governor.as_ref().map(|(limits, _)| *limits),
         };
         let mut sender = UdpLinkSender::new(socket, fragmenter, config);
         sender.counters = fec.map(|(_, counters)| counters);
+        sender.governor = governor.map(|(_, cell)| cell);
         LinkSender::Udp(Box::new(sender))
     }
 
@@ -163,6 +167,8 @@ pub(super) struct UdpLinkSender {
     link: UdpSender,
     /// Where the statistics calls see the link's FEC.
     counters: Option<Arc<FecSendCounters>>,
+    /// Where they see its governor.
+    governor: Option<GovernorCell>,
 }
 
 /// What an OS error on a send means to the link.
@@ -182,13 +188,18 @@ impl UdpLinkSender {
             link: UdpSender::new(Instant::now(), fragmenter, config),
             socket,
             counters: None,
+            governor: None,
         }
     }
 
-    /// Shows the statistics calls what the link's FEC did.
+    /// Shows the statistics calls what the link's FEC did and what its governor knows.
     fn publish_counters(&self) {
         if let Some(counters) = &self.counters {
             counters.update(&self.link);
+        }
+        if let Some(cell) = &self.governor {
+            *cell.lock().unwrap_or_else(|e| e.into_inner()) =
+                self.link.governor().filter(|g| g.reports > 0);
         }
     }
 
@@ -247,25 +258,36 @@ impl UdpLinkSender {
         if !self.link.wants_reports(now) {
             return Ok(());
         }
-        let mut buf = [0u8; 64];
+        let mut buf = [0u8; 256];
+        let mut taken = false;
         // More than the buffer holds; a flood still arriving waits for the next look.
         for _ in 0..256 {
             match self.socket.socket().recv(&mut buf) {
                 Ok(n) => {
-                    self.link.handle_report(now, &buf[..n]);
+                    taken |= self.link.handle_report(now, &buf[..n]);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
         }
+        if taken {
+            self.publish_counters();
+            if let Some(g) = self.link.governor() {
+                tracing::debug!(target: "udpros::governor", "{g:?}");
+            }
+        }
         Ok(())
     }
 
-    /// Sends what the link has loaded, waiting for room and for pacing.
+    /// Sends what the link has loaded, waiting for room and for pacing. A governed link
+    /// reads the subscriber's feedback between sends: a large message at a narrow link's
+    /// rate takes longer than a report interval.
     async fn send_loaded(&mut self) -> io::Result<()> {
         while self.link.is_sending() {
-            let Some(t) = self.link.poll_transmit(Instant::now()) else {
+            let now = Instant::now();
+            self.read_reports(now)?;
+            let Some(t) = self.link.poll_transmit(now) else {
                 // Held by pacing, which says until when.
                 match self.link.poll_timeout() {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -274,12 +296,19 @@ impl UdpLinkSender {
                 continue;
             };
             let (datagrams, segment) = (t.datagrams, t.segment_size);
+            // The datagrams left when the send that took them began: a governed link pairs
+            // this time with their arrival, and a send preempted on a busy machine would
+            // otherwise seem to have crossed the path faster than anything could.
+            let mut began = now;
             let sent = self
                 .socket
-                .send_with(|socket| offload::try_send_segments(socket, datagrams, segment))
+                .send_with(|socket| {
+                    began = Instant::now();
+                    offload::try_send_segments(socket, datagrams, segment)
+                })
                 .await;
             match sent {
-                Ok(()) => self.link.on_transmitted(Instant::now()),
+                Ok(()) => self.link.on_transmitted(began),
                 Err(e) => self.recover(e)?,
             }
         }
@@ -388,7 +417,7 @@ mod tests {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
             let fragmenter = Fragmenter::new(7, 65_000).unwrap();
-            let mut wire = LinkSender::udp(socket, fragmenter, true, None, None);
+            let mut wire = LinkSender::udp(socket, fragmenter, true, None, None, None);
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -449,6 +478,7 @@ mod tests {
             true,
             None,
             None,
+            None,
         );
         let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
@@ -487,6 +517,7 @@ mod tests {
                 socket,
                 Fragmenter::new(7, 65_000).unwrap(),
                 true,
+                None,
                 None,
                 None,
             );

@@ -42,7 +42,7 @@ fn fec_delivers_large_messages_across_five_percent_loss_at_random_and_in_runs() 
             .as_ref()
             .and_then(|d| d.publisher_says("fec_reported_loss"));
         println!(
-            "udpros -> udpros, 100 kB at 10 Hz, 5 % datagram loss in runs of {mean_run}, FEC {fec}: {received:?}/{count} (loss the publisher heard: {reported:?})"
+            "udpros -> udpros, 100 kB at 10 Hz, 5 % datagram loss in runs of {mean_run}, FEC {fec}: {received:?}/{count} (loss the publisher heard: {reported:?}; it said {:?})", got.as_ref().map(|d| d.publisher.clone())
         );
         got
     };
@@ -90,4 +90,16 @@ fn fec_delivers_large_messages_across_five_percent_loss_at_random_and_in_runs() 
         "reported loss in runs {heard}"
     );
     assert_eq!(without.publisher_says("fec_reported_loss"), None, "FEC off");
+    // Between udpros peers on two hosts the link is governed, FEC or not: the
+    // subscriber's feedback reached the publisher's governor across the lossy path.
+    for (run, what) in [(&adaptive, "adaptive FEC"), (&without, "FEC off")] {
+        let reports: u64 = run
+            .publisher_says("governor_reports")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            reports > 10,
+            "{what}: {reports} feedback reports reached the governor"
+        );
+    }
 }

@@ -151,6 +151,9 @@ pub struct UdpPlan {
     /// The send buffer to ask the kernel for: room for bursts of whole large messages
     /// toward udpros peers, less toward roscpp, whose pacing keeps bursts small.
     pub send_buffer: usize,
+    /// The subscriber reports arrivals to the publisher's governor (a udpros subscriber
+    /// that offered [`feedback`](crate::udpros::feedback)).
+    pub feedback: bool,
 }
 
 impl UdpPlan {
@@ -166,6 +169,7 @@ impl UdpPlan {
             udpros_peer,
             max_datagram: offer.max_datagram.min(limit),
             send_buffer: if udpros_peer { 4 << 20 } else { 1 << 20 },
+            feedback: udpros_peer && crate::udpros::feedback::agreed(&offer.header),
         }
     }
 

@@ -8,6 +8,7 @@
 
 use crate::header::{ConnectionHeader, HeaderLimits};
 use crate::tcpros::{FrameDecoder, FrameTooLarge};
+use crate::udpros::feedback::{FEEDBACK_FIELD, FEEDBACK_VERSION};
 use bytes::Bytes;
 use std::fmt;
 
@@ -76,7 +77,8 @@ impl TopicIdentity {
     }
 
     /// The header a subscriber puts in a UDPROS offer (it tells a udpros publisher that
-    /// the subscriber is udpros too).
+    /// the subscriber is udpros too, and will report arrivals to its governor: see
+    /// [`feedback`](crate::udpros::feedback)).
     pub fn udp_subscriber_header(&self) -> ConnectionHeader {
         ConnectionHeader::new()
             .with("callerid", self.node.as_str())
@@ -84,6 +86,7 @@ impl TopicIdentity {
             .with("topic", self.topic.as_str())
             .with("type", self.msg_type.as_str())
             .with(UDPROS_PEER_FIELD, "1")
+            .with(FEEDBACK_FIELD, FEEDBACK_VERSION)
     }
 }
 

@@ -97,6 +97,7 @@ fn open_udp(sub: &Subscription) -> std::io::Result<UdpOffer> {
     }
     let port = socket.local_addr()?.port();
     offload::enable_coalescing(&socket);
+    offload::enable_arrival_stamps(&socket);
     Ok(UdpOffer {
         port,
         socket,
@@ -279,7 +280,8 @@ async fn read_udp(
         sources,
         expects_heartbeats: udpros_peer,
         fec: shard.is_some(),
-        feedback: false,
+        // The publisher confirmed it reads the arrivals this end reports.
+        feedback: udpros_peer && crate::wire::udpros::feedback::agreed(&header),
     };
     let mut receiver = UdpReceiver::new(Instant::now(), config);
     link.set_status(|s| {
@@ -318,8 +320,9 @@ async fn read_udp(
                 receiver.on_truncated(batch.dropped);
                 let now = Instant::now();
                 for read in batch {
+                    let arrived = read.arrived.unwrap_or(now);
                     for datagram in read.datagrams() {
-                        receiver.handle(now, read.from, datagram);
+                        receiver.handle_arrived(now, arrived, read.from, datagram);
                     }
                 }
             }

@@ -93,8 +93,24 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
             format!(" fec_reported_loss={loss} fec_repairs={}", f.repairs_sent)
         })
         .unwrap_or_default();
+    // The governor's view of the first governed link's path.
+    let governor = publisher
+        .links()
+        .into_iter()
+        .find_map(|l| l.governor)
+        .map(|g| {
+            format!(
+                " governor_rate={:.0} governor_capacity={:.0} governor_queue_ms={:.1} governor_overuses={} governor_reports={}",
+                g.rate * 8.0,
+                g.capacity.unwrap_or(f64::NAN) * 8.0,
+                g.queue.as_secs_f64() * 1e3,
+                g.overuses,
+                g.reports
+            )
+        })
+        .unwrap_or_default();
     println!(
-        "PUB sent={} seconds={seconds:.3} {}{fec}",
+        "PUB sent={} seconds={seconds:.3} {}{fec}{governor}",
         args.count,
         usage()
     );

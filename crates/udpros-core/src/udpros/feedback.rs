@@ -27,6 +27,7 @@
 //! publisher keeps send times for.
 
 use super::{DatagramHeader, Opcode, HEADER_LEN};
+use crate::header::ConnectionHeader;
 use std::time::{Duration, Instant};
 
 /// The connection header field in which a udpros subscriber offers feedback and a udpros
@@ -34,6 +35,12 @@ use std::time::{Duration, Instant};
 pub const FEEDBACK_FIELD: &str = "udpros_feedback";
 /// The version of the feedback format this crate speaks.
 pub const FEEDBACK_VERSION: &str = "1";
+/// Whether `header` (a subscriber's offer, or a publisher's answer) speaks this crate's
+/// feedback: a udpros subscriber offers it, a publisher that reads it confirms it.
+pub fn agreed(header: &ConnectionHeader) -> bool {
+    header.get(FEEDBACK_FIELD) == Some(FEEDBACK_VERSION)
+}
+
 /// How often the subscriber reports while datagrams arrive.
 pub const FEEDBACK_INTERVAL: Duration = Duration::from_millis(50);
 /// Most samples one report carries.
@@ -174,10 +181,16 @@ impl ArrivalLog {
             Opcode::DataN => header.block,
             _ => return,
         };
+        // A datagram the kernel took before the link began (it waited in the socket for
+        // the publisher's answer) is counted, not sampled: its time is before the clock's
+        // start, and read as the start it would seem to have crossed faster than it did.
+        let Some(since) = now.checked_duration_since(self.epoch) else {
+            return;
+        };
         let sample = Sample {
             message_id: header.message_id,
             block,
-            arrival_us: now.saturating_duration_since(self.epoch).as_micros() as u32,
+            arrival_us: since.as_micros() as u32,
             bytes: self.bytes as u32,
         };
         let fresh = self
@@ -308,6 +321,18 @@ mod tests {
         );
         let next = log.poll_feedback(t0 + 2 * FEEDBACK_INTERVAL).unwrap();
         assert_eq!((next.sequence, next.samples.len()), (2, 1));
+    }
+
+    #[test]
+    fn datagrams_from_before_the_log_began_are_counted_not_sampled() {
+        let t0 = Instant::now();
+        let mut log = ArrivalLog::new(t0 + Duration::from_millis(5));
+        log.on_datagram(t0, &data(1, 0), 1000);
+        assert_eq!(log.poll_feedback(t0 + Duration::from_millis(5)), None);
+        log.on_datagram(t0 + Duration::from_millis(6), &data(1, 1), 1000);
+        let report = log.poll_feedback(t0 + Duration::from_millis(6)).unwrap();
+        assert_eq!((report.bytes, report.samples.len()), (2000, 1));
+        assert_eq!(report.samples[0].arrival_us, 1000);
     }
 
     #[test]

@@ -208,6 +208,19 @@ impl UdpReceiver {
 
     /// Takes one datagram that arrived at `now` from `from`.
     pub fn handle(&mut self, now: Instant, from: SocketAddr, datagram: Bytes) {
+        self.handle_arrived(now, now, from, datagram);
+    }
+
+    /// Takes one datagram read at `now` that the machine received at `arrived` (a kernel
+    /// stamp): the publisher's governor is told the arrival, not the read, so that a
+    /// subscriber that reads late is not taken for a queue on the path.
+    pub fn handle_arrived(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        from: SocketAddr,
+        datagram: Bytes,
+    ) {
         if self.peer != Some(from) {
             if !self.sources.allows(from) {
                 self.strangers += 1;
@@ -229,7 +242,7 @@ impl UdpReceiver {
             self.liveness.heard(now);
             self.loss.on_datagram(h);
             if let Some(arrivals) = self.arrivals.as_mut() {
-                arrivals.on_datagram(now, h, datagram.len());
+                arrivals.on_datagram(arrived, h, datagram.len());
             }
         }
         if self.fec.is_some() {
