@@ -51,6 +51,22 @@ impl Outcome {
         percentile(&mut self.image_ages.clone(), 0.99)
     }
 
+    /// The control topic's 99th percentile is within `bar`.
+    fn assert_control_p99(&self, bar: Duration) {
+        assert!(self.control_p99() <= bar, "{}", self.table());
+    }
+
+    /// The pacing rate at `at` is within 20 % below to 5 % above `capacity`.
+    fn assert_rate_near(&self, at: Duration, capacity: f64) {
+        let rate = self.rate_at(at);
+        assert!(
+            (0.8 * capacity..=1.05 * capacity).contains(&rate),
+            "{at:?}: {:.2} Mbit/s\n{}",
+            rate / MBIT,
+            self.table()
+        );
+    }
+
     /// The pacing rate at `at` (bits per second).
     fn rate_at(&self, at: Duration) -> f64 {
         self.rates
@@ -162,11 +178,7 @@ fn a_radio_half_as_wide_as_the_images_delivers_them_whole_and_control_does_not_w
         "{}",
         run.table()
     );
-    assert!(
-        run.control_p99() <= Duration::from_millis(10),
-        "{}",
-        run.table()
-    );
+    run.assert_control_p99(Duration::from_millis(10));
     assert!(
         run.image_age_p99() <= Duration::from_millis(400),
         "{}",
@@ -184,11 +196,7 @@ fn a_wide_radio_carries_everything_without_a_queue() {
     );
     println!("20 Mbit/s: {}", run.table());
     assert!(run.images_whole >= 198, "{}", run.table());
-    assert!(
-        run.control_p99() <= Duration::from_millis(5),
-        "{}",
-        run.table()
-    );
+    run.assert_control_p99(Duration::from_millis(5));
 }
 
 #[test]
@@ -202,11 +210,7 @@ fn random_loss_on_a_narrow_radio_is_not_congestion() {
     println!("4 Mbit/s, 2 % loss: {}", run.table());
     // With FEC off, an image of 70 datagrams survives 2 % loss a quarter of the time.
     assert!(run.images_whole >= 15, "{}", run.table());
-    assert!(
-        run.control_p99() <= Duration::from_millis(10),
-        "{}",
-        run.table()
-    );
+    run.assert_control_p99(Duration::from_millis(10));
     let late = run.rate_at(Duration::from_secs(19));
     assert!(late > 2.5 * MBIT, "the rate held near capacity: {late}");
 }
@@ -221,21 +225,25 @@ fn the_rate_follows_a_radio_that_narrows_and_widens() {
     println!("20 → 4 → 20 Mbit/s: {}", run.table());
     // Two seconds after narrowing: within 20 % of the new capacity (below it).
     for at in [s(12), s(15), s(19)] {
-        let rate = run.rate_at(at);
-        assert!(
-            (3.2 * MBIT..=4.2 * MBIT).contains(&rate),
-            "{at:?}: {:.2} Mbit/s",
-            rate / MBIT
-        );
+        run.assert_rate_near(at, 4.0 * MBIT);
     }
     // Two seconds after widening: at least what the images need (8 Mbit/s offered).
     let rate = run.rate_at(s(22));
     assert!(rate >= 8.0 * MBIT, "22 s: {:.2} Mbit/s", rate / MBIT);
-    assert!(
-        run.control_p99() <= Duration::from_millis(20),
-        "{}",
-        run.table()
-    );
+    run.assert_control_p99(Duration::from_millis(20));
+}
+
+/// 20 s of the 4 Mbit/s radio without random loss, the pair set up by `setup`.
+fn narrow_radio_with(seed: u64, setup: impl FnOnce(&mut Pair)) -> Outcome {
+    radio_with(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.0,
+        20,
+        seed,
+        IMAGE,
+        IMAGE_PERIOD,
+        setup,
+    )
 }
 
 /// The control datagrams of the second `from..to` of a run.
@@ -251,27 +259,19 @@ fn control_between(run: &Outcome, from: u64, to: u64) -> Vec<Option<Duration>> {
 #[test]
 fn forged_growing_delays_slow_the_link_but_do_not_stop_it() {
     let s = Duration::from_secs;
-    let run = radio_with(
-        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
-        0.0,
-        20,
-        5,
-        IMAGE,
-        IMAGE_PERIOD,
-        |pair| {
-            let start = pair.now;
-            pair.tamper = Some(Box::new(move |now, feedback| {
-                let t = now - start;
-                if (s(5)..s(10)).contains(&t) {
-                    let claimed = (t - s(5)).as_micros() as u32;
-                    feedback
-                        .samples
-                        .iter_mut()
-                        .for_each(|x| x.arrival_us = x.arrival_us.wrapping_add(claimed));
-                }
-            }));
-        },
-    );
+    let run = narrow_radio_with(5, |pair| {
+        let start = pair.now;
+        pair.tamper = Some(Box::new(move |now, feedback| {
+            let t = now - start;
+            if (s(5)..s(10)).contains(&t) {
+                let claimed = (t - s(5)).as_micros() as u32;
+                feedback
+                    .samples
+                    .iter_mut()
+                    .for_each(|x| x.arrival_us = x.arrival_us.wrapping_add(claimed));
+            }
+        }));
+    });
     println!("forged delays: {}", run.table());
     let during = run.rates.iter().filter(|(t, _)| (s(5)..s(10)).contains(t));
     assert!(
@@ -283,20 +283,10 @@ fn forged_growing_delays_slow_the_link_but_do_not_stop_it() {
         "the forgery was believed"
     );
     for at in [s(16), s(19)] {
-        let rate = run.rate_at(at);
-        assert!(
-            (3.2 * MBIT..=4.2 * MBIT).contains(&rate),
-            "{at:?}: {:.2} Mbit/s\n{}",
-            rate / MBIT,
-            run.table()
-        );
+        run.assert_rate_near(at, 4.0 * MBIT);
     }
     // A slower link never makes control wait.
-    assert!(
-        run.control_p99() <= Duration::from_millis(10),
-        "{}",
-        run.table()
-    );
+    run.assert_control_p99(Duration::from_millis(10));
 }
 
 /// One report that claims a datagram arrived a second early moves the delay's floor: every
@@ -305,34 +295,21 @@ fn forged_growing_delays_slow_the_link_but_do_not_stop_it() {
 #[test]
 fn a_forged_early_arrival_does_not_hold_the_link_down() {
     let s = Duration::from_secs;
-    let run = radio_with(
-        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
-        0.0,
-        20,
-        6,
-        IMAGE,
-        IMAGE_PERIOD,
-        |pair| {
-            let start = pair.now;
-            let mut done = false;
-            pair.tamper = Some(Box::new(move |now, feedback| {
-                if now - start >= s(5) && !done {
-                    done = true;
-                    for x in &mut feedback.samples {
-                        x.arrival_us = x.arrival_us.wrapping_sub(1_000_000);
-                    }
+    let run = narrow_radio_with(6, |pair| {
+        let start = pair.now;
+        let mut done = false;
+        pair.tamper = Some(Box::new(move |now, feedback| {
+            if now - start >= s(5) && !done {
+                done = true;
+                for x in &mut feedback.samples {
+                    x.arrival_us = x.arrival_us.wrapping_sub(1_000_000);
                 }
-            }));
-        },
-    );
+            }
+        }));
+    });
     println!("forged early arrival: {}", run.table());
     for at in [s(12), s(16), s(19)] {
-        let rate = run.rate_at(at);
-        assert!(
-            (3.2 * MBIT..=4.2 * MBIT).contains(&rate),
-            "{at:?}: {:.2} Mbit/s",
-            rate / MBIT
-        );
+        run.assert_rate_near(at, 4.0 * MBIT);
     }
 }
 
@@ -342,22 +319,14 @@ fn a_forged_early_arrival_does_not_hold_the_link_down() {
 #[test]
 fn absurd_byte_counts_do_not_raise_the_rate() {
     let mut noise = util::Rng::new(7);
-    let run = radio_with(
-        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
-        0.0,
-        20,
-        7,
-        IMAGE,
-        IMAGE_PERIOD,
-        |pair| {
-            pair.tamper = Some(Box::new(move |_, feedback| {
-                feedback.bytes = feedback.bytes.wrapping_mul(1000);
-                for x in &mut feedback.samples {
-                    x.bytes = noise.next_u64() as u32;
-                }
-            }));
-        },
-    );
+    let run = narrow_radio_with(7, |pair| {
+        pair.tamper = Some(Box::new(move |_, feedback| {
+            feedback.bytes = feedback.bytes.wrapping_mul(1000);
+            for x in &mut feedback.samples {
+                x.bytes = noise.next_u64() as u32;
+            }
+        }));
+    });
     println!("absurd counts: {}", run.table());
     let highest = run
         .rates
@@ -376,11 +345,7 @@ fn absurd_byte_counts_do_not_raise_the_rate() {
         "{}",
         run.table()
     );
-    assert!(
-        run.control_p99() <= Duration::from_millis(10),
-        "{}",
-        run.table()
-    );
+    run.assert_control_p99(Duration::from_millis(10));
 }
 
 /// The most a rate may stand above the radio's while probing.
