@@ -150,11 +150,12 @@ fn governor_sent(governor: GovernorStats) -> String {
             format!("{:.2} Mbit/s", c * 8e-6)
         });
     format!(
-        "; governed: capacity {capacity}, queue {:.1} ms, pacing {:.2} Mbit/s, {} reports, {} overuses",
+        "; governed: capacity {capacity}, queue {:.1} ms, pacing {:.2} Mbit/s, {} reports, {} overuses, {} stale dropped",
         governor.queue.as_secs_f64() * 1e3,
         governor.rate * 8e-6,
         governor.reports,
-        governor.overuses
+        governor.overuses,
+        governor.stale
     )
 }
 

@@ -323,6 +323,14 @@ impl UdpLinkSender {
     /// ones a message at a time, all paced.
     async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
         self.send_loaded().await?;
+        // A governed link that cannot carry them all sends the newest whole.
+        let stale = self.link.drop_stale(frames);
+        if stale > 0 {
+            stats
+                .drops
+                .fetch_add(stale as u64, std::sync::atomic::Ordering::Relaxed);
+            self.publish_counters();
+        }
         let mut next = 0;
         while next < frames.len() {
             let now = Instant::now();

@@ -29,6 +29,8 @@ struct Outcome {
     rates: Vec<(Duration, f64)>,
     /// Bytes of the link's datagrams that crossed the radio and its losses.
     delivered_bytes: u64,
+    /// Images the link dropped whole as stale.
+    stale: u64,
 }
 
 fn percentile(values: &mut [Duration], p: f64) -> Duration {
@@ -115,8 +117,8 @@ fn radio_with(
         loss,
         ..PathConfig::clean()
     };
+    // The publisher queues every image; the link drops what would leave stale.
     let mut pair = Pair::governed(path, bottleneck, seed);
-    pair.newest_only = true;
     setup(&mut pair);
     let start = pair.now;
     let end = start + Duration::from_secs(seconds);
@@ -159,6 +161,7 @@ fn radio_with(
         control,
         rates,
         delivered_bytes: pair.path.delivered_bytes,
+        stale: pair.sender.governor().map_or(0, |g| g.stale),
     }
 }
 
@@ -172,6 +175,13 @@ fn a_radio_half_as_wide_as_the_images_delivers_them_whole_and_control_does_not_w
     );
     println!("4 Mbit/s: {}", run.table());
     assert!(run.images_whole >= 80, "{}", run.table());
+    // What did not fit was dropped whole before it left, not cut.
+    assert!(
+        run.stale as usize + run.images_whole + 5 >= run.images_sent,
+        "{} stale: {}",
+        run.stale,
+        run.table()
+    );
     assert_eq!(
         run.control_delivered(),
         run.control.len(),

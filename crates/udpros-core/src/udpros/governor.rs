@@ -283,6 +283,9 @@ pub struct GovernorStats {
     pub ignored: u64,
     /// Times the queue passed [`OVERUSE`] and the rate was cut.
     pub overuses: u64,
+    /// Messages dropped whole before their first datagram because they would have left
+    /// older than the link's freshness bound (counted by the link's sender).
+    pub stale: u64,
 }
 
 /// A publisher's controller for one link (see the module documentation).

@@ -23,7 +23,8 @@ pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};
 pub use sender::{
     max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
-    DIRECT_MAX_SENDS, FEEDBACK_CHECK, GOVERNED_BURST, MAX_SEGMENTS, MAX_SEND, REPORT_CHECK,
+    DIRECT_MAX_SENDS, FEEDBACK_CHECK, FRESHNESS, GOVERNED_BURST, MAX_SEGMENTS, MAX_SEND,
+    REPORT_CHECK,
 };
 
 /// Bytes of the datagram header.

@@ -64,6 +64,11 @@ pub const REPORT_CHECK: std::time::Duration = super::loss::REPORT_INTERVAL;
 pub const FEEDBACK_CHECK: std::time::Duration =
     std::time::Duration::from_millis(FEEDBACK_INTERVAL.as_millis() as u64 / 2);
 
+/// On a governed link that cannot carry everything published, the longest a queued
+/// message may wait for its first datagram to leave: older ones are dropped whole, the
+/// newest kept (a half-sent image is worth nothing, a late one little).
+pub const FRESHNESS: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A governed link paced below its maximum sends bursts of at most this long at its rate
 /// (and never less than a datagram): what it adds to the bottleneck's queue at once.
 pub const GOVERNED_BURST: std::time::Duration = std::time::Duration::from_millis(2);
@@ -236,6 +241,8 @@ struct Governed {
     log: SendLog,
     /// The rate the pacer was last given (bytes per second).
     applied: f64,
+    /// Messages dropped as stale ([`UdpSender::drop_stale`]).
+    stale: u64,
     /// The pacing without a governor, restored while it knows nothing.
     max_rate: f64,
 }
@@ -277,6 +284,7 @@ impl UdpSender {
                         log: SendLog::default(),
                         applied: limits.max_rate,
                         max_rate: limits.max_rate,
+                        stale: 0,
                     })
                 }),
         }
@@ -284,7 +292,44 @@ impl UdpSender {
 
     /// What the link's governor knows (`None`: the link is not governed).
     pub fn governor(&self) -> Option<GovernorStats> {
-        self.governed.as_ref().map(|g| g.governor.stats())
+        self.governed.as_ref().map(|g| GovernorStats {
+            stale: g.stale,
+            ..g.governor.stats()
+        })
+    }
+
+    /// On a governed link paced below its maximum, drops from the front of `frames` (the
+    /// messages queued for it, oldest first) those that would leave later than
+    /// [`FRESHNESS`] at its rate: the newest that fit, and always the newest one, are
+    /// kept whole and in order. Returns how many were dropped (counted as stale). Call
+    /// when the link takes its queue, before [`push_queued`](Self::push_queued).
+    pub fn drop_stale(&mut self, frames: &mut Vec<Bytes>) -> usize {
+        let Some((rate, max_rate)) = self
+            .governed
+            .as_ref()
+            .map(|g| (g.governor.rate(), g.max_rate))
+        else {
+            return 0;
+        };
+        if rate >= max_rate || frames.len() < 2 {
+            return 0;
+        }
+        let budget = rate * FRESHNESS.as_secs_f64();
+        let (mut keep, mut bytes) = (0, 0.0);
+        for i in (0..frames.len()).rev() {
+            let wire = self.wire_bytes(frames[i].len()) as f64;
+            if keep > 0 && bytes + wire > budget {
+                break;
+            }
+            bytes += wire;
+            keep += 1;
+        }
+        let stale = frames.len() - keep;
+        frames.drain(..stale);
+        if let Some(g) = self.governed.as_mut() {
+            g.stale += stale as u64;
+        }
+        stale
     }
 
     /// Gives the pacer the governor's rate when it moved by more than a percent, with a

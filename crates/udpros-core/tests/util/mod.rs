@@ -369,10 +369,6 @@ pub struct Pair {
     pub heartbeats: bool,
     /// Loss reports and feedback the subscriber sent.
     pub reports: u64,
-    /// Keep only the newest queued message when the link frees (a publisher that wants
-    /// fresh data): older ones are dropped and counted here.
-    pub newest_only: bool,
-    pub superseded: u64,
     /// Rewrites each feedback report on its way back (a forger at the subscriber's port),
     /// given the report and the time; `None` passes it as it is.
     pub tamper: Option<Tamper>,
@@ -402,8 +398,6 @@ impl Pair {
             next_tick: now + HEARTBEAT,
             heartbeats: true,
             reports: 0,
-            newest_only: false,
-            superseded: 0,
             tamper: None,
         }
     }
@@ -435,12 +429,10 @@ impl Pair {
     fn transmit(&mut self) {
         loop {
             if !self.sender.is_sending() && !self.queue.is_empty() {
-                if self.newest_only {
-                    while self.queue.len() > 1 {
-                        self.queue.pop_front();
-                        self.superseded += 1;
-                    }
-                }
+                // What the library's link task does with what it takes from its queue.
+                let mut taken: Vec<Bytes> = self.queue.drain(..).collect();
+                self.sender.drop_stale(&mut taken);
+                self.queue.extend(taken);
                 let (front, _) = self.queue.as_slices();
                 let taken = self.sender.push_queued(self.now, front).unwrap();
                 self.queue.drain(..taken);
