@@ -84,8 +84,9 @@ pub const BASE_WINDOW: Duration = Duration::from_secs(10);
 pub const SILENCE: Duration = Duration::from_millis(500);
 /// A queue that the counts do not bear out for this long is taken as a wrong baseline.
 pub const BASELINE_DOUBT: Duration = Duration::from_secs(2);
-/// Send records kept: several hundred milliseconds of a fast link's sends.
-const MAX_RECORDS: usize = 4096;
+/// Send records a governed link keeps (a run of consecutive data blocks each): several
+/// hundred milliseconds of a fast link's sends, seconds of a radio's.
+pub const MAX_RECORDS: usize = 4096;
 /// Pairs of samples closer than this in arrival say little about a rate.
 const MIN_PAIR: Duration = Duration::from_micros(500);
 /// Nor do pairs fewer bytes apart than this (four datagrams of an Ethernet MTU): at a
