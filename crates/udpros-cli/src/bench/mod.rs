@@ -105,6 +105,10 @@ pub struct PeerArgs {
     /// subscriber asks for (udpros peers only).
     #[arg(long, default_value_t = udpros::node::FecPolicy::default())]
     fec: udpros::node::FecPolicy,
+    /// Govern the publisher's UDPROS links to udpros subscribers on other hosts (the link
+    /// governor; off by default until the radio bench S10 has measured it).
+    #[arg(long)]
+    governor: bool,
 }
 
 /// User and system CPU seconds of `who` (`RUSAGE_SELF`: this process; `RUSAGE_THREAD`:

@@ -29,6 +29,9 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
             AdvertiseOptions {
                 queue_size: 1000, // as the roscpp peer
                 fec: args.fec,
+                governor: args
+                    .governor
+                    .then(udpros::wire::udpros::governor::GovernorConfig::default),
                 ..AdvertiseOptions::default()
             },
         )

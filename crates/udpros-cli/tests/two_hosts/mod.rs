@@ -61,6 +61,8 @@ pub struct Across {
     pub mean_run: f64,
     /// The subscriber's `--fec` (udpros subscribers only).
     pub fec: Option<&'static str>,
+    /// The publisher governs its link (`--governor`, udpros publishers only).
+    pub governor: bool,
 }
 
 impl Across {
@@ -71,6 +73,7 @@ impl Across {
             loss_per_mille: 0,
             mean_run: 1.0,
             fec: None,
+            governor: false,
         }
     }
 }
@@ -161,26 +164,22 @@ pub fn delivered(
             .is_some(),
         "subscriber ready"
     );
-    let mut publisher = on(
-        &net,
-        "a",
-        &peer(from, roscpp),
-        &peer_args(
-            from,
-            &[
-                "pub",
-                "/across",
-                "--size",
-                &size_s,
-                "--rate",
-                "10",
-                "--count",
-                &count_s,
-                "--subscribers",
-                "1",
-            ],
-        ),
-    );
+    let mut pub_args = vec![
+        "pub",
+        "/across",
+        "--size",
+        &size_s,
+        "--rate",
+        "10",
+        "--count",
+        &count_s,
+        "--subscribers",
+        "1",
+    ];
+    if across.governor && from == Side::Udpros {
+        pub_args.push("--governor");
+    }
+    let mut publisher = on(&net, "a", &peer(from, roscpp), &peer_args(from, &pub_args));
     let mut pub_child = publisher
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
