@@ -90,6 +90,10 @@ pub const BASELINE_DOUBT: Duration = Duration::from_secs(2);
 pub const MAX_RECORDS: usize = 4096;
 /// Pairs of samples closer than this in arrival say little about a rate.
 const MIN_PAIR: Duration = Duration::from_micros(500);
+/// Reports closer together than this are not looked at: the subscriber sends one every
+/// [`FEEDBACK_INTERVAL`](super::feedback::FEEDBACK_INTERVAL), and looking one up costs up
+/// to [`MAX_SAMPLES`](super::feedback::MAX_SAMPLES) × [`MAX_RECORDS`] comparisons.
+pub const MIN_REPORT_GAP: Duration = Duration::from_millis(10);
 /// Nor do pairs fewer bytes apart than this (four datagrams of an Ethernet MTU): at a
 /// quarter of a megabit a report interval holds one datagram.
 const MIN_PAIR_BYTES: u64 = 4 * 1500;
@@ -307,6 +311,8 @@ pub struct Governor {
     last_sequence: Option<u32>,
     /// The first send since the last report taken: the start of a silence.
     unanswered_since: Option<Instant>,
+    /// When a report was last looked at (taken or found to name nothing sent).
+    last_taken: Option<Instant>,
     /// The pacer held datagrams back since the last report: the rate, not the
     /// publisher, limited the link.
     held: bool,
@@ -340,6 +346,7 @@ impl Governor {
             arrival: None,
             last_sequence: None,
             unanswered_since: None,
+            last_taken: None,
             held: false,
             doubt_since: None,
             epoch: now,
@@ -392,6 +399,16 @@ impl Governor {
         let in_order = self
             .last_sequence
             .is_none_or(|last| (1..1 << 31).contains(&report.sequence.wrapping_sub(last)));
+        // Pairing samples with sends is the costly part (a look through the send record):
+        // a flood of reports, forged or not, is taken at most every `MIN_REPORT_GAP`.
+        let too_soon = self
+            .last_taken
+            .is_some_and(|at| now.saturating_duration_since(at) < MIN_REPORT_GAP);
+        if !in_order || too_soon {
+            self.stats.ignored += 1;
+            return false;
+        }
+        self.last_taken = Some(now);
         let points: Vec<Point> = report
             .samples
             .iter()
@@ -403,7 +420,7 @@ impl Governor {
                 received: s.bytes,
             })
             .collect();
-        if !in_order || points.is_empty() {
+        if points.is_empty() {
             self.stats.ignored += 1;
             return false;
         }
@@ -642,16 +659,21 @@ mod tests {
             bytes: 0,
             samples,
         };
-        let later = t0 + Duration::from_millis(50);
-        assert!(!governor.on_feedback(later, &report(1, vec![sample(9, 0, 0)]), &log));
-        assert!(!governor.on_feedback(later, &report(1, vec![sample(1, 500, 0)]), &log));
-        assert!(governor.on_feedback(later, &report(2, vec![sample(1, 3, 10)]), &log));
+        let ms = |n| t0 + Duration::from_millis(n);
+        assert!(!governor.on_feedback(ms(50), &report(1, vec![sample(9, 0, 0)]), &log));
+        assert!(!governor.on_feedback(ms(60), &report(1, vec![sample(1, 500, 0)]), &log));
+        assert!(governor.on_feedback(ms(70), &report(2, vec![sample(1, 3, 10)]), &log));
         assert!(
-            !governor.on_feedback(later, &report(1, vec![sample(1, 4, 20)]), &log),
+            !governor.on_feedback(ms(80), &report(1, vec![sample(1, 4, 20)]), &log),
             "older than the last taken"
         );
+        // A flood: one report looked at per MIN_REPORT_GAP, whatever comes.
+        let taken = (0..100_000u32)
+            .filter(|i| governor.on_feedback(ms(90), &report(3 + i, vec![sample(1, 5, 30)]), &log))
+            .count();
+        assert_eq!(taken, 1);
         let stats = governor.stats();
-        assert_eq!((stats.reports, stats.ignored), (1, 3));
+        assert_eq!((stats.reports, stats.ignored), (2, 3 + 99_999));
         assert_eq!(stats.rate, GovernorConfig::default().start_rate);
     }
 
