@@ -423,6 +423,12 @@ mod tests {
         on_a_slow_loopback(|| async {
             const MESSAGES: usize = 100;
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            // Room for whole messages, as a udpros subscriber sizes its buffer: the reader
+            // shares this thread with the sender, and with the kernel's default (three of
+            // these datagrams) a loaded machine's pause of a few milliseconds lost one.
+            socket2::SockRef::from(&rx)
+                .set_recv_buffer_size(4 << 20)
+                .unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
             let fragmenter = Fragmenter::new(7, 65_000).unwrap();
             let mut wire = LinkSender::udp(socket, fragmenter, true, None, None, None);
