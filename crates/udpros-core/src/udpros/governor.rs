@@ -230,8 +230,6 @@ impl WindowMin {
 struct Delivery {
     /// The rate the subscriber received at while the link was busy (bytes per second).
     delivered: Option<f64>,
-    /// The rate the link sent at over the same pairs.
-    sent: Option<f64>,
     /// What arrived kept up with what was sent (no backlog growing, under a tenth lost).
     carried: bool,
 }
@@ -471,7 +469,6 @@ impl Governor {
     /// and the sample the next report's pairs start from.
     fn delivery(&self, points: &[Point]) -> (Delivery, Point) {
         let (mut bytes, mut secs, mut sent_total, mut received_total) = (0.0, 0.0, 0.0, 0.0);
-        let (mut busy_sent, mut busy_sending) = (0.0, 0.0);
         let mut anchor = self.last_point.unwrap_or(points[0]);
         for b in points {
             let a = anchor;
@@ -499,13 +496,10 @@ impl Governor {
             if busy {
                 bytes += received;
                 secs += arrival.as_secs_f64();
-                busy_sent += sent;
-                busy_sending += sending_for;
             }
         }
         let delivery = Delivery {
             delivered: (secs > 0.0).then(|| bytes / secs),
-            sent: (busy_sending > 0.0).then(|| busy_sent / busy_sending),
             carried: sent_total == 0.0 || received_total >= 0.9 * sent_total,
         };
         (delivery, anchor)
