@@ -290,6 +290,23 @@ impl Host {
         );
     }
 
+    /// Makes what this host sends a narrow radio's: a token bucket of `kbit_per_s` on its
+    /// cable (`tc qdisc replace dev eth0 root tbf ... burst 16kb latency 50ms`), so packets
+    /// beyond the rate wait in a queue of 50 ms and are dropped past it, as a radio's
+    /// transmit queue does. Called again, it changes the rate in place (a capacity step).
+    /// This kernel has `tbf` and no `netem`.
+    pub fn radio(&self, kbit_per_s: u32) {
+        let rate = format!("{kbit_per_s}kbit");
+        #[rustfmt::skip]
+        let tbf = ["qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "16kb", "latency", "50ms"];
+        let ok = self
+            .command("tc")
+            .args(tbf)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "tc {} on {}", tbf.join(" "), self.name);
+    }
+
     /// Drops `per_mille` of the packets of `protocols` (`udp`, `tcp`) this host receives,
     /// each at random, replacing any earlier rule, and counts the packets and bytes of those
     /// protocols that reach it before the drop (see [`Host::received_bytes`]).

@@ -315,6 +315,16 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
             .await
             .map_err(|e| e.to_string())??;
     }
+    // S10 likewise: root, and about a quarter of an hour.
+    if wanted
+        .as_ref()
+        .is_some_and(|w| w.iter().any(|x| x == "S10"))
+    {
+        let (quick, roscpp, dumps) = (args.quick, peers.roscpp.clone(), dumps.clone());
+        tokio::task::spawn_blocking(move || super::radio::run(quick, &roscpp, &dumps))
+            .await
+            .map_err(|e| e.to_string())??;
+    }
     if wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == "S9")) {
         super::view::run_table(args.quick, &uri, &peers.roscpp).await?;
     }

@@ -10,7 +10,8 @@
 //! cells, the whole run), [`report`] (tables and CSV), [`plot`] (the SVG of latency
 //! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference), [`services`]
 //! (S6, the service round trip, and its peer), [`lossy`] (S8, the lossy link between two
-//! network namespaces; only when asked for), [`view`] (S9, what `udpros view` adds between
+//! network namespaces; only when asked for), [`radio`] (S10, a narrow radio between three
+//! namespaces; only when asked for), [`view`] (S9, what `udpros view` adds between
 //! a publisher and a browser).
 
 mod harness;
@@ -18,6 +19,7 @@ mod lossy;
 mod peer;
 mod plot;
 mod plot_svg;
+mod radio;
 mod raw;
 mod report;
 mod scenarios;
@@ -49,7 +51,8 @@ pub struct RunArgs {
     quick: bool,
     /// Scenarios to run, e.g. `S1,S3` (default: S1-S6 and S9; S6 is the service round
     /// trip, S9 the view's added age and CPU; S8, the lossy link between two network
-    /// namespaces, needs root and runs only when named).
+    /// namespaces, needs root and runs only when named; so does S10, the narrow radio
+    /// between three).
     #[arg(long)]
     scenarios: Option<String>,
     /// Where to write the CSV (default: target/bench/udpros_bench.csv).
@@ -109,6 +112,10 @@ pub struct PeerArgs {
     /// governor; off by default until the radio bench S10 has measured it).
     #[arg(long)]
     governor: bool,
+    /// Where a publisher writes its first governed link's state every 100 ms, a line
+    /// each: `unix_ms rate_bit_s capacity_bit_s queue_ms` (what S10 reads after a step).
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 /// User and system CPU seconds of `who` (`RUSAGE_SELF`: this process; `RUSAGE_THREAD`:

@@ -47,14 +47,19 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
         data: vec![0x5a; args.size].into(),
         ..Default::default()
     };
+    let publisher = std::sync::Arc::new(publisher);
+    let trace = args
+        .trace
+        .clone()
+        .map(|path| tokio::spawn(trace_governor(publisher.clone(), path)));
     let start = Instant::now();
-    let publisher = if args.rate > 0.0 {
+    if args.rate > 0.0 {
         // Paced as roscpp's peer paces: a plain thread sleeps to each message's time and
         // publishes (`publish` sends from the calling thread), while the node's runtime
         // serves the links on its own. A tokio timer re-armed after every message would
         // cost the publisher an eventfd write and an extra `epoll_wait` after each send,
         // on the vCPU the subscriber is woken onto.
-        let (count, rate) = (args.count, args.rate);
+        let (count, rate, publisher) = (args.count, args.rate, publisher.clone());
         tokio::task::spawn_blocking(move || {
             let mut msg = msg;
             for i in 0..count {
@@ -65,10 +70,10 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
                 stamp(&mut msg, i);
                 publisher.publish(&msg).map_err(|e| e.to_string())?;
             }
-            Ok::<_, String>(publisher)
+            Ok::<_, String>(())
         })
         .await
-        .map_err(|e| e.to_string())??
+        .map_err(|e| e.to_string())??;
     } else {
         let mut msg = msg;
         for i in 0..args.count {
@@ -79,10 +84,12 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        publisher
-    };
+    }
     let seconds = start.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
+    if let Some(trace) = trace {
+        trace.abort();
+    }
     // FEC on the first link, if it carries any: what the subscriber reported, and the
     // repair that cost.
     let fec = publisher
@@ -119,6 +126,38 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
     );
     drop(publisher);
     Ok(())
+}
+
+/// Writes the first governed link's rate, capacity and queue to `path` every 100 ms, with
+/// the wall clock's time (the harness changes the radio by the same clock), until aborted.
+async fn trace_governor(
+    publisher: std::sync::Arc<udpros::node::Publisher<sensor_msgs::CompressedImage>>,
+    path: std::path::PathBuf,
+) {
+    use std::io::Write;
+    let Ok(mut file) = std::fs::File::create(&path) else {
+        eprintln!("cannot write {}", path.display());
+        return;
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        let Some(g) = publisher.links().into_iter().find_map(|l| l.governor) else {
+            continue;
+        };
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let line = format!(
+            "{unix_ms} {:.0} {:.0} {:.2}\n",
+            g.rate * 8.0,
+            g.capacity.unwrap_or(0.0) * 8.0,
+            g.queue.as_secs_f64() * 1e3
+        );
+        if file.write_all(line.as_bytes()).is_err() {
+            return;
+        }
+    }
 }
 
 /// Message `i`'s sequence number and send time.

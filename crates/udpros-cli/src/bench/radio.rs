@@ -1,0 +1,370 @@
+//! S10, the narrow radio: a robot, a radio and an operator, three network namespaces (the
+//! test kit's), the robot's traffic to the operator routed through the radio, whose cable
+//! is a token bucket (`tc tbf`, 50 ms of queue) of 20, 4 or 2 Mbit/s, or stepping 20 → 4 →
+//! 20 Mbit/s; with and without 2 % random loss at the operator (nftables). The robot runs
+//! two publishers, two processes: 100 kB images at 10 Hz (8 Mbit/s offered) and a 64 B
+//! control topic at 50 Hz; the operator subscribes to each from a process of its own. For
+//! each radio and row: images whole, their age, control delivered and its age (all hosts
+//! share the machine's clock), and for a governed publisher its pacing rate against the
+//! radio's capacity two seconds after each step. Needs root, iproute2 (`ip`, `tc`),
+//! nftables and ethtool.
+
+use super::harness::{spawn, Peer};
+use super::report::{percentile, read_dump};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use udpros_testkit::netns::{Family, Host, Identity, Network};
+
+/// The radio's capacity over a cell: `(seconds after the publishers start, kbit/s)`.
+struct Radio {
+    what: &'static str,
+    steps: &'static [(f64, u32)],
+}
+
+const RADIOS: [Radio; 4] = [
+    Radio {
+        what: "20 Mbit/s",
+        steps: &[(0.0, 20_000)],
+    },
+    Radio {
+        what: "4 Mbit/s",
+        steps: &[(0.0, 4_000)],
+    },
+    Radio {
+        what: "2 Mbit/s",
+        steps: &[(0.0, 2_000)],
+    },
+    Radio {
+        what: "20 → 4 → 20 Mbit/s",
+        steps: &[(0.0, 20_000), (7.0, 4_000), (14.0, 20_000)],
+    },
+];
+
+/// One row: the implementation at each end, the transport, and whether udpros's publisher
+/// governs its links.
+struct Way {
+    name: &'static str,
+    kind: &'static str,
+    transport: &'static str,
+    governor: bool,
+}
+
+const WAYS: [Way; 5] = [
+    Way {
+        name: "udpros UDPROS governed",
+        kind: "udpros",
+        transport: "udp",
+        governor: true,
+    },
+    Way {
+        name: "udpros UDPROS",
+        kind: "udpros",
+        transport: "udp",
+        governor: false,
+    },
+    Way {
+        name: "udpros TCPROS",
+        kind: "udpros",
+        transport: "tcp",
+        governor: false,
+    },
+    Way {
+        name: "roscpp UDPROS",
+        kind: "roscpp",
+        transport: "udp",
+        governor: false,
+    },
+    Way {
+        name: "roscpp TCPROS",
+        kind: "roscpp",
+        transport: "tcp",
+        governor: false,
+    },
+];
+
+/// The two topics of a cell: bytes, rate; the count follows from the cell's length.
+const IMAGE: (usize, f64) = (100_000, 10.0);
+const CONTROL: (usize, f64) = (64, 50.0);
+
+/// What one cell measured.
+struct Cell {
+    radio: &'static str,
+    loss_per_mille: u32,
+    way: &'static str,
+    images_sent: u64,
+    image_ages_ms: Vec<f64>,
+    control_sent: u64,
+    control_ages_ms: Vec<f64>,
+    /// For a governed publisher: its pacing rate over the radio's capacity two seconds
+    /// after each step (the first "step" is the start).
+    rate_after_steps: Vec<f64>,
+}
+
+/// Runs S10 and prints its table. `quick`: the 4 Mbit/s radio without loss, the governed
+/// row only, 3 s (CI: that it runs, not what it measures).
+pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String> {
+    let Some(net) = Network::new(&["robot", "radio", "operator"], 1500) else {
+        println!(
+            "\nS10 (the narrow radio) left out: it needs network namespaces (root and iproute2)"
+        );
+        return Ok(());
+    };
+    let (robot, radio, operator) = (net.host("robot"), net.host("radio"), net.host("operator"));
+    net.route_through(robot, operator, radio);
+    // Every datagram a packet of its own, as a radio sends them: the token bucket and the
+    // loss then take datagrams one at a time.
+    robot.unsegmented_udp();
+    radio.unsegmented_udp();
+    let master_uri = format!("http://{}:11311/", robot.ipv4);
+    let udpros = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut master = robot.ros_command(&udpros, &master_uri, Identity::Ip, Family::Ipv4);
+    master.args(["master", "--host", &robot.ipv4, "--port", "11311"]);
+    let _master = spawn(master)?;
+    let peers = Peers {
+        udpros: &udpros,
+        roscpp,
+        master_uri: &master_uri,
+        dumps,
+    };
+    let seconds = if quick { 3.0 } else { 20.0 };
+    let mut cells = Vec::new();
+    for (r, radio_kind) in RADIOS.iter().enumerate() {
+        if quick && radio_kind.what != "4 Mbit/s" {
+            continue;
+        }
+        for loss in [0, 20] {
+            if quick && loss != 0 {
+                continue;
+            }
+            for (w, way) in WAYS.iter().enumerate() {
+                if quick && !way.governor {
+                    continue;
+                }
+                let at = Place {
+                    robot,
+                    radio,
+                    operator,
+                };
+                let tag = format!("{r}_{loss}_{w}");
+                match run_cell(&peers, &at, radio_kind, loss, way, seconds, &tag) {
+                    Ok(cell) => {
+                        eprintln!("S10 {} at {loss} ‰ {}: done", radio_kind.what, way.name);
+                        cells.push(cell);
+                    }
+                    Err(e) => eprintln!("S10 {} at {loss} ‰ {}: {e}", radio_kind.what, way.name),
+                }
+            }
+        }
+    }
+    print_table(&cells);
+    Ok(())
+}
+
+/// The programs a cell runs, the master they join, where their dumps go.
+struct Peers<'a> {
+    udpros: &'a Path,
+    roscpp: &'a Path,
+    master_uri: &'a str,
+    dumps: &'a Path,
+}
+
+/// The three hosts.
+struct Place<'a> {
+    robot: &'a Host,
+    radio: &'a Host,
+    operator: &'a Host,
+}
+
+impl Peers<'_> {
+    /// `kind`'s bench peer (`udpros bench peer ...` or the roscpp peer) as a node on `host`.
+    fn command(&self, kind: &str, host: &Host) -> Command {
+        let program = if kind == "roscpp" {
+            self.roscpp
+        } else {
+            self.udpros
+        };
+        let mut cmd = host.ros_command(program, self.master_uri, Identity::Ip, Family::Ipv4);
+        if kind != "roscpp" {
+            cmd.args(["bench", "peer"]);
+        }
+        cmd
+    }
+
+    /// A subscriber of `topic` on the operator, dumping each message's age to `dump`.
+    fn subscriber(
+        &self,
+        way: &Way,
+        at: &Place,
+        topic: &str,
+        count: u64,
+        dump: &Path,
+    ) -> Result<Peer, String> {
+        let mut sub = self.command(way.kind, at.operator);
+        sub.args(["sub", topic, "--count", &count.to_string()]);
+        sub.args(["--transport", way.transport, "--idle", "3"]);
+        sub.arg("--dump").arg(dump);
+        let sub = spawn(sub)?;
+        sub.wait_line("READY", Duration::from_secs(30))
+            .ok_or_else(|| format!("the subscriber of {topic} did not start"))?;
+        Ok(sub)
+    }
+
+    /// A publisher of `topic` on the robot: `(bytes, rate)`, `count` messages.
+    fn publisher(
+        &self,
+        way: &Way,
+        at: &Place,
+        topic: &str,
+        (size, rate): (usize, f64),
+        count: u64,
+        trace: Option<&Path>,
+    ) -> Result<Peer, String> {
+        let mut publisher = self.command(way.kind, at.robot);
+        publisher.args(["pub", topic, "--size", &size.to_string()]);
+        publisher.args(["--rate", &rate.to_string(), "--count", &count.to_string()]);
+        publisher.args(["--subscribers", "1"]);
+        if way.governor {
+            publisher.arg("--governor");
+            if let Some(trace) = trace {
+                publisher.arg("--trace").arg(trace);
+            }
+        }
+        spawn(publisher)
+    }
+}
+
+fn run_cell(
+    peers: &Peers,
+    at: &Place,
+    radio: &Radio,
+    loss_per_mille: u32,
+    way: &Way,
+    seconds: f64,
+    tag: &str,
+) -> Result<Cell, String> {
+    at.radio.radio(radio.steps[0].1);
+    at.operator.lose(&[way.transport], loss_per_mille);
+    let (image_topic, control_topic) = (
+        format!("/radio_image_{tag}"),
+        format!("/radio_control_{tag}"),
+    );
+    let dump = |what: &str| peers.dumps.join(format!("radio_{what}_{tag}.txt"));
+    let (image_dump, control_dump, trace) = (dump("image"), dump("control"), dump("trace"));
+    let count = |rate: f64| (seconds * rate).round() as u64;
+    let (images, controls) = (count(IMAGE.1), count(CONTROL.1));
+    let image_sub = peers.subscriber(way, at, &image_topic, images, &image_dump)?;
+    let control_sub = peers.subscriber(way, at, &control_topic, controls, &control_dump)?;
+    let image_pub = peers.publisher(way, at, &image_topic, IMAGE, images, Some(&trace))?;
+    let control_pub = peers.publisher(way, at, &control_topic, CONTROL, controls, None)?;
+    // The publishers find their subscriber and wait half a second before the first
+    // message: the steps count from about then.
+    let start = Instant::now() + Duration::from_secs(1);
+    let mut step_times = Vec::new();
+    for &(after, kbit) in radio.steps {
+        let due = start + Duration::from_secs_f64(after);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        at.radio.radio(kbit);
+        step_times.push((unix_ms(), kbit));
+    }
+    let limit = Duration::from_secs_f64(60.0 + seconds);
+    for (publisher, topic) in [(&image_pub, &image_topic), (&control_pub, &control_topic)] {
+        publisher
+            .wait_line("PUB", limit)
+            .ok_or_else(|| format!("the publisher of {topic} did not finish"))?;
+    }
+    for sub in [&image_sub, &control_sub] {
+        let _ = sub.wait_line("SUB", Duration::from_secs(30));
+    }
+    let ages = |path: &PathBuf| {
+        let mut ages: Vec<f64> = read_dump(path).values().map(|us| us / 1e3).collect();
+        ages.sort_by(f64::total_cmp);
+        let _ = std::fs::remove_file(path);
+        ages
+    };
+    let rate_after_steps = if way.governor {
+        let samples = read_trace(&trace);
+        step_times
+            .iter()
+            .filter_map(|&(at_ms, kbit)| {
+                let (_, rate) = samples.iter().find(|(t, _)| *t >= at_ms + 2000)?;
+                Some(rate / (f64::from(kbit) * 1e3))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let _ = std::fs::remove_file(&trace);
+    Ok(Cell {
+        radio: radio.what,
+        loss_per_mille,
+        way: way.name,
+        images_sent: images,
+        image_ages_ms: ages(&image_dump),
+        control_sent: controls,
+        control_ages_ms: ages(&control_dump),
+        rate_after_steps,
+    })
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// A governor trace's `(unix ms, pacing rate bit/s)` samples.
+fn read_trace(path: &Path) -> Vec<(u128, f64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn print_table(cells: &[Cell]) {
+    if cells.is_empty() {
+        return;
+    }
+    println!(
+        "\nS10, the narrow radio: robot → radio (tc tbf, 50 ms queue) → operator; 100 kB images at 10 Hz and 64 B control at 50 Hz, two processes each side\n"
+    );
+    println!("| radio | loss | row | images whole | image age p50 ms | image age p99 ms | control delivered | control age p50 ms | control age p99 ms | rate / capacity 2 s after each step |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
+    for c in cells {
+        let age = |ages: &[f64], p| {
+            if ages.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.1}", percentile(ages, p))
+            }
+        };
+        let rates = if c.rate_after_steps.is_empty() {
+            "-".to_string()
+        } else {
+            c.rate_after_steps
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!(
+            "| {} | {:.0} % | {} | {}/{} | {} | {} | {}/{} | {} | {} | {rates} |",
+            c.radio,
+            f64::from(c.loss_per_mille) / 10.0,
+            c.way,
+            c.image_ages_ms.len(),
+            c.images_sent,
+            age(&c.image_ages_ms, 0.5),
+            age(&c.image_ages_ms, 0.99),
+            c.control_ages_ms.len(),
+            c.control_sent,
+            age(&c.control_ages_ms, 0.5),
+            age(&c.control_ages_ms, 0.99),
+        );
+    }
+}
