@@ -321,7 +321,8 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
         .is_some_and(|w| w.iter().any(|x| x == "S10"))
     {
         let (quick, roscpp, dumps) = (args.quick, peers.roscpp.clone(), dumps.clone());
-        tokio::task::spawn_blocking(move || super::radio::run(quick, &roscpp, &dumps))
+        let only = super::radio::Only::new(args.rows.as_deref(), args.radios.as_deref());
+        tokio::task::spawn_blocking(move || super::radio::run(quick, &only, &roscpp, &dumps))
             .await
             .map_err(|e| e.to_string())??;
     }

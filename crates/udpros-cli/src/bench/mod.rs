@@ -73,6 +73,14 @@ pub struct RunArgs {
     /// (default: every pair whose peers exist).
     #[arg(long)]
     pairs: Option<String>,
+    /// S10 only: the rows whose name holds one of these, e.g. `governed,roscpp` (default:
+    /// every row).
+    #[arg(long)]
+    rows: Option<String>,
+    /// S10 only: the radios whose name starts with one of these, e.g. `4,20 →` (default:
+    /// every radio).
+    #[arg(long)]
+    radios: Option<String>,
 }
 
 #[derive(Args)]

@@ -101,9 +101,37 @@ struct Cell {
     rate_after_steps: Vec<f64>,
 }
 
+/// Which rows and radios of S10 to run (`bench run --rows`, `--radios`).
+pub(super) struct Only {
+    rows: Option<Vec<String>>,
+    radios: Option<Vec<String>>,
+}
+
+impl Only {
+    pub(super) fn new(rows: Option<&str>, radios: Option<&str>) -> Only {
+        let list = |s: &str| s.split(',').map(|x| x.trim().to_string()).collect();
+        Only {
+            rows: rows.map(list),
+            radios: radios.map(list),
+        }
+    }
+
+    fn row(&self, way: &Way) -> bool {
+        self.rows
+            .as_ref()
+            .is_none_or(|r| r.iter().any(|x| way.name.contains(x.as_str())))
+    }
+
+    fn radio(&self, radio: &Radio) -> bool {
+        self.radios
+            .as_ref()
+            .is_none_or(|r| r.iter().any(|x| radio.what.starts_with(x.as_str())))
+    }
+}
+
 /// Runs S10 and prints its table. `quick`: the 4 Mbit/s radio without loss, the governed
 /// row only, 3 s (CI: that it runs, not what it measures).
-pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String> {
+pub(super) fn run(quick: bool, only: &Only, roscpp: &Path, dumps: &Path) -> Result<(), String> {
     let Some(net) = Network::new(&["robot", "radio", "operator"], 1500) else {
         println!(
             "\nS10 (the narrow radio) left out: it needs network namespaces (root and iproute2)"
@@ -130,7 +158,7 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
     let seconds = if quick { 3.0 } else { 20.0 };
     let mut cells = Vec::new();
     for (r, radio_kind) in RADIOS.iter().enumerate() {
-        if quick && radio_kind.what != "4 Mbit/s" {
+        if (quick && radio_kind.what != "4 Mbit/s") || !only.radio(radio_kind) {
             continue;
         }
         for loss in [0, 20] {
@@ -138,7 +166,7 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
                 continue;
             }
             for (w, way) in WAYS.iter().enumerate() {
-                if quick && !way.governor {
+                if (quick && !way.governor) || !only.row(way) {
                     continue;
                 }
                 let at = Place {
@@ -156,6 +184,9 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
                 }
             }
         }
+    }
+    if cells.is_empty() {
+        return Err("S10: no cell of the narrow radio ran (see the lines above)".into());
     }
     print_table(&cells);
     Ok(())
@@ -271,9 +302,12 @@ fn run_cell(
     }
     let limit = Duration::from_secs_f64(60.0 + seconds);
     for (publisher, topic) in [(&image_pub, &image_topic), (&control_pub, &control_topic)] {
-        publisher
+        let line = publisher
             .wait_line("PUB", limit)
             .ok_or_else(|| format!("the publisher of {topic} did not finish"))?;
+        if way.governor && topic == &image_topic {
+            eprintln!("S10 {} {}: {line}", radio.what, way.name);
+        }
     }
     for sub in [&image_sub, &control_sub] {
         let _ = sub.wait_line("SUB", Duration::from_secs(30));
@@ -284,6 +318,15 @@ fn run_cell(
         let _ = std::fs::remove_file(path);
         ages
     };
+    // The governor's trace outlives the run's dumps, beside the CSV, to be plotted.
+    if way.governor {
+        let kept = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/bench")
+            .join(format!("s10_governor_{tag}.txt"));
+        if std::fs::copy(&trace, &kept).is_ok() {
+            eprintln!("S10 governor trace: {}", kept.display());
+        }
+    }
     let rate_after_steps = if way.governor {
         let samples = read_trace(&trace);
         step_times
@@ -296,7 +339,6 @@ fn run_cell(
     } else {
         Vec::new()
     };
-    let _ = std::fs::remove_file(&trace);
     Ok(Cell {
         radio: radio.what,
         loss_per_mille,

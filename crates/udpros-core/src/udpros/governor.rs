@@ -22,19 +22,30 @@
 //!   the pace, so `Δbytes / Δarrival` is its rate. Pairs where the publisher was idle
 //!   (app-limited) only tell a lower bound, and never lower the estimate.
 //! - **Start.** A new link knows nothing of its path, and one image sent at full speed
-//!   into a 4 Mbit/s radio fills its queue (the control topic behind it lost) and loses
-//!   most of itself. So it starts at [`GovernorConfig::start_rate`] and grows by
-//!   [`START_GROWTH`] with each report that shows no queue while the pacer holds the link
-//!   back, as TCP's slow start does: a gigabit path is reached in about 0.7 s; on a radio
-//!   the first overshoot lasts one report (the radio's queue absorbs it: on the simulated
-//!   4 Mbit/s radio the control topic lost nothing, 1.5 per report did no better).
+//!   into a 4 Mbit/s radio fills its queue (the control topic behind it waits) and loses
+//!   most of itself. So it starts at [`GovernorConfig::start_rate`] and, with each report
+//!   that shows no queue while the pacer holds the link back, paces at [`START_GROWTH`] ×
+//!   what the path was shown to carry, as BBR's startup does (doubling the rate itself
+//!   would double a rate no report has seen yet). A report whose pairs arrived slower
+//!   than they were sent ([`START_EXIT`]) ends the start: that is the bottleneck.
+//! - **Token buckets.** A radio's queue often has a token bucket in front (`tc tbf`'s
+//!   burst, a modem's): after a pause it lets a burst through at line rate, so arrivals
+//!   come closer than the sends were. A pair's delivery rate is therefore taken over the
+//!   longer of its send and arrival spans (BBR's rule), and a rate above the one the path
+//!   last overflowed at (its *ceiling*) is believed only once the path has carried more
+//!   above it, without a queue, than a bucket holds ([`CEILING_PROOF`]).
 //! - **Pacing.** The link is then paced at [`CRUISE`] × the estimate, so that the queue
-//!   drains between bursts. Every few reports it probes above the estimate; if the path
-//!   delivered that without a queue growing, the estimate rises, and the next probe comes
-//!   at once and reaches further ([`PROBE`], growing to [`MAX_PROBE`]), so that a link that
-//!   widened fivefold is found within a second. When the queue passes [`OVERUSE`], the
-//!   estimate becomes what was delivered under it and the rate falls below it until the
-//!   queue has drained.
+//!   drains between bursts. Every [`CRUISE_REPORTS`] reports (doubling up to
+//!   [`MAX_CRUISE_REPORTS`] while probes keep ending in overuse) it probes above the
+//!   estimate: with no ceiling, by [`PROBE`] growing to [`MAX_PROBE`] each report the path
+//!   keeps up, so that a link that widened fivefold is found within a second; above a
+//!   ceiling, by a slow ramp ([`PROVING_STEP`] a report), so that a bucket emptying under
+//!   it shows a queue of a few milliseconds, not tens.
+//! - **Overuse.** When the queue passes [`OVERUSE`], the estimate and the ceiling become
+//!   what the path delivered under the queue, the link falls silent for as long as the
+//!   queue holds by now (the report's age included, at most [`MAX_PAUSE`]) and then sends
+//!   at [`DRAIN`] × that rate until reports on what it sent after the pause show the queue
+//!   gone. Reports on what was sent before the pause tell of the queue already answered.
 //! - **No report, no change for long.** Reports stop when nothing arrives: after
 //!   [`SILENCE`] of sending without one, the rate halves each [`SILENCE`], never below the
 //!   floor. An idle link hears nothing and loses nothing.
@@ -45,9 +56,12 @@
 //! forger must spoof it. Counts are clamped to what was sent, so a report cannot claim a
 //! rate the link never sent at, and the estimate rises by at most [`PROBE`] per report
 //! over what the link actually sent. Delays that claim a queue can lower the rate, never
-//! below [`GovernorConfig::min_rate`], and a queue that the counts do not bear out (the
-//! link delivers what it sends, yet the delay says the queue keeps growing) resets the
-//! delay's baseline after [`BASELINE_DOUBT`].
+//! below [`GovernorConfig::min_rate`], and silence the link for at most [`MAX_PAUSE`] at
+//! a time (within the freshness bound); a queue that the counts do not bear out (the link
+//! delivers what it sends, yet the delay says the queue keeps growing) resets the delay's
+//! baseline, and the ceiling it set, after [`BASELINE_DOUBT`]. A low ceiling left by
+//! forged reports is outgrown a ramp at a time: the link is back at the radio's rate
+//! within about nine seconds of the forgery ending (`tests/governor_sim.rs`).
 //!
 //! The governor is pure: reports and `now` in, a rate out. The [`SendLog`] it reads send
 //! times from is filled by the [`UdpSender`](super::UdpSender) as datagrams leave.
@@ -73,8 +87,36 @@ pub const PROBE_GROWTH: f64 = 2.0;
 pub const MAX_PROBE: f64 = 1.5;
 /// The growth of the rate per report at the start, while no queue shows.
 pub const START_GROWTH: f64 = 2.0;
-/// Reports at the cruise rate between two probes, once a probe found no more room.
+/// Reports at the cruise rate between two probes, once a probe found no more room ...
 pub const CRUISE_REPORTS: u32 = 6;
+/// ... doubling after each probe that ended in overuse, up to this many (a second): on a
+/// link whose width is known, probing is what fills its queue.
+pub const MAX_CRUISE_REPORTS: u32 = 20;
+/// Bytes a path must deliver above the rate it last overflowed at, without a queue,
+/// before that rate is taken as outgrown: what it carries in [`CEILING_PROOF_TIME`], from
+/// [`MIN_CEILING_PROOF`] to this. A token bucket in front of a radio (`tc tbf`'s 16 kB, a
+/// modem's) lets a probe through without a queue until it is empty: only more than it
+/// holds says the link itself widened.
+pub const CEILING_PROOF: f64 = 32_768.0;
+/// The proof on a slow link: a low ceiling (a forged report's, a radio that was narrow)
+/// is outgrown in a few seconds.
+pub const MIN_CEILING_PROOF: f64 = 1_500.0;
+/// See [`CEILING_PROOF`].
+pub const CEILING_PROOF_TIME: Duration = Duration::from_millis(60);
+/// The longest an overuse silences the link: well within the freshness bound, so that a
+/// report claiming a queue of seconds (forged, or a wrong delay floor) stalls nothing;
+/// a longer real queue drains at [`DRAIN`] after it.
+pub const MAX_PAUSE: Duration = Duration::from_millis(100);
+/// While a probe above the ceiling is carried without a queue, its gain grows by this
+/// much per report (linearly: see [`CEILING_PROOF`]).
+pub const PROVING_STEP: f64 = 0.03;
+/// A report whose busy pairs arrived at this share of the rate they were sent at shows a
+/// path that kept up (what random loss takes is not a queue's doing).
+const KEPT_UP: f64 = 0.9;
+/// At the start, a report whose pairs show the path delivering less than this share of
+/// the rate sent, with a queue beginning, ends the start: the bottleneck is found before
+/// its queue overflows.
+pub const START_EXIT: f64 = 0.8;
 /// The rate after overuse, as a share of what the path delivered under the queue: less
 /// than it, so that the queue drains.
 pub const DRAIN: f64 = 0.85;
@@ -230,6 +272,14 @@ impl WindowMin {
 struct Delivery {
     /// The rate the subscriber received at while the link was busy (bytes per second).
     delivered: Option<f64>,
+    /// Over how long (seconds of the busy pairs).
+    span: f64,
+    /// The rate over the pairs that arrived further apart than they were sent: what the
+    /// bottleneck let through while a queue built in front of it.
+    bottleneck: Option<f64>,
+    /// The rate the busy pairs were sent at: what `delivered` is to be held against (the
+    /// pacing rate may have moved since they left).
+    sending: Option<f64>,
     /// What arrived kept up with what was sent (no backlog growing, under a tenth lost).
     carried: bool,
 }
@@ -268,7 +318,9 @@ enum Phase {
     Cruise(u32),
     /// At this share of the estimate (from [`PROBE`] to [`MAX_PROBE`]) for one report.
     Probe(f64),
-    /// Below the estimate until the queue has drained (and no sooner than the instant).
+    /// Below the estimate until the queue has drained: after the overuse's pause, which
+    /// ends at the instant. Reports on datagrams sent before it tell of the queue the
+    /// cut already answered.
     Drain(Instant),
 }
 
@@ -316,6 +368,15 @@ pub struct Governor {
     held: bool,
     /// Since when the delay has claimed a queue the counts do not show.
     doubt_since: Option<Instant>,
+    /// The silence the last overuse asks of the link (see [`Governor::take_pause`]).
+    pause: Duration,
+    /// When the newest datagram the last report sampled was sent.
+    newest_sent: Option<Instant>,
+    /// What the path delivered under its last overflowing queue, and the bytes it has
+    /// since delivered above that rate without a queue (see [`CEILING_PROOF`]).
+    ceiling: Option<Ceiling>,
+    /// Reports between probes now (from [`CRUISE_REPORTS`] to [`MAX_CRUISE_REPORTS`]).
+    cruise_reports: u32,
     epoch: Instant,
     stats: GovernorStats,
 }
@@ -347,6 +408,10 @@ impl Governor {
             last_taken: None,
             held: false,
             doubt_since: None,
+            pause: Duration::ZERO,
+            newest_sent: None,
+            ceiling: None,
+            cruise_reports: CRUISE_REPORTS,
             epoch: now,
             stats: GovernorStats::default(),
         }
@@ -377,11 +442,17 @@ impl Governor {
         self.rate = (self.rate / 2.0).max(self.config.min_rate);
         self.capacity = self.capacity.map(|c| (c / 2.0).max(self.config.min_rate));
         if self.phase == Phase::Start {
-            self.phase = Phase::Cruise(CRUISE_REPORTS);
+            self.phase = Phase::Cruise(self.cruise_reports);
             self.capacity = Some(self.rate / CRUISE);
         }
         // The next halving a silence later.
         self.unanswered_since = Some(now);
+    }
+
+    /// How long the link should send nothing now, to let the path's queue drain (once:
+    /// taking it clears it). Zero but after an overuse.
+    pub fn take_pause(&mut self) -> Duration {
+        std::mem::take(&mut self.pause)
     }
 
     /// The pacer held datagrams that were ready to leave: the rate limits the link. A link
@@ -456,6 +527,7 @@ impl Governor {
         for p in points {
             self.base.add(now, delay(p));
         }
+        self.newest_sent = points.iter().map(|p| p.sent_at).max();
         let base = self.base.get().unwrap_or(0);
         let mut queued: Vec<i64> = points.iter().map(|p| delay(p) - base).collect();
         queued.sort_unstable_by(|a, b| b.cmp(a));
@@ -469,6 +541,8 @@ impl Governor {
     /// and the sample the next report's pairs start from.
     fn delivery(&self, points: &[Point]) -> (Delivery, Point) {
         let (mut bytes, mut secs, mut sent_total, mut received_total) = (0.0, 0.0, 0.0, 0.0);
+        let (mut queued_bytes, mut queued_secs) = (0.0, 0.0);
+        let (mut busy_sent, mut busy_sending) = (0.0, 0.0);
         let mut anchor = self.last_point.unwrap_or(points[0]);
         for b in points {
             let a = anchor;
@@ -495,11 +569,25 @@ impl Governor {
             let busy = sent >= 0.5 * self.rate * sending_for;
             if busy {
                 bytes += received;
-                secs += arrival.as_secs_f64();
+                busy_sent += sent;
+                busy_sending += sending_for;
+                // Over the longer of the two spans, as BBR's delivery rate: a token bucket
+                // on the path (a radio's, `tc tbf`'s) lets what queued behind a pause out
+                // at once, arrivals closer than the sends were, and that is not a rate
+                // the path carries.
+                secs += arrival.as_secs_f64().max(sending_for);
+                if arrival.as_secs_f64() > sending_for {
+                    // The path, not the sender, spaced these: its rate alone.
+                    queued_bytes += received;
+                    queued_secs += arrival.as_secs_f64();
+                }
             }
         }
         let delivery = Delivery {
             delivered: (secs > 0.0).then(|| bytes / secs),
+            bottleneck: (queued_secs > 0.0).then(|| queued_bytes / queued_secs),
+            sending: (busy_sending > 0.0).then(|| busy_sent / busy_sending),
+            span: secs,
             carried: sent_total == 0.0 || received_total >= 0.9 * sent_total,
         };
         (delivery, anchor)
@@ -523,51 +611,94 @@ impl Governor {
             self.queue = Duration::ZERO;
             self.doubt_since = None;
             self.phase = Phase::Cruise(0);
+            // The overuses the wrong floor claimed set the ceiling: it goes with it.
+            self.ceiling = None;
         }
     }
 
     fn decide(&mut self, now: Instant, delivery: Delivery) {
-        let (min, max) = (self.config.min_rate, self.config.max_rate);
-        let delivered = delivery.delivered;
         if self.queue > OVERUSE {
-            if let Phase::Drain(until) = self.phase {
-                if now < until {
-                    return;
-                }
-            }
-            // What arrived while the queue stood is the bottleneck's rate.
-            let measured = delivered.unwrap_or(self.rate).min(self.rate);
-            self.capacity = Some(measured.clamp(min, max));
-            self.rate = (measured * DRAIN).clamp(min, max);
-            self.stats.overuses += 1;
-            // Give the queue the time it needs to drain at the lower rate before looking
-            // again.
-            let drain = self.queue.mul_f64(1.0 / (1.0 - DRAIN)).min(SILENCE);
-            self.phase = Phase::Drain(now + drain);
-            return;
+            return self.overuse(now, delivery);
         }
+        let (min, max) = (self.config.min_rate, self.config.max_rate);
         let calm = self.queue < CALM;
         let held = std::mem::take(&mut self.held);
+        let carried = delivery.delivered.map(|d| d.min(max));
         let Some(known) = self.capacity else {
-            // Starting: grow while no queue shows and the rate is what holds the link.
-            if calm && held {
-                self.rate = (self.rate * START_GROWTH).clamp(min, max);
+            let sending = delivery.sending.unwrap_or(self.rate);
+            let queueing = self.queue >= CALM;
+            if let Some(found) = carried.filter(|&d| held && queueing && d < START_EXIT * sending) {
+                // The path no longer keeps up with what is sent, and a queue shows: that
+                // is its rate. (Arrivals spread by the receiving host alone, with no
+                // queue, say nothing of the path: a wide link left its start on them.)
+                self.capacity = Some(found.max(min));
+                self.rate = (found * CRUISE).clamp(min, max);
+                self.phase = Phase::Cruise(self.cruise_reports);
+            } else if calm && held {
+                // Starting: grow while no queue shows and the rate is what holds the link,
+                // to twice what the path was shown to carry (as BBR's startup): a report
+                // tells of sends a report old, and doubling on it again would double a
+                // rate no report has yet seen carried.
+                let shown = carried.unwrap_or(self.rate);
+                self.rate = (shown * START_GROWTH).max(self.rate).clamp(min, max);
             }
             return;
         };
-        // What the link carried without a queue: the path has at least that.
-        let capacity = delivered.map_or(known, |d| known.max(d.min(max)));
+        // What the link carried without a queue: the path has at least that, but no more
+        // than the rate it last overflowed at until it has carried more above that than a
+        // token bucket holds; then that is the new ceiling.
+        let mut capacity = known;
+        let mut raised = false;
+        if let Some(carried) = carried {
+            capacity = match &mut self.ceiling {
+                None => known.max(carried),
+                Some(ceiling) => {
+                    if calm && carried > ceiling.rate {
+                        ceiling.proof += (carried - ceiling.rate) * delivery.span;
+                        if ceiling.proof >= ceiling.proof_needed() {
+                            *ceiling = Ceiling::at(carried);
+                            self.cruise_reports = CRUISE_REPORTS;
+                            raised = true;
+                        }
+                    }
+                    known.max(carried.min(ceiling.rate))
+                }
+            };
+        }
+        let above_ceiling = self.ceiling.is_some_and(|c| self.rate > c.rate);
+        // The path delivered what was sent (random loss aside): it had room for it.
+        let kept_up = match (carried, delivery.sending) {
+            (Some(carried), Some(sending)) => carried >= KEPT_UP * sending,
+            _ => false,
+        };
         self.phase = match self.phase {
-            Phase::Drain(until) if now < until || !calm => self.phase,
+            Phase::Drain(_) if !calm || self.answered() => self.phase,
+            Phase::Drain(_) | Phase::Start => Phase::Cruise(self.cruise_reports),
             // A probe is judged on what it delivered: at a low rate a report may hold no
             // pair of samples far enough apart to tell.
-            Phase::Probe(_) if calm && delivered.is_none() => self.phase,
-            Phase::Drain(_) | Phase::Start => Phase::Cruise(CRUISE_REPORTS),
-            // The probe was carried without a queue: look further at once.
-            Phase::Probe(gain) if calm && capacity > known * (1.0 + (PROBE - 1.0) / 2.0) => {
-                Phase::Probe((1.0 + (gain - 1.0) * PROBE_GROWTH).min(MAX_PROBE))
+            Phase::Probe(_) if calm && carried.is_none() => self.phase,
+            // Outgrown: the ramp goes on from the new ceiling at half its step above it,
+            // so a link that widened severalfold is found in a second or two, and one
+            // that did not is not overshot by the compounding.
+            Phase::Probe(gain) if calm && raised => Phase::Probe((1.0 + gain) / 2.0 + PROVING_STEP),
+            // Above the ceiling, a slow ramp while the link has more to send: a bucket
+            // that empties under it shows a queue that grows by a few milliseconds a
+            // report, not tens.
+            Phase::Probe(gain) if calm && held && above_ceiling && kept_up => {
+                Phase::Probe(gain + PROVING_STEP)
             }
-            Phase::Probe(_) => Phase::Cruise(CRUISE_REPORTS),
+            // Below a ceiling, or with none, the probe was carried: look further at once.
+            Phase::Probe(gain) if calm && held && !above_ceiling && kept_up => match self.ceiling {
+                None => Phase::Probe((1.0 + (gain - 1.0) * PROBE_GROWTH).min(MAX_PROBE)),
+                Some(_) => Phase::Probe(gain + PROVING_STEP),
+            },
+            Phase::Probe(_) => {
+                // What a bucket let through during this probe does not carry over.
+                if let Some(ceiling) = &mut self.ceiling {
+                    ceiling.proof = 0.0;
+                }
+                Phase::Cruise(self.cruise_reports)
+            }
             Phase::Cruise(0) if calm => Phase::Probe(PROBE),
             Phase::Cruise(n) => Phase::Cruise(n.saturating_sub(u32::from(calm))),
         };
@@ -578,6 +709,72 @@ impl Governor {
             _ => CRUISE,
         };
         self.rate = (capacity * gain).clamp(min, max);
+    }
+
+    /// The queue passed [`OVERUSE`]: the path's rate is what it delivered under the queue,
+    /// the link pauses for what the queue holds by now and then sends below that rate
+    /// until the queue is gone.
+    fn overuse(&mut self, now: Instant, delivery: Delivery) {
+        let (min, max) = (self.config.min_rate, self.config.max_rate);
+        if self.answered() {
+            return;
+        }
+        // What arrived while the queue stood is the bottleneck's rate (pairs from before
+        // it, sent into a token bucket's stored burst, would overstate it).
+        let measured = delivery
+            .bottleneck
+            .or(delivery.delivered)
+            .unwrap_or(self.rate)
+            .min(self.rate)
+            .clamp(min, max);
+        // The samples are a report's age old: the queue went on growing since at the
+        // excess of what was sent over what the path carries.
+        let since = self
+            .newest_sent
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+        let growth = since.mul_f64((self.rate / measured - 1.0).clamp(0.0, 4.0));
+        let queue_now = self.queue + growth;
+        self.capacity = Some(measured);
+        self.rate = (measured * DRAIN).clamp(min, max);
+        self.stats.overuses += 1;
+        self.ceiling = Some(Ceiling::at(measured));
+        if matches!(self.phase, Phase::Probe(_)) {
+            // The probe found the edge: look less often.
+            self.cruise_reports = (self.cruise_reports * 2).min(MAX_CRUISE_REPORTS);
+        }
+        // The queue empties fastest with the link silent for as long as it holds: a
+        // control datagram behind it then waits one report's overshoot, not the hundreds
+        // of milliseconds that sending at DRAIN takes to drain it.
+        self.pause = queue_now.saturating_sub(CALM).min(MAX_PAUSE);
+        self.phase = Phase::Drain(now + self.pause);
+    }
+
+    /// Whether the last report only tells of datagrams sent before the last cut took
+    /// effect (its queue is the one the cut answered).
+    fn answered(&self) -> bool {
+        match self.phase {
+            Phase::Drain(resumed) => self.newest_sent.is_none_or(|sent| sent < resumed),
+            _ => false,
+        }
+    }
+}
+
+/// The rate a path last overflowed at, and the bytes it has since carried above it
+/// without a queue (see [`CEILING_PROOF`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ceiling {
+    rate: f64,
+    proof: f64,
+}
+
+impl Ceiling {
+    fn at(rate: f64) -> Ceiling {
+        Ceiling { rate, proof: 0.0 }
+    }
+
+    /// The bytes above it that outgrow it.
+    fn proof_needed(&self) -> f64 {
+        (self.rate * CEILING_PROOF_TIME.as_secs_f64()).clamp(MIN_CEILING_PROOF, CEILING_PROOF)
     }
 }
 

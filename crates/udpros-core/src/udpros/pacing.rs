@@ -109,6 +109,14 @@ impl Pacer {
         self.spread = None;
     }
 
+    /// Nothing leaves for `silence` from `now` on (what the bucket held is spent too), then
+    /// the rate as before: a governed link letting its path's queue drain.
+    pub fn pause(&mut self, now: Instant, silence: Duration) {
+        let Some(rate) = self.rate else { return };
+        self.refill(now, rate);
+        self.tokens = self.tokens.min(0.0) - rate * silence.as_secs_f64();
+    }
+
     /// The rate, bytes per second (`None`: unpaced).
     pub fn rate(&self) -> Option<f64> {
         self.rate

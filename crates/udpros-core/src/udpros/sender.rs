@@ -339,6 +339,10 @@ impl UdpSender {
             return;
         };
         let rate = g.governor.rate();
+        let pause = g.governor.take_pause();
+        if !pause.is_zero() {
+            self.pacer.pause(now, pause);
+        }
         if (rate - g.applied).abs() <= 0.01 * g.applied {
             return;
         }

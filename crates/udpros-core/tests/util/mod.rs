@@ -119,7 +119,9 @@ pub struct Path {
 }
 
 /// A radio or a tether in front of its queue, as `tc tbf` models one: datagrams leave at
-/// `rate`, wait in a queue that holds `queue` of it, and are dropped when it is full.
+/// `rate` once the bucket's tokens are spent (a full bucket, [`Bottleneck::burst`] bytes,
+/// lets a burst through at once after a pause, as tbf does), wait in a queue that holds
+/// `queue` of it, and are dropped when it is full.
 #[derive(Debug, Clone)]
 pub struct Bottleneck {
     /// Bytes per second, and the later rates: `(from, rate)`, `from` counted from the
@@ -130,6 +132,10 @@ pub struct Bottleneck {
     pub queue: Duration,
     /// Bytes each datagram costs on the wire besides its payload (IP, UDP, Ethernet).
     pub overhead: usize,
+    /// The bucket's size, bytes: what leaves at once after a pause.
+    pub burst: f64,
+    /// Tokens in the bucket when the last datagram left.
+    tokens: f64,
     /// When the queue will be empty.
     free_at: Option<Instant>,
     started: Option<Instant>,
@@ -147,6 +153,8 @@ impl Bottleneck {
             steps: Vec::new(),
             queue: latency + Duration::from_secs_f64(16_384.0 / rate),
             overhead: 42,
+            burst: 16_384.0,
+            tokens: 16_384.0,
             free_at: None,
             started: None,
             dropped: 0,
@@ -174,12 +182,20 @@ impl Bottleneck {
     pub fn enqueue(&mut self, now: Instant, len: usize) -> Option<Instant> {
         let rate = self.rate_at(now);
         let backlog = self.backlog(now);
-        let on_wire = Duration::from_secs_f64((len + self.overhead) as f64 / rate);
         if backlog > self.queue {
             self.dropped += 1;
             return None;
         }
-        let leaves = now + backlog + on_wire;
+        // It leaves once the one before it has and the bucket holds its bytes; the bucket
+        // fills at the rate meanwhile, up to its size.
+        let ready = now + backlog;
+        let last = self.free_at.unwrap_or(ready);
+        let refill = rate * ready.saturating_duration_since(last).as_secs_f64();
+        let tokens = (self.tokens + refill).min(self.burst);
+        let len = (len + self.overhead) as f64;
+        let wait = Duration::from_secs_f64((len - tokens).max(0.0) / rate);
+        let leaves = ready + wait;
+        self.tokens = tokens + rate * wait.as_secs_f64() - len;
         self.free_at = Some(leaves);
         Some(leaves)
     }
