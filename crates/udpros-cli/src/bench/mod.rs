@@ -117,7 +117,7 @@ pub struct PeerArgs {
     #[arg(long, default_value_t = udpros::node::FecPolicy::default())]
     fec: udpros::node::FecPolicy,
     /// Govern the publisher's UDPROS links to udpros subscribers on other hosts (the link
-    /// governor; off by default until the radio bench S10 has measured it).
+    /// governor; off by default until it meets the radio bench S10's bars).
     #[arg(long)]
     governor: bool,
     /// Where a publisher writes its first governed link's state every 100 ms, a line
