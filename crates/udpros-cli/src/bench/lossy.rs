@@ -200,16 +200,16 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
     Ok(())
 }
 
-/// The programs a cell runs and the master they join.
-struct Peers<'a> {
-    udpros: &'a Path,
-    roscpp: &'a Path,
-    master_uri: &'a str,
+/// The programs a cell runs and the master they join (S8's and S10's).
+pub(super) struct Peers<'a> {
+    pub(super) udpros: &'a Path,
+    pub(super) roscpp: &'a Path,
+    pub(super) master_uri: &'a str,
 }
 
 impl Peers<'_> {
     /// `kind`'s bench peer (`udpros bench peer ...` or the roscpp peer) as a node on `host`.
-    fn command(&self, kind: &str, host: &Host) -> Command {
+    pub(super) fn command(&self, kind: &str, host: &Host) -> Command {
         let program = if kind == "roscpp" {
             self.roscpp
         } else {

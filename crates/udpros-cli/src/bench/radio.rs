@@ -150,9 +150,11 @@ pub(super) fn run(quick: bool, only: &Only, roscpp: &Path, dumps: &Path) -> Resu
     master.args(["master", "--host", &robot.ipv4, "--port", "11311"]);
     let _master = spawn(master)?;
     let peers = Peers {
-        udpros: &udpros,
-        roscpp,
-        master_uri: &master_uri,
+        nodes: super::lossy::Peers {
+            udpros: &udpros,
+            roscpp,
+            master_uri: &master_uri,
+        },
         dumps,
     };
     let seconds = if quick { 3.0 } else { 20.0 };
@@ -192,11 +194,9 @@ pub(super) fn run(quick: bool, only: &Only, roscpp: &Path, dumps: &Path) -> Resu
     Ok(())
 }
 
-/// The programs a cell runs, the master they join, where their dumps go.
+/// The programs a cell runs, the master they join (S8's), and where their dumps go.
 struct Peers<'a> {
-    udpros: &'a Path,
-    roscpp: &'a Path,
-    master_uri: &'a str,
+    nodes: super::lossy::Peers<'a>,
     dumps: &'a Path,
 }
 
@@ -208,18 +208,8 @@ struct Place<'a> {
 }
 
 impl Peers<'_> {
-    /// `kind`'s bench peer (`udpros bench peer ...` or the roscpp peer) as a node on `host`.
     fn command(&self, kind: &str, host: &Host) -> Command {
-        let program = if kind == "roscpp" {
-            self.roscpp
-        } else {
-            self.udpros
-        };
-        let mut cmd = host.ros_command(program, self.master_uri, Identity::Ip, Family::Ipv4);
-        if kind != "roscpp" {
-            cmd.args(["bench", "peer"]);
-        }
-        cmd
+        self.nodes.command(kind, host)
     }
 
     /// A subscriber of `topic` on the operator, dumping each message's age to `dump`.
