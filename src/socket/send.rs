@@ -218,6 +218,27 @@ pub(crate) mod tests {
         const DATAGRAMS: usize = 100;
         const SIZE: usize = 60_000;
         let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        // Room for the whole burst at the receiver (6 MB): what is asserted is that the
+        // sender waits for room, not how promptly this thread reads. The reader shares the
+        // thread with the sender, and with the kernel's default buffer (three of these
+        // datagrams, 7 ms at 25 MB/s) a loaded machine's pause lost one (99 of 100).
+        // Forced past `rmem_max` where the test runs as root, as CI does.
+        let bytes: libc::c_int = 8 << 20;
+        // SAFETY: setsockopt reads `bytes` alone, for the length given.
+        let forced = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&rx),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        } == 0;
+        if !forced {
+            socket2::SockRef::from(&rx)
+                .set_recv_buffer_size(8 << 20)
+                .unwrap();
+        }
         let mut tx = sender_to(rx.local_addr().unwrap(), 64 << 10);
         let reader = tokio::spawn(async move {
             let mut buf = vec![0u8; 65_536];
