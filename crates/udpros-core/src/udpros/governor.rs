@@ -27,7 +27,8 @@
 //!   that shows no queue while the pacer holds the link back, paces at [`START_GROWTH`] ×
 //!   what the path was shown to carry, as BBR's startup does (doubling the rate itself
 //!   would double a rate no report has seen yet). A report whose pairs arrived slower
-//!   than they were sent ([`START_EXIT`]) ends the start: that is the bottleneck.
+//!   than they were sent ([`START_EXIT`]) while a queue begins ends the start: that is the
+//!   bottleneck (without the queue, a receiving host's own jitter would end it).
 //! - **Token buckets.** A radio's queue often has a token bucket in front (`tc tbf`'s
 //!   burst, a modem's): after a pause it lets a burst through at line rate, so arrivals
 //!   come closer than the sends were. A pair's delivery rate is therefore taken over the
