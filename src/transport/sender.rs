@@ -198,8 +198,12 @@ impl UdpLinkSender {
             counters.update(&self.link);
         }
         if let Some(cell) = &self.governor {
-            *cell.lock().unwrap_or_else(|e| e.into_inner()) =
-                self.link.governor().filter(|g| g.reports > 0);
+            // Once anything came back: reports taken, or ignored (a link whose every
+            // report is ignored shows so, rather than looking ungoverned).
+            *cell.lock().unwrap_or_else(|e| e.into_inner()) = self
+                .link
+                .governor()
+                .filter(|g| g.reports > 0 || g.ignored > 0);
         }
     }
 

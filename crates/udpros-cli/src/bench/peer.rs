@@ -110,12 +110,13 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
         .find_map(|l| l.governor)
         .map(|g| {
             format!(
-                " governor_rate={:.0} governor_capacity={:.0} governor_queue_ms={:.1} governor_overuses={} governor_reports={}",
+                " governor_rate={:.0} governor_capacity={:.0} governor_queue_ms={:.1} governor_overuses={} governor_reports={} governor_ignored={}",
                 g.rate * 8.0,
                 g.capacity.unwrap_or(f64::NAN) * 8.0,
                 g.queue.as_secs_f64() * 1e3,
                 g.overuses,
-                g.reports
+                g.reports,
+                g.ignored
             )
         })
         .unwrap_or_default();
