@@ -375,7 +375,7 @@ async fn hz_into_a_closed_pipe_ends_and_unregisters() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "hz's node is still subscribed: {:?}",
+            "hz's node is still subscribed: {:?}; hz's stderr: {stderr}",
             graph.subscribers
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
