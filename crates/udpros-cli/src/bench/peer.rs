@@ -146,9 +146,7 @@ async fn trace_governor(
         let Some(g) = publisher.links().into_iter().find_map(|l| l.governor) else {
             continue;
         };
-        let unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+        let unix_ms = super::radio::unix_ms();
         let line = format!(
             "{unix_ms} {:.0} {:.0} {:.2}\n",
             g.rate * 8.0,

@@ -341,7 +341,8 @@ fn run_cell(
     })
 }
 
-fn unix_ms() -> u128 {
+/// Milliseconds of the wall clock since 1970: what the governor traces are stamped with.
+pub(super) fn unix_ms() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis())

@@ -666,7 +666,6 @@ impl Governor {
                 }
             };
         }
-        let above_ceiling = self.ceiling.is_some_and(|c| self.rate > c.rate);
         // The path delivered what was sent (random loss aside): it had room for it.
         let kept_up = match (carried, delivery.sending) {
             (Some(carried), Some(sending)) => carried >= KEPT_UP * sending,
@@ -682,14 +681,10 @@ impl Governor {
             // so a link that widened severalfold is found in a second or two, and one
             // that did not is not overshot by the compounding.
             Phase::Probe(gain) if calm && raised => Phase::Probe((1.0 + gain) / 2.0 + PROVING_STEP),
-            // Above the ceiling, a slow ramp while the link has more to send: a bucket
-            // that empties under it shows a queue that grows by a few milliseconds a
-            // report, not tens.
-            Phase::Probe(gain) if calm && held && above_ceiling && kept_up => {
-                Phase::Probe(gain + PROVING_STEP)
-            }
-            // Below a ceiling, or with none, the probe was carried: look further at once.
-            Phase::Probe(gain) if calm && held && !above_ceiling && kept_up => match self.ceiling {
+            // The probe was carried and the link has more to send: look further. With no
+            // ceiling, at once; with one, by a slow ramp, so that a bucket that empties
+            // under it shows a queue that grows by a few milliseconds a report, not tens.
+            Phase::Probe(gain) if calm && held && kept_up => match self.ceiling {
                 None => Phase::Probe((1.0 + (gain - 1.0) * PROBE_GROWTH).min(MAX_PROBE)),
                 Some(_) => Phase::Probe(gain + PROVING_STEP),
             },
