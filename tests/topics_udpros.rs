@@ -386,6 +386,71 @@ async fn handles_dropped_on_a_plain_thread_still_unregister() {
     assert_eq!(now, (vec![], vec![]), "both unregistered");
 }
 
+/// A program that drops its handles and then shuts its node down (`udpros topic hz | head`
+/// does) must leave nothing registered, even when its runtime ends right after the
+/// shutdown: the unregistrations the dropped handles started are part of the shutdown.
+/// With nothing else to unregister, on a current-thread runtime, those background tasks
+/// never ran before `shutdown()` returned, so this failed every time before the shutdown
+/// waited for them.
+#[test]
+fn shutdown_waits_for_the_unregistrations_of_dropped_handles() {
+    let master_runtime = tokio::runtime::Runtime::new().unwrap();
+    let master = master_runtime
+        .block_on(Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1"))
+        .unwrap();
+    let uri = master.uri().to_string();
+    let node_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let observer = node_runtime.block_on(async {
+        let args = vec![
+            format!("__master:={uri}"),
+            "__ip:=127.0.0.1".into(),
+            "__name:=leaver".into(),
+        ];
+        // Nothing of its own to unregister at shutdown (no /rosout, no logger services):
+        // then only the dropped handles' unregistrations are left to wait for.
+        let args = udpros::node::args::NodeArgs::parse(args).unwrap();
+        let id = udpros::node::args::NodeIdentity::from_args("leaver", &args).unwrap();
+        let options = udpros::node::NodeOptions {
+            rosout: false,
+            logger_services: false,
+            handle_signals: false,
+            ..Default::default()
+        };
+        let node = Node::with_options(id, options).await.unwrap();
+        let publisher = node
+            .advertise::<std_msgs::String>("/leaving_pub", AdvertiseOptions::default())
+            .await
+            .unwrap();
+        let subscriber = node
+            .subscribe::<std_msgs::String>("/leaving_sub", SubscribeOptions::default())
+            .await
+            .unwrap();
+        let before = registered(&node, "/leaving_pub").await.0.len()
+            + registered(&node, "/leaving_sub").await.1.len();
+        assert_eq!(before, 2, "both registered to begin with");
+        drop(publisher);
+        drop(subscriber);
+        node.shutdown().await;
+        node.master().clone()
+    });
+    drop(node_runtime);
+    let state = master_runtime
+        .block_on(observer.get_system_state())
+        .unwrap();
+    let mentions = |list: &[(String, Vec<String>)]| {
+        list.iter()
+            .any(|(topic, _)| topic == "/leaving_pub" || topic == "/leaving_sub")
+    };
+    assert!(
+        !mentions(&state.publishers) && !mentions(&state.subscribers),
+        "left registered: {state:?}"
+    );
+    drop(master);
+}
+
 /// The info strings of the node's getBusInfo rows.
 async fn bus_info_strings(node: &Node) -> Vec<String> {
     let info = udpros::xmlrpc::XmlRpcClient::default()

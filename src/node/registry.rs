@@ -38,6 +38,14 @@ impl InFlight {
         }
     }
 
+    /// Waits until every unregistration in flight now has been answered (or given up).
+    async fn all_settled(&self) {
+        let pending: Vec<_> = lock(&self.0).values().cloned().collect();
+        for mut pending in pending {
+            let _ = pending.wait_for(|done| *done).await;
+        }
+    }
+
     /// Waits until no unregistration of `key` is in flight.
     pub(crate) async fn settled(&self, key: &str) {
         let pending = lock(&self.0).get(key).cloned();
@@ -170,9 +178,21 @@ impl NodeInner {
     /// Leaves the graph: everything taken out, unregistered all at once within
     /// [`UNREGISTER_BUDGET`] (a master that is gone or slow must not hold a node that is
     /// leaving, nor the process when a second signal waits for this), then closed.
+    ///
+    /// The unregistrations that dropped handles started in the background are waited for
+    /// within the same budget: a program that drops a subscriber and then shuts down
+    /// usually ends its runtime next, which would cancel them unsent and leave the
+    /// master listing a node that is gone.
     pub(super) async fn unregister_everything(&self) {
         let registrations = self.take_registrations();
-        unregister_all(self.master.clone(), self.api_uri(), &registrations).await;
+        let dropped_handles = self.in_flight.all_settled();
+        unregister_all(
+            self.master.clone(),
+            self.api_uri(),
+            &registrations,
+            dropped_handles,
+        )
+        .await;
         registrations.iter().for_each(Registration::close);
     }
 
@@ -182,7 +202,9 @@ impl NodeInner {
         let registrations = self.take_registrations();
         registrations.iter().for_each(Registration::close);
         let (master, uri) = (self.master.clone(), self.api_uri());
-        self.spawn_background(async move { unregister_all(master, uri, &registrations).await });
+        self.spawn_background(async move {
+            unregister_all(master, uri, &registrations, std::future::ready(())).await
+        });
     }
 
     /// Unregisters one thing that went away (its last handle was dropped), in the
@@ -208,6 +230,10 @@ impl NodeInner {
             let _ = self.master.set_param(&key, value).await;
         }
         for registration in self.registrations() {
+            // A shutdown waits for this: it ends at the next registration.
+            if self.shutdown.borrow().is_some() {
+                return;
+            }
             let _ = registration.register(self, &uri).await;
         }
     }
@@ -232,7 +258,14 @@ pub(super) fn remove_if_same<T>(
     }
 }
 
-async fn unregister_all(master: MasterClient, uri: String, registrations: &[Registration]) {
+/// Unregisters `registrations` all at once and waits, within [`UNREGISTER_BUDGET`], for
+/// their answers and for `also` (unregistrations already under way).
+async fn unregister_all(
+    master: MasterClient,
+    uri: String,
+    registrations: &[Registration],
+    also: impl std::future::Future<Output = ()>,
+) {
     let mut calls = tokio::task::JoinSet::new();
     for registration in registrations {
         let (registration, master, uri) = (registration.clone(), master.clone(), uri.clone());
@@ -240,7 +273,10 @@ async fn unregister_all(master: MasterClient, uri: String, registrations: &[Regi
             let _ = registration.unregister(&master, &uri).await;
         });
     }
-    let all = async { while calls.join_next().await.is_some() {} };
+    let all = async {
+        let ours = async { while calls.join_next().await.is_some() {} };
+        tokio::join!(ours, also);
+    };
     if tokio::time::timeout(UNREGISTER_BUDGET, all).await.is_err() {
         tracing::warn!(
             "the master did not answer every unregistration within {UNREGISTER_BUDGET:?}"
