@@ -1,7 +1,7 @@
 //! Ending a node: shutdown on request, on SIGINT or SIGTERM, or when its last handle is
 //! dropped; and the watchdog that registers everything again after a master restart.
 
-use super::{lock, Node, NodeInner};
+use super::{lock, Node, NodeInner, UNREGISTER_BUDGET};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -71,8 +71,17 @@ impl Node {
             hook();
         }
         // The watchdog re-registers what the master lost; it must not undo what follows.
-        if let Some(watchdog) = lock(&self.inner.watchdog).take() {
-            watchdog.abort();
+        // It stops by itself on the shutdown signal unless it is registering: that is
+        // let finish (within the budget), because a request already written reaches the
+        // master even when its task is aborted, and would land after the unregistrations.
+        let watchdog = lock(&self.inner.watchdog).take();
+        if let Some(mut watchdog) = watchdog {
+            if tokio::time::timeout(UNREGISTER_BUDGET, &mut watchdog)
+                .await
+                .is_err()
+            {
+                watchdog.abort();
+            }
         }
         self.inner.unregister_everything().await;
         lock(&self.inner.slave).take();
@@ -133,13 +142,24 @@ pub(super) async fn shut_down_on_signal(node: Weak<NodeInner>) {
 pub(super) async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
     let mut known_pid: Option<i32> = master_pid;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let Some(mut shutdown) = node.upgrade().map(|n| n.shutdown.subscribe()) else {
+        return;
+    };
     loop {
-        tick.tick().await;
+        // Waiting, and asking the pid, end at once when the node shuts down; a
+        // registration under way does not (see `Node::shutdown`).
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(Option::is_some) => return,
+        }
         let Some(n) = node.upgrade() else { return };
         if n.shutdown.borrow().is_some() {
             return;
         }
-        let pid = n.master.get_pid().await.ok();
+        let pid = tokio::select! {
+            pid = n.master.get_pid() => pid.ok(),
+            _ = shutdown.wait_for(Option::is_some) => return,
+        };
         let restarted = match (known_pid, pid) {
             (Some(old), Some(new)) => old != new,
             _ => false,
