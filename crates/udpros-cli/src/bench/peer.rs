@@ -52,6 +52,8 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
         .trace
         .clone()
         .map(|path| tokio::spawn(trace_governor(publisher.clone(), path)));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(LastSeen::default()));
+    let watch = tokio::spawn(watch_links(publisher.clone(), seen.clone()));
     let start = Instant::now();
     if args.rate > 0.0 {
         // Paced as roscpp's peer paces: a plain thread sleeps to each message's time and
@@ -90,12 +92,16 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
     if let Some(trace) = trace {
         trace.abort();
     }
+    watch.abort();
+    let seen = {
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.update(publisher.links());
+        seen.clone()
+    };
     // FEC on the first link, if it carries any: what the subscriber reported, and the
     // repair that cost.
-    let fec = publisher
-        .links()
-        .into_iter()
-        .find_map(|l| l.fec)
+    let fec = seen
+        .fec
         .map(|f| {
             let loss = f
                 .reported_loss
@@ -104,10 +110,8 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
         })
         .unwrap_or_default();
     // The governor's view of the first governed link's path.
-    let governor = publisher
-        .links()
-        .into_iter()
-        .find_map(|l| l.governor)
+    let governor = seen
+        .governor
         .map(|g| {
             format!(
                 " governor_rate={:.0} governor_capacity={:.0} governor_queue_ms={:.1} governor_overuses={} governor_reports={} governor_ignored={}",
@@ -120,8 +124,11 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
             )
         })
         .unwrap_or_default();
+    // What the links dropped: stale on a path that cannot carry everything, or FEC's and
+    // the governor's own drops.
+    let drops: u64 = seen.links.iter().map(|l| l.drops).sum();
     println!(
-        "PUB sent={} seconds={seconds:.3} {}{fec}{governor}",
+        "PUB sent={} seconds={seconds:.3} drops={drops} {}{fec}{governor}",
         args.count,
         usage()
     );
@@ -131,6 +138,52 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
 
 /// Writes the first governed link's rate, capacity and queue to `path` every 100 ms, with
 /// the wall clock's time (the harness changes the radio by the same clock), until aborted.
+/// What the publisher's links showed last. A subscriber that gives a link up and makes
+/// another (a UDP link on which no message completes is declared failed and made again),
+/// or that leaves before the summary (it exits once idle), takes its link's counters
+/// with it; the summary says what the links showed while they were there.
+#[derive(Debug, Default, Clone)]
+struct LastSeen {
+    /// The links at the last look that found any.
+    links: Vec<udpros::transport::SubscriberLinkStats>,
+    /// The FEC of the first link that had any, at the last look that found it.
+    fec: Option<udpros::transport::FecSendStats>,
+    /// The governor's view of the link that took the most reports.
+    governor: Option<udpros::transport::GovernorStats>,
+}
+
+impl LastSeen {
+    fn update(&mut self, links: Vec<udpros::transport::SubscriberLinkStats>) {
+        if let Some(fec) = links.iter().find_map(|l| l.fec) {
+            self.fec = Some(fec);
+        }
+        // The link that heard most: on a path where links come and go, the newest may
+        // be a moment old.
+        let busiest = links.iter().filter_map(|l| l.governor).max_by_key(|g| g.reports);
+        if let Some(governor) = busiest {
+            if governor.reports >= self.governor.map_or(0, |g| g.reports) {
+                self.governor = Some(governor);
+            }
+        }
+        if !links.is_empty() {
+            self.links = links;
+        }
+    }
+}
+
+/// Looks at the publisher's links every 100 ms, into `seen`.
+async fn watch_links(
+    publisher: std::sync::Arc<udpros::node::Publisher<sensor_msgs::CompressedImage>>,
+    seen: std::sync::Arc<std::sync::Mutex<LastSeen>>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        let links = publisher.links();
+        seen.lock().unwrap_or_else(|e| e.into_inner()).update(links);
+    }
+}
+
 async fn trace_governor(
     publisher: std::sync::Arc<udpros::node::Publisher<sensor_msgs::CompressedImage>>,
     path: std::path::PathBuf,
