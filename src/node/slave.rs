@@ -250,7 +250,13 @@ impl NodeInner {
                             let snapshot = l.snapshot();
                             let fec = snapshot.fec.map(fec_sent).unwrap_or_default();
                             let governor = snapshot.governor.map(governor_sent).unwrap_or_default();
-                            format!("{fec}{governor}")
+                            // A TCPROS link drops only what would arrive stale.
+                            let stale = if snapshot.protocol == Protocol::Tcp && snapshot.drops > 0 {
+                                format!("; {} dropped stale", snapshot.drops)
+                            } else {
+                                String::new()
+                            };
+                            format!("{fec}{governor}{stale}")
                         }
                     )),
                 ]));

@@ -44,6 +44,17 @@ pub struct AdvertiseOptions {
     /// link its start costs the first second's messages) keeps fixed pacing; a link to this
     /// host is never governed.
     pub governor: Option<GovernorConfig>,
+    /// How old a message may be when it reaches a subscriber on another host over TCPROS
+    /// (see [`crate::wire::freshness`]). On a path narrower than what is published (a
+    /// radio), the link sends the newest messages whole and drops, before their first
+    /// byte, those that would arrive older than this at the rate the path drains (counted
+    /// in the link's drops; the newest is always sent), and the kernel holds only 32 KiB
+    /// unsent (`TCP_NOTSENT_LOWAT`). A link with room
+    /// never drops: only a message that waits for its link can go stale. Links to this
+    /// host (a recorder, a slow local reader) send every message the queue holds, as
+    /// roscpp does; so do publishers that wait for room. `None` turns it off. By default
+    /// [`DEFAULT_FRESHNESS`](crate::wire::freshness::DEFAULT_FRESHNESS), 500 ms.
+    pub freshness: Option<std::time::Duration>,
 }
 
 /// The default bound on the bytes a queue of messages holds, per subscriber and per
@@ -60,6 +71,7 @@ impl Default for AdvertiseOptions {
             max_links_per_host: DEFAULT_MAX_LINKS_PER_HOST,
             fec: FecPolicy::default(),
             governor: None,
+            freshness: Some(crate::wire::freshness::DEFAULT_FRESHNESS),
         }
     }
 }
@@ -216,6 +228,7 @@ impl Node {
                         max_links_per_host: options.max_links_per_host,
                         fec: options.fec,
                         governor: options.governor,
+                        freshness: options.freshness,
                     },
                     self.inner.link_ids.clone(),
                 );

@@ -3,7 +3,7 @@
 //! `publish` never waits for a slow subscriber.
 
 use super::queue::DropOldest;
-use super::sender::{DirectSend, LinkSender};
+use super::sender::{DirectSend, LinkSender, QueuedFrame};
 use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
 use crate::socket::SendSocket;
 use crate::wire::header::ConnectionHeader;
@@ -16,6 +16,7 @@ use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -116,7 +117,7 @@ pub(crate) struct SubscriberLink {
     /// The type and full definition the subscriber's header carried, kept only by a
     /// publication of any type (md5sum `*`), which is there to learn them.
     pub subscriber_type: std::sync::Mutex<Option<(String, String)>>,
-    queue: DropOldest<Bytes>,
+    queue: DropOldest<QueuedFrame>,
     sender: tokio::sync::Mutex<LinkSender>,
     closed: AtomicBool,
 }
@@ -162,8 +163,8 @@ impl SubscriberLink {
     }
 
     /// Sends a frame from the publishing thread when the link is idle, else queues it for
-    /// the link's task.
-    fn offer(&self, frame: &Bytes) {
+    /// the link's task, as published at `now`.
+    fn offer(&self, frame: &Bytes, now: Instant) {
         if let Ok(mut sender) = self.sender.try_lock() {
             // Frames already queued go first: then this one queues behind them.
             if self.queue.is_empty() {
@@ -182,7 +183,7 @@ impl SubscriberLink {
                 }
             }
         }
-        self.queue.push(frame.clone());
+        self.queue.push(QueuedFrame::published(frame.clone(), now));
     }
 }
 
@@ -218,6 +219,9 @@ pub(crate) struct LinkLimits {
     pub fec: FecPolicy,
     /// The governor's limits on UDPROS links to udpros subscribers that send feedback.
     pub governor: Option<GovernorConfig>,
+    /// The age past which a message is not worth sending on a TCPROS link off this host
+    /// (see [`crate::wire::freshness`]); `None` sends everything the queue holds.
+    pub freshness: Option<Duration>,
 }
 
 /// What `requestTopic` settled for a UDPROS link to one subscriber.
@@ -335,10 +339,12 @@ impl Publication {
             *self.latched.lock().unwrap_or_else(|e| e.into_inner()) = Some(frame.clone());
         }
         self.messages.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
         for link in links.iter() {
             match how {
-                Handoff::TryNow => link.offer(&frame),
-                Handoff::Queue => link.queue.push(frame.clone()),
+                Handoff::TryNow => link.offer(&frame, now),
+                // A publisher that waits for room loses nothing, however late.
+                Handoff::Queue => link.queue.push(QueuedFrame::never_stale(frame.clone())),
             }
         }
     }
@@ -447,7 +453,11 @@ impl Publication {
             fec,
             governor,
             subscriber_type: std::sync::Mutex::new(None),
-            queue: DropOldest::bounded(self.limits.queue_size, self.limits.queue_bytes, Bytes::len),
+            queue: DropOldest::bounded(
+                self.limits.queue_size,
+                self.limits.queue_bytes,
+                QueuedFrame::len,
+            ),
             sender: tokio::sync::Mutex::new(sender),
             closed: AtomicBool::new(false),
         });
@@ -457,7 +467,7 @@ impl Publication {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
         {
-            link.queue.push(frame);
+            link.queue.push(QueuedFrame::published(frame, Instant::now()));
         }
         self.links().push(link.clone());
         tokio::spawn(serve(link.clone()));
@@ -484,6 +494,16 @@ impl Publication {
         let local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
         let _ = stream.set_nodelay(true);
         crate::socket::set_keepalive(&stream);
+        // Off this host, what a link holds is bounded by age: the kernel keeps only a
+        // little unsent (so the link, not the kernel, chooses what goes next) and the link
+        // drops what would arrive stale. To this host (a recorder, a slow local reader)
+        // every message the queue holds is sent, as roscpp does.
+        let freshness = self
+            .limits
+            .freshness
+            .filter(|_| !peer.ip().to_canonical().is_loopback())
+            .filter(|_| crate::socket::hold_little_unsent(&stream))
+            .map(crate::wire::freshness::Freshness::new);
         let (mut reader, writer) = stream.into_split();
         // A publication of any type is there to learn its subscribers' type: what their
         // headers say of it is kept (a definition of at most 256 KiB).
@@ -500,7 +520,7 @@ impl Publication {
             Protocol::Tcp,
             peer,
             local_port,
-            LinkSender::tcp(writer),
+            LinkSender::tcp(writer, freshness),
             UdpWatch::default(),
         );
         if let Some(learned) = subscriber_type {
@@ -585,7 +605,7 @@ async fn serve(link: Arc<SubscriberLink>) {
     let heartbeats = link.sender.lock().await.wants_heartbeats();
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut frames = Vec::new();
+    let mut frames: Vec<QueuedFrame> = Vec::new();
     let served: std::io::Result<()> = async {
         loop {
             tokio::select! {

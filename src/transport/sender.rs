@@ -9,6 +9,7 @@
 use super::LinkStats;
 use super::{FecSendCounters, GovernorCell};
 use crate::socket::{offload, SendSocket};
+use crate::wire::freshness::Freshness;
 use crate::wire::udpros::fec::LinkFec;
 use crate::wire::udpros::governor::GovernorConfig;
 use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
@@ -24,6 +25,35 @@ use tokio::net::tcp::OwnedWriteHalf;
 const DIRECT_MAX_TCP_BYTES: usize = 128 << 10;
 /// Queued small TCP frames are joined into writes of up to this size.
 const TCP_BATCH_BYTES: usize = 64 << 10;
+
+/// A frame waiting in a link's queue, with the moment it was published.
+#[derive(Debug, Clone)]
+pub(super) struct QueuedFrame {
+    pub frame: Bytes,
+    /// When it was published; `None` for a publisher that waited for room so as to lose
+    /// nothing, whose messages never go stale.
+    pub at: Option<Instant>,
+}
+
+impl QueuedFrame {
+    /// A frame published at `at`.
+    pub(super) fn published(frame: Bytes, at: Instant) -> QueuedFrame {
+        QueuedFrame {
+            frame,
+            at: Some(at),
+        }
+    }
+
+    /// A frame that is sent however late.
+    pub(super) fn never_stale(frame: Bytes) -> QueuedFrame {
+        QueuedFrame { frame, at: None }
+    }
+
+    /// Its size, length prefix included: what the queue's byte bound weighs.
+    pub(super) fn len(&self) -> usize {
+        self.frame.len()
+    }
+}
 
 /// What an attempt to send a frame at once came to.
 #[derive(Debug)]
@@ -83,11 +113,14 @@ impl LinkSender {
         LinkSender::Udp(Box::new(sender))
     }
 
-    pub(super) fn tcp(writer: OwnedWriteHalf) -> LinkSender {
+    /// A TCP link; `freshness`, the rule that drops what would arrive stale (links off
+    /// this host, whose kernel holds little unsent).
+    pub(super) fn tcp(writer: OwnedWriteHalf, freshness: Option<Freshness>) -> LinkSender {
         LinkSender::Tcp(TcpLinkSender {
             writer,
             unfinished: None,
             batch: Vec::new(),
+            freshness,
         })
     }
 
@@ -114,14 +147,24 @@ impl LinkSender {
         }
     }
 
-    /// Sends queued frames in order, counting each in `stats`; leaves `frames` empty.
+    /// Sends queued frames in order, counting each in `stats` (and those dropped as
+    /// stale in its drops); leaves `frames` empty.
     pub(super) async fn send_all(
         &mut self,
-        frames: &mut Vec<Bytes>,
+        frames: &mut Vec<QueuedFrame>,
         stats: &LinkStats,
     ) -> io::Result<()> {
         match self {
-            LinkSender::Udp(w) => w.send_all(frames, stats).await,
+            LinkSender::Udp(w) => {
+                // The UDP link judges staleness by its governor's rate (see
+                // `UdpSender::drop_stale`): it needs the frames only.
+                let mut bytes = std::mem::take(&mut w.frames);
+                bytes.extend(frames.drain(..).map(|q| q.frame));
+                let sent = w.send_all(&mut bytes, stats).await;
+                bytes.clear();
+                w.frames = bytes;
+                sent
+            }
             LinkSender::Tcp(w) => w.send_all(frames, stats).await,
         }
     }
@@ -169,6 +212,8 @@ pub(super) struct UdpLinkSender {
     counters: Option<Arc<FecSendCounters>>,
     /// Where they see its governor.
     governor: Option<GovernorCell>,
+    /// The frames [`LinkSender::send_all`] hands on, kept for their allocation.
+    frames: Vec<Bytes>,
 }
 
 /// What an OS error on a send means to the link.
@@ -189,6 +234,7 @@ impl UdpLinkSender {
             socket,
             counters: None,
             governor: None,
+            frames: Vec::new(),
         }
     }
 
@@ -366,6 +412,8 @@ pub(super) struct TcpLinkSender {
     /// The tail of a frame the kernel took only part of.
     unfinished: Option<Bytes>,
     batch: Vec<u8>,
+    /// Off this host: what would arrive stale is dropped, at the rate the writes show.
+    freshness: Option<Freshness>,
 }
 
 impl TcpLinkSender {
@@ -387,24 +435,52 @@ impl TcpLinkSender {
 
     async fn finish(&mut self) -> io::Result<()> {
         match self.unfinished.take() {
-            Some(rest) => self.writer.write_all(&rest).await,
+            Some(rest) => self.write_timed(&rest).await,
             None => Ok(()),
         }
     }
 
-    async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+    /// Writes `bytes` whole; on a link with a freshness rule, tells it how long the path
+    /// took for them.
+    async fn write_timed(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let began = Instant::now();
+        self.writer.write_all(bytes).await?;
+        if let Some(freshness) = &mut self.freshness {
+            freshness.drained(bytes.len(), began.elapsed());
+        }
+        Ok(())
+    }
+
+    async fn send_all(
+        &mut self,
+        frames: &mut Vec<QueuedFrame>,
+        stats: &LinkStats,
+    ) -> io::Result<()> {
+        if let Some(freshness) = &mut self.freshness {
+            let stale = freshness.drop_stale(Instant::now(), frames, |q| (q.at, q.len()));
+            if stale > 0 {
+                stats
+                    .drops
+                    .fetch_add(stale as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         // Several small frames go out in one write; large ones as they are.
-        let total: usize = frames.iter().map(Bytes::len).sum();
+        let total: usize = frames.iter().map(QueuedFrame::len).sum();
         if frames.len() > 1 && total <= TCP_BATCH_BYTES {
-            self.batch.clear();
-            frames.iter().for_each(|f| self.batch.extend_from_slice(f));
-            self.writer.write_all(&self.batch).await?;
-            frames.drain(..).for_each(|f| stats.add_message(f.len()));
+            let mut batch = std::mem::take(&mut self.batch);
+            batch.clear();
+            frames
+                .iter()
+                .for_each(|q| batch.extend_from_slice(&q.frame));
+            let written = self.write_timed(&batch).await;
+            self.batch = batch;
+            written?;
+            frames.drain(..).for_each(|q| stats.add_message(q.len()));
             return Ok(());
         }
-        for frame in frames.drain(..) {
-            self.writer.write_all(&frame).await?;
-            stats.add_message(frame.len());
+        for queued in frames.drain(..) {
+            self.write_timed(&queued.frame).await?;
+            stats.add_message(queued.len());
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 pub mod action;
 pub mod fixed_array;
 pub mod foxglove;
+pub mod freshness;
 pub mod header;
 pub mod link;
 pub mod negotiation;

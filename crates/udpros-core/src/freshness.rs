@@ -1,0 +1,268 @@
+//! What a link sends when it cannot carry everything published: the newest messages whole,
+//! and none that would reach the subscriber older than a bound.
+//!
+//! A TCPROS link on a narrow radio otherwise holds seconds of images: the kernel's send
+//! buffer fills, the link's queue fills behind it, and every message arrives as late as the
+//! queue is long (11 s at 4 Mbit/s in bench S10). With the kernel's share bounded
+//! (`TCP_NOTSENT_LOWAT` on the socket), what is late is decided here, where the messages
+//! still are: each time the link takes its queue, [`Freshness::drop_stale`] drops the oldest
+//! of them so that every message it keeps arrives within the bound, at the
+//! rate the link was seen to drain. The newest message is always kept (a late image beats
+//! none), and nothing is cut: a message is dropped before its first byte or sent whole.
+//!
+//! The drain rate comes from the link's own writes ([`Freshness::drained`]): a write that
+//! had to wait for the path took as long as the path needed for it. A link that never
+//! waited has no rate, and only messages that already waited longer than the bound are
+//! dropped. Pure: the driver passes `now` and the durations it measured.
+
+use std::time::{Duration, Instant};
+
+/// The freshness bound by default: long enough that a link with room never drops (a
+/// momentary stall of the subscriber costs nothing), short enough that an image on a
+/// 4 Mbit/s radio is well under a second old when it arrives.
+pub const DEFAULT_FRESHNESS: Duration = Duration::from_millis(500);
+
+/// Writes smaller than this say nothing of the path's rate: the kernel takes them whole
+/// into its buffer, however narrow the path.
+pub const MIN_RATE_SAMPLE_BYTES: usize = 16 << 10;
+
+/// A write shorter than this did not wait for the path: it is counted as this long, so
+/// that a wide path's samples are large but finite.
+pub const MIN_RATE_SAMPLE_TIME: Duration = Duration::from_millis(1);
+
+/// The weight of a new sample in the drain rate: a rate step is followed within a few
+/// messages, one slow write (a preempted thread) moves it by a quarter.
+const RATE_GAIN: f64 = 0.25;
+
+/// One link's freshness rule: its bound, the rate its path drains at, what it dropped.
+#[derive(Debug, Clone)]
+pub struct Freshness {
+    bound: Duration,
+    /// Bytes per second, once a write large enough to tell was made.
+    rate: Option<f64>,
+    stale: u64,
+}
+
+impl Freshness {
+    /// A rule that keeps what arrives within `bound` of being published.
+    pub fn new(bound: Duration) -> Freshness {
+        Freshness {
+            bound,
+            rate: None,
+            stale: 0,
+        }
+    }
+
+    /// The bound it keeps messages within.
+    pub fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    /// The rate the link's path drained at, in bytes per second, once known.
+    pub fn rate(&self) -> Option<f64> {
+        self.rate
+    }
+
+    /// Messages dropped as stale so far.
+    pub fn stale(&self) -> u64 {
+        self.stale
+    }
+
+    /// A write of `bytes` took `took`, from its start until the kernel had taken its last
+    /// byte (with the kernel's unsent share bounded, that is how long the path needed).
+    pub fn drained(&mut self, bytes: usize, took: Duration) {
+        if bytes < MIN_RATE_SAMPLE_BYTES {
+            return;
+        }
+        let sample = bytes as f64 / took.max(MIN_RATE_SAMPLE_TIME).as_secs_f64();
+        self.rate = Some(match self.rate {
+            Some(rate) => rate + RATE_GAIN * (sample - rate),
+            None => sample,
+        });
+    }
+
+    /// Drops from `queued` (oldest first) the messages that would arrive older than the
+    /// bound: a message's wait so far plus the time the kept messages up to and including
+    /// it take at the drain rate. `of` gives a message's queueing time (`None`: it never
+    /// goes stale, as for a publisher that waited for room to lose nothing) and its size.
+    /// The newest is always kept, the rest keep their order. Returns how many were
+    /// dropped (added to [`stale`](Self::stale)).
+    pub fn drop_stale<T>(
+        &mut self,
+        now: Instant,
+        queued: &mut Vec<T>,
+        of: impl Fn(&T) -> (Option<Instant>, usize),
+    ) -> usize {
+        let Some(last) = queued.len().checked_sub(1) else {
+            return 0;
+        };
+        let bound = self.bound.as_secs_f64();
+        let send_time = |bytes: usize| self.rate.map_or(0.0, |rate| bytes as f64 / rate);
+        // The latest arrival age among the messages kept so far: each message put in
+        // front of them delays them all by its own send time.
+        let mut worst = match of(&queued[last]) {
+            (Some(at), bytes) => age(now, at) + send_time(bytes),
+            (None, bytes) => send_time(bytes),
+        };
+        let mut keep_from = last;
+        while keep_from > 0 {
+            let (at, bytes) = of(&queued[keep_from - 1]);
+            let own = send_time(bytes);
+            let candidate = match at {
+                Some(at) => (worst + own).max(age(now, at) + own),
+                // Never stale: kept, whatever it costs the others.
+                None => worst + own,
+            };
+            if at.is_some() && candidate > bound {
+                break;
+            }
+            worst = candidate;
+            keep_from -= 1;
+        }
+        // Older ones waited longer still: all stale, but for those that never go stale.
+        let before = queued.len();
+        let mut index = 0;
+        queued.retain(|message| {
+            let keep = index >= keep_from || of(message).0.is_none();
+            index += 1;
+            keep
+        });
+        let dropped = before - queued.len();
+        self.stale += dropped as u64;
+        dropped
+    }
+}
+
+fn age(now: Instant, at: Instant) -> f64 {
+    now.saturating_duration_since(at).as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Messages queued `ago` milliseconds before `now`, each `bytes` long.
+    fn queue(now: Instant, ago: &[u64], bytes: usize) -> Vec<(Option<Instant>, usize)> {
+        ago.iter().map(|&ms| (Some(now - Duration::from_millis(ms)), bytes)).collect()
+    }
+
+    /// How many `rule` drops of `queued`.
+    fn stale(rule: &mut Freshness, now: Instant, queued: &[(Option<Instant>, usize)]) -> usize {
+        rule.drop_stale(now, &mut queued.to_vec(), |q| *q)
+    }
+
+    #[test]
+    fn without_a_rate_only_what_already_waited_past_the_bound_goes() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let mut rule = Freshness::new(500 * MS);
+        let q = queue(now, &[900, 600, 400, 100, 0], 100_000);
+        assert_eq!(stale(&mut rule, now, &q), 2);
+        assert_eq!(rule.stale(), 2);
+    }
+
+    #[test]
+    fn at_the_drain_rate_it_keeps_the_newest_that_arrive_in_time() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let mut rule = Freshness::new(500 * MS);
+        // 4 Mbit/s: a 100 kB image takes 200 ms.
+        rule.drained(100_000, 200 * MS);
+        assert_eq!(rule.rate(), Some(500_000.0));
+        // Waiting 300, 200, 100 and 0 ms: the newest arrives at 200 ms, the one before it
+        // at 100 + 400, the one before at 200 + 600: only two fit.
+        let q = queue(now, &[300, 200, 100, 0], 100_000);
+        assert_eq!(stale(&mut rule, now, &q), 2);
+    }
+
+    #[test]
+    fn the_newest_is_kept_however_late() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let mut rule = Freshness::new(100 * MS);
+        rule.drained(100_000, Duration::from_secs(2));
+        let q = queue(now, &[5_000, 3_000], 100_000);
+        assert_eq!(stale(&mut rule, now, &q), 1);
+        let q = queue(now, &[5_000], 100_000);
+        assert_eq!(stale(&mut rule, now, &q), 0);
+        assert_eq!(stale(&mut rule, now, &[]), 0);
+        assert_eq!(rule.stale(), 1);
+    }
+
+    #[test]
+    fn a_link_with_room_drops_nothing() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let mut rule = Freshness::new(DEFAULT_FRESHNESS);
+        // A gigabit: a 100 kB write waits no time at all.
+        rule.drained(100_000, Duration::ZERO);
+        let burst = queue(now, &[3, 2, 2, 1, 1, 0], 100_000);
+        assert_eq!(stale(&mut rule, now, &burst), 0);
+        let many = queue(now, &[0; 1000], 1_000);
+        assert_eq!(stale(&mut rule, now, &many), 0);
+    }
+
+    #[test]
+    fn messages_that_must_not_be_lost_stay_and_delay_the_rest() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let mut rule = Freshness::new(500 * MS);
+        rule.drained(100_000, 200 * MS);
+        let q = vec![
+            (Some(now - 600 * MS), 100_000),
+            (None, 100_000),
+            (Some(now), 100_000),
+        ];
+        // The oldest is stale; the one that waits for room is never dropped.
+        assert_eq!(stale(&mut rule, now, &q), 1);
+        let q = vec![(None, 100_000), (None, 100_000), (Some(now), 100_000)];
+        assert_eq!(stale(&mut rule, now, &q), 0);
+    }
+
+    #[test]
+    fn small_writes_say_nothing_and_the_rate_follows_a_step() {
+        let mut rule = Freshness::new(DEFAULT_FRESHNESS);
+        rule.drained(MIN_RATE_SAMPLE_BYTES - 1, Duration::from_secs(1));
+        assert_eq!(rule.rate(), None, "a small write is taken whole, however narrow");
+        rule.drained(100_000, 200 * MS); // 4 Mbit/s
+        for _ in 0..12 {
+            rule.drained(100_000, 40 * MS); // 20 Mbit/s
+        }
+        let rate = rule.rate().unwrap();
+        assert!((2_300_000.0..=2_500_000.0).contains(&rate), "{rate}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the queue and the rate: the newest stays, nothing that waited for room
+        /// is dropped, and every other message kept arrives within the bound at the rate
+        /// (unless a message that never goes stale is sent before it).
+        #[test]
+        fn what_is_kept_arrives_in_time(
+            waits in proptest::collection::vec((0u64..2_000, 1usize..200_000, proptest::bool::weighted(0.9)), 0..40),
+            rate in proptest::option::of(10_000.0f64..1e9),
+            bound_ms in 1u64..2_000,
+        ) {
+            let now = Instant::now() + Duration::from_secs(10);
+            let mut waits = waits;
+            waits.sort_by(|a, b| b.0.cmp(&a.0)); // oldest first
+            let q: Vec<(Option<Instant>, usize)> = waits
+                .iter()
+                .map(|&(ms, bytes, stales)| (stales.then(|| now - Duration::from_millis(ms)), bytes))
+                .collect();
+            let mut rule = Freshness::new(Duration::from_millis(bound_ms));
+            rule.rate = rate;
+            let mut kept = q.clone();
+            let dropped = rule.drop_stale(now, &mut kept, |m| *m);
+            proptest::prop_assert_eq!(dropped, q.len() - kept.len());
+            proptest::prop_assert!(q.is_empty() || kept.last() == q.last(), "the newest stays");
+            let never_stale = |v: &[(Option<Instant>, usize)]| v.iter().filter(|m| m.0.is_none()).count();
+            proptest::prop_assert_eq!(never_stale(&q), never_stale(&kept));
+            let (mut ahead, mut behind_one_kept_anyway) = (0.0, false);
+            for (i, (at, bytes)) in kept.iter().enumerate() {
+                ahead += rate.map_or(0.0, |r| *bytes as f64 / r);
+                behind_one_kept_anyway |= at.is_none();
+                if let (Some(at), false, false) = (at, i + 1 == kept.len(), behind_one_kept_anyway) {
+                    let arrival = age(now, *at) + ahead;
+                    proptest::prop_assert!(arrival <= Duration::from_millis(bound_ms).as_secs_f64() + 1e-9, "{}: {}", i, arrival);
+                }
+            }
+        }
+    }
+}
