@@ -133,6 +133,7 @@ fn sender_per_message(quick: bool) {
             loopback: false,
             fec,
             governor: None,
+            max_rate: None,
         };
         let now = Instant::now();
         let mut tx = UdpSender::new(now, Fragmenter::new(1, datagram).expect("size"), config);

@@ -251,7 +251,8 @@ impl NodeInner {
                             let fec = snapshot.fec.map(fec_sent).unwrap_or_default();
                             let governor = snapshot.governor.map(governor_sent).unwrap_or_default();
                             // A TCPROS link drops only what would arrive stale.
-                            let stale = if snapshot.protocol == Protocol::Tcp && snapshot.drops > 0 {
+                            let stale = if snapshot.protocol == Protocol::Tcp && snapshot.drops > 0
+                            {
                                 format!("; {} dropped stale", snapshot.drops)
                             } else {
                                 String::new()
@@ -401,6 +402,7 @@ impl NodeInner {
             route_mtu,
             fec,
             governor,
+            max_rate: publication.max_rate(),
         };
         publication.add_udp_link(socket, caller_id, terms)?;
         reply.insert(UDPROS_PEER_FIELD, "1");

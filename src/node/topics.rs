@@ -55,6 +55,16 @@ pub struct AdvertiseOptions {
     /// roscpp does; so do publishers that wait for room. `None` turns it off. By default
     /// [`DEFAULT_FRESHNESS`](crate::wire::freshness::DEFAULT_FRESHNESS), 500 ms.
     pub freshness: Option<std::time::Duration>,
+    /// The most each subscriber link sends, in bytes per second (a 4 Mbit/s radio is
+    /// 500,000): for a path you know is narrow. Toward roscpp and rospy subscribers, which
+    /// say nothing of what arrives, it is the only way a publisher knows. A UDPROS link
+    /// is paced at it in bursts of 2 ms and, when it cannot carry what is published, sends
+    /// the newest messages whole, dropping before their first datagram those that would
+    /// wait more than 200 ms for it (counted in the link's drops); a governed link is
+    /// paced at the lower of this and its governor's rate. A TCPROS link is paced by the
+    /// kernel (`SO_MAX_PACING_RATE`) and keeps to [`freshness`](Self::freshness), to
+    /// this host too. `None` (the default): no cap.
+    pub max_rate: Option<f64>,
 }
 
 /// The default bound on the bytes a queue of messages holds, per subscriber and per
@@ -72,6 +82,7 @@ impl Default for AdvertiseOptions {
             fec: FecPolicy::default(),
             governor: None,
             freshness: Some(crate::wire::freshness::DEFAULT_FRESHNESS),
+            max_rate: None,
         }
     }
 }
@@ -229,6 +240,7 @@ impl Node {
                         fec: options.fec,
                         governor: options.governor,
                         freshness: options.freshness,
+                        max_rate: options.max_rate.filter(|r| r.is_finite() && *r > 0.0),
                     },
                     self.inner.link_ids.clone(),
                 );

@@ -108,6 +108,56 @@ pub(crate) fn hold_little_unsent(stream: &tokio::net::TcpStream) -> bool {
     }
 }
 
+/// The bytes written to `stream` that the peer has not acknowledged yet, unsent ones
+/// included (`SIOCOUTQ`): what is ahead of the next write on the path.
+pub(crate) fn tcp_bytes_in_flight(stream: &tokio::net::TcpStream) -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let mut queued: libc::c_int = 0;
+        // SAFETY: a valid socket descriptor; SIOCOUTQ writes one int to the pointer.
+        let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+        (rc == 0).then(|| usize::try_from(queued).unwrap_or(0))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = stream;
+        None
+    }
+}
+
+/// Caps what the kernel sends on `stream` to `bytes_per_second` (`SO_MAX_PACING_RATE`:
+/// TCP paces itself, no queueing discipline needed). Whether the kernel took it.
+pub(crate) fn cap_tcp_rate(stream: &tokio::net::TcpStream, bytes_per_second: f64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // Not among the libc crate's Linux constants; the kernel's own number.
+        #[cfg(any(target_arch = "sparc", target_arch = "sparc64"))]
+        const SO_MAX_PACING_RATE: libc::c_int = 0x31;
+        #[cfg(not(any(target_arch = "sparc", target_arch = "sparc64")))]
+        const SO_MAX_PACING_RATE: libc::c_int = 47;
+        // The kernel takes 32 bits here (more since Linux 4.20); a cap of 4 GB/s is none.
+        let rate = bytes_per_second.clamp(1.0, f64::from(u32::MAX)) as u32;
+        // SAFETY: a valid socket descriptor and a pointer to a u32 of the size passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_MAX_PACING_RATE,
+                (&rate as *const u32).cast(),
+                std::mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        rc == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (stream, bytes_per_second);
+        false
+    }
+}
+
 /// Asks the kernel to acknowledge the next segments at once, on a subscriber's TCPROS
 /// stream before each read.
 ///

@@ -222,6 +222,8 @@ pub(crate) struct LinkLimits {
     /// The age past which a message is not worth sending on a TCPROS link off this host
     /// (see [`crate::wire::freshness`]); `None` sends everything the queue holds.
     pub freshness: Option<Duration>,
+    /// The most each link sends, bytes per second (`None`: no cap).
+    pub max_rate: Option<f64>,
 }
 
 /// What `requestTopic` settled for a UDPROS link to one subscriber.
@@ -239,6 +241,8 @@ pub(crate) struct UdpLinkTerms {
     pub fec: Option<LinkFec>,
     /// The governor's limits, when the subscriber sends feedback and the link is governed.
     pub governor: Option<GovernorConfig>,
+    /// The user's cap on the link's rate (bytes per second).
+    pub max_rate: Option<f64>,
 }
 
 /// Descriptors a node keeps for its own work when it takes a subscriber link: a
@@ -467,7 +471,8 @@ impl Publication {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
         {
-            link.queue.push(QueuedFrame::published(frame, Instant::now()));
+            link.queue
+                .push(QueuedFrame::published(frame, Instant::now()));
         }
         self.links().push(link.clone());
         tokio::spawn(serve(link.clone()));
@@ -494,14 +499,19 @@ impl Publication {
         let local_port = stream.local_addr().map(|a| a.port()).unwrap_or(0);
         let _ = stream.set_nodelay(true);
         crate::socket::set_keepalive(&stream);
-        // Off this host, what a link holds is bounded by age: the kernel keeps only a
-        // little unsent (so the link, not the kernel, chooses what goes next) and the link
-        // drops what would arrive stale. To this host (a recorder, a slow local reader)
-        // every message the queue holds is sent, as roscpp does.
+        // A capped link is paced by the kernel (TCP's own pacing, no qdisc needed).
+        let capped = self
+            .limits
+            .max_rate
+            .is_some_and(|rate| crate::socket::cap_tcp_rate(&stream, rate));
+        // Off this host, or capped, what a link holds is bounded by age: the kernel keeps
+        // only a little unsent (so the link, not the kernel, chooses what goes next) and
+        // the link drops what would arrive stale. To this host (a recorder, a slow local
+        // reader) every message the queue holds is sent, as roscpp does.
         let freshness = self
             .limits
             .freshness
-            .filter(|_| !peer.ip().to_canonical().is_loopback())
+            .filter(|_| capped || !peer.ip().to_canonical().is_loopback())
             .filter(|_| crate::socket::hold_little_unsent(&stream))
             .map(crate::wire::freshness::Freshness::new);
         let (mut reader, writer) = stream.into_split();
@@ -566,6 +576,7 @@ impl Publication {
             terms.route_mtu,
             terms.fec.map(|fec| (fec, counters.clone())),
             terms.governor.map(|limits| (limits, governor.clone())),
+            terms.max_rate,
         );
         let watch = UdpWatch {
             fec: terms.fec.map(|fec| (fec, counters)),
@@ -583,6 +594,11 @@ impl Publication {
     /// feedback (`None`: fixed pacing).
     pub(crate) fn governor(&self) -> Option<GovernorConfig> {
         self.limits.governor
+    }
+
+    /// The user's cap on each link's rate, bytes per second.
+    pub(crate) fn max_rate(&self) -> Option<f64> {
+        self.limits.max_rate
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).

@@ -86,7 +86,8 @@ impl std::fmt::Debug for LinkSender {
 
 impl LinkSender {
     /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known;
-    /// `governor`, the limits of its governor when the subscriber sends feedback.
+    /// `governor`, the limits of its governor when the subscriber sends feedback;
+    /// `max_rate`, the user's cap on its rate (bytes per second).
     pub(super) fn udp(
         socket: SendSocket,
         fragmenter: Fragmenter,
@@ -94,6 +95,7 @@ impl LinkSender {
         route_mtu: Option<usize>,
         fec: Option<(LinkFec, Arc<FecSendCounters>)>,
         governor: Option<(GovernorConfig, GovernorCell)>,
+        max_rate: Option<f64>,
     ) -> LinkSender {
         let loopback = socket
             .socket()
@@ -106,6 +108,7 @@ impl LinkSender {
             loopback,
             fec: fec.as_ref().map(|(fec, _)| *fec),
             governor: governor.as_ref().map(|(limits, _)| *limits),
+            max_rate,
         };
         let mut sender = UdpLinkSender::new(socket, fragmenter, config);
         sender.counters = fec.map(|(_, counters)| counters);
@@ -457,7 +460,8 @@ impl TcpLinkSender {
         stats: &LinkStats,
     ) -> io::Result<()> {
         if let Some(freshness) = &mut self.freshness {
-            let stale = freshness.drop_stale(Instant::now(), frames, |q| (q.at, q.len()));
+            let ahead = crate::socket::tcp_bytes_in_flight(self.writer.as_ref()).unwrap_or(0);
+            let stale = freshness.drop_stale(Instant::now(), ahead, frames, |q| (q.at, q.len()));
             if stale > 0 {
                 stats
                     .drops
@@ -511,7 +515,7 @@ mod tests {
                 .unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
             let fragmenter = Fragmenter::new(7, 65_000).unwrap();
-            let mut wire = LinkSender::udp(socket, fragmenter, true, None, None, None);
+            let mut wire = LinkSender::udp(socket, fragmenter, true, None, None, None, None);
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -573,6 +577,7 @@ mod tests {
             None,
             None,
             None,
+            None,
         );
         let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
@@ -611,6 +616,7 @@ mod tests {
                 socket,
                 Fragmenter::new(7, 65_000).unwrap(),
                 true,
+                None,
                 None,
                 None,
                 None,

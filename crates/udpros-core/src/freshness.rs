@@ -82,14 +82,16 @@ impl Freshness {
     }
 
     /// Drops from `queued` (oldest first) the messages that would arrive older than the
-    /// bound: a message's wait so far plus the time the kept messages up to and including
-    /// it take at the drain rate. `of` gives a message's queueing time (`None`: it never
+    /// bound: a message's wait so far plus the time that `ahead` (bytes already on their
+    /// way: the kernel's unsent and unacknowledged data) and the kept messages up to and
+    /// including it take at the drain rate. `of` gives a message's queueing time (`None`: it never
     /// goes stale, as for a publisher that waited for room to lose nothing) and its size.
     /// The newest is always kept, the rest keep their order. Returns how many were
     /// dropped (added to [`stale`](Self::stale)).
     pub fn drop_stale<T>(
         &mut self,
         now: Instant,
+        ahead: usize,
         queued: &mut Vec<T>,
         of: impl Fn(&T) -> (Option<Instant>, usize),
     ) -> usize {
@@ -98,18 +100,19 @@ impl Freshness {
         };
         let bound = self.bound.as_secs_f64();
         let send_time = |bytes: usize| self.rate.map_or(0.0, |rate| bytes as f64 / rate);
+        let behind = send_time(ahead);
         // The latest arrival age among the messages kept so far: each message put in
         // front of them delays them all by its own send time.
         let mut worst = match of(&queued[last]) {
-            (Some(at), bytes) => age(now, at) + send_time(bytes),
-            (None, bytes) => send_time(bytes),
+            (Some(at), bytes) => age(now, at) + behind + send_time(bytes),
+            (None, bytes) => behind + send_time(bytes),
         };
         let mut keep_from = last;
         while keep_from > 0 {
             let (at, bytes) = of(&queued[keep_from - 1]);
             let own = send_time(bytes);
             let candidate = match at {
-                Some(at) => (worst + own).max(age(now, at) + own),
+                Some(at) => (worst + own).max(age(now, at) + behind + own),
                 // Never stale: kept, whatever it costs the others.
                 None => worst + own,
             };
@@ -145,12 +148,14 @@ mod tests {
 
     /// Messages queued `ago` milliseconds before `now`, each `bytes` long.
     fn queue(now: Instant, ago: &[u64], bytes: usize) -> Vec<(Option<Instant>, usize)> {
-        ago.iter().map(|&ms| (Some(now - Duration::from_millis(ms)), bytes)).collect()
+        ago.iter()
+            .map(|&ms| (Some(now - Duration::from_millis(ms)), bytes))
+            .collect()
     }
 
     /// How many `rule` drops of `queued`.
     fn stale(rule: &mut Freshness, now: Instant, queued: &[(Option<Instant>, usize)]) -> usize {
-        rule.drop_stale(now, &mut queued.to_vec(), |q| *q)
+        rule.drop_stale(now, 0, &mut queued.to_vec(), |q| *q)
     }
 
     #[test]
@@ -173,6 +178,18 @@ mod tests {
         // at 100 + 400, the one before at 200 + 600: only two fit.
         let q = queue(now, &[300, 200, 100, 0], 100_000);
         assert_eq!(stale(&mut rule, now, &q), 2);
+    }
+
+    #[test]
+    fn what_the_kernel_still_holds_delays_everything_kept() {
+        let now = Instant::now() + Duration::from_secs(10);
+        let mut rule = Freshness::new(500 * MS);
+        rule.drained(100_000, 200 * MS);
+        // Waiting 100 and 0 ms behind 150 kB the kernel has not delivered yet (300 ms):
+        // the newest arrives at 500 ms, the one before it would at 700.
+        let q = queue(now, &[100, 0], 100_000);
+        assert_eq!(rule.drop_stale(now, 150_000, &mut q.clone(), |m| *m), 1);
+        assert_eq!(stale(&mut rule, now, &q), 0, "with nothing ahead both fit");
     }
 
     #[test]
@@ -220,7 +237,11 @@ mod tests {
     fn small_writes_say_nothing_and_the_rate_follows_a_step() {
         let mut rule = Freshness::new(DEFAULT_FRESHNESS);
         rule.drained(MIN_RATE_SAMPLE_BYTES - 1, Duration::from_secs(1));
-        assert_eq!(rule.rate(), None, "a small write is taken whole, however narrow");
+        assert_eq!(
+            rule.rate(),
+            None,
+            "a small write is taken whole, however narrow"
+        );
         rule.drained(100_000, 200 * MS); // 4 Mbit/s
         for _ in 0..12 {
             rule.drained(100_000, 40 * MS); // 20 Mbit/s
@@ -238,10 +259,11 @@ mod tests {
             waits in proptest::collection::vec((0u64..2_000, 1usize..200_000, proptest::bool::weighted(0.9)), 0..40),
             rate in proptest::option::of(10_000.0f64..1e9),
             bound_ms in 1u64..2_000,
+            ahead in 0usize..300_000,
         ) {
             let now = Instant::now() + Duration::from_secs(10);
             let mut waits = waits;
-            waits.sort_by(|a, b| b.0.cmp(&a.0)); // oldest first
+            waits.sort_by_key(|w| std::cmp::Reverse(w.0)); // oldest first
             let q: Vec<(Option<Instant>, usize)> = waits
                 .iter()
                 .map(|&(ms, bytes, stales)| (stales.then(|| now - Duration::from_millis(ms)), bytes))
@@ -249,12 +271,12 @@ mod tests {
             let mut rule = Freshness::new(Duration::from_millis(bound_ms));
             rule.rate = rate;
             let mut kept = q.clone();
-            let dropped = rule.drop_stale(now, &mut kept, |m| *m);
+            let dropped = rule.drop_stale(now, ahead, &mut kept, |m| *m);
             proptest::prop_assert_eq!(dropped, q.len() - kept.len());
             proptest::prop_assert!(q.is_empty() || kept.last() == q.last(), "the newest stays");
             let never_stale = |v: &[(Option<Instant>, usize)]| v.iter().filter(|m| m.0.is_none()).count();
             proptest::prop_assert_eq!(never_stale(&q), never_stale(&kept));
-            let (mut ahead, mut behind_one_kept_anyway) = (0.0, false);
+            let (mut ahead, mut behind_one_kept_anyway) = (rate.map_or(0.0, |r| ahead as f64 / r), false);
             for (i, (at, bytes)) in kept.iter().enumerate() {
                 ahead += rate.map_or(0.0, |r| *bytes as f64 / r);
                 behind_one_kept_anyway |= at.is_none();

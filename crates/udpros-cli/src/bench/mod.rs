@@ -124,6 +124,9 @@ pub struct PeerArgs {
     /// each: `unix_ms rate_bit_s capacity_bit_s queue_ms` (what S10 reads after a step).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// A publisher's cap on each link's rate, in kbit/s (`AdvertiseOptions::max_rate`).
+    #[arg(long)]
+    max_rate_kbit: Option<f64>,
 }
 
 /// User and system CPU seconds of `who` (`RUSAGE_SELF`: this process; `RUSAGE_THREAD`:

@@ -32,6 +32,7 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
                 governor: args
                     .governor
                     .then(udpros::wire::udpros::governor::GovernorConfig::default),
+                max_rate: args.max_rate_kbit.map(|kbit| kbit * 1000.0 / 8.0),
                 ..AdvertiseOptions::default()
             },
         )
@@ -159,7 +160,10 @@ impl LastSeen {
         }
         // The link that heard most: on a path where links come and go, the newest may
         // be a moment old.
-        let busiest = links.iter().filter_map(|l| l.governor).max_by_key(|g| g.reports);
+        let busiest = links
+            .iter()
+            .filter_map(|l| l.governor)
+            .max_by_key(|g| g.reports);
         if let Some(governor) = busiest {
             if governor.reports >= self.governor.map_or(0, |g| g.reports) {
                 self.governor = Some(governor);

@@ -94,6 +94,11 @@ pub struct UdpSenderConfig {
     /// The subscriber sends [`feedback`](super::feedback) (both ends agreed): the link's
     /// pacing follows a [`Governor`] within these limits. `None`: fixed pacing.
     pub governor: Option<GovernorConfig>,
+    /// The most the link sends, bytes per second, whatever else allows (the user's cap,
+    /// for a path they know is narrow: toward roscpp and rospy, which send no feedback,
+    /// the only way to know). Bursts are at most [`GOVERNED_BURST`] of it; a governed
+    /// link is paced at the lower of this and its governor's rate. `None`: no cap.
+    pub max_rate: Option<f64>,
 }
 
 /// Datagrams to send in one call: `datagrams` holds them back to back, each
@@ -232,6 +237,10 @@ pub struct UdpSender {
     /// The link's governor, on links whose subscriber sends feedback (boxed: most links
     /// toward roscpp and on loopback have none).
     governed: Option<Box<Governed>>,
+    /// The user's cap on the link's rate (bytes per second).
+    rate_cap: Option<f64>,
+    /// Messages dropped as stale ([`UdpSender::drop_stale`]).
+    stale: u64,
 }
 
 /// A governed link's controller and the record of its sends it reads.
@@ -241,8 +250,6 @@ struct Governed {
     log: SendLog,
     /// The rate the pacer was last given (bytes per second).
     applied: f64,
-    /// Messages dropped as stale ([`UdpSender::drop_stale`]).
-    stale: u64,
     /// The pacing without a governor, restored while it knows nothing.
     max_rate: f64,
 }
@@ -253,7 +260,7 @@ impl UdpSender {
     pub fn new(now: Instant, fragmenter: Fragmenter, config: UdpSenderConfig) -> UdpSender {
         let size = fragmenter.max_datagram_size();
         let fragments = fragments_per_datagram(config.route_mtu, size);
-        UdpSender {
+        let mut sender = UdpSender {
             pacer: pacer_for(config.udpros_peer, fragments),
             fragmenter,
             out: Vec::new(),
@@ -284,34 +291,64 @@ impl UdpSender {
                         log: SendLog::default(),
                         applied: limits.max_rate,
                         max_rate: limits.max_rate,
-                        stale: 0,
                     })
                 }),
+            rate_cap: config.max_rate.filter(|cap| cap.is_finite() && *cap > 0.0),
+            stale: 0,
+        };
+        if let Some(cap) = sender.rate_cap {
+            sender.pace_at(now, cap);
+        }
+        sender
+    }
+
+    /// Paces the link at `rate` (bytes per second) with bursts of [`GOVERNED_BURST`] at
+    /// it (at least a datagram), and caps each send to that burst.
+    fn pace_at(&mut self, now: Instant, rate: f64) {
+        let datagram = self.fragmenter.max_datagram_size();
+        let burst = ((rate * GOVERNED_BURST.as_secs_f64()) as usize).max(datagram);
+        self.pacer.set_rate(now, rate, burst);
+        self.send_cap = Some(burst);
+    }
+
+    /// The rate the link is held to below its own pacing, if any: its governor's once it
+    /// knows the path, the user's cap, or the lower of the two.
+    fn held_to(&self) -> Option<f64> {
+        let governed = self
+            .governed
+            .as_ref()
+            .map(|g| g.governor.rate())
+            .filter(|&rate| self.governed.as_ref().is_some_and(|g| rate < g.max_rate));
+        match (governed, self.rate_cap) {
+            (Some(g), Some(cap)) => Some(g.min(cap)),
+            (one, other) => one.or(other),
         }
     }
 
     /// What the link's governor knows (`None`: the link is not governed).
     pub fn governor(&self) -> Option<GovernorStats> {
         self.governed.as_ref().map(|g| GovernorStats {
-            stale: g.stale,
+            stale: self.stale,
             ..g.governor.stats()
         })
     }
 
-    /// On a governed link paced below its maximum, drops from the front of `frames` (the
-    /// messages queued for it, oldest first) those that would leave later than
-    /// [`FRESHNESS`] at its rate: the newest that fit, and always the newest one, are
-    /// kept whole and in order. Returns how many were dropped (counted as stale). Call
-    /// when the link takes its queue, before [`push_queued`](Self::push_queued).
+    /// Messages dropped as stale so far ([`drop_stale`](Self::drop_stale)).
+    pub fn stale(&self) -> u64 {
+        self.stale
+    }
+
+    /// On a link held below its own pacing (a governed link paced below its maximum, or
+    /// one under the user's cap), drops from the front of `frames` (the messages queued
+    /// for it, oldest first) those that would leave later than [`FRESHNESS`] at its rate:
+    /// the newest that fit, and always the newest one, are kept whole and in order.
+    /// Returns how many were dropped (counted as stale). Call when the link takes its
+    /// queue, before [`push_queued`](Self::push_queued).
     pub fn drop_stale(&mut self, frames: &mut Vec<Bytes>) -> usize {
-        let Some((rate, max_rate)) = self
-            .governed
-            .as_ref()
-            .map(|g| (g.governor.rate(), g.max_rate))
-        else {
+        let Some(rate) = self.held_to() else {
             return 0;
         };
-        if rate >= max_rate || frames.len() < 2 {
+        if frames.len() < 2 {
             return 0;
         }
         let budget = rate * FRESHNESS.as_secs_f64();
@@ -326,9 +363,7 @@ impl UdpSender {
         }
         let stale = frames.len() - keep;
         frames.drain(..stale);
-        if let Some(g) = self.governed.as_mut() {
-            g.stale += stale as u64;
-        }
+        self.stale += stale as u64;
         stale
     }
 
@@ -338,25 +373,23 @@ impl UdpSender {
         let Some(g) = self.governed.as_mut() else {
             return;
         };
-        let rate = g.governor.rate();
+        let known = g.governor.rate();
         let pause = g.governor.take_pause();
         if !pause.is_zero() {
             self.pacer.pause(now, pause);
         }
+        let rate = self.rate_cap.map_or(known, |cap| known.min(cap));
         if (rate - g.applied).abs() <= 0.01 * g.applied {
             return;
         }
         g.applied = rate;
-        let datagram = self.fragmenter.max_datagram_size();
         if rate >= g.max_rate {
-            // Nothing known: the link's own pacing.
+            // Nothing known, and no cap: the link's own pacing.
             self.pacer = pacer_for(true, 1);
             self.send_cap = None;
             return;
         }
-        let burst = ((rate * GOVERNED_BURST.as_secs_f64()) as usize).max(datagram);
-        self.pacer.set_rate(now, rate, burst);
-        self.send_cap = Some(burst);
+        self.pace_at(now, rate);
     }
 
     /// The FEC the link carries (`None` toward roscpp and where either end is off).
@@ -875,6 +908,7 @@ mod tests {
             loopback: false,
             fec: None,
             governor: None,
+            max_rate: None,
         };
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }
@@ -892,6 +926,46 @@ mod tests {
             }
         }
         (sends, now)
+    }
+
+    /// The user's cap toward a roscpp subscriber (no feedback): a 100 kB image leaves at
+    /// the cap, in bursts of a datagram, and a queue the cap cannot carry within the
+    /// freshness bound keeps its newest message only; uncapped, nothing is dropped.
+    #[test]
+    fn a_capped_link_paces_at_its_cap_and_sends_the_newest_whole() {
+        let now = Instant::now();
+        let config = UdpSenderConfig {
+            udpros_peer: false,
+            route_mtu: None,
+            segmenting: true,
+            loopback: false,
+            fec: None,
+            governor: None,
+            max_rate: Some(500_000.0), // 4 Mbit/s
+        };
+        let mut tx = UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config);
+        let image = Bytes::from(vec![1u8; 100_000]);
+        assert_eq!(tx.push_queued(now, std::slice::from_ref(&image)), Ok(1));
+        let (sends, done) = drain(&mut tx, now);
+        assert!(
+            sends.iter().all(|s| s.len() <= 1500),
+            "a datagram per burst"
+        );
+        let took = done.duration_since(now).as_secs_f64();
+        assert!(
+            (0.19..0.21).contains(&took),
+            "100 kB at 500 kB/s took {took} s"
+        );
+        let mut queued = vec![image.clone(); 5];
+        assert_eq!(
+            tx.drop_stale(&mut queued),
+            4,
+            "200 ms at the cap: one image"
+        );
+        assert_eq!((queued.len(), tx.stale()), (1, 4));
+        let mut uncapped = sender(now, false, true);
+        let mut queued = vec![image; 5];
+        assert_eq!(uncapped.drop_stale(&mut queued), 0);
     }
 
     #[test]
@@ -979,6 +1053,7 @@ mod tests {
                 loopback: false,
                 fec: Some(fec),
                 governor: None,
+                max_rate: None,
             };
             UdpSender::new(now, Fragmenter::new(7, datagram).unwrap(), config)
         };

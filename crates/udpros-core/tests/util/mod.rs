@@ -342,6 +342,7 @@ pub fn sender_config(fec: FecPolicy, max_datagram: usize) -> UdpSenderConfig {
         loopback: false,
         fec: fec.grant(&asked, max_datagram),
         governor: None,
+        max_rate: None,
     }
 }
 
