@@ -317,8 +317,9 @@ impl UdpSender {
         let governed = self
             .governed
             .as_ref()
-            .map(|g| g.governor.rate())
-            .filter(|&rate| self.governed.as_ref().is_some_and(|g| rate < g.max_rate));
+            .map(|g| (g.governor.rate(), g.max_rate))
+            .filter(|(rate, max)| rate < max)
+            .map(|(rate, _)| rate);
         match (governed, self.rate_cap) {
             (Some(g), Some(cap)) => Some(g.min(cap)),
             (one, other) => one.or(other),
