@@ -451,6 +451,65 @@ fn shutdown_waits_for_the_unregistrations_of_dropped_handles() {
     drop(master);
 }
 
+/// A shutdown while an advertisement is still on its way to the master waits for its
+/// answer before it unregisters: sent at once, the unregistration reaches the master
+/// first (it answers each request on its own), and the late registration then lists a
+/// node that is gone. That is how a Ctrl-C right after start left an action server's
+/// topics registered. Once shut down, the node advertises nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_a_registration_under_way() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let relay =
+        udpros_testkit::SlowRegistrations::start(master.uri(), Duration::from_millis(300)).await;
+    let args = vec![
+        format!("__master:={}", relay.uri()),
+        "__ip:=127.0.0.1".into(),
+        "__name:=hasty".into(),
+    ];
+    let args = udpros::node::args::NodeArgs::parse(args).unwrap();
+    let id = udpros::node::args::NodeIdentity::from_args("hasty", &args).unwrap();
+    let options = udpros::node::NodeOptions {
+        rosout: false,
+        logger_services: false,
+        handle_signals: false,
+        ..Default::default()
+    };
+    let node = Node::with_options(id, options).await.unwrap();
+    let advertising = node.clone();
+    let advertised = tokio::spawn(async move {
+        advertising
+            .advertise::<std_msgs::String>("/hasty", AdvertiseOptions::default())
+            .await
+            .map(drop)
+    });
+    relay.arrived.notified().await;
+    node.shutdown().await;
+    advertised.await.unwrap().unwrap();
+    let later = node
+        .advertise::<std_msgs::String>("/too_late", AdvertiseOptions::default())
+        .await;
+    assert!(
+        matches!(later, Err(udpros::node::NodeError::ShutDown)),
+        "advertised after shutdown: {:?}",
+        later.map(drop)
+    );
+    let observer = udpros::api::MasterClient::new(
+        master.uri(),
+        "/observer",
+        udpros::xmlrpc::XmlRpcClient::default(),
+    );
+    let state = observer.get_system_state().await.unwrap();
+    assert!(
+        !state
+            .publishers
+            .iter()
+            .any(|(_, nodes)| nodes.iter().any(|n| n == "/hasty")),
+        "left registered: {state:?}"
+    );
+}
+
 /// The info strings of the node's getBusInfo rows.
 async fn bus_info_strings(node: &Node) -> Vec<String> {
     let info = udpros::xmlrpc::XmlRpcClient::default()

@@ -104,7 +104,10 @@ impl std::error::Error for ActionError {}
 
 impl From<crate::node::NodeError> for ActionError {
     fn from(e: crate::node::NodeError) -> Self {
-        ActionError::Node(e)
+        match e {
+            crate::node::NodeError::ShutDown => ActionError::Shutdown,
+            e => ActionError::Node(e),
+        }
     }
 }
 

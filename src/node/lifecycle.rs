@@ -2,6 +2,7 @@
 //! dropped; and the watchdog that registers everything again after a master restart.
 
 use super::{lock, Node, NodeInner, UNREGISTER_BUDGET};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -130,8 +131,14 @@ pub(super) async fn shut_down_on_signal(node: Weak<NodeInner>) {
     });
     let Some(inner) = node.upgrade() else { return };
     tracing::info!("{name}: shutting down");
+    inner.signalled.store(true, Ordering::Release);
     inner.shutdown.send_replace(Some(name.to_string()));
-    Node { inner }.shutdown().await;
+    let node = Node { inner };
+    node.shutdown().await;
+    // A signal while the node started: the program never had it to end by itself.
+    if !node.inner.started.load(Ordering::Acquire) {
+        std::process::exit(status);
+    }
     // notify_one keeps the permit for a second signal that comes later.
     unregistered.notify_one();
 }

@@ -57,6 +57,8 @@ pub enum NodeError {
     /// This node already publishes the topic with another type: topic, its type, the
     /// type asked for.
     TypeMismatch(String, String, String),
+    /// The node is shutting down or shut down: it registers nothing more.
+    ShutDown,
 }
 
 impl fmt::Display for NodeError {
@@ -73,6 +75,7 @@ impl fmt::Display for NodeError {
                 f,
                 "this node publishes {topic} as {published}; it cannot advertise it as {asked}"
             ),
+            NodeError::ShutDown => write!(f, "the node is shut down"),
         }
     }
 }
@@ -119,12 +122,19 @@ pub(crate) struct NodeInner {
     pub(crate) services: services::Services,
     /// Single unregistrations not yet done, which a new registration of the name awaits.
     pub(crate) in_flight: Arc<registry::InFlight>,
+    /// Registrations not yet answered, which a shutdown waits for.
+    pub(crate) registering: registry::Registering,
     shutdown: watch::Sender<Option<String>>,
     watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
     rosout: Mutex<Option<RawPublisher>>,
     logger_services: Mutex<Vec<crate::service::RawServiceServer>>,
     /// Waits for SIGINT or SIGTERM (see [`NodeOptions::handle_signals`]).
     signals: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Set once the node has started (the program has it); a signal before that ends the
+    /// process once it has unregistered, as the signal's default action would have.
+    started: std::sync::atomic::AtomicBool,
+    /// Set as a signal begins the shutdown.
+    signalled: std::sync::atomic::AtomicBool,
     /// Held through [`Node::shutdown`]; true once one completed.
     shut_down: tokio::sync::Mutex<bool>,
     /// Run as a shutdown begins, before anything is unregistered or closed: what must

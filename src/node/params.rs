@@ -217,6 +217,10 @@ impl super::Node {
         if let Some(cached) = self.inner.params.get(&resolved) {
             return Ok(cached);
         }
+        // A node shutting down subscribes to nothing more: it asks once instead.
+        let Some(_registering) = self.inner.registering.begin() else {
+            return self.inner.master.get_param(&resolved).await;
+        };
         let value = self
             .inner
             .master

@@ -56,6 +56,56 @@ impl InFlight {
     }
 }
 
+/// Registrations on their way to the master (advertise, subscribe, a service, a cached
+/// parameter). A shutdown closes this and waits for them before it unregisters: a
+/// `registerPublisher` still in flight when the `unregisterPublisher` is sent may reach the
+/// master second (rosmaster answers each request on a thread of its own) and leave the
+/// node listed after it is gone. Once closed, nothing registers any more.
+pub(crate) struct Registering(watch::Sender<RegisteringState>);
+
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RegisteringState {
+    closed: bool,
+    under_way: usize,
+}
+
+impl Default for Registering {
+    fn default() -> Self {
+        Registering(watch::channel(RegisteringState::default()).0)
+    }
+}
+
+/// One registration under way; dropping it says it is answered (or abandoned).
+pub(crate) struct RegistrationUnderWay<'a>(&'a Registering);
+
+impl Drop for RegistrationUnderWay<'_> {
+    fn drop(&mut self) {
+        self.0 .0.send_modify(|s| s.under_way -= 1);
+    }
+}
+
+impl Registering {
+    /// Counts one registration about to start; `None` once the node shuts down, when it
+    /// must not start (checked and counted at once, so a shutdown either waits for it or
+    /// this refuses it).
+    pub(crate) fn begin(&self) -> Option<RegistrationUnderWay<'_>> {
+        let mut admitted = false;
+        self.0.send_if_modified(|s| {
+            admitted = !s.closed;
+            s.under_way += usize::from(admitted);
+            admitted
+        });
+        // `then`, not `then_some`: a guard made and dropped would count one down.
+        admitted.then(|| RegistrationUnderWay(self))
+    }
+
+    /// Refuses every registration from now on and waits for those under way.
+    async fn close_and_settle(&self) {
+        self.0.send_modify(|s| s.closed = true);
+        let _ = self.0.subscribe().wait_for(|s| s.under_way == 0).await;
+    }
+}
+
 /// One thing the node is registered with the master for.
 #[derive(Clone)]
 pub(crate) enum Registration {
@@ -184,6 +234,15 @@ impl NodeInner {
     /// usually ends its runtime next, which would cancel them unsent and leave the
     /// master listing a node that is gone.
     pub(super) async fn unregister_everything(&self) {
+        let settled = self.registering.close_and_settle();
+        if tokio::time::timeout(UNREGISTER_BUDGET, settled)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "the master did not answer every registration within {UNREGISTER_BUDGET:?}"
+            );
+        }
         let registrations = self.take_registrations();
         let dropped_handles = self.in_flight.all_settled();
         unregister_all(

@@ -36,6 +36,7 @@ impl Node {
         options: ServerOptions,
         handler: crate::service::RawHandler,
     ) -> Result<(Arc<ServicePublication>, ServiceRegistration), NodeError> {
+        let _registering = self.inner.registering.begin().ok_or(NodeError::ShutDown)?;
         let publication = self.inner.insert_service(identity, options, handler)?;
         let registration = ServiceRegistration {
             node: Arc::downgrade(&self.inner),

@@ -14,7 +14,7 @@ use crate::time::{Clock, SimTimeSource};
 use crate::transport::tcp_server::TcpRosServer;
 use crate::xmlrpc::{XmlRpcClient, XmlRpcServer};
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -29,8 +29,10 @@ pub struct NodeOptions {
     /// default handlers do: everything is unregistered, udpros peers get ERR, every `recv()`
     /// returns `None` and [`Node::shutdown_requested`] completes, so a program written
     /// around them ends by itself. A second signal then ends the process once the node has
-    /// unregistered (at most half a second later), a third at once. On by default;
-    /// programs that handle signals themselves turn it off.
+    /// unregistered (at most half a second later), a third at once. A signal while the
+    /// node is still starting ends the process (status 128 + the signal's number) once
+    /// what it had registered is unregistered: the program has no node yet to end by.
+    /// On by default; programs that handle signals themselves turn it off.
     pub handle_signals: bool,
     /// Publish the node's log on `/rosout`, as every roscpp and rospy node does. On by
     /// default; off for the node that aggregates `/rosout` (roscpp's `NoRosout`).
@@ -138,16 +140,24 @@ impl Node {
             topics: super::topics::Topics::default(),
             services: super::services::Services::default(),
             in_flight: Arc::default(),
+            registering: Default::default(),
             shutdown: watch::channel(None).0,
             watchdog: Mutex::new(None),
             rosout: Mutex::new(None),
             logger_services: Mutex::new(Vec::new()),
             signals: Mutex::new(None),
+            started: Default::default(),
+            signalled: Default::default(),
             shut_down: tokio::sync::Mutex::new(false),
             before_shutdown: Mutex::new(Vec::new()),
             clock: OnceLock::new(),
             runtime: tokio::runtime::Handle::try_current().ok(),
         });
+        // Watched from the start: a Ctrl-C while the node registers must unregister what
+        // it registered, and the default action (before a handler) would leave it all.
+        if options.handle_signals {
+            *lock(&inner.signals) = Some(tokio::spawn(shut_down_on_signal(Arc::downgrade(&inner))));
+        }
         let bind = inner.id.bind;
         let lookup: crate::transport::tcp_server::Lookup = Arc::new(Arc::downgrade(&inner));
         let tcp = TcpRosServer::bind(SocketAddr::new(bind, 0), lookup)
@@ -165,6 +175,22 @@ impl Node {
         let _ = inner.uri.set(server.uri(&inner.id.host));
         *lock(&inner.slave) = Some(server);
         let node = Node { inner };
+        match node.start(options, master_wait).await {
+            Ok(()) => {
+                node.inner.started.store(true, Ordering::Release);
+                Ok(node)
+            }
+            // The start failed because a signal shut the node down: the signal's task
+            // ends the process once everything is unregistered (within the budget).
+            Err(_) if node.inner.signalled.load(Ordering::Acquire) => std::future::pending().await,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Registers what every node has (parameters from the command line, /rosout, the
+    /// logger services, /clock in sim time) once the master answers.
+    async fn start(&self, options: NodeOptions, master_wait: MasterWait) -> Result<(), NodeError> {
+        let node = self;
         let unreachable = |e| NodeError::Master(node.inner.id.master_uri.clone(), e);
         wait_for_master(&node.inner.master, master_wait)
             .await
@@ -200,17 +226,12 @@ impl Node {
             let servers = node.advertise_logger_services().await.map_err(at_start)?;
             *lock(&node.inner.logger_services) = servers;
         }
-        if options.handle_signals {
-            *lock(&node.inner.signals) = Some(tokio::spawn(shut_down_on_signal(Arc::downgrade(
-                &node.inner,
-            ))));
-        }
         // The master that just took our registrations: the watchdog's baseline, so it only
         // registers again after a restart (a new pid), never racing a quick shutdown.
         let pid = node.inner.master.get_pid().await.ok();
         *lock(&node.inner.watchdog) =
             Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner), pid)));
-        Ok(node)
+        Ok(())
     }
 
     /// Advertises `/rosout` and makes it where this process's log events go.

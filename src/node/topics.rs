@@ -211,6 +211,8 @@ impl Node {
             definition: definition.into(),
         };
         let has_header = definition_has_header(msg_type, definition);
+        // Before the table: a shutdown from here on waits for this registration.
+        let _registering = self.inner.registering.begin().ok_or(NodeError::ShutDown)?;
         let publication = {
             let mut pubs = lock(&self.inner.topics.publications);
             if let Some(existing) = pubs.get(&topic) {
@@ -291,6 +293,7 @@ impl Node {
         options: SubscribeOptions,
     ) -> Result<RawSubscriber, NodeError> {
         let topic = self.resolve_name(topic);
+        let _registering = self.inner.registering.begin().ok_or(NodeError::ShutDown)?;
         let (subscription, fresh) = {
             let mut subs = lock(&self.inner.topics.subscriptions);
             match subs.get(&topic) {

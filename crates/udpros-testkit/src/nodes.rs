@@ -131,3 +131,72 @@ pub async fn registered(master: &str, node: &str) -> bool {
         .await;
     matches!(reply, Ok(Value::Array(r)) if r.first() == Some(&Value::Int(1)))
 }
+
+/// A master in front of a real one that holds every `registerPublisher` for `delay` before
+/// passing it on (everything else goes through at once), and says on `arrived` when one
+/// came: for what a node does while a registration is on its way (a Ctrl-C, a shutdown).
+pub struct SlowRegistrations {
+    /// The relay, serving until dropped; point a node's `__master:=` at its URI.
+    pub server: udpros::xmlrpc::XmlRpcServer,
+    /// Notified (one permit kept) as each `registerPublisher` arrives.
+    pub arrived: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl SlowRegistrations {
+    /// Relays to `master` on a loopback port.
+    pub async fn start(master: &str, delay: std::time::Duration) -> SlowRegistrations {
+        let arrived = std::sync::Arc::new(tokio::sync::Notify::new());
+        let relay = Relay {
+            master: master.to_string(),
+            client: udpros::xmlrpc::XmlRpcClient::default(),
+            arrived: arrived.clone(),
+            delay,
+        };
+        let server = udpros::xmlrpc::XmlRpcServer::bind(
+            "127.0.0.1:0".parse().expect("address"),
+            std::sync::Arc::new(relay),
+        )
+        .await
+        .expect("relay binds");
+        SlowRegistrations { server, arrived }
+    }
+
+    /// The URI nodes take as their master.
+    pub fn uri(&self) -> String {
+        self.server.uri("127.0.0.1")
+    }
+}
+
+struct Relay {
+    master: String,
+    client: udpros::xmlrpc::XmlRpcClient,
+    arrived: std::sync::Arc<tokio::sync::Notify>,
+    delay: std::time::Duration,
+}
+
+impl udpros::xmlrpc::Handler for Relay {
+    fn call(
+        &self,
+        method: &str,
+        params: Vec<udpros::xmlrpc::Value>,
+    ) -> udpros::xmlrpc::HandlerFuture {
+        let delay = (method == "registerPublisher").then_some(self.delay);
+        if delay.is_some() {
+            self.arrived.notify_one();
+        }
+        let (master, client) = (self.master.clone(), self.client.clone());
+        let method = method.to_string();
+        Box::pin(async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            client
+                .call(&master, &method, params)
+                .await
+                .map_err(|e| match e {
+                    udpros::xmlrpc::CallError::Fault(fault) => fault,
+                    other => udpros::xmlrpc::Fault::new(-1, other.to_string()),
+                })
+        })
+    }
+}
