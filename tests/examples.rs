@@ -483,6 +483,47 @@ fn the_fibonacci_action_examples_compute_the_sequence() {
     }
 }
 
+/// Ctrl-C while a node is still registering (its /rosout advertisement held on its way
+/// to the master): the process ends as the signal's default action would (status 130),
+/// but only once the registration is answered and undone, so the master lists nothing
+/// of it. Before, the signal either killed the process at once, leaving everything it
+/// had registered, or was caught and the late registration outlived it.
+#[test]
+fn ctrl_c_while_a_node_starts_leaves_nothing_registered() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let master = runtime
+        .block_on(udpros::master::Master::start(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1",
+        ))
+        .unwrap();
+    let relay = runtime.block_on(common::SlowRegistrations::start(
+        master.uri(),
+        Duration::from_millis(800),
+    ));
+    let mut talker = run_example("talker", &relay.uri(), &["__name:=hasty_talker"]);
+    let mut child = Child(talker.stdout(Stdio::null()).spawn().unwrap());
+    let arrived = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), relay.arrived.notified()).await
+    });
+    assert!(arrived.is_ok(), "the talker never advertised");
+    let pid = child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut status = None;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(10) && status.is_none() {
+        status = child.0.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{status:?}");
+    let left = runtime.block_on(common::registered(master.uri(), "/hasty_talker"));
+    assert!(!left, "the master still knows /hasty_talker");
+}
+
 /// The master's graph, asked from a runtime of this test's own.
 fn system_state(uri: &str) -> udpros::api::SystemState {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -504,6 +545,7 @@ fn system_state(uri: &str) -> udpros::api::SystemState {
 fn the_readme_shows_the_examples_verbatim() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut shown = Vec::new();
     for (file, language) in [
         ("talker.rs", "rust"),
         ("listener.rs", "rust"),
@@ -520,7 +562,45 @@ fn the_readme_shows_the_examples_verbatim() {
             readme.contains(&block),
             "README must show examples/{file} verbatim"
         );
+        shown.push(source);
     }
+    // And no whole program in it is anything else: an old copy left beside the new one
+    // once read as code outside its fences.
+    let blocks = fenced_blocks(&readme);
+    for (language, body) in &blocks {
+        if language == "rust" && body.contains("fn main(") {
+            assert!(
+                shown.contains(body),
+                "a program in the README that is no example:\n{body}"
+            );
+        }
+    }
+}
+
+/// The fenced blocks of a markdown text, with their info strings; fails on a fence left
+/// open or one that opens inside a block.
+fn fenced_blocks(text: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in text.lines() {
+        match &mut open {
+            None => {
+                if let Some(info) = line.strip_prefix("```") {
+                    open = Some((info.trim().to_string(), String::new()));
+                }
+            }
+            Some(_) if line == "```" => blocks.extend(open.take()),
+            Some(_) if line.starts_with("```") => {
+                panic!("a fence opens inside a block (one before it was not closed): {line}")
+            }
+            Some((_, body)) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+        }
+    }
+    assert!(open.is_none(), "a fence left open: {open:?}");
+    blocks
 }
 
 /// Whether `node` is named anywhere in the master's system state.
