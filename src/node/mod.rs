@@ -24,8 +24,8 @@ pub use handles::{Publisher, RawPublisher, RawSubscriber, Subscriber};
 pub use master_wait::MasterWait;
 pub use start::NodeOptions;
 pub use topics::{
-    AdvertiseOptions, SubscribeOptions, DEFAULT_MAX_LINKS, DEFAULT_MAX_LINKS_PER_HOST,
-    DEFAULT_MAX_QUEUED_BYTES,
+    max_rate_from, AdvertiseOptions, SubscribeOptions, DEFAULT_MAX_LINKS,
+    DEFAULT_MAX_LINKS_PER_HOST, DEFAULT_MAX_QUEUED_BYTES, MAX_RATE_RANGE,
 };
 
 use crate::api::{ApiError, MasterClient};

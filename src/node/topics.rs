@@ -87,6 +87,28 @@ impl Default for AdvertiseOptions {
     }
 }
 
+/// The range of a rate cap a user gives in bytes per second (a `~max_rate` parameter,
+/// `--max-rate`): at least 1 kB/s, below which a single large message would take minutes
+/// and the link would only ever drop; at most 10 Gbit/s.
+pub const MAX_RATE_RANGE: std::ops::RangeInclusive<f64> = 1_000.0..=1.25e9;
+
+/// A user's rate cap in bytes per second as [`AdvertiseOptions::max_rate`] takes it: 0 is
+/// none; otherwise it must lie in [`MAX_RATE_RANGE`], and anything else (negative, NaN,
+/// out of range) is refused with what is allowed, never clamped silently.
+pub fn max_rate_from(bytes_per_second: f64) -> Result<Option<f64>, String> {
+    if bytes_per_second == 0.0 {
+        Ok(None)
+    } else if MAX_RATE_RANGE.contains(&bytes_per_second) {
+        Ok(Some(bytes_per_second))
+    } else {
+        Err(format!(
+            "a rate cap of {bytes_per_second} bytes/s is out of range: expected 0 (none) or {} to {}",
+            MAX_RATE_RANGE.start(),
+            MAX_RATE_RANGE.end()
+        ))
+    }
+}
+
 /// The default cap on one publication's subscriber links: each costs a descriptor and a
 /// send per message (2000 links at 100 Hz took most of a core).
 pub const DEFAULT_MAX_LINKS: usize = 512;

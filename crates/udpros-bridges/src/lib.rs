@@ -280,7 +280,43 @@ impl Params<'_> {
     }
 }
 
+/// How a bridge's topics go to their subscribers: what `~fec` and `~max_rate` say.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LinkSettings {
+    /// `~fec`: forward error correction toward udpros subscribers on UDPROS.
+    pub fec: FecPolicy,
+    /// `~max_rate`: the most each subscriber link sends, bytes per second (see
+    /// [`AdvertiseOptions::max_rate`](udpros::node::AdvertiseOptions::max_rate)); `None`, no cap.
+    pub max_rate: Option<f64>,
+}
+
+impl LinkSettings {
+    /// Advertise options with these settings and the defaults for the rest.
+    pub fn options(&self) -> udpros::node::AdvertiseOptions {
+        udpros::node::AdvertiseOptions {
+            fec: self.fec,
+            max_rate: self.max_rate,
+            ..udpros::node::AdvertiseOptions::default()
+        }
+    }
+}
+
 impl Params<'_> {
+    /// `~fec` and `~max_rate` (bytes per second, 0 for none, the default: a cap for a
+    /// radio narrower than what the bridge publishes, toward roscpp and rospy subscribers
+    /// too), refused with their names and what is allowed.
+    pub async fn link_settings(&self) -> Result<LinkSettings, String> {
+        let max_rate: f64 = self
+            .get("~max_rate", 0.0)
+            .await
+            .map_err(|e| format!("~max_rate: {e} (bytes per second)"))?;
+        Ok(LinkSettings {
+            fec: self.fec().await?,
+            max_rate: udpros::node::max_rate_from(max_rate)
+                .map_err(|e| format!("~max_rate: {e}"))?,
+        })
+    }
+
     /// `~fec`: forward error correction toward udpros subscribers of the bridge's topics
     /// on UDPROS (`adaptive`, the default; `adaptive:TARGET`; a fixed repair ratio from 0
     /// to 1; `off`), refused with its name and what is allowed.

@@ -57,6 +57,21 @@ async fn bad_rates_are_one_line_and_exit_1() {
             vec!["topic", "pub", "-r", "-5", "/x", "std_msgs/String"],
             "--rate",
         ),
+        (
+            env!("CARGO_BIN_EXE_udpros"),
+            vec!["topic", "pub", "--max-rate", "5", "/x", "std_msgs/String"],
+            "--max-rate",
+        ),
+        (
+            env!("CARGO_BIN_EXE_udpros"),
+            vec!["topic", "pub", "--max-rate=-1e3", "/x", "std_msgs/String"],
+            "--max-rate",
+        ),
+        (
+            env!("CARGO_BIN_EXE_udpros"),
+            vec!["topic", "pub", "--max-rate", "NaN", "/x", "std_msgs/String"],
+            "--max-rate",
+        ),
     ];
     tokio::task::spawn_blocking(move || common::assert_each_fails_in_one_line(&uri, cases))
         .await

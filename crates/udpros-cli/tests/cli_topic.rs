@@ -389,3 +389,51 @@ fn master_client(uri: &str) -> udpros::api::MasterClient {
         udpros::xmlrpc::XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10)),
     )
 }
+
+/// `topic pub --max-rate` caps each of its links (bytes per second): 1 kB messages at
+/// 200 Hz reach a udpros subscriber at about two a second under a 2000 B/s cap, whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_pub_max_rate_caps_its_links() {
+    let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let text = "x".repeat(1000);
+    let yaml = format!("data: {text}");
+    let publish = udpros_cmd(
+        master.uri(),
+        &[
+            "topic",
+            "pub",
+            "-r",
+            "200",
+            "--max-rate",
+            "2000",
+            "/capped",
+            "std_msgs/String",
+            &yaml,
+        ],
+    );
+    let (_publisher, _) = common::spawn_lines(publish);
+    let listener = common::node(master.uri(), "capped_listener").await;
+    let mut sub = listener
+        .subscribe::<udpros::msgs::std_msgs::String>(
+            "/capped",
+            udpros::node::SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), sub.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.data, text);
+    const WINDOW: Duration = Duration::from_secs(4);
+    let end = tokio::time::Instant::now() + WINDOW;
+    let mut count = 0;
+    while let Ok(Some(message)) = tokio::time::timeout_at(end, sub.recv()).await {
+        assert_eq!(message.data.len(), 1000, "whole");
+        count += 1;
+    }
+    // 2000 B/s of 1 kB messages: 8 in 4 s, where 800 are published.
+    assert!((1..=16).contains(&count), "{count} in {WINDOW:?}");
+}

@@ -19,7 +19,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use udpros::msgs::{std_msgs, std_srvs};
-use udpros::node::{FecPolicy, Node, SubscribeOptions};
+use udpros::node::{Node, SubscribeOptions};
 
 /// What `--help` prints: every parameter (default, range, meaning), topic and service. A
 /// test checks that it names every `~` name this module reads or advertises.
@@ -42,8 +42,8 @@ pub struct Config {
     pub time_ref_source: String,
     /// The simulated autopilot, for `sim:` URLs.
     pub sim: SimConfig,
-    /// `~fec`: FEC toward udpros subscribers on UDPROS.
-    pub fec: FecPolicy,
+    /// `~fec` and `~max_rate`: how the topics go to their subscribers.
+    pub links: crate::LinkSettings,
     /// Hz at which SYSTEM_TIME (this host's wall clock) goes to the autopilot, as mavros's
     /// `conn/system_time_rate`; 0, the default, sends none.
     pub system_time_rate: f64,
@@ -67,7 +67,7 @@ impl Config {
             use_px4_filter: false,
             time_ref_source: "fcu".into(),
             sim: SimConfig::default(),
-            fec: FecPolicy::default(),
+            links: crate::LinkSettings::default(),
             system_time_rate: 0.0,
         }
     }
@@ -77,7 +77,7 @@ impl Config {
         let p = Params(node);
         let url: String = p.get("~fcu_url", "sim:".to_string()).await?;
         let mut cfg = Config::new(url.parse()?);
-        cfg.fec = p.fec().await?;
+        cfg.links = p.link_settings().await?;
         let id = async |key: &str, default: i32| -> Result<u8, String> {
             let v = p
                 .get(key, default)
@@ -203,7 +203,9 @@ async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
 
 /// Runs the node until it is shut down; fails only when it cannot start.
 pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
-    let pubs = advertise(&node, cfg.fec).await.map_err(|e| e.to_string())?;
+    let pubs = advertise(&node, cfg.links)
+        .await
+        .map_err(|e| e.to_string())?;
     // The simulator lives as long as the node.
     let (sim, transport) = match &cfg.fcu_url {
         FcuUrl::Device { transport, .. } => (None, transport.clone()),

@@ -7,9 +7,10 @@ use super::link::Link;
 use super::node::{Config, LinkState};
 use super::protocol::Responder;
 use super::session::{Report, TimesyncSample};
+use crate::LinkSettings;
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, mavros_msgs, sensor_msgs, std_msgs, udpros as umsg};
-use udpros::node::{AdvertiseOptions, FecPolicy, Node, NodeError, Publisher};
+use udpros::node::{Node, NodeError, Publisher};
 use udpros::time::Clock;
 
 pub(super) struct Publishers {
@@ -19,11 +20,8 @@ pub(super) struct Publishers {
     pub(super) diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
 }
 
-pub(super) async fn advertise(node: &Node, fec: FecPolicy) -> Result<Publishers, NodeError> {
-    let opts = AdvertiseOptions {
-        fec,
-        ..AdvertiseOptions::default()
-    };
+pub(super) async fn advertise(node: &Node, links: LinkSettings) -> Result<Publishers, NodeError> {
+    let opts = links.options();
     Ok(Publishers {
         timesync_status: node.advertise("~timesync_status", opts.clone()).await?,
         latency: node.advertise("~latency", opts.clone()).await?,

@@ -30,6 +30,7 @@ pub const PARAMETERS: &[&str] = &[
     "device_type",
     "dialect",
     "fec",
+    "max_rate",
     "frame_id",
     "speed_of_sound",
     "range",
@@ -106,7 +107,7 @@ impl Config {
         let gain = read_gain(&p, device_type, &device).await?;
         Ok(Config {
             device,
-            fec: p.fec().await?,
+            links: p.link_settings().await?,
             device_type,
             dialect,
             frame_id: p.get("~frame_id", "sonar".to_string()).await?,
@@ -328,7 +329,7 @@ impl Front for SonarFront {
 pub async fn run(node: Node, cfg: Config) -> Result<(), String> {
     let front = SonarFront {
         pubs: Arc::new(
-            Publishers::advertise(&node, cfg.fec)
+            Publishers::advertise(&node, cfg.links)
                 .await
                 .map_err(|e| e.to_string())?,
         ),

@@ -56,6 +56,7 @@ const PARAMETERS: &[&str] = &[
     "range",
     // udpros's own.
     "fec",
+    "max_rate",
     "record",
     "replay_rate",
     "replay_loop",
@@ -122,7 +123,7 @@ impl Profile {
             replay.speed_permille = (rate * 1000.0).round() as u32;
             replay.looped = p.get("~replay_loop", false).await?;
         }
-        cfg.fec = p.fec().await?;
+        cfg.links = p.link_settings().await?;
         let record: String = p.get("~record", String::new()).await?;
         cfg.record = (!record.is_empty()).then(|| record.into());
         cfg.gain = p.within("~gain", 0u32, 0, 2).await?;
@@ -223,8 +224,7 @@ impl Ping360SonarFront {
             } else {
                 profile.queue_size
             },
-            fec: profile.cfg.fec,
-            ..AdvertiseOptions::default()
+            ..profile.cfg.links.options()
         };
         let fail = |e: udpros::node::NodeError| e.to_string();
         let size = profile.cfg.image_size;

@@ -7,12 +7,13 @@ use super::messages::Message;
 use super::node::{Config, Ping360Settings};
 use super::session::{ConfigWatch, DeviceState, Echo};
 use super::{draft2017 as draft, Decoded, DeviceKind};
+use crate::LinkSettings;
 use bytes::Bytes;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use udpros::msg::Time;
 use udpros::msgs::{diagnostic_msgs, sensor_msgs, udpros as umsg};
-use udpros::node::{AdvertiseOptions, FecPolicy, Node, NodeError, Publisher};
+use udpros::node::{AdvertiseOptions, Node, NodeError, Publisher};
 
 /// A Ping1D's topics.
 struct Ping1dTopics {
@@ -33,20 +34,23 @@ pub(super) struct Publishers {
     ping1d: OnceLock<Ping1dTopics>,
     ping360: OnceLock<Ping360Topics>,
     diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
-    /// FEC of the device's topics (`~fec`).
-    fec: FecPolicy,
+    /// How the device's topics are sent (`~fec`, `~max_rate`).
+    links: LinkSettings,
 }
 
 impl Publishers {
     /// `/diagnostics` now; a device's topics once it is known.
-    pub(super) async fn advertise(node: &Node, fec: FecPolicy) -> Result<Publishers, NodeError> {
+    pub(super) async fn advertise(
+        node: &Node,
+        links: LinkSettings,
+    ) -> Result<Publishers, NodeError> {
         Ok(Publishers {
             ping1d: OnceLock::new(),
             ping360: OnceLock::new(),
             diagnostics: node
                 .advertise("/diagnostics", AdvertiseOptions::default())
                 .await?,
-            fec,
+            links,
         })
     }
 
@@ -56,10 +60,7 @@ impl Publishers {
         node: &Node,
         kind: DeviceKind,
     ) -> Result<(), NodeError> {
-        let opts = AdvertiseOptions {
-            fec: self.fec,
-            ..AdvertiseOptions::default()
-        };
+        let opts = self.links.options();
         match kind {
             DeviceKind::Ping1d if self.ping1d.get().is_none() => {
                 let topics = Ping1dTopics {

@@ -5,7 +5,6 @@
 use super::link::LinkSpec;
 use super::messages::{self as m, Message};
 use super::Dialect;
-use udpros::node::FecPolicy;
 
 /// Which device the node expects (`~device_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,8 +22,8 @@ pub enum DeviceType {
 pub struct Config {
     /// Where the device is (`~device`).
     pub device: LinkSpec,
-    /// `~fec`: FEC toward udpros subscribers on UDPROS.
-    pub fec: FecPolicy,
+    /// `~fec` and `~max_rate`: how the topics go to their subscribers.
+    pub links: crate::LinkSettings,
     /// `~device_type`.
     pub device_type: DeviceType,
     /// `~dialect`: the current protocol or the 2017 draft.
@@ -75,7 +74,7 @@ impl Config {
     pub fn new(device: LinkSpec) -> Config {
         Config {
             device,
-            fec: FecPolicy::default(),
+            links: crate::LinkSettings::default(),
             device_type: DeviceType::Auto,
             dialect: Dialect::Current,
             frame_id: "sonar".into(),

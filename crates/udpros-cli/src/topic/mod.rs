@@ -82,6 +82,14 @@ pub struct PubArgs {
     /// `adaptive:TARGET`, a fixed repair ratio from 0 to 1, or `off`.
     #[arg(long, default_value_t = FecPolicy::default())]
     fec: FecPolicy,
+    /// The most each subscriber link sends, in bytes per second (a 4 Mbit/s radio is
+    /// 500000): 0, the default, is no cap.
+    #[arg(
+        long = "max-rate",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    max_rate: f64,
     topic: String,
     /// `package/Type`
     msg_type: String,
@@ -157,6 +165,8 @@ pub enum TopicError {
     Clock(udpros::time::ClockError),
     /// `-r` is not a rate a timer can keep.
     Rate(f64),
+    /// `--max-rate` is not a cap a link can keep (why, from the library).
+    MaxRate(String),
     /// The message type is not known.
     UnknownType {
         /// `package/Type` as given.
@@ -191,6 +201,7 @@ impl fmt::Display for TopicError {
                 f,
                 "-r/--rate must be a number of Hz above 0 and at most {MAX_PUB_RATE}, not {rate}"
             ),
+            TopicError::MaxRate(why) => write!(f, "--max-rate: {why}"),
             TopicError::UnknownType { msg_type, error } => {
                 write!(f, "unknown type {msg_type}: {error}")
             }
@@ -227,8 +238,11 @@ impl From<ToolNodeError> for TopicError {
 /// Runs one `topic` subcommand on an anonymous node of its own, shut down when it is done.
 pub fn run(cmd: TopicCommand) -> Result<(), TopicError> {
     // Bad values are refused before anything connects.
-    if let TopicCommand::Pub(PubArgs { rate: Some(r), .. }) = &cmd {
-        check_rate(*r)?;
+    if let TopicCommand::Pub(args) = &cmd {
+        if let Some(rate) = args.rate {
+            check_rate(rate)?;
+        }
+        udpros::node::max_rate_from(args.max_rate).map_err(TopicError::MaxRate)?;
     }
     let runtime = tokio::runtime::Runtime::new().map_err(TopicError::Runtime)?;
     // The commands for which rostopic starts a rospy node serve its logger services too.

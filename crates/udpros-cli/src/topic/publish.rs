@@ -37,6 +37,8 @@ pub(super) async fn publish(node: &Node, args: PubArgs) -> Result<(), TopicError
             AdvertiseOptions {
                 latch,
                 fec: args.fec,
+                // Checked before the node started.
+                max_rate: udpros::node::max_rate_from(args.max_rate).unwrap_or(None),
                 ..AdvertiseOptions::default()
             },
         )
