@@ -104,10 +104,7 @@ impl std::error::Error for ActionError {}
 
 impl From<crate::node::NodeError> for ActionError {
     fn from(e: crate::node::NodeError) -> Self {
-        match e {
-            crate::node::NodeError::ShutDown => ActionError::Shutdown,
-            e => ActionError::Node(e),
-        }
+        ActionError::Node(e)
     }
 }
 

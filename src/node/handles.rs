@@ -30,6 +30,16 @@ impl RawPublisher {
         }
     }
 
+    /// A handle for a node that shut down (as roscpp's `NodeHandle::advertise` then
+    /// gives): registered nowhere, with no links; publishing does nothing.
+    pub(super) fn closed(publication: Publication) -> RawPublisher {
+        publication.close();
+        RawPublisher {
+            node: std::sync::Weak::new(),
+            publication: Arc::new(publication),
+        }
+    }
+
     /// Sends one frame (the `u32` length prefix and the serialized message).
     pub fn publish_frame(&self, frame: Bytes) {
         self.publication.publish_frame(frame);
@@ -179,6 +189,18 @@ impl RawSubscriber {
     ) -> RawSubscriber {
         RawSubscriber {
             node: Arc::downgrade(node),
+            subscription,
+            sink,
+            pending: None,
+        }
+    }
+
+    /// A handle for a node that shut down: registered nowhere; `recv()` returns `None`.
+    pub(super) fn closed(subscription: Arc<Subscription>, queue_size: usize) -> RawSubscriber {
+        let sink = subscription.add_sink(queue_size, 0);
+        subscription.close();
+        RawSubscriber {
+            node: std::sync::Weak::new(),
             subscription,
             sink,
             pending: None,

@@ -131,12 +131,13 @@ pub(super) async fn shut_down_on_signal(node: Weak<NodeInner>) {
     });
     let Some(inner) = node.upgrade() else { return };
     tracing::info!("{name}: shutting down");
+    // A signal while the node starts: the program has no node yet to end by, so the
+    // process ends here once the node has unregistered, as the default action would.
+    let starting = !inner.started.load(Ordering::Acquire);
     inner.signalled.store(true, Ordering::Release);
     inner.shutdown.send_replace(Some(name.to_string()));
-    let node = Node { inner };
-    node.shutdown().await;
-    // A signal while the node started: the program never had it to end by itself.
-    if !node.inner.started.load(Ordering::Acquire) {
+    Node { inner }.shutdown().await;
+    if starting {
         std::process::exit(status);
     }
     // notify_one keeps the permit for a second signal that comes later.

@@ -57,8 +57,6 @@ pub enum NodeError {
     /// This node already publishes the topic with another type: topic, its type, the
     /// type asked for.
     TypeMismatch(String, String, String),
-    /// The node is shutting down or shut down: it registers nothing more.
-    ShutDown,
 }
 
 impl fmt::Display for NodeError {
@@ -75,7 +73,6 @@ impl fmt::Display for NodeError {
                 f,
                 "this node publishes {topic} as {published}; it cannot advertise it as {asked}"
             ),
-            NodeError::ShutDown => write!(f, "the node is shut down"),
         }
     }
 }

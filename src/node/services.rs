@@ -36,7 +36,18 @@ impl Node {
         options: ServerOptions,
         handler: crate::service::RawHandler,
     ) -> Result<(Arc<ServicePublication>, ServiceRegistration), NodeError> {
-        let _registering = self.inner.registering.begin().ok_or(NodeError::ShutDown)?;
+        let Some(_registering) = self.inner.registering.begin() else {
+            // As roscpp after shutdown: a server that is registered nowhere and serves
+            // nothing.
+            let uri = self.inner.rosrpc_uri();
+            let publication = Arc::new(ServicePublication::new(identity, uri, handler, options));
+            publication.close();
+            let registration = ServiceRegistration {
+                node: Weak::new(),
+                publication: publication.clone(),
+            };
+            return Ok((publication, registration));
+        };
         let publication = self.inner.insert_service(identity, options, handler)?;
         let registration = ServiceRegistration {
             node: Arc::downgrade(&self.inner),

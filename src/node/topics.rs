@@ -204,6 +204,12 @@ impl Node {
     }
 
     /// Advertises `topic` with message type `M`.
+    ///
+    /// On a node that shut down (or is shutting down) this registers nothing and returns
+    /// a publisher with no links, as roscpp's `NodeHandle::advertise` then does: a
+    /// program that is ending needs no error path for it. The same holds for
+    /// [`subscribe`](Self::subscribe) (its `recv()` returns `None` at once) and
+    /// [`advertise_service`](Self::advertise_service).
     pub async fn advertise<M: Message>(
         &self,
         topic: &str,
@@ -233,8 +239,28 @@ impl Node {
             definition: definition.into(),
         };
         let has_header = definition_has_header(msg_type, definition);
+        let new_publication = || {
+            Publication::new(
+                info,
+                has_header,
+                options.latch,
+                crate::transport::publication::LinkLimits {
+                    queue_size: options.queue_size,
+                    queue_bytes: options.max_queued_bytes,
+                    max_links: options.max_links,
+                    max_links_per_host: options.max_links_per_host,
+                    fec: options.fec,
+                    governor: options.governor,
+                    freshness: options.freshness,
+                    max_rate: options.max_rate.filter(|r| r.is_finite() && *r > 0.0),
+                },
+                self.inner.link_ids.clone(),
+            )
+        };
         // Before the table: a shutdown from here on waits for this registration.
-        let _registering = self.inner.registering.begin().ok_or(NodeError::ShutDown)?;
+        let Some(_registering) = self.inner.registering.begin() else {
+            return Ok(RawPublisher::closed(new_publication()));
+        };
         let publication = {
             let mut pubs = lock(&self.inner.topics.publications);
             if let Some(existing) = pubs.get(&topic) {
@@ -251,27 +277,9 @@ impl Node {
                     ));
                 }
             }
-            let entry = pubs.entry(topic.clone()).or_insert_with(|| {
-                let p = Publication::new(
-                    info,
-                    has_header,
-                    options.latch,
-                    crate::transport::publication::LinkLimits {
-                        queue_size: options.queue_size,
-                        queue_bytes: options.max_queued_bytes,
-                        max_links: options.max_links,
-                        max_links_per_host: options.max_links_per_host,
-                        fec: options.fec,
-                        governor: options.governor,
-                        freshness: options.freshness,
-                        max_rate: options.max_rate.filter(|r| r.is_finite() && *r > 0.0),
-                    },
-                    self.inner.link_ids.clone(),
-                );
-                Advertised {
-                    publication: Arc::new(p),
-                    handles: 0,
-                }
+            let entry = pubs.entry(topic.clone()).or_insert_with(|| Advertised {
+                publication: Arc::new(new_publication()),
+                handles: 0,
             });
             entry.handles += 1;
             entry.publication.clone()
@@ -315,24 +323,32 @@ impl Node {
         options: SubscribeOptions,
     ) -> Result<RawSubscriber, NodeError> {
         let topic = self.resolve_name(topic);
-        let _registering = self.inner.registering.begin().ok_or(NodeError::ShutDown)?;
+        let new_subscription = || {
+            let config = SubscriptionConfig {
+                topic: topic.clone(),
+                msg_type: msg_type.into(),
+                md5sum: md5sum.into(),
+                definition: definition.into(),
+                transports: options.transports.clone(),
+                max_datagram_size: options.max_datagram_size,
+                tcp_nodelay: options.tcp_nodelay,
+                max_message_size: options.max_message_size,
+                fec: options.fec,
+            };
+            Subscription::new(config, self.local())
+        };
+        let Some(_registering) = self.inner.registering.begin() else {
+            return Ok(RawSubscriber::closed(
+                new_subscription(),
+                options.queue_size,
+            ));
+        };
         let (subscription, fresh) = {
             let mut subs = lock(&self.inner.topics.subscriptions);
             match subs.get(&topic) {
                 Some(s) => (s.clone(), false),
                 None => {
-                    let config = SubscriptionConfig {
-                        topic: topic.clone(),
-                        msg_type: msg_type.into(),
-                        md5sum: md5sum.into(),
-                        definition: definition.into(),
-                        transports: options.transports.clone(),
-                        max_datagram_size: options.max_datagram_size,
-                        tcp_nodelay: options.tcp_nodelay,
-                        max_message_size: options.max_message_size,
-                        fec: options.fec,
-                    };
-                    let s = Subscription::new(config, self.local());
+                    let s = new_subscription();
                     subs.insert(topic.clone(), s.clone());
                     (s, true)
                 }

@@ -19,14 +19,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Seconds per number (`_step:=0.5`).
     let step: f64 = node.param("~step", 0.1).await?;
     let step = Duration::try_from_secs_f64(step.clamp(0.0, 60.0)).unwrap_or(Duration::ZERO);
-    let options = ActionServerOptions::default();
-    let served = match SimpleActionServer::<FibonacciAction>::new(&node, "fibonacci", options).await
-    {
-        Ok(server) => serve(&server, step).await,
-        Err(e) => Err(e),
-    };
-    // Ctrl-C (or `rosnode kill`), even while the server was still advertising, ends the
-    // server's goals: that is the way out, not an error. The node unregisters either way.
+    let server = SimpleActionServer::<FibonacciAction>::new(
+        &node,
+        "fibonacci",
+        ActionServerOptions::default(),
+    )
+    .await?;
+    let served = serve(&server, step).await;
+    // Ctrl-C (or `rosnode kill`) ends the server's goals: that is the way out, not an
+    // error. The node unregisters either way.
     node.shutdown().await;
     match served {
         Err(ActionError::Shutdown) => Ok(()),
