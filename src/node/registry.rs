@@ -225,7 +225,8 @@ impl NodeInner {
             .collect()
     }
 
-    /// Leaves the graph: everything taken out, unregistered all at once within
+    /// Leaves the graph: registrations under way answered (see [`Registering`]), then
+    /// everything taken out and unregistered all at once, the whole within
     /// [`UNREGISTER_BUDGET`] (a master that is gone or slow must not hold a node that is
     /// leaving, nor the process when a second signal waits for this), then closed.
     ///
@@ -234,11 +235,10 @@ impl NodeInner {
     /// usually ends its runtime next, which would cancel them unsent and leave the
     /// master listing a node that is gone.
     pub(super) async fn unregister_everything(&self) {
+        // One budget for the whole: registrations under way, then the unregistrations.
+        let deadline = tokio::time::Instant::now() + UNREGISTER_BUDGET;
         let settled = self.registering.close_and_settle();
-        if tokio::time::timeout(UNREGISTER_BUDGET, settled)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout_at(deadline, settled).await.is_err() {
             tracing::warn!(
                 "the master did not answer every registration within {UNREGISTER_BUDGET:?}"
             );
@@ -250,6 +250,7 @@ impl NodeInner {
             self.api_uri(),
             &registrations,
             dropped_handles,
+            deadline,
         )
         .await;
         registrations.iter().for_each(Registration::close);
@@ -262,7 +263,15 @@ impl NodeInner {
         registrations.iter().for_each(Registration::close);
         let (master, uri) = (self.master.clone(), self.api_uri());
         self.spawn_background(async move {
-            unregister_all(master, uri, &registrations, std::future::ready(())).await
+            let deadline = tokio::time::Instant::now() + UNREGISTER_BUDGET;
+            unregister_all(
+                master,
+                uri,
+                &registrations,
+                std::future::ready(()),
+                deadline,
+            )
+            .await
         });
     }
 
@@ -317,13 +326,15 @@ pub(super) fn remove_if_same<T>(
     }
 }
 
-/// Unregisters `registrations` all at once and waits, within [`UNREGISTER_BUDGET`], for
-/// their answers and for `also` (unregistrations already under way).
+/// Unregisters `registrations` all at once and waits, until `deadline` (the end of an
+/// [`UNREGISTER_BUDGET`]), for their answers and for `also` (unregistrations already under
+/// way).
 async fn unregister_all(
     master: MasterClient,
     uri: String,
     registrations: &[Registration],
     also: impl std::future::Future<Output = ()>,
+    deadline: tokio::time::Instant,
 ) {
     let mut calls = tokio::task::JoinSet::new();
     for registration in registrations {
@@ -336,7 +347,7 @@ async fn unregister_all(
         let ours = async { while calls.join_next().await.is_some() {} };
         tokio::join!(ours, also);
     };
-    if tokio::time::timeout(UNREGISTER_BUDGET, all).await.is_err() {
+    if tokio::time::timeout_at(deadline, all).await.is_err() {
         tracing::warn!(
             "the master did not answer every unregistration within {UNREGISTER_BUDGET:?}"
         );
