@@ -1096,19 +1096,30 @@ async fn a_log_flood_toward_a_stalled_rosout_agg_reader_stays_bounded() {
     let rosout_api = tokio::task::spawn_blocking(move || node_port(master_port, "/rosout"))
         .await
         .unwrap();
-    let tcpros_port = call(
-        rosout_api,
-        "requestTopic",
-        &[
-            Value::from("/stalled"),
-            Value::from("/rosout_agg"),
-            Value::from(vec![Value::from(vec!["TCPROS"])]),
-        ],
-        Duration::from_secs(5),
-    )
-    .ok()
-    .and_then(|v| v.as_array()?.get(2)?.as_array()?.get(2)?.as_i32())
-    .expect("rosout serves /rosout_agg over TCPROS");
+    // The node is known to the master (its logger services) a moment before it
+    // advertises /rosout_agg: asked until it does.
+    let mut tcpros_port = None;
+    let served = tokio::task::spawn_blocking(move || {
+        wait_for(Duration::from_secs(20), || {
+            tcpros_port = call(
+                rosout_api,
+                "requestTopic",
+                &[
+                    Value::from("/stalled"),
+                    Value::from("/rosout_agg"),
+                    Value::from(vec![Value::from(vec!["TCPROS"])]),
+                ],
+                Duration::from_secs(5),
+            )
+            .ok()
+            .and_then(|v| v.as_array()?.get(2)?.as_array()?.get(2)?.as_i32());
+            tcpros_port.is_some()
+        });
+        tcpros_port
+    })
+    .await
+    .unwrap();
+    let tcpros_port = served.expect("rosout serves /rosout_agg over TCPROS");
     let mut stalled = TcpStream::connect(("127.0.0.1", tcpros_port as u16)).unwrap();
     let header = udpros::wire::header::ConnectionHeader::new()
         .with("callerid", "/stalled")
