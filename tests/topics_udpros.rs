@@ -351,6 +351,25 @@ async fn registered(node: &Node, topic: &str) -> (Vec<String>, Vec<String>) {
     (of(&state.publishers), of(&state.subscribers))
 }
 
+/// A node named `name` on `master` that registers nothing of its own (no /rosout, no
+/// logger services) and leaves signals alone: what a shutdown test sees is only its own.
+async fn bare_node(master: &str, name: &str) -> Node {
+    let args = vec![
+        format!("__master:={master}"),
+        "__ip:=127.0.0.1".into(),
+        format!("__name:={name}"),
+    ];
+    let args = udpros::node::args::NodeArgs::parse(args).unwrap();
+    let id = udpros::node::args::NodeIdentity::from_args(name, &args).unwrap();
+    let options = udpros::node::NodeOptions {
+        rosout: false,
+        logger_services: false,
+        handle_signals: false,
+        ..Default::default()
+    };
+    Node::with_options(id, options).await.unwrap()
+}
+
 /// `publish` works from any thread, so publishers (and subscribers) end up dropped on
 /// threads without a runtime; they must still unregister, on the node's runtime.
 #[tokio::test(flavor = "current_thread")]
@@ -404,22 +423,9 @@ fn shutdown_waits_for_the_unregistrations_of_dropped_handles() {
         .build()
         .unwrap();
     let observer = node_runtime.block_on(async {
-        let args = vec![
-            format!("__master:={uri}"),
-            "__ip:=127.0.0.1".into(),
-            "__name:=leaver".into(),
-        ];
-        // Nothing of its own to unregister at shutdown (no /rosout, no logger services):
-        // then only the dropped handles' unregistrations are left to wait for.
-        let args = udpros::node::args::NodeArgs::parse(args).unwrap();
-        let id = udpros::node::args::NodeIdentity::from_args("leaver", &args).unwrap();
-        let options = udpros::node::NodeOptions {
-            rosout: false,
-            logger_services: false,
-            handle_signals: false,
-            ..Default::default()
-        };
-        let node = Node::with_options(id, options).await.unwrap();
+        // Nothing of its own to unregister at shutdown: then only the dropped handles'
+        // unregistrations are left to wait for.
+        let node = bare_node(&uri, "leaver").await;
         let publisher = node
             .advertise::<std_msgs::String>("/leaving_pub", AdvertiseOptions::default())
             .await
@@ -463,20 +469,7 @@ async fn shutdown_waits_for_a_registration_under_way() {
         .unwrap();
     let relay =
         udpros_testkit::SlowRegistrations::start(master.uri(), Duration::from_millis(300)).await;
-    let args = vec![
-        format!("__master:={}", relay.uri()),
-        "__ip:=127.0.0.1".into(),
-        "__name:=hasty".into(),
-    ];
-    let args = udpros::node::args::NodeArgs::parse(args).unwrap();
-    let id = udpros::node::args::NodeIdentity::from_args("hasty", &args).unwrap();
-    let options = udpros::node::NodeOptions {
-        rosout: false,
-        logger_services: false,
-        handle_signals: false,
-        ..Default::default()
-    };
-    let node = Node::with_options(id, options).await.unwrap();
+    let node = bare_node(&relay.uri(), "hasty").await;
     let advertising = node.clone();
     let advertised = tokio::spawn(async move {
         advertising
