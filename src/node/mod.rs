@@ -115,6 +115,8 @@ pub(crate) struct NodeInner {
     pub(crate) tcp_port: OnceLock<u16>,
     /// Connection ids, shared by every link of this node (as roscpp shares one counter).
     pub(crate) link_ids: Arc<AtomicU32>,
+    /// One budget per subscriber host (see [`NodeOptions::max_rate_per_host`]).
+    pub(crate) host_budgets: Arc<crate::transport::host_share::HostBudgets>,
     pub(crate) topics: topics::Topics,
     pub(crate) services: services::Services,
     /// Single unregistrations not yet done, which a new registration of the name awaits.
@@ -169,6 +171,14 @@ impl Node {
     /// time with [`ClockError::MovedBackwards`](crate::time::ClockError::MovedBackwards).
     pub fn rate(&self, hz: f64) -> Rate {
         self.clock().rate(hz)
+    }
+
+    /// Sets [`NodeOptions::max_rate_per_host`] (bytes per second; `None` for no shared
+    /// cap) for the subscriber links made from now on: a node that reads the figure from a
+    /// parameter (a bridge's `~max_rate_per_host`) sets it before it advertises. Links
+    /// already open keep what they had.
+    pub fn set_max_rate_per_host(&self, rate: Option<f64>) {
+        self.inner.host_budgets.set_rate(rate);
     }
 
     /// Fully qualified name (`/ns/name`).

@@ -42,6 +42,21 @@ pub struct NodeOptions {
     /// before its master, by systemd or a launch, comes up when the master does). The
     /// environment's `UDPROS_MASTER_WAIT` (seconds, or `forever`) overrides it.
     pub master_wait: MasterWait,
+    /// The most the node's publications send to one subscriber host together, in bytes
+    /// per second: for a radio or tether you know is narrow, that every topic crosses.
+    /// All of the node's links to a host (TCPROS and UDPROS, udpros and roscpp/rospy
+    /// subscribers alike) take from one budget (see [`crate::wire::host_budget`]); each
+    /// link alone is also held to it as to [`AdvertiseOptions::max_rate`] (whole messages,
+    /// the newest first). Within the budget, messages of topics marked
+    /// [`AdvertiseOptions::urgent`], and every message that fits one datagram, go before
+    /// any bulk datagram of the node's other links. `None` (the default): no shared cap;
+    /// check a user's figure with [`max_rate_from`](super::max_rate_from). A node that
+    /// learns it from a parameter sets it with
+    /// [`Node::set_max_rate_per_host`](super::Node::set_max_rate_per_host).
+    ///
+    /// [`AdvertiseOptions::max_rate`]: super::AdvertiseOptions::max_rate
+    /// [`AdvertiseOptions::urgent`]: super::AdvertiseOptions::urgent
+    pub max_rate_per_host: Option<f64>,
 }
 
 impl Default for NodeOptions {
@@ -51,6 +66,7 @@ impl Default for NodeOptions {
             handle_signals: true,
             rosout: true,
             master_wait: MasterWait::Forever,
+            max_rate_per_host: None,
         }
     }
 }
@@ -137,6 +153,11 @@ impl Node {
             tcp_server: Mutex::new(None),
             tcp_port: OnceLock::new(),
             link_ids: Arc::new(AtomicU32::new(0)),
+            host_budgets: {
+                let budgets = crate::transport::host_share::HostBudgets::default();
+                budgets.set_rate(options.max_rate_per_host);
+                Arc::new(budgets)
+            },
             topics: super::topics::Topics::default(),
             services: super::services::Services::default(),
             in_flight: Arc::default(),

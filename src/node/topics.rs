@@ -63,8 +63,17 @@ pub struct AdvertiseOptions {
     /// wait more than 200 ms for it (counted in the link's drops); a governed link is
     /// paced at the lower of this and its governor's rate. A TCPROS link is paced by the
     /// kernel (`SO_MAX_PACING_RATE`) and keeps to [`freshness`](Self::freshness), to
-    /// this host too. `None` (the default): no cap.
+    /// this host too. `None` (the default): no cap. For a cap that all of a node's
+    /// topics share, see [`NodeOptions::max_rate_per_host`](super::NodeOptions::max_rate_per_host).
     pub max_rate: Option<f64>,
+    /// The topic's messages go before any bulk datagram of the node's other links in the
+    /// budget they share toward a host ([`NodeOptions::max_rate_per_host`](super::NodeOptions::max_rate_per_host)),
+    /// whatever their size: control, a small state topic sent as one large message. Any
+    /// message that fits one datagram ([`SMALL_MESSAGE_BYTES`](crate::wire::host_budget::SMALL_MESSAGE_BYTES))
+    /// is urgent already. Strict priority holds inside the node only: in the path (a
+    /// radio's queue) every process's datagrams wait in one line, which the budget keeps
+    /// short. Off by default; without a per-host budget it changes nothing.
+    pub urgent: bool,
 }
 
 /// The default bound on the bytes a queue of messages holds, per subscriber and per
@@ -83,6 +92,7 @@ impl Default for AdvertiseOptions {
             governor: None,
             freshness: Some(crate::wire::freshness::DEFAULT_FRESHNESS),
             max_rate: None,
+            urgent: false,
         }
     }
 }
@@ -253,7 +263,9 @@ impl Node {
                     governor: options.governor,
                     freshness: options.freshness,
                     max_rate: options.max_rate.filter(|r| r.is_finite() && *r > 0.0),
+                    urgent: options.urgent,
                 },
+                self.inner.host_budgets.clone(),
                 self.inner.link_ids.clone(),
             )
         };

@@ -3,6 +3,7 @@
 //! reading from it. The sockets themselves, and every system call udpros makes on them
 //! directly, are in `socket`.
 
+pub(crate) mod host_share;
 pub(crate) mod publication;
 pub(crate) mod queue;
 mod sender;

@@ -2,6 +2,7 @@
 //! sent at once when the link is idle or else through its own drop-oldest queue, so
 //! `publish` never waits for a slow subscriber.
 
+use super::host_share::HostBudgets;
 use super::queue::DropOldest;
 use super::sender::{DirectSend, LinkSender, QueuedFrame};
 use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
@@ -224,6 +225,8 @@ pub(crate) struct LinkLimits {
     pub freshness: Option<Duration>,
     /// The most each link sends, bytes per second (`None`: no cap).
     pub max_rate: Option<f64>,
+    /// The topic's messages go before bulk ones in a host's budget, whatever their size.
+    pub urgent: bool,
 }
 
 /// What `requestTopic` settled for a UDPROS link to one subscriber.
@@ -256,6 +259,8 @@ pub(crate) struct Publication {
     has_header: bool,
     pub latch: bool,
     limits: LinkLimits,
+    /// The node's budgets per subscriber host.
+    hosts: Arc<HostBudgets>,
     links: Mutex<Vec<Arc<SubscriberLink>>>,
     latched: Mutex<Option<Bytes>>,
     messages: AtomicU64,
@@ -288,6 +293,7 @@ impl Publication {
         has_header: bool,
         latch: bool,
         limits: LinkLimits,
+        hosts: Arc<HostBudgets>,
         link_ids: Arc<AtomicU32>,
     ) -> Publication {
         Publication {
@@ -298,6 +304,7 @@ impl Publication {
                 queue_size: limits.queue_size.max(1),
                 ..limits
             },
+            hosts,
             links: Mutex::new(Vec::new()),
             latched: Mutex::new(None),
             messages: AtomicU64::new(0),
@@ -501,8 +508,7 @@ impl Publication {
         crate::socket::set_keepalive(&stream);
         // A capped link is paced by the kernel (TCP's own pacing, no qdisc needed).
         let capped = self
-            .limits
-            .max_rate
+            .max_rate()
             .is_some_and(|rate| crate::socket::cap_tcp_rate(&stream, rate));
         // Off this host, or capped, what a link holds is bounded by age: the kernel keeps
         // only a little unsent (so the link, not the kernel, chooses what goes next) and
@@ -525,12 +531,14 @@ impl Publication {
             }
             _ => None,
         };
+        let mut sender = LinkSender::tcp(writer, freshness);
+        self.share_host(&mut sender, peer);
         let link = self.add_link(
             caller_id,
             Protocol::Tcp,
             peer,
             local_port,
-            LinkSender::tcp(writer, freshness),
+            sender,
             UdpWatch::default(),
         );
         if let Some(learned) = subscriber_type {
@@ -569,7 +577,7 @@ impl Publication {
         let socket = SendSocket::new(socket)?;
         let counters = Arc::new(FecSendCounters::default());
         let governor = GovernorCell::default();
-        let sender = LinkSender::udp(
+        let mut sender = LinkSender::udp(
             socket,
             fragmenter,
             terms.udpros_peer,
@@ -578,6 +586,7 @@ impl Publication {
             terms.governor.map(|limits| (limits, governor.clone())),
             terms.max_rate,
         );
+        self.share_host(&mut sender, peer);
         let watch = UdpWatch {
             fec: terms.fec.map(|fec| (fec, counters)),
             governor: terms.governor.map(|_| governor),
@@ -596,9 +605,24 @@ impl Publication {
         self.limits.governor
     }
 
-    /// The user's cap on each link's rate, bytes per second.
+    /// The cap on each link's rate, bytes per second: the user's, or the node's per host
+    /// when that is lower and the topic is not urgent (one link never sends more than its
+    /// host's share; several share it through [`share_host`](Self::share_host)).
     pub(crate) fn max_rate(&self) -> Option<f64> {
-        self.limits.max_rate
+        // An urgent topic's links are not paced at the host's rate: their messages go
+        // at once, and the budget holds them to the rate only beyond its allowance.
+        let host = self.hosts.rate().filter(|_| !self.limits.urgent);
+        match (self.limits.max_rate, host) {
+            (Some(link), Some(host)) => Some(link.min(host)),
+            (one, other) => one.or(other),
+        }
+    }
+
+    /// Gives a new link to `peer` its share of the host's budget, if the node has them.
+    fn share_host(&self, sender: &mut LinkSender, peer: SocketAddr) {
+        if let Some(share) = self.hosts.share(peer.ip(), self.limits.urgent) {
+            sender.share_host(share);
+        }
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).

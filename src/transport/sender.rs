@@ -6,17 +6,21 @@
 //! without waking another task, which on a multi-threaded runtime is a cross-thread wake
 //! per message, the largest part of the latency on a quiet link.
 
+use super::host_share::HostShare;
 use super::LinkStats;
 use super::{FecSendCounters, GovernorCell};
 use crate::socket::{offload, SendSocket};
 use crate::wire::freshness::Freshness;
+use crate::wire::host_budget::Traffic;
 use crate::wire::udpros::fec::LinkFec;
 use crate::wire::udpros::governor::GovernorConfig;
-use crate::wire::udpros::{AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig};
+use crate::wire::udpros::{
+    AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig, FRESHNESS,
+};
 use bytes::Bytes;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 
@@ -124,7 +128,17 @@ impl LinkSender {
             unfinished: None,
             batch: Vec::new(),
             freshness,
+            host: None,
         })
+    }
+
+    /// The link takes from `host`, the budget every link of the node to its subscriber's
+    /// host shares (see [`crate::wire::host_budget`]), before each send.
+    pub(super) fn share_host(&mut self, host: HostShare) {
+        match self {
+            LinkSender::Udp(w) => w.host = Some(host),
+            LinkSender::Tcp(w) => w.host = Some(host),
+        }
     }
 
     /// Whether the link's task must send heartbeats (udpros UDP peers only: roscpp drops
@@ -162,8 +176,31 @@ impl LinkSender {
                 // The UDP link judges staleness by its governor's rate (see
                 // `UdpSender::drop_stale`): it needs the frames only.
                 let mut bytes = std::mem::take(&mut w.frames);
-                bytes.extend(frames.drain(..).map(|q| q.frame));
-                let sent = w.send_all(&mut bytes, stats).await;
+                let sent = if w.host.is_some() {
+                    // Sharing its host's budget, the link waits between messages and gets
+                    // less than the rate it judges staleness by: before each message, what
+                    // would have waited longer than FRESHNESS when the budget's turn comes
+                    // goes (never the newest).
+                    let mut sent = Ok(());
+                    let mut next = 0;
+                    while let (Some(host), true) = (&w.host, next < frames.len() && sent.is_ok()) {
+                        let turn = Instant::now() + host.behind(Instant::now());
+                        let late = late_from(&frames[next..], turn, FRESHNESS);
+                        if late > 0 {
+                            stats
+                                .drops
+                                .fetch_add(late as u64, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        bytes.push(frames[next + late].frame.clone());
+                        next += late + 1;
+                        sent = w.send_all(&mut bytes, stats).await;
+                    }
+                    frames.clear();
+                    sent
+                } else {
+                    bytes.extend(frames.drain(..).map(|q| q.frame));
+                    w.send_all(&mut bytes, stats).await
+                };
                 bytes.clear();
                 w.frames = bytes;
                 sent
@@ -207,6 +244,18 @@ impl LinkSender {
     }
 }
 
+/// How many at the front of `frames` (oldest first) were published more than `bound`
+/// before `now`, never counting the newest.
+fn late_from(frames: &[QueuedFrame], now: Instant, bound: Duration) -> usize {
+    frames
+        .iter()
+        .take(frames.len().saturating_sub(1))
+        .take_while(|q| {
+            q.at.is_some_and(|at| now.saturating_duration_since(at) > bound)
+        })
+        .count()
+}
+
 /// A UDP link's socket and the core's [`UdpSender`], which decides what leaves when.
 pub(super) struct UdpLinkSender {
     socket: SendSocket,
@@ -217,6 +266,14 @@ pub(super) struct UdpLinkSender {
     governor: Option<GovernorCell>,
     /// The frames [`LinkSender::send_all`] hands on, kept for their allocation.
     frames: Vec<Bytes>,
+    /// The host's budget, when the node has one per host.
+    host: Option<HostShare>,
+    /// The class of what is loaded, in the host's budget.
+    traffic: Traffic,
+    /// Bytes of what is loaded that the host's budget was already charged for: a load is
+    /// paid whole as it starts (as a TCP frame is), so that links sending datagram by
+    /// datagram and links writing whole frames share the budget by bytes.
+    paid: usize,
 }
 
 /// What an OS error on a send means to the link.
@@ -238,6 +295,9 @@ impl UdpLinkSender {
             counters: None,
             governor: None,
             frames: Vec::new(),
+            host: None,
+            traffic: Traffic::Bulk,
+            paid: 0,
         }
     }
 
@@ -280,11 +340,23 @@ impl UdpLinkSender {
         if let Err(e) = self.read_reports(now) {
             return DirectSend::Failed(e);
         }
+        if let Some(host) = &self.host {
+            self.traffic = host.traffic(frame.len());
+            if !host.ready(now, self.traffic) {
+                return DirectSend::NotNow;
+            }
+        }
         if !self.link.push_now(now, frame) {
             return DirectSend::NotNow;
         }
+        if let Some(host) = &self.host {
+            // Found ready above: the message is paid for whole.
+            self.paid = self.link.unsent_bytes();
+            host.spend(self.paid, self.traffic);
+        }
         self.publish_counters();
         while let Some(t) = self.link.poll_transmit(now) {
+            self.paid = self.paid.saturating_sub(t.datagrams.len());
             match offload::try_send_segments(self.socket.socket(), t.datagrams, t.segment_size) {
                 Ok(()) => self.link.on_transmitted(now),
                 // The message id is taken: the rest must follow under it.
@@ -338,6 +410,13 @@ impl UdpLinkSender {
     /// rate takes longer than a report interval.
     async fn send_loaded(&mut self) -> io::Result<()> {
         while self.link.is_sending() {
+            if let Some(host) = self.host.as_ref().filter(|_| self.paid == 0) {
+                // A new load, or one whose charge ran out: it waits for the host's
+                // budget (bulk behind whatever else the node's links to the host sent).
+                let unsent = self.link.unsent_bytes();
+                host.take(unsent, self.traffic).await;
+                self.paid = unsent;
+            }
             let now = Instant::now();
             self.read_reports(now)?;
             let Some(t) = self.link.poll_transmit(now) else {
@@ -349,6 +428,7 @@ impl UdpLinkSender {
                 continue;
             };
             let (datagrams, segment) = (t.datagrams, t.segment_size);
+            self.paid = self.paid.saturating_sub(datagrams.len());
             // The datagrams left when the send that took them began: a governed link pairs
             // this time with their arrival, and a send preempted on a busy machine would
             // otherwise seem to have crossed the path faster than anything could.
@@ -390,7 +470,11 @@ impl UdpLinkSender {
             self.read_reports(now)?;
             // An idle link takes at least one frame (send_loaded left it idle).
             let taken = match self.link.push_queued(now, &frames[next..]) {
-                Ok(taken) => taken.max(1),
+                // A new load: the host's budget is charged for it as it starts.
+                Ok(taken) => {
+                    self.paid = 0;
+                    taken.max(1)
+                }
                 Err(_) => {
                     stats
                         .drops
@@ -400,6 +484,10 @@ impl UdpLinkSender {
                 }
             };
             self.publish_counters();
+            if let Some(host) = &self.host {
+                let largest = frames[next..next + taken].iter().map(Bytes::len).max();
+                self.traffic = host.traffic(largest.unwrap_or(0));
+            }
             self.send_loaded().await?;
             let batch = &frames[next..next + taken];
             batch.iter().for_each(|f| stats.add_message(f.len()));
@@ -417,6 +505,8 @@ pub(super) struct TcpLinkSender {
     batch: Vec<u8>,
     /// Off this host: what would arrive stale is dropped, at the rate the writes show.
     freshness: Option<Freshness>,
+    /// The host's budget, when the node has one per host.
+    host: Option<HostShare>,
 }
 
 impl TcpLinkSender {
@@ -424,7 +514,21 @@ impl TcpLinkSender {
         if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES {
             return DirectSend::NotNow;
         }
-        match self.writer.try_write(frame) {
+        let charge = self.host.as_ref().map(|host| {
+            let traffic = host.traffic(frame.len());
+            (host, traffic)
+        });
+        if let Some((host, traffic)) = charge {
+            if !host.ready(Instant::now(), traffic) {
+                return DirectSend::NotNow;
+            }
+        }
+        let written = self.writer.try_write(frame);
+        if let (Ok(1..), Some((host, traffic))) = (&written, charge) {
+            // Once any of it is written, all of it will be: the frame is paid for whole.
+            host.spend(frame.len(), traffic);
+        }
+        match written {
             Ok(n) if n == frame.len() => DirectSend::Sent,
             Ok(0) => DirectSend::NotNow,
             Ok(n) => {
@@ -438,15 +542,22 @@ impl TcpLinkSender {
 
     async fn finish(&mut self) -> io::Result<()> {
         match self.unfinished.take() {
-            Some(rest) => self.write_timed(&rest).await,
+            // Paid for when its first part was written.
+            Some(rest) => self.write_timed(&rest, None).await,
             None => Ok(()),
         }
     }
 
-    /// Writes `bytes` whole; on a link with a freshness rule, tells it how long the path
-    /// took for them.
-    async fn write_timed(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Writes `bytes` whole, first taking them from the host's budget as messages of at
+    /// most `largest` bytes (`None`: paid for already); on a link with a freshness rule,
+    /// tells it how long the path took for them.
+    async fn write_timed(&mut self, bytes: &[u8], largest: Option<usize>) -> io::Result<()> {
+        // Timed from before the budget's wait: the rate a link sharing its host's budget
+        // drains at is its share.
         let began = Instant::now();
+        if let (Some(host), Some(largest)) = (&self.host, largest) {
+            host.take(bytes.len(), host.traffic(largest)).await;
+        }
         self.writer.write_all(bytes).await?;
         if let Some(freshness) = &mut self.freshness {
             freshness.drained(bytes.len(), began.elapsed());
@@ -476,14 +587,30 @@ impl TcpLinkSender {
             frames
                 .iter()
                 .for_each(|q| batch.extend_from_slice(&q.frame));
-            let written = self.write_timed(&batch).await;
+            let largest = frames.iter().map(QueuedFrame::len).max();
+            let written = self.write_timed(&batch, largest).await;
             self.batch = batch;
             written?;
             frames.drain(..).for_each(|q| stats.add_message(q.len()));
             return Ok(());
         }
-        for queued in frames.drain(..) {
-            self.write_timed(&queued.frame).await?;
+        // Sharing its host's budget, the link may wait between frames: one that grew
+        // older than the bound while it waited goes (never the newest).
+        let bound = self
+            .freshness
+            .as_ref()
+            .filter(|_| self.host.is_some())
+            .map(Freshness::bound);
+        let last = frames.len().saturating_sub(1);
+        for (i, queued) in frames.drain(..).enumerate() {
+            let late = |bound: Duration| queued.at.is_some_and(|at| at.elapsed() > bound);
+            if i < last && bound.is_some_and(late) {
+                stats
+                    .drops
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                continue;
+            }
+            self.write_timed(&queued.frame, Some(queued.len())).await?;
             stats.add_message(queued.len());
         }
         Ok(())

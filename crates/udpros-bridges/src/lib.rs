@@ -280,7 +280,8 @@ impl Params<'_> {
     }
 }
 
-/// How a bridge's topics go to their subscribers: what `~fec` and `~max_rate` say.
+/// How a bridge's topics go to their subscribers: what `~fec`, `~max_rate` and
+/// `~max_rate_per_host` say.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct LinkSettings {
     /// `~fec`: forward error correction toward udpros subscribers on UDPROS.
@@ -288,9 +289,20 @@ pub struct LinkSettings {
     /// `~max_rate`: the most each subscriber link sends, bytes per second (see
     /// [`AdvertiseOptions::max_rate`](udpros::node::AdvertiseOptions::max_rate)); `None`, no cap.
     pub max_rate: Option<f64>,
+    /// `~max_rate_per_host`: the most all of the bridge's links to one subscriber host
+    /// send together, bytes per second (see
+    /// [`NodeOptions::max_rate_per_host`](udpros::node::NodeOptions::max_rate_per_host));
+    /// `None`, no cap.
+    pub max_rate_per_host: Option<f64>,
 }
 
 impl LinkSettings {
+    /// Gives `node` the per-host cap: called before the bridge advertises, so that every
+    /// link of its topics shares it.
+    pub fn apply(&self, node: &udpros::node::Node) {
+        node.set_max_rate_per_host(self.max_rate_per_host);
+    }
+
     /// Advertise options with these settings and the defaults for the rest.
     pub fn options(&self) -> udpros::node::AdvertiseOptions {
         udpros::node::AdvertiseOptions {
@@ -302,19 +314,25 @@ impl LinkSettings {
 }
 
 impl Params<'_> {
-    /// `~fec` and `~max_rate` (bytes per second, 0 for none, the default: a cap for a
-    /// radio narrower than what the bridge publishes, toward roscpp and rospy subscribers
-    /// too), refused with their names and what is allowed.
+    /// `~fec`, `~max_rate` and `~max_rate_per_host` (bytes per second, 0 for none, the
+    /// default: caps for a radio narrower than what the bridge publishes, toward roscpp
+    /// and rospy subscribers too), refused with their names and what is allowed.
     pub async fn link_settings(&self) -> Result<LinkSettings, String> {
-        let max_rate: f64 = self
-            .get("~max_rate", 0.0)
-            .await
-            .map_err(|e| format!("~max_rate: {e} (bytes per second)"))?;
         Ok(LinkSettings {
             fec: self.fec().await?,
-            max_rate: udpros::node::max_rate_from(max_rate)
-                .map_err(|e| format!("~max_rate: {e}"))?,
+            max_rate: self.rate_cap("~max_rate").await?,
+            max_rate_per_host: self.rate_cap("~max_rate_per_host").await?,
         })
+    }
+
+    /// A rate cap in bytes per second (0, the default, for none), checked by
+    /// [`udpros::node::max_rate_from`].
+    async fn rate_cap(&self, key: &str) -> Result<Option<f64>, String> {
+        let rate: f64 = self
+            .get(key, 0.0)
+            .await
+            .map_err(|e| format!("{key}: {e} (bytes per second)"))?;
+        udpros::node::max_rate_from(rate).map_err(|e| format!("{key}: {e}"))
     }
 
     /// `~fec`: forward error correction toward udpros subscribers of the bridge's topics

@@ -60,6 +60,16 @@ async fn bad_parameters_are_one_line_and_exit_1() {
             "~max_rate",
         ),
         (
+            env!("CARGO_BIN_EXE_ping_sonar"),
+            vec!["_max_rate_per_host:=1e12"],
+            "~max_rate_per_host",
+        ),
+        (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_max_rate_per_host:=-1"],
+            "~max_rate_per_host",
+        ),
+        (
             env!("CARGO_BIN_EXE_mavlink_bridge"),
             vec!["_fec:=adaptive:NaN"],
             "~fec",

@@ -494,18 +494,20 @@ async fn fec_links_show_in_diagnostics() {
     );
 }
 
-/// `~max_rate` caps what each link of the bridge's topics sends: the Ping360's echoes,
-/// a steady stream, reach a udpros subscriber at no more than the cap (bytes/s), where
-/// uncapped they come several times faster; whole, and the newest first.
+/// `~max_rate` caps what each link of the bridge's topics sends, `~max_rate_per_host` what
+/// all of them send to one host: the Ping360's echoes, a steady stream, reach a udpros
+/// subscriber at no more than either cap (bytes/s), where uncapped they come several
+/// times faster; whole, and the newest first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_rate_caps_each_link_of_the_bridge() {
     const CAP: f64 = 10_000.0;
     const WINDOW: Duration = Duration::from_secs(3);
     let mut rates = Vec::new();
-    for max_rate in [None, Some(CAP)] {
+    for (max_rate, per_host) in [(None, None), (Some(CAP), None), (None, Some(CAP))] {
         let mut cfg = Config::new(LinkSpec::Sim(DeviceKind::Ping360));
         cfg.use_auto_transmit = true;
         cfg.links.max_rate = max_rate;
+        cfg.links.max_rate_per_host = per_host;
         let (_m, listener, _task) = sonar(cfg).await;
         let mut echoes = listener
             .subscribe::<umsg::Ping360Echo>("/ping_sonar/echo", SubscribeOptions::default())
@@ -523,17 +525,19 @@ async fn max_rate_caps_each_link_of_the_bridge() {
             messages += 1;
         }
         let rate = bytes as f64 / WINDOW.as_secs_f64();
-        println!("max_rate {max_rate:?}: {messages} echoes, {rate:.0} B/s of samples");
+        println!("max_rate {max_rate:?}, per host {per_host:?}: {messages} echoes, {rate:.0} B/s of samples");
         rates.push((rate, messages));
     }
-    let (uncapped, capped) = (rates[0], rates[1]);
+    let uncapped = rates[0];
     assert!(
         uncapped.0 > 2.0 * CAP,
         "the device streams well above the cap uncapped: {uncapped:?}"
     );
     // Samples are most of each message; a burst of 2 ms beyond the cap at most.
-    assert!(
-        capped.0 <= 1.2 * CAP && capped.1 > 0,
-        "capped at {CAP} B/s: {capped:?}"
-    );
+    for capped in &rates[1..] {
+        assert!(
+            capped.0 <= 1.2 * CAP && capped.1 > 0,
+            "capped at {CAP} B/s: {capped:?}"
+        );
+    }
 }

@@ -14,6 +14,7 @@ pub mod fixed_array;
 pub mod foxglove;
 pub mod freshness;
 pub mod header;
+pub mod host_budget;
 pub mod link;
 pub mod negotiation;
 pub mod numeric_array;

@@ -42,7 +42,8 @@ pub struct Config {
     pub time_ref_source: String,
     /// The simulated autopilot, for `sim:` URLs.
     pub sim: SimConfig,
-    /// `~fec` and `~max_rate`: how the topics go to their subscribers.
+    /// `~fec`, `~max_rate` and `~max_rate_per_host`: how the topics go to their
+    /// subscribers.
     pub links: crate::LinkSettings,
     /// Hz at which SYSTEM_TIME (this host's wall clock) goes to the autopilot, as mavros's
     /// `conn/system_time_rate`; 0, the default, sends none.

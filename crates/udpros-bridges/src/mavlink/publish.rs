@@ -21,6 +21,7 @@ pub(super) struct Publishers {
 }
 
 pub(super) async fn advertise(node: &Node, links: LinkSettings) -> Result<Publishers, NodeError> {
+    links.apply(node);
     let opts = links.options();
     Ok(Publishers {
         timesync_status: node.advertise("~timesync_status", opts.clone()).await?,

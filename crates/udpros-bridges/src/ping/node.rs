@@ -31,6 +31,7 @@ pub const PARAMETERS: &[&str] = &[
     "dialect",
     "fec",
     "max_rate",
+    "max_rate_per_host",
     "frame_id",
     "speed_of_sound",
     "range",

@@ -57,6 +57,7 @@ const PARAMETERS: &[&str] = &[
     // udpros's own.
     "fec",
     "max_rate",
+    "max_rate_per_host",
     "record",
     "replay_rate",
     "replay_loop",

@@ -34,7 +34,7 @@ pub(super) struct Publishers {
     ping1d: OnceLock<Ping1dTopics>,
     ping360: OnceLock<Ping360Topics>,
     diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
-    /// How the device's topics are sent (`~fec`, `~max_rate`).
+    /// How the device's topics are sent (`~fec`, `~max_rate`, `~max_rate_per_host`).
     links: LinkSettings,
 }
 
@@ -44,6 +44,7 @@ impl Publishers {
         node: &Node,
         links: LinkSettings,
     ) -> Result<Publishers, NodeError> {
+        links.apply(node);
         Ok(Publishers {
             ping1d: OnceLock::new(),
             ping360: OnceLock::new(),

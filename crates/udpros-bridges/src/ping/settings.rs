@@ -22,7 +22,8 @@ pub enum DeviceType {
 pub struct Config {
     /// Where the device is (`~device`).
     pub device: LinkSpec,
-    /// `~fec` and `~max_rate`: how the topics go to their subscribers.
+    /// `~fec`, `~max_rate` and `~max_rate_per_host`: how the topics go to their
+    /// subscribers.
     pub links: crate::LinkSettings,
     /// `~device_type`.
     pub device_type: DeviceType,

@@ -487,6 +487,12 @@ impl UdpSender {
         self.sent < self.out.len()
     }
 
+    /// The bytes of what is loaded that have not left yet, headers and repair included:
+    /// what a budget shared with other links is charged for a message as it starts.
+    pub fn unsent_bytes(&self) -> usize {
+        self.out.len().saturating_sub(self.sent)
+    }
+
     /// Messages dropped because the path refused them as too large.
     pub fn oversize_drops(&self) -> u64 {
         self.oversize_drops
