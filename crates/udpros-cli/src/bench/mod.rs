@@ -127,6 +127,14 @@ pub struct PeerArgs {
     /// A publisher's cap on each link's rate, in kbit/s (`AdvertiseOptions::max_rate`).
     #[arg(long)]
     max_rate_kbit: Option<f64>,
+    /// A publisher's budget per subscriber host, in kbit/s, shared by its topics
+    /// (`NodeOptions::max_rate_per_host`).
+    #[arg(long)]
+    max_rate_per_host_kbit: Option<f64>,
+    /// A publisher also publishes a small topic of its own, `TOPIC:BYTES:HZ`, from the
+    /// same node (S10's control topic beside the images, sharing one budget).
+    #[arg(long)]
+    control: Option<String>,
 }
 
 /// User and system CPU seconds of `who` (`RUSAGE_SELF`: this process; `RUSAGE_THREAD`:

@@ -13,6 +13,7 @@ pub(super) async fn run(args: PeerArgs) -> CliResult {
     let node = Node::new(&name, std::iter::empty::<String>())
         .await
         .map_err(|e| e.to_string())?;
+    node.set_max_rate_per_host(args.max_rate_per_host_kbit.map(|kbit| kbit * 1000.0 / 8.0));
     let result = match args.role.as_str() {
         "pub" => publish(&node, &args).await,
         "sub" => subscribe(&node, &args).await,
@@ -56,6 +57,12 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(LastSeen::default()));
     let watch = tokio::spawn(watch_links(publisher.clone(), seen.clone()));
     let start = Instant::now();
+    let control = match &args.control {
+        Some(spec) => {
+            Some(publish_control(node, spec, args.count as f64 / args.rate.max(1e-3)).await?)
+        }
+        None => None,
+    };
     if args.rate > 0.0 {
         // Paced as roscpp's peer paces: a plain thread sleeps to each message's time and
         // publishes (`publish` sends from the calling thread), while the node's runtime
@@ -87,6 +94,9 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+    }
+    if let Some(control) = control {
+        control.await.map_err(|e| e.to_string())??;
     }
     let seconds = start.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -135,6 +145,50 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
     );
     drop(publisher);
     Ok(())
+}
+
+/// Publishes `TOPIC:BYTES:HZ` (stamped as the images are) for `seconds` from a thread of
+/// its own, once its subscriber is there.
+async fn publish_control(
+    node: &Node,
+    spec: &str,
+    seconds: f64,
+) -> Result<tokio::task::JoinHandle<Result<(), String>>, String> {
+    let bad = || format!("--control '{spec}' is not TOPIC:BYTES:HZ");
+    let mut parts = spec.rsplitn(3, ':');
+    let (Some(hz), Some(bytes), Some(topic)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let (hz, bytes): (f64, usize) = match (hz.parse(), bytes.parse()) {
+        (Ok(hz), Ok(bytes)) if hz > 0.0 && hz <= 10_000.0 => (hz, bytes),
+        _ => return Err(bad()),
+    };
+    let publisher = node
+        .advertise::<sensor_msgs::CompressedImage>(topic, AdvertiseOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while publisher.num_subscribers() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let count = (seconds * hz).round() as u64;
+    Ok(tokio::task::spawn_blocking(move || {
+        let mut msg = sensor_msgs::CompressedImage {
+            format: "bench".into(),
+            data: vec![0x5a; bytes].into(),
+            ..Default::default()
+        };
+        let start = Instant::now();
+        for i in 0..count {
+            let due = start + Duration::from_secs_f64(i as f64 / hz);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            stamp(&mut msg, i);
+            publisher.publish(&msg).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }))
 }
 
 /// Writes the first governed link's rate, capacity and queue to `path` every 100 ms, with

@@ -3,7 +3,8 @@
 //! is a token bucket (`tc tbf`, 50 ms of queue) of 20, 4 or 2 Mbit/s, or stepping 20 → 4 →
 //! 20 Mbit/s; with and without 2 % random loss at the operator (nftables). The robot runs
 //! two publishers, two processes: 100 kB images at 10 Hz (8 Mbit/s offered) and a 64 B
-//! control topic at 50 Hz; the operator subscribes to each from a process of its own. For
+//! control topic at 50 Hz (the one-node rows: both from one udpros node under a budget
+//! per host); the operator subscribes to each from a process of its own. For
 //! each radio and row: images whole, their age, control delivered and its age (all hosts
 //! share the machine's clock), and for a governed publisher its pacing rate against the
 //! radio's capacity two seconds after each step. Needs root, iproute2 (`ip`, `tc`),
@@ -41,45 +42,69 @@ const RADIOS: [Radio; 4] = [
     },
 ];
 
-/// One row: the implementation at each end, the transport, and whether udpros's publisher
-/// governs its links.
+/// One row: the implementation at each end, the transport, whether udpros's publisher
+/// governs its links, and whether one udpros node publishes both topics under a budget
+/// per host of 90 % of the radio's narrowest capacity (the user who knows the radio).
 struct Way {
     name: &'static str,
     kind: &'static str,
     transport: &'static str,
     governor: bool,
+    one_node_budget: bool,
 }
 
-const WAYS: [Way; 5] = [
+/// The share of the radio's narrowest capacity a one-node row's budget per host takes.
+const BUDGET_SHARE: f64 = 0.9;
+
+const WAYS: [Way; 7] = [
     Way {
         name: "udpros UDPROS governed",
         kind: "udpros",
         transport: "udp",
         governor: true,
+        one_node_budget: false,
     },
     Way {
         name: "udpros UDPROS",
         kind: "udpros",
         transport: "udp",
         governor: false,
+        one_node_budget: false,
     },
     Way {
         name: "udpros TCPROS",
         kind: "udpros",
         transport: "tcp",
         governor: false,
+        one_node_budget: false,
+    },
+    Way {
+        name: "udpros UDPROS, one node, budget per host",
+        kind: "udpros",
+        transport: "udp",
+        governor: false,
+        one_node_budget: true,
+    },
+    Way {
+        name: "udpros TCPROS, one node, budget per host",
+        kind: "udpros",
+        transport: "tcp",
+        governor: false,
+        one_node_budget: true,
     },
     Way {
         name: "roscpp UDPROS",
         kind: "roscpp",
         transport: "udp",
         governor: false,
+        one_node_budget: false,
     },
     Way {
         name: "roscpp TCPROS",
         kind: "roscpp",
         transport: "tcp",
         governor: false,
+        one_node_budget: false,
     },
 ];
 
@@ -130,7 +155,7 @@ impl Only {
 }
 
 /// Runs S10 and prints its table. `quick`: the 4 Mbit/s radio without loss, the governed
-/// row only, 3 s (CI: that it runs, not what it measures).
+/// row and the one-node UDPROS row, 3 s (CI: that they run, not what they measure).
 pub(super) fn run(quick: bool, only: &Only, roscpp: &Path, dumps: &Path) -> Result<(), String> {
     let Some(net) = Network::new(&["robot", "radio", "operator"], 1500) else {
         println!(
@@ -168,7 +193,9 @@ pub(super) fn run(quick: bool, only: &Only, roscpp: &Path, dumps: &Path) -> Resu
                 continue;
             }
             for (w, way) in WAYS.iter().enumerate() {
-                if (quick && !way.governor) || !only.row(way) {
+                // The quick run: the governed row and the one-node UDPROS row.
+                let quick_row = way.governor || (way.one_node_budget && way.transport == "udp");
+                if (quick && !quick_row) || !only.row(way) {
                     continue;
                 }
                 let at = Place {
@@ -231,7 +258,8 @@ impl Peers<'_> {
         Ok(sub)
     }
 
-    /// A publisher of `topic` on the robot: `(bytes, rate)`, `count` messages.
+    /// A publisher of `topic` on the robot: `(bytes, rate)`, `count` messages; `extra`, more
+    /// of `bench peer`'s options.
     fn publisher(
         &self,
         way: &Way,
@@ -239,17 +267,15 @@ impl Peers<'_> {
         topic: &str,
         (size, rate): (usize, f64),
         count: u64,
-        trace: Option<&Path>,
+        extra: &[&str],
     ) -> Result<Peer, String> {
         let mut publisher = self.command(way.kind, at.robot);
+        publisher.args(extra);
         publisher.args(["pub", topic, "--size", &size.to_string()]);
         publisher.args(["--rate", &rate.to_string(), "--count", &count.to_string()]);
         publisher.args(["--subscribers", "1"]);
         if way.governor {
             publisher.arg("--governor");
-            if let Some(trace) = trace {
-                publisher.arg("--trace").arg(trace);
-            }
         }
         spawn(publisher)
     }
@@ -276,8 +302,25 @@ fn run_cell(
     let (images, controls) = (count(IMAGE.1), count(CONTROL.1));
     let image_sub = peers.subscriber(way, at, &image_topic, images, &image_dump)?;
     let control_sub = peers.subscriber(way, at, &control_topic, controls, &control_dump)?;
-    let image_pub = peers.publisher(way, at, &image_topic, IMAGE, images, Some(&trace))?;
-    let control_pub = peers.publisher(way, at, &control_topic, CONTROL, controls, None)?;
+    let (image_pub, control_pub) = if way.one_node_budget {
+        // Both topics from one node, sharing its budget toward the operator.
+        let narrowest = radio.steps.iter().map(|&(_, kbit)| kbit).min().unwrap_or(0);
+        let budget = format!("{:.0}", f64::from(narrowest) * BUDGET_SHARE);
+        let control = format!("{control_topic}:{}:{}", CONTROL.0, CONTROL.1);
+        let extra = ["--max-rate-per-host-kbit", &budget, "--control", &control];
+        let image_pub = peers.publisher(way, at, &image_topic, IMAGE, images, &extra)?;
+        (image_pub, None)
+    } else {
+        let trace = trace.to_string_lossy();
+        let traced = if way.governor {
+            vec!["--trace", &*trace]
+        } else {
+            Vec::new()
+        };
+        let image_pub = peers.publisher(way, at, &image_topic, IMAGE, images, &traced)?;
+        let control_pub = peers.publisher(way, at, &control_topic, CONTROL, controls, &[])?;
+        (image_pub, Some(control_pub))
+    };
     // The publishers find their subscriber and wait half a second before the first
     // message: the steps count from about then.
     let start = Instant::now() + Duration::from_secs(1);
@@ -291,7 +334,12 @@ fn run_cell(
         step_times.push((unix_ms(), kbit));
     }
     let limit = Duration::from_secs_f64(60.0 + seconds);
-    for (publisher, topic) in [(&image_pub, &image_topic), (&control_pub, &control_topic)] {
+    let publishers = [
+        (Some(&image_pub), &image_topic),
+        (control_pub.as_ref(), &control_topic),
+    ];
+    for (publisher, topic) in publishers {
+        let Some(publisher) = publisher else { continue };
         let line = publisher
             .wait_line("PUB", limit)
             .ok_or_else(|| format!("the publisher of {topic} did not finish"))?;
