@@ -11,6 +11,7 @@ use common::{spawn_lines, Child, Lines};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 use udpros::master::Master;
 use udpros::msgs::std_msgs::UInt8MultiArray;
 use udpros::node::args::{NodeArgs, NodeIdentity};
@@ -67,7 +68,7 @@ async fn capped_node(master: &str) -> Node {
 
 /// Publishes `size`-byte stamped messages every `period` until aborted.
 fn keep_publishing(
-    publisher: Publisher<UInt8MultiArray>,
+    publisher: impl std::ops::Deref<Target = Publisher<UInt8MultiArray>> + Send + 'static,
     size: usize,
     period: Duration,
 ) -> tokio::task::JoinHandle<()> {
@@ -170,7 +171,11 @@ async fn across_the_budget(transport: Protocol, measure: Duration) -> Vec<Seen> 
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(publisher.num_subscribers(), 1, "{} linked", stream.topic);
-        tasks.push(keep_publishing(publisher, stream.size, stream.period));
+        tasks.push(keep_publishing(
+            Box::new(publisher),
+            stream.size,
+            stream.period,
+        ));
         subscribers.push(subscriber);
     }
     let from = Instant::now() + Duration::from_secs(1);
@@ -351,5 +356,98 @@ async fn roscpp_subscribers_share_one_budget() {
     assert!(
         (total as f64) < CAP * measure.as_secs_f64() * 1.25 + 40_000.0,
         "{total} bytes in {measure:?} through a {CAP} B/s budget"
+    );
+}
+
+/// Subscribers that come and go leave nothing behind: a link that closes while it waits
+/// for its turn in the host's budget stops waiting (each waiting link holds a task and a
+/// socket, and at 10 kB/s a 100 kB image's turn is seconds away, so subscribers coming and
+/// going faster than that would pile them up without bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_that_come_and_go_leave_no_waiting_links() {
+    const ROUNDS: usize = 60;
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let options = NodeOptions {
+        max_rate_per_host: Some(10_000.0),
+        handle_signals: false,
+        ..NodeOptions::default()
+    };
+    let talker = node_with(master.uri(), "slow_radio", options).await;
+    let publisher = talker
+        .advertise::<UInt8MultiArray>("/images", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let publisher = std::sync::Arc::new(publisher);
+    let publishing = keep_publishing(publisher.clone(), 100_000, Duration::from_millis(50));
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    // The publisher's TCPROS port, as a subscriber learns it.
+    let answer = udpros::xmlrpc::XmlRpcClient::default()
+        .call(
+            talker.uri(),
+            "requestTopic",
+            vec![
+                "/comes_and_goes".into(),
+                "/images".into(),
+                udpros::xmlrpc::Value::from(vec![udpros::xmlrpc::Value::from(vec!["TCPROS"])]),
+            ],
+        )
+        .await
+        .unwrap();
+    let port = answer.as_array().unwrap()[2].as_array().unwrap()[2]
+        .as_i32()
+        .unwrap() as u16;
+    let header = udpros::wire::header::ConnectionHeader::new()
+        .with("callerid", "/comes_and_goes")
+        .with("topic", "/images")
+        .with("md5sum", "*")
+        .with("type", "*")
+        .encode_tcp();
+    // A subscriber that connects and never reads: its link waits for its turns.
+    let connect = || async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stream.write_all(&header).await.unwrap();
+        stream
+    };
+    let stays = connect().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publisher.num_subscribers() < 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = tasks();
+    for round in 0..ROUNDS {
+        let goes = connect().await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while publisher.num_subscribers() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(publisher.num_subscribers(), 2, "round {round}: linked");
+        // An image is published every 50 ms: its link has one waiting for its turn.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        drop(goes);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while publisher.num_subscribers() > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // What the closed links' tasks had to finish takes moments, not turns.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tasks() > before + 10 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = tasks();
+    publishing.abort();
+    drop(stays);
+    assert!(
+        after <= before + 10,
+        "{ROUNDS} subscribers came and went: {before} tasks before, {after} after"
     );
 }

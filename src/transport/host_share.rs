@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
+use tokio::sync::watch;
 
 /// Hosts kept in the map before entries whose links all closed are swept out: the map is
 /// bounded by the hosts with live links, plus this.
@@ -45,7 +46,13 @@ impl HostBudgets {
 
     /// The share of a link to `host` of a topic marked urgent or not (`None` when the node
     /// has no budgets): the host's budget, made when this is its first live link.
-    pub(crate) fn share(&self, host: IpAddr, urgent_topic: bool) -> Option<HostShare> {
+    /// `closed` turns true as the link closes.
+    pub(crate) fn share(
+        &self,
+        host: IpAddr,
+        urgent_topic: bool,
+        closed: watch::Receiver<bool>,
+    ) -> Option<HostShare> {
         let host = host.to_canonical();
         let mut inner = self.inner();
         let rate = inner.rate?;
@@ -63,6 +70,7 @@ impl HostBudgets {
         Some(HostShare {
             budget,
             urgent_topic,
+            closed,
         })
     }
 
@@ -77,6 +85,8 @@ impl HostBudgets {
 pub(crate) struct HostShare {
     budget: Arc<Mutex<HostBudget>>,
     urgent_topic: bool,
+    /// True once the link closed: its waits end.
+    closed: watch::Receiver<bool>,
 }
 
 impl HostShare {
@@ -106,17 +116,28 @@ impl HostShare {
     }
 
     /// Reserves `bytes` of `traffic` and waits until they may leave: first come, first
-    /// served among the host's bulk links, after any urgent traffic.
-    pub(crate) async fn take(&self, bytes: usize, traffic: Traffic) {
+    /// served among the host's bulk links, after any urgent traffic. `Err` (a broken pipe)
+    /// if the link closed while it had to wait: a closed link sends what may go at once
+    /// (an action server's last result as it shuts down) and gives up the rest, so that
+    /// subscribers that come and go cannot pile up tasks that wait, each holding a socket.
+    pub(crate) async fn take(&self, bytes: usize, traffic: Traffic) -> std::io::Result<()> {
         let mut reservation = self.budget().reserve(Instant::now(), bytes, traffic);
         let mut start = reservation.start;
+        let mut closed = self.closed.clone();
         loop {
-            tokio::time::sleep_until(start.into()).await;
+            if start > Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(start.into()) => {}
+                    _ = closed.wait_for(|closed| *closed) => {
+                        return Err(std::io::ErrorKind::BrokenPipe.into());
+                    }
+                }
+            }
             // Urgent traffic that came meanwhile goes first.
             let later = self.budget().overtaken(&mut reservation);
             match later {
                 Some(later) => start = later,
-                None => return,
+                None => return Ok(()),
             }
         }
     }
@@ -126,16 +147,24 @@ impl HostShare {
 mod tests {
     use super::*;
 
+    /// A link that never closes.
+    fn open() -> watch::Receiver<bool> {
+        watch::channel(false).1
+    }
+
     #[test]
     fn links_to_one_host_share_one_budget_and_closed_ones_are_swept() {
         let budgets = HostBudgets::default();
         let host: IpAddr = "10.0.0.1".parse().unwrap();
-        assert!(budgets.share(host, false).is_none(), "no rate, no budgets");
+        assert!(
+            budgets.share(host, false, open()).is_none(),
+            "no rate, no budgets"
+        );
         budgets.set_rate(Some(100_000.0));
-        let a = budgets.share(host, false).unwrap();
+        let a = budgets.share(host, false, open()).unwrap();
         // The same host written as an IPv4-mapped IPv6 address is the same host.
         let b = budgets
-            .share("::ffff:10.0.0.1".parse().unwrap(), true)
+            .share("::ffff:10.0.0.1".parse().unwrap(), true, open())
             .unwrap();
         let now = Instant::now();
         a.spend(50_000, Traffic::Bulk);
@@ -146,19 +175,47 @@ mod tests {
         // Thousands of hosts whose links closed leave a bounded map.
         for i in 0..5000u32 {
             let host = IpAddr::from(std::net::Ipv4Addr::from(0x0b00_0000 + i));
-            drop(budgets.share(host, false));
+            drop(budgets.share(host, false, open()));
         }
         assert!(budgets.hosts() <= SWEEP_AT + 1, "{}", budgets.hosts());
         // A live host's budget survives the sweeps.
-        let c = budgets.share(host, false).unwrap();
+        let c = budgets.share(host, false, open()).unwrap();
         assert!(!c.ready(now, Traffic::Bulk), "still a's budget");
         // A new rate makes new budgets for the links made from then on.
         budgets.set_rate(Some(1e6));
         assert!(budgets
-            .share(host, false)
+            .share(host, false, open())
             .unwrap()
             .ready(now, Traffic::Bulk));
         budgets.set_rate(None);
-        assert!(budgets.share(host, false).is_none());
+        assert!(budgets.share(host, false, open()).is_none());
+    }
+
+    /// A link that closes while it waits for its turn stops waiting at once (it would
+    /// otherwise hold its task and socket until its turn, and subscribers that come and
+    /// go could pile such links up); what may go at once still goes on a closed link.
+    #[tokio::test]
+    async fn closing_a_link_ends_its_wait() {
+        let budgets = HostBudgets::default();
+        budgets.set_rate(Some(1_000.0));
+        let host: IpAddr = "10.0.0.2".parse().unwrap();
+        let (closing, closed) = watch::channel(false);
+        let share = budgets.share(host, false, closed).unwrap();
+        share.take(100_000, Traffic::Bulk).await.unwrap();
+        // 98.5 kB of debt at 1 kB/s: the next waits 98.5 s, unless the link closes.
+        let waiting = tokio::spawn({
+            let share = share.clone();
+            async move { share.take(100_000, Traffic::Bulk).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "waits for its turn");
+        closing.send_replace(true);
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .expect("the wait ends with the link")
+            .unwrap();
+        assert_eq!(ended.unwrap_err().kind(), std::io::ErrorKind::BrokenPipe);
+        // Urgent bytes within their allowance go at once, closed or not.
+        share.take(100, Traffic::Urgent).await.unwrap();
     }
 }

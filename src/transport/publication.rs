@@ -121,6 +121,8 @@ pub(crate) struct SubscriberLink {
     queue: DropOldest<QueuedFrame>,
     sender: tokio::sync::Mutex<LinkSender>,
     closed: AtomicBool,
+    /// Tells the link's sender, which may be waiting for its host's budget, that it closed.
+    closing: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 impl SubscriberLink {
@@ -161,6 +163,9 @@ impl SubscriberLink {
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.queue.close();
+        if let Some(closing) = &self.closing {
+            closing.send_replace(true);
+        }
     }
 
     /// Sends a frame from the publishing thread when the link is idle, else queues it for
@@ -197,12 +202,16 @@ enum Handoff {
     Queue,
 }
 
-/// Where the statistics calls read what a UDPROS link's sender knows of its FEC and its
-/// governor (nothing, on a TCPROS link).
+/// What the rest of the link holds of its sender, which its task keeps locked while it
+/// sends: where the statistics calls read what a UDPROS link's sender knows of its FEC and
+/// its governor (nothing, on a TCPROS link), and how closing the link ends a wait for the
+/// host's budget.
 #[derive(Debug, Default)]
-struct UdpWatch {
+struct SenderHandles {
     fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     governor: Option<GovernorCell>,
+    /// Set to true as the link closes (when it shares its host's budget).
+    closing: Option<tokio::sync::watch::Sender<bool>>,
 }
 
 /// What one publication's subscriber links may hold and how many there may be.
@@ -451,9 +460,13 @@ impl Publication {
         peer: SocketAddr,
         local_port: u16,
         sender: LinkSender,
-        watch: UdpWatch,
+        handles: SenderHandles,
     ) -> Arc<SubscriberLink> {
-        let UdpWatch { fec, governor } = watch;
+        let SenderHandles {
+            fec,
+            governor,
+            closing,
+        } = handles;
         let link = Arc::new(SubscriberLink {
             id: self.link_ids.fetch_add(1, Ordering::Relaxed),
             caller_id: caller_id.to_string(),
@@ -471,6 +484,7 @@ impl Publication {
             ),
             sender: tokio::sync::Mutex::new(sender),
             closed: AtomicBool::new(false),
+            closing,
         });
         if let Some(frame) = self
             .latched
@@ -532,15 +546,11 @@ impl Publication {
             _ => None,
         };
         let mut sender = LinkSender::tcp(writer, freshness);
-        self.share_host(&mut sender, peer);
-        let link = self.add_link(
-            caller_id,
-            Protocol::Tcp,
-            peer,
-            local_port,
-            sender,
-            UdpWatch::default(),
-        );
+        let handles = SenderHandles {
+            closing: self.share_host(&mut sender, peer),
+            ..SenderHandles::default()
+        };
+        let link = self.add_link(caller_id, Protocol::Tcp, peer, local_port, sender, handles);
         if let Some(learned) = subscriber_type {
             if let Ok(mut kept) = link.subscriber_type.lock() {
                 *kept = Some(learned);
@@ -586,12 +596,12 @@ impl Publication {
             terms.governor.map(|limits| (limits, governor.clone())),
             terms.max_rate,
         );
-        self.share_host(&mut sender, peer);
-        let watch = UdpWatch {
+        let handles = SenderHandles {
             fec: terms.fec.map(|fec| (fec, counters)),
             governor: terms.governor.map(|_| governor),
+            closing: self.share_host(&mut sender, peer),
         };
-        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, watch))
+        Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, handles))
     }
 
     /// The FEC this publication offers udpros subscribers.
@@ -618,11 +628,17 @@ impl Publication {
         }
     }
 
-    /// Gives a new link to `peer` its share of the host's budget, if the node has them.
-    fn share_host(&self, sender: &mut LinkSender, peer: SocketAddr) {
-        if let Some(share) = self.hosts.share(peer.ip(), self.limits.urgent) {
-            sender.share_host(share);
-        }
+    /// Gives a new link to `peer` its share of the host's budget, if the node has them:
+    /// what tells its waits for the budget that the link closed.
+    fn share_host(
+        &self,
+        sender: &mut LinkSender,
+        peer: SocketAddr,
+    ) -> Option<tokio::sync::watch::Sender<bool>> {
+        let (closing, closed) = tokio::sync::watch::channel(false);
+        let share = self.hosts.share(peer.ip(), self.limits.urgent, closed)?;
+        sender.share_host(share);
+        Some(closing)
     }
 
     /// Closes every link (udpros UDP peers are sent ERR).

@@ -414,7 +414,7 @@ impl UdpLinkSender {
                 // A new load, or one whose charge ran out: it waits for the host's
                 // budget (bulk behind whatever else the node's links to the host sent).
                 let unsent = self.link.unsent_bytes();
-                host.take(unsent, self.traffic).await;
+                host.take(unsent, self.traffic).await?;
                 self.paid = unsent;
             }
             let now = Instant::now();
@@ -556,7 +556,7 @@ impl TcpLinkSender {
         // drains at is its share.
         let began = Instant::now();
         if let (Some(host), Some(largest)) = (&self.host, largest) {
-            host.take(bytes.len(), host.traffic(largest)).await;
+            host.take(bytes.len(), host.traffic(largest)).await?;
         }
         self.writer.write_all(bytes).await?;
         if let Some(freshness) = &mut self.freshness {
