@@ -178,21 +178,26 @@ impl LinkSender {
                 let mut bytes = std::mem::take(&mut w.frames);
                 let sent = if w.host.is_some() {
                     // Sharing its host's budget, the link waits between messages and gets
-                    // less than the rate it judges staleness by: before each message, what
-                    // would have waited longer than FRESHNESS when the budget's turn comes
-                    // goes (never the newest).
+                    // less than the rate it judges staleness by, so it sends one message at
+                    // a time and judges the rest before each: what would have waited
+                    // longer than FRESHNESS when the budget's turn comes goes, and of the
+                    // rest, the older ones that the link's rate cannot carry within it
+                    // (`UdpSender::drop_stale`, the newest first; never the newest).
                     let mut sent = Ok(());
                     let mut next = 0;
                     while let (Some(host), true) = (&w.host, next < frames.len() && sent.is_ok()) {
                         let turn = Instant::now() + host.behind(Instant::now());
                         let late = late_from(&frames[next..], turn, FRESHNESS);
-                        if late > 0 {
-                            stats
-                                .drops
-                                .fetch_add(late as u64, std::sync::atomic::Ordering::Relaxed);
+                        bytes.extend(frames[next + late..].iter().map(|q| q.frame.clone()));
+                        let stale = w.link.drop_stale(&mut bytes);
+                        if late + stale > 0 {
+                            stats.drops.fetch_add(
+                                (late + stale) as u64,
+                                std::sync::atomic::Ordering::Relaxed,
+                            );
                         }
-                        bytes.push(frames[next + late].frame.clone());
-                        next += late + 1;
+                        bytes.truncate(1);
+                        next += late + stale + 1;
                         sent = w.send_all(&mut bytes, stats).await;
                     }
                     frames.clear();
