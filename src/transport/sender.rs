@@ -188,16 +188,25 @@ impl LinkSender {
                     while let (Some(host), true) = (&w.host, next < frames.len() && sent.is_ok()) {
                         let turn = Instant::now() + host.behind(Instant::now());
                         let late = late_from(&frames[next..], turn, FRESHNESS);
-                        bytes.extend(frames[next + late..].iter().map(|q| q.frame.clone()));
-                        let stale = w.link.drop_stale(&mut bytes);
+                        // The rate rule on the newest JUDGED_AT_ONCE only, so that a long
+                        // queue costs no more than that per message: when it drops any of
+                        // them, everything older goes too (it would arrive later still).
+                        let from = (next + late).max(frames.len().saturating_sub(JUDGED_AT_ONCE));
+                        bytes.extend(frames[from..].iter().map(|q| q.frame.clone()));
+                        let stale = match w.link.drop_stale(&mut bytes) {
+                            0 => 0,
+                            dropped => from - (next + late) + dropped,
+                        };
                         if late + stale > 0 {
                             stats.drops.fetch_add(
                                 (late + stale) as u64,
                                 std::sync::atomic::Ordering::Relaxed,
                             );
                         }
-                        bytes.truncate(1);
-                        next += late + stale + 1;
+                        next += late + stale;
+                        bytes.clear();
+                        bytes.push(frames[next].frame.clone());
+                        next += 1;
                         sent = w.send_all(&mut bytes, stats).await;
                     }
                     frames.clear();
@@ -248,6 +257,9 @@ impl LinkSender {
         }
     }
 }
+
+/// Queued messages a link sharing its host's budget judges by its rate before each send.
+const JUDGED_AT_ONCE: usize = 64;
 
 /// How many at the front of `frames` (oldest first) were published more than `bound`
 /// before `now`, never counting the newest.
