@@ -44,11 +44,7 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let msg = sensor_msgs::CompressedImage {
-        format: "bench".into(),
-        data: vec![0x5a; args.size].into(),
-        ..Default::default()
-    };
+    let msg = bench_message(args.size);
     let publisher = std::sync::Arc::new(publisher);
     let trace = args
         .trace
@@ -70,20 +66,9 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
         // cost the publisher an eventfd write and an extra `epoll_wait` after each send,
         // on the vCPU the subscriber is woken onto.
         let (count, rate, publisher) = (args.count, args.rate, publisher.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut msg = msg;
-            for i in 0..count {
-                let due = start + Duration::from_secs_f64(i as f64 / rate);
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-                stamp(&mut msg, i);
-                publisher.publish(&msg).map_err(|e| e.to_string())?;
-            }
-            Ok::<_, String>(())
-        })
-        .await
-        .map_err(|e| e.to_string())??;
+        tokio::task::spawn_blocking(move || publish_paced(&publisher, msg, start, count, rate))
+            .await
+            .map_err(|e| e.to_string())??;
     } else {
         let mut msg = msg;
         for i in 0..args.count {
@@ -173,22 +158,37 @@ async fn publish_control(
     }
     let count = (seconds * hz).round() as u64;
     Ok(tokio::task::spawn_blocking(move || {
-        let mut msg = sensor_msgs::CompressedImage {
-            format: "bench".into(),
-            data: vec![0x5a; bytes].into(),
-            ..Default::default()
-        };
-        let start = Instant::now();
-        for i in 0..count {
-            let due = start + Duration::from_secs_f64(i as f64 / hz);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
-            stamp(&mut msg, i);
-            publisher.publish(&msg).map_err(|e| e.to_string())?;
-        }
-        Ok(())
+        publish_paced(&publisher, bench_message(bytes), Instant::now(), count, hz)
     }))
+}
+
+/// A bench message of `bytes` payload bytes (stamped as it is published).
+fn bench_message(bytes: usize) -> sensor_msgs::CompressedImage {
+    sensor_msgs::CompressedImage {
+        format: "bench".into(),
+        data: vec![0x5a; bytes].into(),
+        ..Default::default()
+    }
+}
+
+/// Publishes `count` stamped copies of `msg` at `rate` per second from `start`, sleeping
+/// to each one's time on the calling (plain) thread.
+fn publish_paced(
+    publisher: &udpros::node::Publisher<sensor_msgs::CompressedImage>,
+    mut msg: sensor_msgs::CompressedImage,
+    start: Instant,
+    count: u64,
+    rate: f64,
+) -> Result<(), String> {
+    for i in 0..count {
+        let due = start + Duration::from_secs_f64(i as f64 / rate);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        stamp(&mut msg, i);
+        publisher.publish(&msg).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Writes the first governed link's rate, capacity and queue to `path` every 100 ms, with
