@@ -358,9 +358,10 @@ impl UdpReceiver {
         };
         pending.last_seen = now;
         // The last repair datagram leaves after the last data block, unless it is the only
-        // one: that one goes ahead of the data.
+        // one: that one goes ahead of the data. A one-block message's copies all follow
+        // it, and any one of them is the whole message.
         let last = repair.index + 1 == repair.meta.repairs;
-        pending.data_sent |= last && repair.meta.repairs > 1;
+        pending.data_sent |= (last && repair.meta.repairs > 1) || repair.meta.blocks == 1;
         // More than k shards never help (with the blocks held, k rebuild), and a repeated
         // index is a duplicate: neither is kept, nor more bytes than the largest message,
         // so a flood holds no more than the message it claims to repair.

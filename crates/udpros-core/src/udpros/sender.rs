@@ -653,7 +653,11 @@ impl UdpSender {
         if self.fec.is_none() {
             return data;
         }
-        let shard = self.fragmenter.max_datagram_size() - HEADER_LEN;
+        let shard = match blocks {
+            // A one-block message's repair is a copy of it (padded to even).
+            1 => frame_len.next_multiple_of(2),
+            _ => self.fragmenter.max_datagram_size() - HEADER_LEN,
+        };
         match self.repairs(blocks) {
             0 if blocks < 2 => data,
             0 => data + HEADER_LEN + FEC_HEADER_LEN,
