@@ -451,3 +451,52 @@ async fn subscribers_that_come_and_go_leave_no_waiting_links() {
         "{ROUNDS} subscribers came and went: {before} tasks before, {after} after"
     );
 }
+
+/// A link under the budget may hold its newest message back for a fresher one due soon
+/// (`wire::freshness::Cadence`); a publisher that stops then leaves its last message
+/// waiting only until a little after its successor was due, never for good: 20 kB at
+/// 20 Hz (twice the budget) for two seconds, then a last message marked by its size, and
+/// nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_message_under_the_budget_is_never_held_for_good() {
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let talker = capped_node(master.uri()).await;
+    let listener = common::node(master.uri(), "listener").await;
+    let publisher = talker
+        .advertise::<UInt8MultiArray>("/images", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let mut subscriber = listener
+        .subscribe::<UInt8MultiArray>("/images", SubscribeOptions::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while publisher.num_subscribers() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(publisher.num_subscribers(), 1);
+    for _ in 0..40 {
+        publisher.publish(&stamped(20_000)).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    publisher.publish(&stamped(20_001)).unwrap();
+    let (mut before, mut last) = (0, None);
+    let until = Instant::now() + Duration::from_secs(5);
+    while last.is_none() {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, subscriber.recv()).await {
+            Ok(Some(message)) if message.data.len() == 20_001 => last = Some(age(&message)),
+            Ok(Some(_)) => before += 1,
+            _ => break,
+        }
+    }
+    let last = last.unwrap_or_else(|| panic!("the last message never came ({before} before)"));
+    // At 200 kB/s a 20 kB message takes 0.1 s; held, a little longer.
+    assert!(
+        last < Duration::from_secs(2),
+        "the last arrived {last:?} old"
+    );
+    assert!((5..=40).contains(&before), "{before} of 40 before it");
+}

@@ -7,6 +7,7 @@ use super::queue::DropOldest;
 use super::sender::{DirectSend, LinkSender, QueuedFrame};
 use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
 use crate::socket::SendSocket;
+use crate::wire::freshness::Cadence;
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
@@ -662,6 +663,7 @@ async fn serve(link: Arc<SubscriberLink>) {
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut frames: Vec<QueuedFrame> = Vec::new();
+    let mut cadence = Cadence::new();
     let served: std::io::Result<()> = async {
         loop {
             tokio::select! {
@@ -675,7 +677,20 @@ async fn serve(link: Arc<SubscriberLink>) {
             // `publish` (which needs the lock and an empty queue) never overtakes them.
             let mut sender = link.sender.lock().await;
             sender.finish().await?;
-            while link.queue.take_all(&mut frames) {
+            while take_queued(&link, &mut frames, &mut cadence) {
+                if let Some(deadline) = sender.hold_until(&cadence, &frames) {
+                    // A fresher message is due soon: the link waits for it (or the
+                    // deadline), then judges both (the older one is dropped if its rate
+                    // cannot carry both within their freshness).
+                    let newer = async {
+                        // `wait_ready` may return early (a wake left by what was taken).
+                        while link.queue.is_empty() && !link.queue.is_closed() {
+                            link.queue.wait_ready().await;
+                        }
+                    };
+                    let _ = tokio::time::timeout_at(deadline.into(), newer).await;
+                    take_queued(&link, &mut frames, &mut cadence);
+                }
                 sender.send_all(&mut frames, &link.stats).await?;
             }
             sender.unwatch();
@@ -690,6 +705,23 @@ async fn serve(link: Arc<SubscriberLink>) {
     }
     link.close();
     link.sender.lock().await.goodbye().await;
+}
+
+/// Appends what `link`'s queue holds to `frames`, telling `cadence` when each was
+/// published; false if it held nothing.
+fn take_queued(
+    link: &SubscriberLink,
+    frames: &mut Vec<QueuedFrame>,
+    cadence: &mut Cadence,
+) -> bool {
+    let from = frames.len();
+    if !link.queue.take_all(frames) {
+        return false;
+    }
+    for at in frames[from..].iter().filter_map(|q| q.at) {
+        cadence.published(at);
+    }
+    true
 }
 
 /// Says why a link to a subscriber ended, once. A subscriber that left shows as the

@@ -10,7 +10,7 @@ use super::host_share::HostShare;
 use super::LinkStats;
 use super::{FecSendCounters, GovernorCell};
 use crate::socket::{offload, SendSocket};
-use crate::wire::freshness::Freshness;
+use crate::wire::freshness::{Cadence, Freshness};
 use crate::wire::host_budget::Traffic;
 use crate::wire::udpros::fec::LinkFec;
 use crate::wire::udpros::governor::GovernorConfig;
@@ -221,6 +221,29 @@ impl LinkSender {
             }
             LinkSender::Tcp(w) => w.send_all(frames, stats).await,
         }
+    }
+
+    /// Until when to hold back the newest of `frames` (the link's queue, oldest first) for
+    /// a fresher message `cadence` says is due soon (see [`Cadence::hold`]); `None` to send
+    /// now. Only a UDP link held to a rate below what is published holds: elsewhere a
+    /// message leaves as soon as it comes.
+    pub(super) fn hold_until(
+        &mut self,
+        cadence: &Cadence,
+        frames: &[QueuedFrame],
+    ) -> Option<Instant> {
+        let LinkSender::Udp(w) = self else {
+            return None;
+        };
+        let newest = frames.last()?;
+        let published = newest.at?;
+        let send_time = w.link.send_time(newest.len())?;
+        let now = Instant::now();
+        let start = now
+            + w.host
+                .as_ref()
+                .map_or(Duration::ZERO, |host| host.behind(now));
+        cadence.hold(now, start, published, send_time)
     }
 
     /// The queue is drained: a UDP socket that had to wait for room leaves the runtime's

@@ -334,6 +334,15 @@ impl UdpSender {
         })
     }
 
+    /// How long a message of `frame_len` bytes takes to leave at the rate the link is held
+    /// to (its governor's below its maximum, or the user's cap); `None` when it is not
+    /// held to one.
+    pub fn send_time(&mut self, frame_len: usize) -> Option<std::time::Duration> {
+        let rate = self.held_to()?;
+        let bytes = self.wire_bytes(frame_len) as f64;
+        std::time::Duration::try_from_secs_f64(bytes / rate).ok()
+    }
+
     /// Messages dropped as stale so far ([`drop_stale`](Self::drop_stale)).
     pub fn stale(&self) -> u64 {
         self.stale
