@@ -14,6 +14,7 @@ mod lifecycle;
 pub mod master_wait;
 pub mod params;
 pub(crate) mod registry;
+pub mod sent_path;
 pub(crate) mod services;
 mod slave;
 mod start;
@@ -22,6 +23,7 @@ mod topics;
 pub use crate::wire::udpros::fec::{FecPolicy, RepairRatio};
 pub use handles::{Publisher, RawPublisher, RawSubscriber, Subscriber};
 pub use master_wait::MasterWait;
+pub use sent_path::{SentPath, SentPaths};
 pub use start::NodeOptions;
 pub use topics::{
     max_rate_from, AdvertiseOptions, SubscribeOptions, DEFAULT_MAX_LINKS,

@@ -2,14 +2,12 @@
 //! subscribes, requestTopic's answers (TCPROS, or a UDPROS link planned by the core), and
 //! the bus statistics and bus info that `rosnode info` reads.
 
-use super::{Node, NodeInner};
+use super::{Node, NodeInner, SentPath};
 use crate::api::{SlaveBackend, StatusReply};
 use crate::socket::{route_mtu, udp_headers, udp_socket};
 use crate::transport::publication::{Publication, UdpLinkError, UdpLinkTerms};
 use crate::transport::subscription::LinkStatus;
-use crate::transport::{
-    resolve_udp_peer, FecSendStats, GovernorStats, LinkTotals, Protocol, UDPROS_PEER_FIELD,
-};
+use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::HeaderLimits;
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
 use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
@@ -141,24 +139,6 @@ fn fec_sent(fec: FecSendStats) -> String {
     )
 }
 
-/// What `getBusInfo` (and so `rosnode info`) adds to a publisher's governed UDPROS link:
-/// the path as its governor sees it.
-fn governor_sent(governor: GovernorStats) -> String {
-    let capacity = governor
-        .capacity
-        .map_or("not measured yet".to_string(), |c| {
-            format!("{:.2} Mbit/s", c * 8e-6)
-        });
-    format!(
-        "; governed: capacity {capacity}, queue {:.1} ms, pacing {:.2} Mbit/s, {} reports, {} overuses, {} stale dropped",
-        governor.queue.as_secs_f64() * 1e3,
-        governor.rate * 8e-6,
-        governor.reports,
-        governor.overuses,
-        governor.stale
-    )
-}
-
 /// What `getBusInfo` adds to a subscriber's UDPROS link with FEC.
 fn fec_received(status: &LinkStatus) -> String {
     let on = status
@@ -249,15 +229,7 @@ impl NodeInner {
                         {
                             let snapshot = l.snapshot();
                             let fec = snapshot.fec.map(fec_sent).unwrap_or_default();
-                            let governor = snapshot.governor.map(governor_sent).unwrap_or_default();
-                            // A TCPROS link drops only what would arrive stale.
-                            let stale = if snapshot.protocol == Protocol::Tcp && snapshot.drops > 0
-                            {
-                                format!("; {} dropped stale", snapshot.drops)
-                            } else {
-                                String::new()
-                            };
-                            format!("{fec}{governor}{stale}")
+                            format!("{fec}{}", SentPath::describe(&snapshot))
                         }
                     )),
                 ]));

@@ -436,4 +436,19 @@ async fn topic_pub_max_rate_caps_its_links() {
     }
     // 2000 B/s of 1 kB messages: 8 in 4 s, where 800 are published.
     assert!((1..=16).contains(&count), "{count} in {WINDOW:?}");
+    // `topic hz` shows what the publisher says of its link to it: what the cap dropped.
+    let hz = output(udpros_cmd(
+        master.uri(),
+        &["topic", "hz", "/capped", "--duration", "4"],
+    ));
+    let dropped: Vec<u64> = hz
+        .lines()
+        .filter_map(|l| {
+            l.split_once("(the publisher's view): ")?
+                .1
+                .split_once(" dropped")
+        })
+        .filter_map(|(n, _)| n.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert!(dropped.iter().any(|n| *n > 100), "{hz}");
 }

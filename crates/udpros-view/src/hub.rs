@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
-use udpros::node::{Node, SubscribeOptions};
+use udpros::node::{Node, SentPath, SentPaths, SubscribeOptions};
 use udpros::transport::Protocol;
 use udpros::wire::foxglove::client::{
     parse_binary, parse_text, BinaryRequest, Request, RequestError,
@@ -259,6 +259,8 @@ pub(crate) struct LinkSummary {
     /// Whether a UDPROS link has FEC, and the messages it rebuilt from repair.
     pub fec: bool,
     pub rebuilt: u64,
+    /// What the publisher says of its link to the view (see [`SentPath`]).
+    pub path: Option<SentPath>,
 }
 
 impl LinkSummary {
@@ -814,6 +816,7 @@ impl Hub {
         };
         let mut refresh = tokio::time::interval(LINK_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let paths = SentPaths::default();
         loop {
             tokio::select! {
                 received = subscriber.recv() => match received {
@@ -821,7 +824,12 @@ impl Hub {
                     None => break,
                 },
                 _ = refresh.tick() => {
-                    let summary = LinkSummary::of(&subscriber.links());
+                    let links = subscriber.links();
+                    let mut summary = LinkSummary::of(&links);
+                    // The publisher's own view of its link: a governed one's path, and what
+                    // any link dropped (the first publisher that says, on a shared topic).
+                    summary.path = paths.known(&links).into_iter().next().map(|(_, p)| p);
+                    paths.refresh(&self.node, &topic, &links);
                     let mut state = self.state();
                     if state.forwards.contains_key(&channel) {
                         state.links.insert(channel, summary);

@@ -189,6 +189,13 @@ fn stats(hub: &Hub) -> String {
                 "lost": l.lost,
                 "fec": l.fec,
                 "rebuilt": l.rebuilt,
+                // The publisher's view of its link (null when it says nothing).
+                "path": l.path.as_ref().map(|p| serde_json::json!({
+                    "capacity_bps": p.capacity_bps,
+                    "queue_ms": p.queue.map(|q| q.as_secs_f64() * 1e3),
+                    "pacing_bps": p.pacing_bps,
+                    "dropped": p.dropped,
+                })),
             })
         })
         .collect();

@@ -253,3 +253,53 @@ async fn slow_clients_cost_a_bounded_buffer_and_never_hold_up_a_fast_one() {
     );
     assert_eq!(view.clients(), 21);
 }
+
+/// The view's `/stats.json` carries what the publisher says of its link to the view (the
+/// console's "path" column): a publisher capped at 2000 B/s that offers a hundred times
+/// that drops most of its messages before they leave, and says so in its getBusInfo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_publishers_view_of_its_link_reaches_the_stats() {
+    let master = local_master().await;
+    let talker = node(&master, "capped_talker").await;
+    let options = AdvertiseOptions {
+        max_rate: Some(2_000.0),
+        ..AdvertiseOptions::default()
+    };
+    let publisher = talker
+        .advertise::<std_msgs::String>("/capped", options)
+        .await
+        .unwrap();
+    let publishing = tokio::spawn(async move {
+        let msg = std_msgs::String {
+            data: "x".repeat(1_000),
+        };
+        for _ in 0..4_000 {
+            let _ = publisher.publish(&msg);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let view = View::start(node(&master, "view").await, local_view())
+        .await
+        .unwrap();
+    let mut client = connect(&view, Some("foxglove.websocket.v1")).await.unwrap();
+    let channel = channel_of(&mut client, "/capped").await;
+    let subscribe = json!({"op": "subscribe",
+        "subscriptions": [{"id": 1, "channelId": channel["id"]}]});
+    client
+        .send(Message::text(subscribe.to_string()))
+        .await
+        .unwrap();
+    let mut path = Value::Null;
+    for _ in 0..150 {
+        let (_, body) = http_get(&view, "/stats.json").await;
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        path = stats["topics"][0]["path"].clone();
+        if path["dropped"].as_u64().unwrap_or(0) > 50 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(path["dropped"].as_u64().unwrap_or(0) > 50, "{path}");
+    assert!(path["capacity_bps"].is_null(), "not governed: {path}");
+    publishing.abort();
+}

@@ -5,7 +5,7 @@ use super::{say_line, STDOUT_GONE};
 use super::{HzArgs, TopicError};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use udpros::node::{Node, SubscribeOptions};
+use udpros::node::{Node, SentPaths, SubscribeOptions};
 use udpros::transport::{Protocol, PublisherLinkStats};
 
 pub(super) async fn hz(node: &Node, args: HzArgs) -> Result<(), TopicError> {
@@ -43,6 +43,8 @@ async fn sample<S>(
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
+    let paths = SentPaths::default();
+    let topic = node.resolve_name(&args.topic);
     loop {
         if args
             .duration
@@ -55,7 +57,14 @@ async fn sample<S>(
                 Some(m) => on_message(&mut state, &m),
                 None => return Ok(()),
             },
-            _ = tick.tick() => report(&mut state, &sub.links()),
+            _ = tick.tick() => {
+                let links = sub.links();
+                report(&mut state, &links);
+                for (uri, path) in paths.known(&links) {
+                    say!("\tpath from {uri} (the publisher's view): {}", path.summary());
+                }
+                paths.refresh(node, &topic, &links);
+            }
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
         if STDOUT_GONE.load(Ordering::Relaxed) {

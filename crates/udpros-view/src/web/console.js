@@ -672,6 +672,7 @@ function drawTopicTable() {
         watched && seen?.last ? age(now - seen.last) : "",
         link ? `${link.protocol}${link.fec ? ` + FEC (${link.rebuilt} rebuilt)` : ""}` : "",
         link && link.delivered + link.lost > 0 ? `${((100 * link.lost) / (link.delivered + link.lost)).toFixed(2)} %` : "",
+        link?.path ? pathText(link.path) : "",
       ];
       for (const text of cells) {
         const td = document.createElement("td");
@@ -692,6 +693,17 @@ function drawTopicTable() {
       return tr;
     }),
   );
+}
+
+/** What a publisher says of its link (`/stats.json`'s `path`), in a cell. */
+function pathText(path) {
+  const mbit = (bps) => `${(bps / 1e6).toFixed(2)} Mbit/s`;
+  const parts = [];
+  if (path.capacity_bps != null) parts.push(`capacity ${mbit(path.capacity_bps)}`);
+  if (path.queue_ms != null) parts.push(`queue ${path.queue_ms.toFixed(1)} ms`);
+  if (path.pacing_bps != null) parts.push(`pacing ${mbit(path.pacing_bps)}`);
+  parts.push(`${path.dropped} dropped`);
+  return parts.join(", ");
 }
 
 function age(ms) {
