@@ -57,7 +57,7 @@ impl SentPath {
         }
     }
 
-    /// Reads what [`describe`](Self::describe) wrote at the end of a `getBusInfo` text;
+    /// Reads what a udpros publisher wrote of a link at the end of its `getBusInfo` text;
     /// `None` if it says nothing of the path (a roscpp publisher, a link that dropped
     /// nothing and is not governed).
     pub fn parse(info: &str) -> Option<SentPath> {
