@@ -645,7 +645,10 @@ impl Governor {
                 // to twice what the path was shown to carry (as BBR's startup): a report
                 // tells of sends a report old, and doubling on it again would double a
                 // rate no report has yet seen carried.
-                let shown = carried.unwrap_or(self.rate);
+                // Never more than twice the rate itself: a token bucket on the path lets
+                // the first datagrams through faster than they were paced, and twice what
+                // it showed would more than double a rate no report has seen carried.
+                let shown = carried.unwrap_or(self.rate).min(self.rate);
                 self.rate = (shown * START_GROWTH).max(self.rate).clamp(min, max);
             }
             return;
