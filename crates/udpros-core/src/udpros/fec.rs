@@ -711,6 +711,22 @@ mod tests {
         frame
     }
 
+    /// The default adaptive link: no floor, one message in a thousand.
+    const ADAPTIVE: LinkFec = LinkFec {
+        floor: RepairRatio::ZERO,
+        target: Some(LossTarget::DEFAULT),
+    };
+
+    /// A report of `loss` in both windows, over `long_datagrams`, in runs of `mean_run`.
+    fn report_of(loss: f64, long_datagrams: u32, mean_run: f64) -> Report {
+        Report {
+            loss,
+            long_loss: loss,
+            long_datagrams,
+            mean_run,
+        }
+    }
+
     fn repairs_of(out: &[u8], shard: usize) -> Vec<Repair> {
         out.chunks(HEADER_LEN + FEC_HEADER_LEN + shard)
             .map(|d| Repair::parse(Bytes::copy_from_slice(d), shard).unwrap())
@@ -851,16 +867,8 @@ mod tests {
 
     #[test]
     fn adaptive_repair_follows_the_reports() {
-        let link = LinkFec {
-            floor: RepairRatio::ZERO,
-            target: Some(LossTarget::DEFAULT),
-        };
-        let report = |loss, mean_run| Report {
-            loss,
-            long_loss: loss,
-            long_datagrams: 30_000,
-            mean_run,
-        };
+        let link = ADAPTIVE;
+        let report = |loss, mean_run| report_of(loss, 30_000, mean_run);
         assert!(
             link.repairs(70, DATAGRAM, None) >= 10,
             "the prior, before any report"
@@ -914,16 +922,8 @@ mod tests {
     /// loopback before a loss; a subscriber takes up to two copies and refuses more.
     #[test]
     fn one_block_messages_are_copied_by_the_loss_they_face() {
-        let link = LinkFec {
-            floor: RepairRatio::ZERO,
-            target: Some(LossTarget::DEFAULT),
-        };
-        let report = |loss, long_datagrams| Report {
-            loss,
-            long_loss: loss,
-            long_datagrams,
-            mean_run: 1.0,
-        };
+        let link = ADAPTIVE;
+        let report = |loss, long_datagrams| report_of(loss, long_datagrams, 1.0);
         assert_eq!(link.repairs(1, DATAGRAM, None), 2, "the prior");
         assert_eq!(link.repairs(1, DATAGRAM, Some(&report(0.02, 3_000))), 2);
         assert_eq!(link.repairs(1, DATAGRAM, Some(&report(0.002, 3_000))), 1);
