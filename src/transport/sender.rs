@@ -235,6 +235,9 @@ impl LinkSender {
         let LinkSender::Udp(w) = self else {
             return None;
         };
+        if w.link.probing() {
+            return None;
+        }
         let newest = frames.last()?;
         let published = newest.at?;
         let send_time = w.link.send_time(newest.len())?;
@@ -306,6 +309,9 @@ pub(super) struct UdpLinkSender {
     governor: Option<GovernorCell>,
     /// The frames [`LinkSender::send_all`] hands on, kept for their allocation.
     frames: Vec<Bytes>,
+    /// The reports one look reads, a [`REPORT_SLOT`] each (its length, then its bytes),
+    /// kept for their allocation: at most [`MAX_REPORTS_READ`] slots.
+    reports: Vec<u8>,
     /// The host's budget, when the node has one per host.
     host: Option<HostShare>,
     /// The class of what is loaded, in the host's budget.
@@ -315,6 +321,11 @@ pub(super) struct UdpLinkSender {
     /// datagram and links writing whole frames share the budget by bytes.
     paid: usize,
 }
+
+/// The most reports one look at a link's socket reads.
+const MAX_REPORTS_READ: usize = 256;
+/// Room for one report (under 256 bytes) and its length.
+const REPORT_SLOT: usize = 256;
 
 /// What an OS error on a send means to the link.
 fn send_error(e: &io::Error) -> SendError {
@@ -335,6 +346,7 @@ impl UdpLinkSender {
             counters: None,
             governor: None,
             frames: Vec::new(),
+            reports: Vec::new(),
             host: None,
             traffic: Traffic::Bulk,
             paid: 0,
@@ -423,19 +435,31 @@ impl UdpLinkSender {
         if !self.link.wants_reports(now) {
             return Ok(());
         }
-        let mut buf = [0u8; 256];
-        let mut taken = false;
-        // More than the buffer holds; a flood still arriving waits for the next look.
-        for _ in 0..256 {
-            match self.socket.socket().recv(&mut buf) {
-                Ok(n) => {
-                    taken |= self.link.handle_report(now, &buf[..n]);
+        // Read down to the newest (more than the socket's buffer holds; a flood still
+        // arriving waits for the next look), then handed over together: the governor
+        // takes the newest feedback of them.
+        let reports = &mut self.reports;
+        reports.clear();
+        while reports.len() < MAX_REPORTS_READ * REPORT_SLOT {
+            let at = reports.len();
+            reports.resize(at + REPORT_SLOT, 0);
+            match self.socket.socket().recv(&mut reports[at + 1..]) {
+                // A report is under 256 bytes; a longer datagram is cut, and refused.
+                Ok(n) => reports[at] = n.min(REPORT_SLOT - 1) as u8,
+                Err(e) => {
+                    reports.truncate(at);
+                    match e.kind() {
+                        io::ErrorKind::WouldBlock => break,
+                        io::ErrorKind::Interrupted => continue,
+                        _ => return Err(e),
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
             }
         }
+        let read = reports
+            .chunks(REPORT_SLOT)
+            .map(|slot| &slot[1..=usize::from(slot[0])]);
+        let taken = self.link.handle_reports(now, read);
         if taken {
             self.publish_counters();
             if let Some(g) = self.link.governor() {
@@ -460,9 +484,14 @@ impl UdpLinkSender {
             let now = Instant::now();
             self.read_reports(now)?;
             let Some(t) = self.link.poll_transmit(now) else {
-                // Held by pacing, which says until when.
+                // Held by pacing, which says until when; a governed link looks at its
+                // reports meanwhile (a pause after an overuse, a slow rate's gap between
+                // datagrams), so that the next send follows the newest.
                 match self.link.poll_timeout() {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    Some(at) => {
+                        let look = self.link.next_report_check().unwrap_or(at);
+                        tokio::time::sleep_until(at.min(look).into()).await
+                    }
                     None => break,
                 }
                 continue;

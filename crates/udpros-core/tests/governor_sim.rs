@@ -205,9 +205,22 @@ fn a_radio_half_as_wide_as_the_images_delivers_them_whole_and_control_does_not_w
         "{}",
         run.table()
     );
-    // A probe stands a queue of up to ~15 ms for a moment, about once a second (the
-    // issue's S10 bar, 10 ms, is the real radio's: see the README's S10 table).
-    run.assert_control_p99(Duration::from_millis(15));
+    // Once the radio's rate is known, a probe climbs little above it (a token bucket
+    // hides what it sends above until it has climbed a fifth, and a queue then grows ten
+    // milliseconds a report): the start's queue is the only one that stands long.
+    let highest = run
+        .rates
+        .iter()
+        .skip(20)
+        .map(|(_, r)| *r)
+        .fold(0.0, f64::max);
+    assert!(
+        highest <= 1.15 * 4.0 * MBIT,
+        "{:.2} Mbit/s: {}",
+        highest / MBIT,
+        run.table()
+    );
+    run.assert_control_p99(Duration::from_millis(8));
     assert!(
         run.image_age_p99() <= Duration::from_millis(400),
         "{}",

@@ -120,8 +120,9 @@ pub struct PeerArgs {
     /// governor; off by default until it meets the radio bench S10's bars).
     #[arg(long)]
     governor: bool,
-    /// Where a publisher writes its first governed link's state every 100 ms, a line
-    /// each: `unix_ms rate_bit_s capacity_bit_s queue_ms` (what S10 reads after a step).
+    /// Where a publisher writes its first governed link's state after each report it
+    /// takes, a line each: `unix_ms rate_bit_s capacity_bit_s queue_ms reports overuses
+    /// ignored` (what S10 reads after a step).
     #[arg(long)]
     trace: Option<PathBuf>,
     /// A publisher's cap on each link's rate, in kbit/s (`AdvertiseOptions::max_rate`).

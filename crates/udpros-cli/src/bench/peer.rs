@@ -191,8 +191,8 @@ fn publish_paced(
     Ok(())
 }
 
-/// Writes the first governed link's rate, capacity and queue to `path` every 100 ms, with
-/// the wall clock's time (the harness changes the radio by the same clock), until aborted.
+/// Writes the first governed link's rate, capacity, queue and counts to `path` after each
+/// report it takes, with the wall clock's time (the harness changes the radio by the same clock), until aborted.
 /// What the publisher's links showed last. A subscriber that gives a link up and makes
 /// another (a UDP link on which no message completes is declared failed and made again),
 /// or that leaves before the summary (it exits once idle), takes its link's counters
@@ -251,18 +251,26 @@ async fn trace_governor(
         eprintln!("cannot write {}", path.display());
         return;
     };
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    // Looked at often enough to see every report (one each 50 ms), written once each.
+    let mut tick = tokio::time::interval(Duration::from_millis(5));
+    let mut last_report = None;
     loop {
         tick.tick().await;
         let Some(g) = publisher.links().into_iter().find_map(|l| l.governor) else {
             continue;
         };
+        if last_report.replace(g.reports) == Some(g.reports) {
+            continue;
+        }
         let unix_ms = super::radio::unix_ms();
         let line = format!(
-            "{unix_ms} {:.0} {:.0} {:.2}\n",
+            "{unix_ms} {:.0} {:.0} {:.2} {} {} {}\n",
             g.rate * 8.0,
             g.capacity.unwrap_or(0.0) * 8.0,
-            g.queue.as_secs_f64() * 1e3
+            g.queue.as_secs_f64() * 1e3,
+            g.reports,
+            g.overuses,
+            g.ignored,
         );
         if file.write_all(line.as_bytes()).is_err() {
             return;

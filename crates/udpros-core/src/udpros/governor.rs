@@ -43,13 +43,21 @@
 //!   [`MAX_CRUISE_REPORTS`] while probes keep ending in overuse) it probes above the
 //!   estimate: with no ceiling, by [`PROBE`] growing to [`MAX_PROBE`] each report the path
 //!   keeps up, so that a link that widened fivefold is found within a second; above a
-//!   ceiling, by a slow ramp ([`PROVING_STEP`] a report), so that a bucket emptying under
-//!   it shows a queue of a few milliseconds, not tens.
+//!   ceiling, by a slow ramp ([`PROVING_STEP`] a report) to [`MAX_PROVING`], so that a
+//!   bucket emptying under it shows a queue of a few milliseconds, not tens. An outgrown
+//!   ceiling is raised a step at a time ([`FIRST_RAISE`], growing by [`RAISE_GROWTH`]
+//!   while the path keeps outgrowing them, which lets the ramp climb as far): what a
+//!   probe carried through a bucket is what it was sent at, not what the path carries.
+//!   While it probes, the link sends each message as it comes
+//!   ([`UdpSender::probing`](super::UdpSender::probing)): a pause would fill the bucket
+//!   again and hide the probe's excess.
 //! - **Overuse.** When the queue passes [`OVERUSE`], the estimate and the ceiling become
 //!   what the path delivered under the queue, the link falls silent for as long as the
 //!   queue holds by now (the report's age included, at most [`MAX_PAUSE`]) and then sends
 //!   at [`DRAIN`] × that rate until reports on what it sent after the pause show the queue
-//!   gone. Reports on what was sent before the pause tell of the queue already answered.
+//!   gone. Reports on what was sent before the pause tell of the queue already answered;
+//!   a queue that outlasts the pause pauses the link again, with the estimate kept (the
+//!   drain sends below it by design, so what it delivered measures nothing).
 //! - **No report, no change for long.** Reports stop when nothing arrives: after
 //!   [`SILENCE`] of sending without one, the rate halves each [`SILENCE`], never below the
 //!   floor. An idle link hears nothing and loses nothing.
@@ -102,6 +110,13 @@ pub const MAX_CRUISE_REPORTS: u32 = 20;
 /// modem's) lets a probe through without a queue until it is empty: only more than it
 /// holds says the link itself widened.
 pub const CEILING_PROOF: f64 = 32_768.0;
+/// An outgrown ceiling is raised by this share of itself, the share growing by
+/// [`RAISE_GROWTH`] with each ceiling outgrown in a row ...
+pub const FIRST_RAISE: f64 = 0.06;
+/// See [`FIRST_RAISE`].
+pub const RAISE_GROWTH: f64 = 3.0;
+/// ... up to this share.
+pub const MAX_RAISE: f64 = 0.5;
 /// The proof on a slow link: a low ceiling (a forged report's, a radio that was narrow)
 /// is outgrown in a few seconds.
 pub const MIN_CEILING_PROOF: f64 = 1_500.0;
@@ -114,6 +129,10 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(100);
 /// While a probe above the ceiling is carried without a queue, its gain grows by this
 /// much per report (linearly: see [`CEILING_PROOF`]).
 pub const PROVING_STEP: f64 = 0.03;
+/// The highest a probe above a ceiling climbs, but on a path whose ceilings were outgrown
+/// in a row (see [`FIRST_RAISE`]): a queue then grows by an eighth of the report interval
+/// each report, so that it is seen before it stands ten milliseconds.
+pub const MAX_PROVING: f64 = 1.12;
 /// A report whose busy pairs arrived at this share of the rate they were sent at shows a
 /// path that kept up (what random loss takes is not a queue's doing).
 const KEPT_UP: f64 = 0.9;
@@ -378,6 +397,9 @@ pub struct Governor {
     /// What the path delivered under its last overflowing queue, and the bytes it has
     /// since delivered above that rate without a queue (see [`CEILING_PROOF`]).
     ceiling: Option<Ceiling>,
+    /// How far above the ceiling the next outgrown ceiling is set (from [`FIRST_RAISE`]
+    /// to [`MAX_RAISE`]).
+    raise: f64,
     /// Reports between probes now (from [`CRUISE_REPORTS`] to [`MAX_CRUISE_REPORTS`]).
     cruise_reports: u32,
     epoch: Instant,
@@ -415,6 +437,7 @@ impl Governor {
             newest_sent: None,
             ceiling: None,
             cruise_reports: CRUISE_REPORTS,
+            raise: FIRST_RAISE,
             epoch: now,
             stats: GovernorStats::default(),
         }
@@ -423,6 +446,11 @@ impl Governor {
     /// The pacing rate, bytes per second.
     pub fn rate(&self) -> f64 {
         self.rate
+    }
+
+    /// Whether the link is probing for room above the estimate now.
+    pub fn probing(&self) -> bool {
+        matches!(self.phase, Phase::Probe(_))
     }
 
     /// What the governor knows, for statistics.
@@ -665,7 +693,13 @@ impl Governor {
                     if calm && carried > ceiling.rate {
                         ceiling.proof += (carried - ceiling.rate) * delivery.span;
                         if ceiling.proof >= ceiling.proof_needed() {
-                            *ceiling = Ceiling::at(carried);
+                            // What a probe carried is what it was sent at while a bucket
+                            // lets it through: the path has shown it carries more than
+                            // the ceiling, not how much more. The new ceiling is a step
+                            // above, the step growing while the path keeps outgrowing
+                            // them (a link that widened fivefold is found in a few steps).
+                            *ceiling = Ceiling::at(carried.min(ceiling.rate * (1.0 + self.raise)));
+                            self.raise = (self.raise * RAISE_GROWTH).min(MAX_RAISE);
                             self.cruise_reports = CRUISE_REPORTS;
                             raised = true;
                         }
@@ -697,7 +731,11 @@ impl Governor {
             // under it shows a queue that grows by a few milliseconds a report, not tens.
             Phase::Probe(gain) if calm && held && kept_up => match self.ceiling {
                 None => Phase::Probe((1.0 + (gain - 1.0) * PROBE_GROWTH).min(MAX_PROBE)),
-                Some(_) => Phase::Probe(gain + PROVING_STEP),
+                // Climbing no higher than a path that keeps outgrowing its ceilings has
+                // earned: a queue a bucket hid shows while it is still short.
+                Some(_) => {
+                    Phase::Probe((gain + PROVING_STEP).min(MAX_PROVING.max(1.0 + self.raise)))
+                }
             },
             Phase::Probe(_) => {
                 // What a bucket let through during this probe does not carry over.
@@ -732,16 +770,22 @@ impl Governor {
         // but not while an earlier cut's queue drains: its pairs span the pause and arrive
         // slower than the path carries (on the simulated 4 Mbit/s radio, such second cuts
         // set the estimate 25-30 % low for seconds), so the estimate stands.
-        let unmeasured = match self.phase {
-            Phase::Drain(_) => self.capacity.or(delivery.delivered),
-            _ => delivery.delivered,
+        // Nor is the estimate held to the rate the drain sends at: that rate is below it
+        // by design, and a queue the pause left is no measure of the path (such cuts set
+        // the estimate a fifth low on the real 4 Mbit/s radio, and the probes that
+        // outgrew it stood the next queue).
+        let draining = match self.phase {
+            Phase::Drain(_) => self.capacity,
+            _ => None,
         };
-        let measured = delivery
-            .bottleneck
-            .or(unmeasured)
-            .unwrap_or(self.rate)
-            .min(self.rate.max(delivery.sending.unwrap_or(0.0)))
-            .clamp(min, max);
+        let measured = match (delivery.bottleneck, draining) {
+            (None, Some(known)) => known,
+            (bottleneck, _) => bottleneck
+                .or(delivery.delivered)
+                .unwrap_or(self.rate)
+                .min(self.rate.max(delivery.sending.unwrap_or(0.0))),
+        }
+        .clamp(min, max);
         // The samples are a report's age old: the queue went on growing since at the
         // excess of what was sent over what the path carries.
         let since = self
@@ -753,6 +797,7 @@ impl Governor {
         self.rate = (measured * DRAIN).clamp(min, max);
         self.stats.overuses += 1;
         self.ceiling = Some(Ceiling::at(measured));
+        self.raise = FIRST_RAISE;
         if matches!(self.phase, Phase::Probe(_)) {
             // The probe found the edge: look less often.
             self.cruise_reports = (self.cruise_reports * 2).min(MAX_CRUISE_REPORTS);

@@ -334,6 +334,15 @@ impl UdpSender {
         })
     }
 
+    /// The link's governor is probing for room above its estimate: a message should leave
+    /// as soon as it comes, not wait for a fresher one. A pause lets a token bucket in front
+    /// of the radio fill, and its burst then hides what the probe sends above the path's
+    /// rate (no queue shows until the probe has climbed a fifth above it, and then one
+    /// grows by ten milliseconds a report).
+    pub fn probing(&self) -> bool {
+        self.governed.as_ref().is_some_and(|g| g.governor.probing())
+    }
+
     /// How long a message of `frame_len` bytes takes to leave at the rate the link is held
     /// to (its governor's below its maximum, or the user's cap); `None` when it is not
     /// held to one.
@@ -429,27 +438,55 @@ impl UdpSender {
         true
     }
 
+    /// When a governed link next looks at its reports ([`wants_reports`](Self::wants_reports)):
+    /// a driver that sleeps for pacing wakes by then. `None` on other links.
+    pub fn next_report_check(&self) -> Option<Instant> {
+        self.governed.as_ref().map(|_| self.next_report_check)
+    }
+
     /// A datagram read from the link's socket at `now`: the subscriber's loss report or
     /// feedback, or nothing this link takes (ignored; a report claims at most
     /// [`MAX_REPORTED_LOSS`](super::loss::MAX_REPORTED_LOSS), and feedback moves the rate
     /// only within the governor's limits).
     pub fn handle_report(&mut self, now: Instant, datagram: &[u8]) -> bool {
+        self.handle_reports(now, [datagram])
+    }
+
+    /// Datagrams read together from the link's socket at `now`, oldest first (see
+    /// [`handle_report`](Self::handle_report)); true if any was taken. Of the feedback
+    /// among them the governor is given the newest only: reports that waited in the
+    /// socket while the link slept tell of sends the newest covers, and the governor
+    /// takes one report per [`MIN_REPORT_GAP`](super::governor::MIN_REPORT_GAP), so
+    /// handing them over in order had it act on the oldest and ignore the rest.
+    pub fn handle_reports<'a>(
+        &mut self,
+        now: Instant,
+        datagrams: impl IntoIterator<Item = &'a [u8]>,
+    ) -> bool {
         let connection_id = self.fragmenter.connection_id();
-        if let Some(g) = self.governed.as_mut() {
-            if let Some(feedback) = Feedback::parse(datagram, connection_id) {
-                let taken = g.governor.on_feedback(now, &feedback, &g.log);
-                self.follow_governor(now);
-                return taken;
+        let mut newest_feedback = None;
+        let mut taken = false;
+        for datagram in datagrams {
+            if self.governed.is_some() {
+                if let Some(feedback) = Feedback::parse(datagram, connection_id) {
+                    newest_feedback = Some(feedback);
+                    continue;
+                }
             }
+            let Some(report) = Report::parse(datagram, connection_id) else {
+                continue;
+            };
+            if self.reported != Some(report) {
+                self.repairs_cache = None;
+            }
+            self.reported = Some(report);
+            taken = true;
         }
-        let Some(report) = Report::parse(datagram, connection_id) else {
-            return false;
-        };
-        if self.reported != Some(report) {
-            self.repairs_cache = None;
+        if let (Some(feedback), Some(g)) = (newest_feedback, self.governed.as_mut()) {
+            taken |= g.governor.on_feedback(now, &feedback, &g.log);
+            self.follow_governor(now);
         }
-        self.reported = Some(report);
-        true
+        taken
     }
 
     /// Repair shards for a message of `k` blocks.
@@ -1189,5 +1226,78 @@ mod tests {
         assert_eq!(fragments_per_datagram(Some(1500), 1500), 2);
         assert_eq!(fragments_per_datagram(Some(1500), 1472), 1);
         assert_eq!(fragments_per_datagram(Some(576), 1500), 3);
+    }
+
+    /// Reports that waited in the socket together (the link slept through a pause): the
+    /// governor is given the newest, which tells of the queue now; handed over oldest
+    /// first, the oldest was taken and the rest ignored as too soon after it.
+    #[test]
+    fn of_reports_read_together_the_governor_takes_the_newest() {
+        use crate::udpros::feedback::Sample;
+        let t0 = Instant::now();
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+            loopback: false,
+            fec: None,
+            governor: Some(GovernorConfig::default()),
+            max_rate: None,
+        };
+        let mut tx = UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config);
+        assert_eq!(tx.push_queued(t0, &[Bytes::from(vec![1u8; 20_000])]), Ok(1));
+        // When each block left (the governor's clock starts at t0).
+        let mut sent_us = std::collections::BTreeMap::new();
+        let mut now = t0;
+        while tx.is_sending() {
+            match tx.poll_transmit(now) {
+                Some(t) => {
+                    for d in t.datagrams.chunks(t.segment_size) {
+                        let h = DatagramHeader::parse(d).unwrap();
+                        let us = (now - t0).as_micros() as u32;
+                        sent_us.insert(
+                            if h.opcode == Opcode::Data0 {
+                                0
+                            } else {
+                                h.block
+                            },
+                            us,
+                        );
+                    }
+                    tx.on_transmitted(now);
+                }
+                None => now = tx.poll_timeout().unwrap(),
+            }
+        }
+        // A report of samples (block, µs queued), each arriving a millisecond after it left.
+        let feedback_of = |sequence, samples: &[(u16, u32)]| {
+            let feedback = Feedback {
+                sequence,
+                datagrams: 0,
+                bytes: 0,
+                samples: samples
+                    .iter()
+                    .map(|&(block, queued_us)| Sample {
+                        message_id: 1,
+                        block,
+                        arrival_us: sent_us[&block] + 1_000 + queued_us,
+                        bytes: u32::from(block + 1) * 1472,
+                    })
+                    .collect(),
+            };
+            let mut out = Vec::new();
+            feedback.encode(7, &mut out);
+            out
+        };
+        let older = feedback_of(1, &[(0, 0), (1, 0), (2, 0)]);
+        let newest = feedback_of(2, &[(3, 0), (4, 8_000), (5, 8_000)]);
+        assert!(tx.handle_reports(now, [older.as_slice(), newest.as_slice()]));
+        let stats = tx.governor().unwrap();
+        assert_eq!((stats.reports, stats.ignored), (1, 0));
+        assert_eq!(
+            stats.queue,
+            Duration::from_millis(8),
+            "the newest report's queue"
+        );
     }
 }
