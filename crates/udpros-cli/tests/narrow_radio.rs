@@ -61,7 +61,7 @@ fn across_the_radio(stream: Stream) -> Option<(String, String)> {
     let net = Network::new(&["robot", "radio", "operator"], 1500)?;
     let (robot, radio, operator) = (net.host("robot"), net.host("radio"), net.host("operator"));
     net.route_through(robot, operator, radio);
-    radio.radio(4_000);
+    radio.radio(4_000, operator);
     let udpros = PathBuf::from(env!("CARGO_BIN_EXE_udpros"));
     let master_args = ["master", "--host", &robot.ipv4, "--port", "11311"];
     let mut master = node(robot, robot, &udpros, &master_args);

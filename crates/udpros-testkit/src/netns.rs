@@ -290,21 +290,44 @@ impl Host {
         );
     }
 
-    /// Makes what this host sends a narrow radio's: a token bucket of `kbit_per_s` on its
-    /// cable (`tc qdisc replace dev eth0 root tbf ... burst 16kb latency 50ms`), so packets
-    /// beyond the rate wait in a queue of 50 ms and are dropped past it, as a radio's
-    /// transmit queue does. Called again, it changes the rate in place (a capacity step).
-    /// This kernel has `tbf` and no `netem`.
-    pub fn radio(&self, kbit_per_s: u32) {
+    /// Makes what this host forwards to `toward` a narrow radio's: a token bucket of
+    /// `kbit_per_s` (`tc tbf ... burst 16kb latency 50ms`) on its cable's way to that
+    /// host alone, so that packets to it beyond the rate wait in a queue of 50 ms and are
+    /// dropped past it, as a radio's transmit queue does; what goes the other way (the
+    /// subscriber's reports, TCP's acknowledgements) has a queue of its own, as it has on
+    /// two radios. The host has one cable for both ways, so the bucket is a class of an
+    /// `htb` root that a `u32` filter sends `toward`'s address to, everything else to an
+    /// unshaped class. Called again, it changes the rate in place (a capacity step).
+    /// This kernel has `tbf` and `htb` and no `netem` or `prio`.
+    pub fn radio(&self, kbit_per_s: u32, toward: &Host) {
+        let tc = |args: &[&str]| {
+            let ok = self
+                .command("tc")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "tc {} on {}", args.join(" "), self.name);
+        };
+        let shown = self
+            .command("tc")
+            .args(["qdisc", "show", "dev", "eth0"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        if !shown.contains("htb 1:") {
+            let dst = format!("{}/32", toward.ipv4);
+            #[rustfmt::skip]
+            let setup: [&[&str]; 4] = [
+                &["qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20"],
+                &["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit"],
+                &["class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", "10gbit"],
+                &["filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dst", &dst, "flowid", "1:10"],
+            ];
+            setup.iter().for_each(|args| tc(args));
+        }
         let rate = format!("{kbit_per_s}kbit");
         #[rustfmt::skip]
-        let tbf = ["qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate, "burst", "16kb", "latency", "50ms"];
-        let ok = self
-            .command("tc")
-            .args(tbf)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "tc {} on {}", tbf.join(" "), self.name);
+        tc(&["qdisc", "replace", "dev", "eth0", "parent", "1:10", "handle", "10:", "tbf", "rate", &rate, "burst", "16kb", "latency", "50ms"]);
     }
 
     /// Drops `per_mille` of the packets of `protocols` (`udp`, `tcp`) this host receives,

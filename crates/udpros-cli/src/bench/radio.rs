@@ -290,7 +290,7 @@ fn run_cell(
     seconds: f64,
     tag: &str,
 ) -> Result<Cell, String> {
-    at.radio.radio(radio.steps[0].1);
+    at.radio.radio(radio.steps[0].1, at.operator);
     at.operator.lose(&[way.transport], loss_per_mille);
     let (image_topic, control_topic) = (
         format!("/radio_image_{tag}"),
@@ -330,7 +330,7 @@ fn run_cell(
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        at.radio.radio(kbit);
+        at.radio.radio(kbit, at.operator);
         step_times.push((unix_ms(), kbit));
     }
     let limit = Duration::from_secs_f64(60.0 + seconds);

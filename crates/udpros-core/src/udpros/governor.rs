@@ -25,8 +25,8 @@
 //!   into a 4 Mbit/s radio fills its queue (the control topic behind it waits) and loses
 //!   most of itself. So it starts at [`GovernorConfig::start_rate`] and, with each report
 //!   that shows no queue while the pacer holds the link back, paces at [`START_GROWTH`] ×
-//!   what the path was shown to carry, as BBR's startup does (doubling the rate itself
-//!   would double a rate no report has seen yet). A report that shows a queue beginning
+//!   what the path was shown to carry, as BBR's startup does (growing the rate itself
+//!   would grow a rate no report has seen yet). A report that shows a queue beginning
 //!   ([`CALM`]) while the pacer holds the link back ends the start as an overuse: the
 //!   rate may be twice what the path carries by then, so the queue has grown since the
 //!   report's datagrams left, and the link pauses for it (a report's pairs arriving
@@ -93,17 +93,19 @@ pub const CALM: Duration = Duration::from_millis(3);
 pub const CRUISE: f64 = 0.95;
 /// The share of the estimated bottleneck rate the first probe of a series paces at.
 pub const PROBE: f64 = 1.06;
-/// Each probe that found room reaches this much further than the last ...
-pub const PROBE_GROWTH: f64 = 2.0;
+/// Each probe that found room reaches this much further than the last (twice as far
+/// every two reports, a [`FEEDBACK_INTERVAL`](super::feedback::FEEDBACK_INTERVAL) each) ...
+pub const PROBE_GROWTH: f64 = std::f64::consts::SQRT_2;
 /// ... up to this share of the estimate.
 pub const MAX_PROBE: f64 = 1.5;
-/// The growth of the rate per report at the start, while no queue shows.
-pub const START_GROWTH: f64 = 2.0;
+/// The growth of the rate per report at the start, while no queue shows: twice every two
+/// reports, as BBR's startup doubles each round trip.
+pub const START_GROWTH: f64 = std::f64::consts::SQRT_2;
 /// Reports at the cruise rate between two probes, once a probe found no more room ...
-pub const CRUISE_REPORTS: u32 = 6;
+pub const CRUISE_REPORTS: u32 = 12;
 /// ... doubling after each probe that ended in overuse, up to this many (a second): on a
 /// link whose width is known, probing is what fills its queue.
-pub const MAX_CRUISE_REPORTS: u32 = 20;
+pub const MAX_CRUISE_REPORTS: u32 = 40;
 /// Bytes a path must deliver above the rate it last overflowed at, without a queue,
 /// before that rate is taken as outgrown: what it carries in [`CEILING_PROOF_TIME`], from
 /// [`MIN_CEILING_PROOF`] to this. A token bucket in front of a radio (`tc tbf`'s 16 kB, a
@@ -128,7 +130,7 @@ pub const CEILING_PROOF_TIME: Duration = Duration::from_millis(60);
 pub const MAX_PAUSE: Duration = Duration::from_millis(100);
 /// While a probe above the ceiling is carried without a queue, its gain grows by this
 /// much per report (linearly: see [`CEILING_PROOF`]).
-pub const PROVING_STEP: f64 = 0.03;
+pub const PROVING_STEP: f64 = 0.015;
 /// The highest a probe above a ceiling climbs, but on a path whose ceilings were outgrown
 /// in a row (see [`FIRST_RAISE`]): a queue then grows by an eighth of the report interval
 /// each report, so that it is seen before it stands ten milliseconds.
@@ -302,6 +304,10 @@ struct Delivery {
     /// The rate the busy pairs were sent at: what `delivered` is to be held against (the
     /// pacing rate may have moved since they left).
     sending: Option<f64>,
+    /// The rate over the busy pairs that arrived further apart than they were sent, queue
+    /// or not: once a token bucket is spent, the bottleneck's rate (those a bucket let
+    /// through arrived closer than they were sent).
+    slowed: Option<f64>,
     /// What arrived kept up with what was sent (no backlog growing, under a tenth lost).
     carried: bool,
 }
@@ -574,6 +580,7 @@ impl Governor {
         let (mut bytes, mut secs, mut sent_total, mut received_total) = (0.0, 0.0, 0.0, 0.0);
         let (mut queued_bytes, mut queued_secs) = (0.0, 0.0);
         let (mut busy_sent, mut busy_sending) = (0.0, 0.0);
+        let (mut slowed_bytes, mut slowed_secs) = (0.0, 0.0);
         let mut anchor = self.last_point.unwrap_or(points[0]);
         let base = self.base.get().unwrap_or(0);
         let queued_at = |p: &Point| {
@@ -612,6 +619,10 @@ impl Governor {
                 // the path carries.
                 secs += arrival.as_secs_f64().max(sending_for);
                 let standing = BOTTLENECK_BUSY.as_micros() as i64;
+                if arrival.as_secs_f64() > sending_for {
+                    slowed_bytes += received;
+                    slowed_secs += arrival.as_secs_f64();
+                }
                 if arrival.as_secs_f64() > sending_for
                     && queued_at(&a) >= standing
                     && queued_at(b) >= standing
@@ -626,6 +637,7 @@ impl Governor {
             delivered: (secs > 0.0).then(|| bytes / secs),
             bottleneck: (queued_secs > 0.0).then(|| queued_bytes / queued_secs),
             sending: (busy_sending > 0.0).then(|| busy_sent / busy_sending),
+            slowed: (slowed_secs > 0.0).then(|| slowed_bytes / slowed_secs),
             span: secs,
             carried: sent_total == 0.0 || received_total >= 0.9 * sent_total,
         };
@@ -670,12 +682,10 @@ impl Governor {
                 return self.overuse(now, delivery);
             } else if calm && held {
                 // Starting: grow while no queue shows and the rate is what holds the link,
-                // to twice what the path was shown to carry (as BBR's startup): a report
-                // tells of sends a report old, and doubling on it again would double a
-                // rate no report has yet seen carried.
-                // Never more than twice the rate itself: a token bucket on the path lets
-                // the first datagrams through faster than they were paced, and twice what
-                // it showed would more than double a rate no report has seen carried.
+                // from what the path was shown to carry: a report tells of sends a report
+                // old, and growing the rate itself would grow a rate no report has yet
+                // seen carried. Never from more than the rate itself: a token bucket on
+                // the path lets the first datagrams through faster than they were paced.
                 let shown = carried.unwrap_or(self.rate).min(self.rate);
                 self.rate = (shown * START_GROWTH).max(self.rate).clamp(min, max);
             }
@@ -778,9 +788,18 @@ impl Governor {
             Phase::Drain(_) => self.capacity,
             _ => None,
         };
+        // A start that outgrew the path had a token bucket let it through faster than the
+        // path carries: what the report delivered overall is the bucket's, and the pairs
+        // that arrived slower than they were sent are the path's (on the 2 Mbit/s radio
+        // the first cut was to 3.9 Mbit/s, and the queue stood 110 ms).
+        let slowed = match self.phase {
+            Phase::Start => delivery.slowed,
+            _ => None,
+        };
         let measured = match (delivery.bottleneck, draining) {
             (None, Some(known)) => known,
             (bottleneck, _) => bottleneck
+                .or(slowed)
                 .or(delivery.delivered)
                 .unwrap_or(self.rate)
                 .min(self.rate.max(delivery.sending.unwrap_or(0.0))),
