@@ -269,9 +269,10 @@ fn the_rate_follows_a_radio_that_narrows_and_widens() {
     for at in [s(12), s(15), s(19)] {
         run.assert_rate_near(at, 4.0 * MBIT);
     }
-    // Two seconds after widening: at least what the images need (8 Mbit/s offered).
+    // Two seconds after widening: within 20 % of the new capacity (the bar; the
+    // ceilings the narrow radio left are outgrown a step at a time, each step larger).
     let rate = run.rate_at(s(22));
-    assert!(rate >= 8.0 * MBIT, "22 s: {:.2} Mbit/s", rate / MBIT);
+    assert!(rate >= 0.8 * 20.0 * MBIT, "22 s: {:.2} Mbit/s", rate / MBIT);
     run.assert_control_p99(Duration::from_millis(20));
 }
 

@@ -104,7 +104,8 @@ pub const START_GROWTH: f64 = std::f64::consts::SQRT_2;
 /// Reports at the cruise rate between two probes, once a probe found no more room ...
 pub const CRUISE_REPORTS: u32 = 12;
 /// ... doubling after each probe that ended in overuse, up to this many (a second): on a
-/// link whose width is known, probing is what fills its queue.
+/// link whose width is known, probing is what fills its queue, and a probing link sends
+/// each message as it comes (see [`UdpSender::probing`](super::UdpSender::probing)).
 pub const MAX_CRUISE_REPORTS: u32 = 40;
 /// Bytes a path must deliver above the rate it last overflowed at, without a queue,
 /// before that rate is taken as outgrown: what it carries in [`CEILING_PROOF_TIME`], from
@@ -118,7 +119,7 @@ pub const FIRST_RAISE: f64 = 0.06;
 /// See [`FIRST_RAISE`].
 pub const RAISE_GROWTH: f64 = 3.0;
 /// ... up to this share.
-pub const MAX_RAISE: f64 = 0.5;
+pub const MAX_RAISE: f64 = 1.0;
 /// The proof on a slow link: a low ceiling (a forged report's, a radio that was narrow)
 /// is outgrown in a few seconds.
 pub const MIN_CEILING_PROOF: f64 = 1_500.0;
@@ -708,7 +709,10 @@ impl Governor {
                             // the ceiling, not how much more. The new ceiling is a step
                             // above, the step growing while the path keeps outgrowing
                             // them (a link that widened fivefold is found in a few steps).
-                            *ceiling = Ceiling::at(carried.min(ceiling.rate * (1.0 + self.raise)));
+                            *ceiling = Ceiling {
+                                raised: true,
+                                ..Ceiling::at(carried.min(ceiling.rate * (1.0 + self.raise)))
+                            };
                             self.raise = (self.raise * RAISE_GROWTH).min(MAX_RAISE);
                             self.cruise_reports = CRUISE_REPORTS;
                             raised = true;
@@ -748,9 +752,11 @@ impl Governor {
                 }
             },
             Phase::Probe(_) => {
-                // What a bucket let through during this probe does not carry over.
+                // What a bucket let through during this probe does not carry over, and
+                // the bucket fills again while the link cruises.
                 if let Some(ceiling) = &mut self.ceiling {
                     ceiling.proof = 0.0;
+                    ceiling.raised = false;
                 }
                 Phase::Cruise(self.cruise_reports)
             }
@@ -844,16 +850,30 @@ impl Governor {
 struct Ceiling {
     rate: f64,
     proof: f64,
+    /// Set by a probe that outgrew the last one, still probing: a bucket in front of the
+    /// path was spent proving that, and the next proof need only show a rate.
+    raised: bool,
 }
 
 impl Ceiling {
     fn at(rate: f64) -> Ceiling {
-        Ceiling { rate, proof: 0.0 }
+        Ceiling {
+            rate,
+            proof: 0.0,
+            raised: false,
+        }
     }
 
-    /// The bytes above it that outgrow it.
+    /// The bytes above it that outgrow it: a bucket's worth, or a quarter of that for a
+    /// ceiling just outgrown (a link that widened fivefold then shows it within two
+    /// seconds: `tests/governor_sim.rs`).
     fn proof_needed(&self) -> f64 {
-        (self.rate * CEILING_PROOF_TIME.as_secs_f64()).clamp(MIN_CEILING_PROOF, CEILING_PROOF)
+        let bucket =
+            (self.rate * CEILING_PROOF_TIME.as_secs_f64()).clamp(MIN_CEILING_PROOF, CEILING_PROOF);
+        match self.raised {
+            true => (bucket / 4.0).max(MIN_CEILING_PROOF),
+            false => bucket,
+        }
     }
 }
 
