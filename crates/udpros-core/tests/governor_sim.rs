@@ -70,6 +70,15 @@ impl Outcome {
         );
     }
 
+    /// The highest pacing rate after `from` (bits per second).
+    fn highest_rate_after(&self, from: Duration) -> f64 {
+        self.rates
+            .iter()
+            .filter(|(t, _)| *t >= from)
+            .map(|(_, r)| *r)
+            .fold(0.0, f64::max)
+    }
+
     /// The pacing rate at `at` (bits per second).
     fn rate_at(&self, at: Duration) -> f64 {
         self.rates
@@ -208,12 +217,7 @@ fn a_radio_half_as_wide_as_the_images_delivers_them_whole_and_control_does_not_w
     // Once the radio's rate is known, a probe climbs little above it (a token bucket
     // hides what it sends above until it has climbed a fifth, and a queue then grows ten
     // milliseconds a report): the start's queue is the only one that stands long.
-    let highest = run
-        .rates
-        .iter()
-        .skip(20)
-        .map(|(_, r)| *r)
-        .fold(0.0, f64::max);
+    let highest = run.highest_rate_after(Duration::from_secs(2));
     assert!(
         highest <= 1.15 * 4.0 * MBIT,
         "{:.2} Mbit/s: {}",
@@ -370,12 +374,7 @@ fn absurd_byte_counts_do_not_raise_the_rate() {
         }));
     });
     println!("absurd counts: {}", run.table());
-    let highest = run
-        .rates
-        .iter()
-        .skip(20)
-        .map(|(_, r)| *r)
-        .fold(0.0, f64::max);
+    let highest = run.highest_rate_after(Duration::from_secs(2));
     assert!(
         highest <= 4.0 * MBIT * MAX_PROBE_SEEN,
         "{:.2} Mbit/s",

@@ -370,12 +370,11 @@ fn run_cell(
         if std::fs::copy(&trace, &kept).is_ok() {
             eprintln!("S10 governor trace: {}", kept.display());
         }
-        // And the control topic's ages by sequence (50 Hz from the trace's start), to
-        // set its late messages against the governor's reports.
-        let _ = std::fs::copy(
-            &control_dump,
-            kept.with_file_name(format!("s10_control_{tag}.txt")),
-        );
+        // And the topics' ages by sequence (control at 50 Hz, images at 10 Hz from the
+        // trace's start), to set late messages against the governor's reports.
+        for (dump, what) in [(&control_dump, "control"), (&image_dump, "image")] {
+            let _ = std::fs::copy(dump, kept.with_file_name(format!("s10_{what}_{tag}.txt")));
+        }
     }
     let rate_after_steps = if way.governor {
         let samples = read_trace(&trace);

@@ -758,6 +758,13 @@ impl Governor {
                     ceiling.proof = 0.0;
                     ceiling.raised = false;
                 }
+                if !calm {
+                    // The probe found the edge short of an overuse: the next waits twice
+                    // the least (a probing link does not hold for a fresher message, so
+                    // it costs the images' age), not the most, since a link that widens
+                    // is found by probing.
+                    self.cruise_reports = self.cruise_reports.max(2 * CRUISE_REPORTS);
+                }
                 Phase::Cruise(self.cruise_reports)
             }
             Phase::Cruise(0) if calm => Phase::Probe(PROBE),
