@@ -226,7 +226,8 @@ impl LinkSender {
     /// Until when to hold back the newest of `frames` (the link's queue, oldest first) for
     /// a fresher message `cadence` says is due soon (see [`Cadence::hold`]); `None` to send
     /// now. Only a UDP link held to a rate below what is published holds: elsewhere a
-    /// message leaves as soon as it comes.
+    /// message leaves as soon as it comes, and so it does while a governed link probes
+    /// (see [`UdpSender::probing`](crate::wire::udpros::UdpSender::probing)).
     pub(super) fn hold_until(
         &mut self,
         cadence: &Cadence,
@@ -326,6 +327,8 @@ pub(super) struct UdpLinkSender {
 const MAX_REPORTS_READ: usize = 256;
 /// Room for one report (under 256 bytes) and its length.
 const REPORT_SLOT: usize = 256;
+/// Slots the buffer keeps between looks (2 KiB).
+const KEPT_REPORT_SLOTS: usize = 8;
 
 /// What an OS error on a send means to the link.
 fn send_error(e: &io::Error) -> SendError {
@@ -460,6 +463,9 @@ impl UdpLinkSender {
             .chunks(REPORT_SLOT)
             .map(|slot| &slot[1..=usize::from(slot[0])]);
         let taken = self.link.handle_reports(now, read);
+        // A flood grew the buffer to its most: what a look usually reads is kept.
+        self.reports.clear();
+        self.reports.shrink_to(KEPT_REPORT_SLOTS * REPORT_SLOT);
         if taken {
             self.publish_counters();
             if let Some(g) = self.link.governor() {
