@@ -797,25 +797,21 @@ impl Governor {
         // by design, and a queue the pause left is no measure of the path (such cuts set
         // the estimate a fifth low on the real 4 Mbit/s radio, and the probes that
         // outgrew it stood the next queue).
-        let draining = match self.phase {
-            Phase::Drain(_) => self.capacity,
-            _ => None,
-        };
-        // A start that outgrew the path had a token bucket let it through faster than the
-        // path carries: what the report delivered overall is the bucket's, and the pairs
-        // that arrived slower than they were sent are the path's (on the 2 Mbit/s radio
-        // the first cut was to 3.9 Mbit/s, and the queue stood 110 ms).
-        let slowed = match self.phase {
-            Phase::Start => delivery.slowed,
-            _ => None,
-        };
-        let measured = match (delivery.bottleneck, draining) {
-            (None, Some(known)) => known,
-            (bottleneck, _) => bottleneck
-                .or(slowed)
-                .or(delivery.delivered)
-                .unwrap_or(self.rate)
-                .min(self.rate.max(delivery.sending.unwrap_or(0.0))),
+        let measured = match (self.phase, delivery.bottleneck, self.capacity) {
+            (Phase::Drain(_), None, Some(known)) => known,
+            (phase, bottleneck, _) => {
+                // A start that outgrew the path had a token bucket let it through faster
+                // than the path carries: what the report delivered overall is the
+                // bucket's, and the pairs that arrived slower than they were sent are the
+                // path's (on the 2 Mbit/s radio the first cut was to 3.9 Mbit/s, and the
+                // queue stood 110 ms).
+                let slowed = delivery.slowed.filter(|_| phase == Phase::Start);
+                bottleneck
+                    .or(slowed)
+                    .or(delivery.delivered)
+                    .unwrap_or(self.rate)
+                    .min(self.rate.max(delivery.sending.unwrap_or(0.0)))
+            }
         }
         .clamp(min, max);
         // The samples are a report's age old: the queue went on growing since at the
@@ -877,9 +873,10 @@ impl Ceiling {
     fn proof_needed(&self) -> f64 {
         let bucket =
             (self.rate * CEILING_PROOF_TIME.as_secs_f64()).clamp(MIN_CEILING_PROOF, CEILING_PROOF);
-        match self.raised {
-            true => (bucket / 4.0).max(MIN_CEILING_PROOF),
-            false => bucket,
+        if self.raised {
+            (bucket / 4.0).max(MIN_CEILING_PROOF)
+        } else {
+            bucket
         }
     }
 }
