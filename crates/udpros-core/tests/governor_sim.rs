@@ -7,6 +7,7 @@
 mod util;
 
 use std::time::{Duration, Instant};
+use udpros_core::udpros::fec::FecPolicy;
 use udpros_core::udpros::ReceiverEvent;
 use util::{body, check_body, Bottleneck, Pair, PathConfig};
 
@@ -31,6 +32,8 @@ struct Outcome {
     delivered_bytes: u64,
     /// Images the link dropped whole as stale.
     stale: u64,
+    /// Repair datagrams the link had sent, every 100 ms (with `rates`).
+    repairs: Vec<u64>,
 }
 
 fn percentile(values: &mut [Duration], p: f64) -> Duration {
@@ -77,6 +80,19 @@ impl Outcome {
             .filter(|(t, _)| *t >= from)
             .map(|(_, r)| *r)
             .fold(0.0, f64::max)
+    }
+
+    /// Repair datagrams sent in the run's `from..to`.
+    fn repairs_between(&self, from: Duration, to: Duration) -> u64 {
+        let at = |t: Duration| {
+            self.rates
+                .iter()
+                .zip(&self.repairs)
+                .rev()
+                .find(|((at, _), _)| *at <= t)
+                .map_or(0, |(_, r)| *r)
+        };
+        at(to) - at(from)
     }
 
     /// The pacing rate at `at` (bits per second).
@@ -152,6 +168,7 @@ fn radio_with(
     let mut published: Vec<Instant> = Vec::new();
     let mut control = Vec::new();
     let mut rates = Vec::new();
+    let mut repairs = Vec::new();
     while pair.now < end {
         let now = pair.now;
         if now >= next_image {
@@ -167,6 +184,7 @@ fn radio_with(
         if now >= next_rate {
             let rate = pair.sender.governor().unwrap().rate;
             rates.push((now - start, rate * 8.0));
+            repairs.push(pair.sender.repairs_sent());
             next_rate += Duration::from_millis(100);
         }
         let next = next_image.min(next_control).min(next_rate);
@@ -188,6 +206,7 @@ fn radio_with(
         rates,
         delivered_bytes: pair.path.delivered_bytes,
         stale: pair.sender.governor().map_or(0, |g| g.stale),
+        repairs,
     }
 }
 
@@ -278,6 +297,44 @@ fn the_rate_follows_a_radio_that_narrows_and_widens() {
     let rate = run.rate_at(s(22));
     assert!(rate >= 0.8 * 20.0 * MBIT, "22 s: {:.2} Mbit/s", rate / MBIT);
     run.assert_control_p99(Duration::from_millis(20));
+}
+
+/// A radio that narrows fivefold overflows its queue before the first report shows it:
+/// those losses are the queue's, answered by the governor's cut, and repair for them would
+/// only take room from the images on the narrowed link. Random loss is still repaired.
+#[test]
+fn loss_from_a_full_queue_is_answered_by_slowing_not_by_repair() {
+    let s = Duration::from_secs;
+    let fec = FecPolicy::default();
+    let radio_link =
+        Bottleneck::new(20.0 * MBIT, Duration::from_millis(50)).step(s(10), 4.0 * MBIT);
+    let run = radio_with(radio_link, 0.0, 20, 8, IMAGE, IMAGE_PERIOD, |pair| {
+        pair.govern(fec)
+    });
+    println!("20 → 4 Mbit/s with FEC: {}", run.table());
+    // Before: 268 repair datagrams in the ten seconds after the step, a tenth of what
+    // crossed, planned for the queue's losses.
+    let after = run.repairs_between(s(10), s(20));
+    assert!(after <= 30, "{after} repair datagrams after the step");
+    assert!(run.images_whole >= 140, "{}", run.table());
+
+    let lossy = radio_with(
+        Bottleneck::new(4.0 * MBIT, Duration::from_millis(50)),
+        0.02,
+        20,
+        9,
+        IMAGE,
+        IMAGE_PERIOD,
+        |pair| pair.govern(fec),
+    );
+    println!("4 Mbit/s, 2 % loss, FEC: {}", lossy.table());
+    let datagrams = lossy.delivered_bytes / 1472;
+    let repairs = lossy.repairs_between(s(0), s(20));
+    assert!(
+        repairs * 50 >= datagrams,
+        "{repairs} repair datagrams of {datagrams}"
+    );
+    assert!(lossy.images_whole >= 70, "{}", lossy.table());
 }
 
 /// 20 s of the 4 Mbit/s radio without random loss, the pair set up by `setup`.

@@ -16,7 +16,9 @@
 //!   subscriber's clock) less its send time (ours): unknown offset included, which the
 //!   smallest delay seen over [`BASE_WINDOW`] cancels. What exceeds that minimum is queue.
 //!   Loss alone never slows the link: a noisy radio loses datagrams with no queue, and that
-//!   is FEC's to repair; loss with a growing queue is the queue overflowing.
+//!   is FEC's to repair; loss with a growing queue is the queue overflowing, answered by
+//!   slowing, and FEC repairs only the rest ([`Governor::random_loss`]: repair for a full
+//!   queue's losses would add load to the link that overflowed).
 //! - **Bottleneck rate.** Between two samples the subscriber received `Δbytes` in
 //!   `Δarrival`; while the publisher was sending faster than that, the path's bottleneck set
 //!   the pace, so `Δbytes / Δarrival` is its rate. Pairs where the publisher was idle
@@ -79,6 +81,7 @@
 //! times from is filled by the [`UdpSender`](super::UdpSender) as datagrams leave.
 
 use super::feedback::{Feedback, Sample};
+use super::loss::Report;
 use super::{DatagramHeader, Opcode};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -311,7 +314,47 @@ struct Delivery {
     slowed: Option<f64>,
     /// What arrived kept up with what was sent (no backlog growing, under a tenth lost).
     carried: bool,
+    /// Bytes sent between the report's first and last pair, and those of them lost while a
+    /// queue over [`OVERUSE`] stood at either end of their pair, or not.
+    sent: f64,
+    lost: LossSplit,
 }
+
+/// Bytes a link lost, by whether a queue over [`OVERUSE`] stood when they were: a full
+/// queue's losses are answered by slowing (the governor's cut), the rest are the radio's
+/// and FEC's to repair. The governor keeps them decayed by the bytes sent, over the two
+/// windows of the subscriber's [`LossMeter`](super::loss::LossMeter), so that the share it
+/// holds against the subscriber's reports covers the same traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct LossSplit {
+    queued: f64,
+    random: f64,
+}
+
+impl LossSplit {
+    /// `lost` of `sent` bytes; `half_life` in bytes.
+    fn add(&mut self, sent: f64, lost: LossSplit, half_life: f64) {
+        let decay = 0.5f64.powf(sent / half_life);
+        self.queued = self.queued * decay + lost.queued;
+        self.random = self.random * decay + lost.random;
+    }
+
+    /// The share of the losses that were a queue's.
+    fn queued_share(&self) -> f64 {
+        let all = self.queued + self.random;
+        if all > 0.0 {
+            self.queued / all
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The bytes of a datagram the subscriber's loss windows count in ([`HALF_LIFE`]
+/// datagrams of an Ethernet path).
+///
+/// [`HALF_LIFE`]: super::loss::HALF_LIFE
+const LOSS_HALF_LIFE_BYTES: f64 = super::loss::HALF_LIFE * 1472.0;
 
 /// Limits a link's governor works within.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -409,6 +452,9 @@ pub struct Governor {
     raise: f64,
     /// Reports between probes now (from [`CRUISE_REPORTS`] to [`MAX_CRUISE_REPORTS`]).
     cruise_reports: u32,
+    /// The link's losses over the subscriber's short loss window and its long one.
+    losses: LossSplit,
+    long_losses: LossSplit,
     epoch: Instant,
     stats: GovernorStats,
 }
@@ -445,6 +491,8 @@ impl Governor {
             ceiling: None,
             cruise_reports: CRUISE_REPORTS,
             raise: FIRST_RAISE,
+            losses: LossSplit::default(),
+            long_losses: LossSplit::default(),
             epoch: now,
             stats: GovernorStats::default(),
         }
@@ -458,6 +506,23 @@ impl Governor {
     /// Whether the link is probing for room above the estimate now.
     pub fn probing(&self) -> bool {
         matches!(self.phase, Phase::Probe(_))
+    }
+
+    /// What of the subscriber's loss `report` FEC should repair: the loss less the share
+    /// the governor saw lost while a queue over [`OVERUSE`] stood, in each of its windows.
+    /// A full queue's losses are answered by slowing; repairing them too would only add
+    /// load to the link that overflowed. Random loss on a link without a queue is kept
+    /// whole.
+    pub fn random_loss(&self, report: &Report) -> Report {
+        let random = 1.0 - self.losses.queued_share();
+        Report {
+            loss: report.loss * random,
+            long_loss: report.long_loss * (1.0 - self.long_losses.queued_share()),
+            // A full queue drops datagrams in runs: what remains of the runs is the
+            // random losses' share of them.
+            mean_run: 1.0 + (report.mean_run - 1.0) * random,
+            ..*report
+        }
     }
 
     /// What the governor knows, for statistics.
@@ -537,6 +602,10 @@ impl Governor {
         let newest_queue = self.measure_queue(now, &points);
         let (delivery, anchor) = self.delivery(&points);
         self.last_point = Some(anchor);
+        self.losses
+            .add(delivery.sent, delivery.lost, LOSS_HALF_LIFE_BYTES);
+        self.long_losses
+            .add(delivery.sent, delivery.lost, 10.0 * LOSS_HALF_LIFE_BYTES);
         self.check_baseline(now, newest_queue, delivery.carried);
         self.decide(now, delivery);
         true
@@ -582,6 +651,7 @@ impl Governor {
         let (mut queued_bytes, mut queued_secs) = (0.0, 0.0);
         let (mut busy_sent, mut busy_sending) = (0.0, 0.0);
         let (mut slowed_bytes, mut slowed_secs) = (0.0, 0.0);
+        let mut lost = LossSplit::default();
         let mut anchor = self.last_point.unwrap_or(points[0]);
         let base = self.base.get().unwrap_or(0);
         let queued_at = |p: &Point| {
@@ -604,6 +674,12 @@ impl Governor {
             let received = f64::from(b.received.wrapping_sub(a.received)).min(sent);
             sent_total += sent;
             received_total += received;
+            let overuse = OVERUSE.as_micros() as i64;
+            if queued_at(&a).max(queued_at(b)) > overuse {
+                lost.queued += sent - received;
+            } else {
+                lost.random += sent - received;
+            }
             if arrival < MIN_PAIR || sent == 0.0 {
                 continue;
             }
@@ -641,6 +717,8 @@ impl Governor {
             slowed: (slowed_secs > 0.0).then(|| slowed_bytes / slowed_secs),
             span: secs,
             carried: sent_total == 0.0 || received_total >= 0.9 * sent_total,
+            sent: sent_total,
+            lost,
         };
         (delivery, anchor)
     }

@@ -484,6 +484,8 @@ impl UdpSender {
         }
         if let (Some(feedback), Some(g)) = (newest_feedback, self.governed.as_mut()) {
             taken |= g.governor.on_feedback(now, &feedback, &g.log);
+            // The share of the loss that was a queue's may have moved.
+            self.repairs_cache = None;
             self.follow_governor(now);
         }
         taken
@@ -499,10 +501,15 @@ impl UdpSender {
             return r;
         }
         let datagram = self.fragmenter.max_datagram_size();
+        // A governed link repairs the random loss only: a full queue's is the governor's.
+        let planned = match (self.reported, &self.governed) {
+            (Some(report), Some(g)) => Some(g.governor.random_loss(&report)),
+            (reported, _) => reported,
+        };
         let r = if self.loopback {
-            fec.repairs_on_loopback(k, datagram, self.reported.as_ref())
+            fec.repairs_on_loopback(k, datagram, planned.as_ref())
         } else {
-            fec.repairs(k, datagram, self.reported.as_ref())
+            fec.repairs(k, datagram, planned.as_ref())
         };
         self.repairs_cache = Some((k, r));
         r

@@ -423,14 +423,21 @@ impl Pair {
     /// governor (default limits), over `path` through `bottleneck`.
     pub fn governed(path: PathConfig, bottleneck: Bottleneck, seed: u64) -> Pair {
         let mut pair = Pair::new(path, seed, 1472);
-        let mut config = sender_config(FecPolicy::Off, 1472);
-        config.governor = Some(GovernorConfig::default());
-        pair.sender = UdpSender::new(pair.now, Fragmenter::new(7, 1472).unwrap(), config);
-        let mut receiver_config = receiver_config(7, 1472, false);
-        receiver_config.feedback = true;
-        pair.receiver = UdpReceiver::new(pair.now, receiver_config);
+        pair.govern(FecPolicy::Off);
         pair.path.bottleneck = Some(bottleneck);
         pair
+    }
+
+    /// Makes the link a governed one between peers that both have the policy `fec`: a
+    /// new sender and receiver, as at the link's start.
+    pub fn govern(&mut self, fec: FecPolicy) {
+        let mut config = sender_config(fec, 1472);
+        config.governor = Some(GovernorConfig::default());
+        let data = data_datagram(1472, fec.enabled());
+        self.sender = UdpSender::new(self.now, Fragmenter::new(7, data).unwrap(), config);
+        let mut receiver_config = receiver_config(7, 1472, fec.enabled());
+        receiver_config.feedback = true;
+        self.receiver = UdpReceiver::new(self.now, receiver_config);
     }
 
     /// Queues one message body for the link's task.
