@@ -34,6 +34,8 @@ struct Outcome {
     stale: u64,
     /// Repair datagrams the link had sent, every 100 ms (with `rates`).
     repairs: Vec<u64>,
+    /// The governor's estimate of the path every 100 ms, bits per second.
+    capacities: Vec<(Duration, f64)>,
 }
 
 fn percentile(values: &mut [Duration], p: f64) -> Duration {
@@ -169,6 +171,7 @@ fn radio_with(
     let mut control = Vec::new();
     let mut rates = Vec::new();
     let mut repairs = Vec::new();
+    let mut capacities = Vec::new();
     while pair.now < end {
         let now = pair.now;
         if now >= next_image {
@@ -185,6 +188,9 @@ fn radio_with(
             let rate = pair.sender.governor().unwrap().rate;
             rates.push((now - start, rate * 8.0));
             repairs.push(pair.sender.repairs_sent());
+            if let Some(capacity) = pair.sender.governor().and_then(|g| g.capacity) {
+                capacities.push((now - start, capacity * 8.0));
+            }
             next_rate += Duration::from_millis(100);
         }
         let next = next_image.min(next_control).min(next_rate);
@@ -207,6 +213,7 @@ fn radio_with(
         delivered_bytes: pair.path.delivered_bytes,
         stale: pair.sender.governor().map_or(0, |g| g.stale),
         repairs,
+        capacities,
     }
 }
 
@@ -283,20 +290,32 @@ fn random_loss_on_a_narrow_radio_is_not_congestion() {
 #[test]
 fn the_rate_follows_a_radio_that_narrows_and_widens() {
     let s = Duration::from_secs;
-    let radio_link = Bottleneck::new(20.0 * MBIT, Duration::from_millis(50))
-        .step(s(10), 4.0 * MBIT)
-        .step(s(20), 20.0 * MBIT);
-    let run = radio(radio_link, 0.0, 30, 4);
-    println!("20 → 4 → 20 Mbit/s: {}", run.table());
-    // Two seconds after narrowing: within 20 % of the new capacity (below it).
-    for at in [s(12), s(15), s(19)] {
-        run.assert_rate_near(at, 4.0 * MBIT);
+    // The widening comes at any point of the link's cycle of probes (about a second): it
+    // is found within two seconds wherever it falls (before the third ceiling outgrown
+    // in a row probed as far as the next raise, 3 of these 4 took 2.2-2.6 s).
+    for late in [0, 250, 500, 750].map(Duration::from_millis) {
+        let radio_link = Bottleneck::new(20.0 * MBIT, Duration::from_millis(50))
+            .step(s(10), 4.0 * MBIT)
+            .step(s(20) + late, 20.0 * MBIT);
+        let run = radio(radio_link, 0.0, 30, 4);
+        println!(
+            "20 → 4 → 20 Mbit/s, widening {late:?} late: {}",
+            run.table()
+        );
+        // Two seconds after narrowing: within 20 % of the new capacity (below it).
+        for at in [s(12), s(15), s(19)] {
+            run.assert_rate_near(at, 4.0 * MBIT);
+        }
+        // Two seconds after widening: within 20 % of the new capacity (the bar;
+        // the ceilings the narrow radio left are outgrown a step at a time, each larger).
+        let rate = run.rate_at(s(22) + late);
+        assert!(
+            rate >= 0.8 * 20.0 * MBIT,
+            "2 s after widening {late:?} late: {:.2} Mbit/s",
+            rate / MBIT
+        );
+        run.assert_control_p99(Duration::from_millis(20));
     }
-    // Two seconds after widening: within 20 % of the new capacity (the bar; the
-    // ceilings the narrow radio left are outgrown a step at a time, each step larger).
-    let rate = run.rate_at(s(22));
-    assert!(rate >= 0.8 * 20.0 * MBIT, "22 s: {:.2} Mbit/s", rate / MBIT);
-    run.assert_control_p99(Duration::from_millis(20));
 }
 
 /// A radio that narrows fivefold overflows its queue before the first report shows it:
@@ -335,6 +354,35 @@ fn loss_from_a_full_queue_is_answered_by_slowing_not_by_repair() {
         "{repairs} repair datagrams of {datagrams}"
     );
     assert!(lossy.images_whole >= 70, "{}", lossy.table());
+}
+
+/// A subscriber that reads its socket in batches (every 2 ms) stamps each datagram with
+/// its read, not its arrival: the governor's estimate of the radio must not fall for the
+/// jitter (pairs whose arrivals seem further apart than their sends were the ones taken
+/// as the bottleneck's rate, so the jitter's late reads counted and its early ones did
+/// not).
+#[test]
+fn a_subscriber_that_reads_in_batches_does_not_lower_the_estimate() {
+    let run = narrow_radio_with(10, |pair| {
+        pair.path.reads_every = Some(Duration::from_millis(2))
+    });
+    println!("4 Mbit/s, reads every 2 ms: {}", run.table());
+    // The radio carries 3.89 Mbit/s of datagrams (42 bytes of headers each on its wire);
+    // a single report's pairs set the estimate at 3.68 for the whole run.
+    let mut settled: Vec<f64> = run
+        .capacities
+        .iter()
+        .filter(|(t, _)| *t >= Duration::from_secs(5))
+        .map(|(_, c)| *c)
+        .collect();
+    settled.sort_by(f64::total_cmp);
+    let median = settled[settled.len() / 2];
+    assert!(
+        median >= 3.78 * MBIT,
+        "estimate {:.2} Mbit/s: {}",
+        median / MBIT,
+        run.table()
+    );
 }
 
 /// 20 s of the 4 Mbit/s radio without random loss, the pair set up by `setup`.

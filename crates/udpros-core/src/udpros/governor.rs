@@ -48,13 +48,17 @@
 //!   ceiling, by a slow ramp ([`PROVING_STEP`] a report) to [`MAX_PROVING`], so that a
 //!   bucket emptying under it shows a queue of a few milliseconds, not tens. An outgrown
 //!   ceiling is raised a step at a time ([`FIRST_RAISE`], growing by [`RAISE_GROWTH`]
-//!   while the path keeps outgrowing them, which lets the ramp climb as far): what a
-//!   probe carried through a bucket is what it was sent at, not what the path carries.
+//!   while the path keeps outgrowing them, which lets the ramp climb as far, and once
+//!   they carried more than a bucket hides ([`WIDENING_PROOF`]) the next probe starts
+//!   there): what a probe carried through a bucket is what it was sent at, not what the
+//!   path carries.
 //!   While it probes, the link sends each message as it comes
 //!   ([`UdpSender::probing`](super::UdpSender::probing)): a pause would fill the bucket
 //!   again and hide the probe's excess.
 //! - **Overuse.** When the queue passes [`OVERUSE`], the estimate and the ceiling become
-//!   what the path delivered under the queue, the link falls silent for as long as the
+//!   what the path delivered under the queue (over every report since it began to stand:
+//!   a subscriber's arrival stamps are a read late, and one report's pairs measure a few
+//!   percent off), the link falls silent for as long as the
 //!   queue holds by now (the report's age included, at most [`MAX_PAUSE`]) and then sends
 //!   at [`DRAIN`] × that rate until reports on what it sent after the pause show the queue
 //!   gone. Reports on what was sent before the pause tell of the queue already answered;
@@ -123,6 +127,12 @@ pub const FIRST_RAISE: f64 = 0.06;
 pub const RAISE_GROWTH: f64 = 3.0;
 /// ... up to this share.
 pub const MAX_RAISE: f64 = 1.0;
+/// Bytes carried above the ceilings outgrown since the last overuse beyond which the path
+/// is widening, not a token bucket emptying: the probe after the next raise starts as far
+/// as the raise goes (see [`FIRST_RAISE`]). Twice the most a bucket is taken to hold: a
+/// raise proves a quarter of one after the first, and with three in a row taken as the
+/// sign, a bucket's false raises stood queues of 20-30 ms on the real 4 Mbit/s radio.
+pub const WIDENING_PROOF: f64 = 2.0 * CEILING_PROOF;
 /// The proof on a slow link: a low ceiling (a forged report's, a radio that was narrow)
 /// is outgrown in a few seconds.
 pub const MIN_CEILING_PROOF: f64 = 1_500.0;
@@ -158,6 +168,9 @@ pub const MAX_RECORDS: usize = 4096;
 /// A queue at least this long at both samples of a pair says the bottleneck was busy
 /// between them: their spacing is its rate alone.
 pub const BOTTLENECK_BUSY: Duration = Duration::from_millis(1);
+/// A pair of samples with a queue at both whose arrivals are at least this share of their
+/// sends apart measures the bottleneck's rate (see [`Governor::on_feedback`]).
+const BOTTLENECK_SPREAD: f64 = 0.9;
 /// Pairs of samples closer than this in arrival say little about a rate.
 const MIN_PAIR: Duration = Duration::from_micros(500);
 /// Reports closer together than this are not looked at: the subscriber sends one every
@@ -302,9 +315,9 @@ struct Delivery {
     delivered: Option<f64>,
     /// Over how long (seconds of the busy pairs).
     span: f64,
-    /// The rate over the pairs that arrived further apart than they were sent: what the
-    /// bottleneck let through while a queue built in front of it.
-    bottleneck: Option<f64>,
+    /// What arrived over the pairs with a queue standing at both: what the bottleneck let
+    /// through while a queue built in front of it.
+    bottleneck: Pooled,
     /// The rate the busy pairs were sent at: what `delivered` is to be held against (the
     /// pacing rate may have moved since they left).
     sending: Option<f64>,
@@ -318,6 +331,26 @@ struct Delivery {
     /// queue over [`OVERUSE`] stood at either end of their pair, or not.
     sent: f64,
     lost: LossSplit,
+}
+
+/// Bytes that arrived over seconds of arrivals, summed over pairs of samples: a rate that
+/// more pairs measure better (a subscriber's arrival stamps are a read late, up to a
+/// millisecond or two on a busy one, against pairs 10-20 ms apart on a radio).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Pooled {
+    bytes: f64,
+    secs: f64,
+}
+
+impl Pooled {
+    fn add(&mut self, other: Pooled) {
+        self.bytes += other.bytes;
+        self.secs += other.secs;
+    }
+
+    fn rate(&self) -> Option<f64> {
+        (self.secs > 0.0).then(|| self.bytes / self.secs)
+    }
 }
 
 /// Bytes a link lost, by whether a queue over [`OVERUSE`] stood when they were: a full
@@ -452,6 +485,11 @@ pub struct Governor {
     raise: f64,
     /// Reports between probes now (from [`CRUISE_REPORTS`] to [`MAX_CRUISE_REPORTS`]).
     cruise_reports: u32,
+    /// The bytes carried above the ceilings outgrown since the last overuse.
+    outgrown: f64,
+    /// What the bottleneck let through since its queue began to stand (over the reports
+    /// since; emptied when the queue is gone or a cut answered it).
+    standing: Pooled,
     /// The link's losses over the subscriber's short loss window and its long one.
     losses: LossSplit,
     long_losses: LossSplit,
@@ -491,6 +529,8 @@ impl Governor {
             ceiling: None,
             cruise_reports: CRUISE_REPORTS,
             raise: FIRST_RAISE,
+            outgrown: 0.0,
+            standing: Pooled::default(),
             losses: LossSplit::default(),
             long_losses: LossSplit::default(),
             epoch: now,
@@ -602,6 +642,11 @@ impl Governor {
         let newest_queue = self.measure_queue(now, &points);
         let (delivery, anchor) = self.delivery(&points);
         self.last_point = Some(anchor);
+        if delivery.bottleneck.secs > 0.0 {
+            self.standing.add(delivery.bottleneck);
+        } else if newest_queue < BOTTLENECK_BUSY {
+            self.standing = Pooled::default();
+        }
         self.losses
             .add(delivery.sent, delivery.lost, LOSS_HALF_LIFE_BYTES);
         self.long_losses
@@ -700,11 +745,15 @@ impl Governor {
                     slowed_bytes += received;
                     slowed_secs += arrival.as_secs_f64();
                 }
-                if arrival.as_secs_f64() > sending_for
+                // A queue stood at both and did not shrink much between them, so it never
+                // emptied: the path, not the sender, spaced these, at its rate alone. Not
+                // "grew": a subscriber that reads in batches stamps arrivals a read late,
+                // and taking only the pairs that seemed to spread took its late reads and
+                // left its early ones (2 ms reads set the estimate 5 % low).
+                if arrival.as_secs_f64() > BOTTLENECK_SPREAD * sending_for
                     && queued_at(&a) >= standing
                     && queued_at(b) >= standing
                 {
-                    // The path, not the sender, spaced these: its rate alone.
                     queued_bytes += received;
                     queued_secs += arrival.as_secs_f64();
                 }
@@ -712,7 +761,10 @@ impl Governor {
         }
         let delivery = Delivery {
             delivered: (secs > 0.0).then(|| bytes / secs),
-            bottleneck: (queued_secs > 0.0).then(|| queued_bytes / queued_secs),
+            bottleneck: Pooled {
+                bytes: queued_bytes,
+                secs: queued_secs,
+            },
             sending: (busy_sending > 0.0).then(|| busy_sent / busy_sending),
             slowed: (slowed_secs > 0.0).then(|| slowed_bytes / slowed_secs),
             span: secs,
@@ -782,6 +834,7 @@ impl Governor {
                     if calm && carried > ceiling.rate {
                         ceiling.proof += (carried - ceiling.rate) * delivery.span;
                         if ceiling.proof >= ceiling.proof_needed() {
+                            self.outgrown += ceiling.proof;
                             // What a probe carried is what it was sent at while a bucket
                             // lets it through: the path has shown it carries more than
                             // the ceiling, not how much more. The new ceiling is a step
@@ -816,8 +869,16 @@ impl Governor {
             // two (each ceiling outgrown lifts the next ramp's base); one that did not is
             // probed a few percent above what it carries, not at the ramp's height above
             // it (half its step more, as before, stood queues of 10-15 ms on the
-            // simulated 4 Mbit/s radio: a token bucket had let the ramp through).
-            Phase::Probe(_) if calm && raised => Phase::Probe(PROBE + PROVING_STEP),
+            // simulated 4 Mbit/s radio: a token bucket had let the ramp through). Once the
+            // ceilings outgrown have carried more than a bucket could hide
+            // ([`WIDENING_PROOF`]), the path is widening: the probe goes as far as the next
+            // raise, or each ceiling would be what the last probe sent at, a tenth above
+            // the last (a radio widening fivefold took 2-3 s to be found, not two).
+            Phase::Probe(_) if calm && raised => Phase::Probe(if self.outgrown >= WIDENING_PROOF {
+                (1.0 + self.raise).min(MAX_PROBE)
+            } else {
+                PROBE + PROVING_STEP
+            }),
             // The probe was carried and the link has more to send: look further. With no
             // ceiling, at once; with one, by a slow ramp, so that a bucket that empties
             // under it shows a queue that grows by a few milliseconds a report, not tens.
@@ -866,17 +927,24 @@ impl Governor {
             return;
         }
         // What arrived while the queue stood is the bottleneck's rate (pairs from before
-        // it, sent into a token bucket's stored burst, would overstate it).
-        // Without pairs that queued all along, what the report delivered is the measure;
-        // but not while an earlier cut's queue drains: its pairs span the pause and arrive
+        // it, sent into a token bucket's stored burst, would overstate it), pooled over
+        // the reports since it began to stand: one report's pairs measure the path a few
+        // percent off, and a low estimate stays (a probe climbing a few percent above it
+        // shows a queue before it could outgrow it). Without pairs that queued all along,
+        // what the report delivered is the measure.
+        // But while an earlier cut's queue drains, the estimate stands unless pairs that
+        // queued all along show the path narrower: other pairs span the pause and arrive
         // slower than the path carries (on the simulated 4 Mbit/s radio, such second cuts
-        // set the estimate 25-30 % low for seconds), so the estimate stands.
-        // Nor is the estimate held to the rate the drain sends at: that rate is below it
-        // by design, and a queue the pause left is no measure of the path (such cuts set
-        // the estimate a fifth low on the real 4 Mbit/s radio, and the probes that
-        // outgrew it stood the next queue).
-        let measured = match (self.phase, delivery.bottleneck, self.capacity) {
-            (Phase::Drain(_), None, Some(known)) => known,
+        // set the estimate 25-30 % low for seconds), and the drain sends below the
+        // estimate by design, so the rate it sends at is no bound on the path (cuts
+        // clamped to it set the estimate a fifth low on the real 4 Mbit/s radio, and the
+        // probes that outgrew it stood the next queue). A start that a token bucket
+        // fooled is set right here (one took 6.6 Mbit/s for the 4 Mbit/s radio).
+        let bottleneck = std::mem::take(&mut self.standing).rate();
+        let measured = match (self.phase, bottleneck, self.capacity) {
+            (Phase::Drain(_), bottleneck, Some(known)) => {
+                bottleneck.map_or(known, |b| b.min(known))
+            }
             (phase, bottleneck, _) => {
                 // A start that outgrew the path had a token bucket let it through faster
                 // than the path carries: what the report delivered overall is the
@@ -904,6 +972,7 @@ impl Governor {
         self.stats.overuses += 1;
         self.ceiling = Some(Ceiling::at(measured));
         self.raise = FIRST_RAISE;
+        self.outgrown = 0.0;
         if matches!(self.phase, Phase::Probe(_)) {
             // The probe found the edge: look less often.
             self.cruise_reports = (self.cruise_reports * 2).min(MAX_CRUISE_REPORTS);

@@ -116,6 +116,11 @@ pub struct Path {
     pub drop_when: Option<fn(&[u8]) -> bool>,
     /// A narrow stretch of the path, ahead of the losses.
     pub bottleneck: Option<Bottleneck>,
+    /// The subscriber reads what arrived only every so often (a busy reader, a batch
+    /// per wake): each datagram arrives at the next read after it came.
+    pub reads_every: Option<Duration>,
+    /// The first read's moment, from which reads are counted.
+    first_read: Option<Instant>,
 }
 
 /// A radio or a tether in front of its queue, as `tc tbf` models one: datagrams leave at
@@ -221,6 +226,8 @@ impl Path {
             delivered_bytes: 0,
             drop_when: None,
             bottleneck: None,
+            reads_every: None,
+            first_read: None,
         }
     }
 
@@ -269,6 +276,11 @@ impl Path {
             if self.rng.chance(self.config.reordering) {
                 let by = self.config.reorder_by.as_micros() as u64;
                 at += Duration::from_micros(self.rng.below(by + 1));
+            }
+            if let Some(every) = self.reads_every {
+                let first = *self.first_read.get_or_insert(at);
+                let reads = (at - first).as_nanos().div_ceil(every.as_nanos());
+                at = first + every * reads as u32;
             }
             self.sent += 1;
             self.in_flight.insert((at, self.sent), datagram.clone());
