@@ -197,7 +197,7 @@ pub const PRIOR_WEIGHT: f64 = 200.0;
 /// See [`PRIOR_WEIGHT`].
 pub const PRIOR_FADE: f64 = 500.0;
 /// The datagram of an Ethernet path, by which [`PRIOR_FADE`] counts larger ones.
-const ETHERNET_DATAGRAM: usize = 1472;
+pub(super) const ETHERNET_DATAGRAM: usize = 1472;
 /// Messages of 2 to this many blocks less one are planned from the reports alone, never
 /// from the prior: their repair datagrams are full-size, several times the data of a
 /// small message. Messages of one block are planned with the prior: their repair is a

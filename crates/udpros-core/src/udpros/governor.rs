@@ -386,11 +386,11 @@ impl LossSplit {
     }
 }
 
-/// The bytes of a datagram the subscriber's loss windows count in ([`HALF_LIFE`]
+/// The bytes the subscriber's short loss window halves its weight over ([`HALF_LIFE`]
 /// datagrams of an Ethernet path).
 ///
 /// [`HALF_LIFE`]: super::loss::HALF_LIFE
-const LOSS_HALF_LIFE_BYTES: f64 = super::loss::HALF_LIFE * 1472.0;
+const LOSS_HALF_LIFE_BYTES: f64 = super::loss::HALF_LIFE * super::fec::ETHERNET_DATAGRAM as f64;
 
 /// Limits a link's governor works within.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -702,6 +702,10 @@ impl Governor {
         let mut lost = LossSplit::default();
         let mut anchor = self.last_point.unwrap_or(points[0]);
         let base = self.base.get().unwrap_or(0);
+        let (standing, overuse) = (
+            BOTTLENECK_BUSY.as_micros() as i64,
+            OVERUSE.as_micros() as i64,
+        );
         let queued_at = |p: &Point| {
             p.arrival_us - p.sent_at.saturating_duration_since(self.epoch).as_micros() as i64 - base
         };
@@ -722,7 +726,6 @@ impl Governor {
             let received = f64::from(b.received.wrapping_sub(a.received)).min(sent);
             sent_total += sent;
             received_total += received;
-            let overuse = OVERUSE.as_micros() as i64;
             if queued_at(&a).max(queued_at(b)) > overuse {
                 lost.queued += sent - received;
             } else {
@@ -744,7 +747,6 @@ impl Governor {
                 // at once, arrivals closer than the sends were, and that is not a rate
                 // the path carries.
                 secs += arrival.as_secs_f64().max(sending_for);
-                let standing = BOTTLENECK_BUSY.as_micros() as i64;
                 if arrival.as_secs_f64() > sending_for {
                     slowed_bytes += received;
                     slowed_secs += arrival.as_secs_f64();
