@@ -912,6 +912,16 @@ impl Governor {
                     // it costs the images' age), not the most, since a link that widens
                     // is found by probing.
                     self.cruise_reports = self.cruise_reports.max(2 * CRUISE_REPORTS);
+                    // What arrived while its queue stood is the path's rate: an estimate
+                    // a few percent low is set right here, not by a probe that outgrows
+                    // it (a probe a few percent above a low estimate shows a queue long
+                    // before it carries a bucket's worth above it).
+                    if let Some(edge) = std::mem::take(&mut self.standing).rate() {
+                        capacity = edge.min(self.rate).clamp(min, max);
+                        if let Some(ceiling) = &mut self.ceiling {
+                            ceiling.rate = ceiling.rate.max(capacity);
+                        }
+                    }
                 }
                 Phase::Cruise(self.cruise_reports)
             }
@@ -951,9 +961,14 @@ impl Governor {
         // fooled is set right here (one took 6.6 Mbit/s for the 4 Mbit/s radio).
         let bottleneck = std::mem::take(&mut self.standing).rate();
         let measured = match (self.phase, bottleneck, self.capacity) {
-            (Phase::Drain(_), bottleneck, Some(known)) => {
-                bottleneck.map_or(known, |b| b.min(known))
-            }
+            (Phase::Drain(_), bottleneck, Some(known)) => bottleneck
+                // Only pairs that arrived slower than the drain sent them show the path
+                // narrower than it: while a real queue drains they arrive faster (and are
+                // not pooled), and pairs that arrive as they were sent are no queue at
+                // all (forged delays, a floor gone wrong), whose cuts would walk the
+                // estimate down by the drain's share a report.
+                .filter(|b| delivery.sending.is_some_and(|s| *b < BOTTLENECK_SPREAD * s))
+                .map_or(known, |b| b.min(known)),
             (phase, bottleneck, _) => {
                 // A start that outgrew the path had a token bucket let it through faster
                 // than the path carries: what the report delivered overall is the

@@ -393,22 +393,23 @@ impl UdpSender {
             return;
         };
         let known = g.governor.rate();
+        // The silence is paid for at the rate that follows it: a pause taken at the rate
+        // before a cut would last old/new times longer.
         let pause = g.governor.take_pause();
+        let rate = self.rate_cap.map_or(known, |cap| known.min(cap));
+        if (rate - g.applied).abs() > 0.01 * g.applied {
+            g.applied = rate;
+            if rate >= g.max_rate {
+                // Nothing known, and no cap: the link's own pacing.
+                self.pacer = pacer_for(true, 1);
+                self.send_cap = None;
+            } else {
+                self.pace_at(now, rate);
+            }
+        }
         if !pause.is_zero() {
             self.pacer.pause(now, pause);
         }
-        let rate = self.rate_cap.map_or(known, |cap| known.min(cap));
-        if (rate - g.applied).abs() <= 0.01 * g.applied {
-            return;
-        }
-        g.applied = rate;
-        if rate >= g.max_rate {
-            // Nothing known, and no cap: the link's own pacing.
-            self.pacer = pacer_for(true, 1);
-            self.send_cap = None;
-            return;
-        }
-        self.pace_at(now, rate);
     }
 
     /// The FEC the link carries (`None` toward roscpp and where either end is off).
@@ -1305,6 +1306,78 @@ mod tests {
             stats.queue,
             Duration::from_millis(8),
             "the newest report's queue"
+        );
+    }
+
+    /// An overuse found at a rate far above the path's: the link cuts and is silent for
+    /// the governor's pause, paid at the new rate. Paid at the old one (the pause taken
+    /// before the cut), a cut from 100 to 1 Mbit/s was silent a hundred times as long.
+    #[test]
+    fn the_pause_after_a_cut_lasts_the_pause_not_the_old_rate_over_the_new() {
+        use crate::udpros::feedback::Sample;
+        let t0 = Instant::now();
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+            loopback: false,
+            fec: None,
+            governor: Some(GovernorConfig {
+                start_rate: 12.5e6,
+                ..GovernorConfig::default()
+            }),
+            max_rate: None,
+        };
+        let mut tx = UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config);
+        let mut now = t0;
+        let drain = |tx: &mut UdpSender, now: &mut Instant| {
+            let mut first = None;
+            while tx.is_sending() {
+                match tx.poll_transmit(*now) {
+                    Some(_) => {
+                        first.get_or_insert(*now);
+                        tx.on_transmitted(*now);
+                    }
+                    None => *now = tx.poll_timeout().unwrap(),
+                }
+            }
+            first
+        };
+        assert_eq!(
+            tx.push_queued(now, &[Bytes::from(vec![1u8; 20_000])]),
+            Ok(1)
+        );
+        drain(&mut tx, &mut now);
+        // The path delivered a datagram every 10 ms (~150 kB/s), its queue growing.
+        let sent_us = (now - t0).as_micros() as u32;
+        let samples = (0..6u16)
+            .map(|block| Sample {
+                message_id: 1,
+                block,
+                arrival_us: sent_us + 1_000 + u32::from(block) * 10_000,
+                bytes: u32::from(block + 1) * 1472,
+            })
+            .collect();
+        let mut report = Vec::new();
+        Feedback {
+            sequence: 1,
+            datagrams: 0,
+            bytes: 0,
+            samples,
+        }
+        .encode(7, &mut report);
+        now += Duration::from_millis(60);
+        assert!(tx.handle_reports(now, [report.as_slice()]));
+        let stats = tx.governor().unwrap();
+        assert_eq!(stats.overuses, 1, "{stats:?}");
+        assert!(stats.rate < 200e3, "cut to the path: {stats:?}");
+        let reported_at = now;
+        assert_eq!(tx.push_queued(now, &[Bytes::from(vec![2u8; 1_000])]), Ok(1));
+        let resumed = drain(&mut tx, &mut now).unwrap() - reported_at;
+        assert!(
+            resumed >= Duration::from_millis(20)
+                && resumed <= crate::udpros::governor::MAX_PAUSE + Duration::from_millis(20),
+            "silent for {resumed:?}"
         );
     }
 }
