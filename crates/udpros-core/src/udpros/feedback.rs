@@ -46,6 +46,16 @@ pub fn agreed(header: &ConnectionHeader) -> bool {
 /// doubled its rate past the radio's before the report that showed it came. Four reports
 /// of 124 bytes every 100 ms are 40 kbit/s the other way.
 pub const FEEDBACK_INTERVAL: Duration = Duration::from_millis(25);
+/// How often the subscriber reports over the first [`START_SPAN`] of a link's datagrams:
+/// a publisher's governor doubles its rate every two reports while no queue shows, so
+/// reports five times as often find a wide path five times sooner (a 1 MB message at the
+/// start of a wide link took 0.46 s at the 25 ms interval) and a narrow one's queue
+/// sooner too.
+pub const START_FEEDBACK_INTERVAL: Duration = Duration::from_millis(5);
+/// How long after a link's first datagram its reports come every
+/// [`START_FEEDBACK_INTERVAL`]: long enough for a start to grow from a few Mbit/s to a
+/// gigabit.
+pub const START_SPAN: Duration = Duration::from_millis(200);
 /// Most samples one report carries.
 pub const MAX_SAMPLES: usize = 8;
 /// Bytes of a report's fixed part, header included.
@@ -56,8 +66,9 @@ const SAMPLE_LEN: usize = 12;
 pub const MAX_FEEDBACK_LEN: usize = FIXED_LEN + MAX_SAMPLES * SAMPLE_LEN + 4;
 /// Samples are at least this far apart within a report, so that eight of them span the
 /// interval rather than its first datagrams.
-const SAMPLE_SPACING: Duration =
-    Duration::from_micros((FEEDBACK_INTERVAL.as_micros() as u64) / (MAX_SAMPLES as u64 + 1));
+fn sample_spacing(interval: Duration) -> Duration {
+    interval / (MAX_SAMPLES as u32 + 1)
+}
 
 /// One datagram's arrival, as reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,10 +166,13 @@ pub struct ArrivalLog {
     datagrams: u32,
     bytes: u64,
     samples: Vec<Sample>,
-    /// When the sample being filled was opened: later datagrams within
-    /// [`SAMPLE_SPACING`] replace it, so each sample is the newest of its stretch.
+    /// When the sample being filled was opened: later datagrams within a sample's
+    /// spacing replace it, so each sample is the newest of its stretch.
     sample_opened: Option<Instant>,
     last_report: Option<Instant>,
+    /// When the link's first datagram arrived: reports come every
+    /// [`START_FEEDBACK_INTERVAL`] for [`START_SPAN`] after it.
+    first_datagram: Option<Instant>,
 }
 
 impl ArrivalLog {
@@ -172,6 +186,18 @@ impl ArrivalLog {
             samples: Vec::with_capacity(MAX_SAMPLES),
             sample_opened: None,
             last_report: None,
+            first_datagram: None,
+        }
+    }
+
+    /// How often reports are due at `now`.
+    fn interval(&self, now: Instant) -> Duration {
+        match self.first_datagram {
+            Some(first) if now.saturating_duration_since(first) < START_SPAN => {
+                START_FEEDBACK_INTERVAL
+            }
+            Some(_) => FEEDBACK_INTERVAL,
+            None => START_FEEDBACK_INTERVAL,
         }
     }
 
@@ -179,6 +205,7 @@ impl ArrivalLog {
     pub fn on_datagram(&mut self, now: Instant, header: &DatagramHeader, len: usize) {
         self.datagrams = self.datagrams.wrapping_add(1);
         self.bytes = self.bytes.wrapping_add(len as u64);
+        self.first_datagram.get_or_insert(now);
         let block = match header.opcode {
             Opcode::Data0 => 0,
             Opcode::DataN => header.block,
@@ -196,9 +223,10 @@ impl ArrivalLog {
             arrival_us: since.as_micros() as u32,
             bytes: self.bytes as u32,
         };
+        let spacing = sample_spacing(self.interval(now));
         let fresh = self
             .sample_opened
-            .is_none_or(|at| now.saturating_duration_since(at) >= SAMPLE_SPACING);
+            .is_none_or(|at| now.saturating_duration_since(at) >= spacing);
         let full = self.samples.len() == MAX_SAMPLES;
         match self.samples.last_mut() {
             Some(last) if !fresh || full => *last = sample,
@@ -209,12 +237,13 @@ impl ArrivalLog {
         }
     }
 
-    /// The report due at `now`, if any: [`FEEDBACK_INTERVAL`] since the last one and
-    /// datagrams sampled since.
+    /// The report due at `now`, if any: [`FEEDBACK_INTERVAL`] since the last one
+    /// ([`START_FEEDBACK_INTERVAL`] at the link's start) and datagrams sampled since.
     pub fn poll_feedback(&mut self, now: Instant) -> Option<Feedback> {
+        let interval = self.interval(now);
         let due = self
             .last_report
-            .is_none_or(|at| now.saturating_duration_since(at) >= FEEDBACK_INTERVAL);
+            .is_none_or(|at| now.saturating_duration_since(at) >= interval);
         if !due || self.samples.is_empty() {
             return None;
         }
@@ -286,24 +315,28 @@ mod tests {
         let t0 = Instant::now();
         let mut log = ArrivalLog::new(t0);
         assert_eq!(log.poll_feedback(t0), None, "nothing arrived");
+        // Past the link's start: reports every FEEDBACK_INTERVAL.
+        log.on_datagram(t0, &data(1, 0), 1000);
+        assert_eq!(log.poll_feedback(t0).map(|r| r.sequence), Some(1));
+        let t1 = t0 + START_SPAN;
         // A datagram of 1000 bytes every 100 µs for an interval.
         let n = (FEEDBACK_INTERVAL.as_micros() / 100) as u16;
-        for i in 0..n {
-            let at = t0 + Duration::from_micros(100 * u64::from(i));
+        for i in 1..=n {
+            let at = t1 + Duration::from_micros(100 * u64::from(i - 1));
             log.on_datagram(at, &data(1, i), 1000);
         }
         let report = log
-            .poll_feedback(t0 + FEEDBACK_INTERVAL)
+            .poll_feedback(t1 + FEEDBACK_INTERVAL)
             .expect("due after an interval");
         assert_eq!(
             (report.sequence, report.datagrams, report.bytes),
-            (1, u32::from(n), u64::from(n) * 1000)
+            (2, u32::from(n) + 1, (u64::from(n) + 1) * 1000)
         );
         assert_eq!(report.samples.len(), MAX_SAMPLES);
         let last = report.samples.last().unwrap();
         assert_eq!(
             (last.block, last.bytes),
-            (n - 1, u32::from(n) * 1000),
+            (n, (u32::from(n) + 1) * 1000),
             "the newest is kept"
         );
         let gaps: Vec<u32> = report
@@ -311,21 +344,52 @@ mod tests {
             .windows(2)
             .map(|w| w[1].arrival_us - w[0].arrival_us)
             .collect();
-        let spacing = (SAMPLE_SPACING.as_micros() * 9 / 10) as u32;
+        let spacing = (sample_spacing(FEEDBACK_INTERVAL).as_micros() * 9 / 10) as u32;
         assert!(gaps.iter().all(|&g| g >= spacing), "spread out: {gaps:?}");
         assert_eq!(
-            log.poll_feedback(t0 + FEEDBACK_INTERVAL),
+            log.poll_feedback(t1 + FEEDBACK_INTERVAL),
             None,
             "nothing new"
         );
-        log.on_datagram(t0 + FEEDBACK_INTERVAL, &data(2, 0), 64);
+        log.on_datagram(t1 + FEEDBACK_INTERVAL, &data(2, 0), 64);
         assert_eq!(
-            log.poll_feedback(t0 + FEEDBACK_INTERVAL + FEEDBACK_INTERVAL / 2),
+            log.poll_feedback(t1 + FEEDBACK_INTERVAL + FEEDBACK_INTERVAL / 2),
             None,
             "not yet due"
         );
-        let next = log.poll_feedback(t0 + 2 * FEEDBACK_INTERVAL).unwrap();
-        assert_eq!((next.sequence, next.samples.len()), (2, 1));
+        let next = log.poll_feedback(t1 + 2 * FEEDBACK_INTERVAL).unwrap();
+        assert_eq!((next.sequence, next.samples.len()), (3, 1));
+    }
+
+    /// For the first START_SPAN of a link's datagrams its reports come every
+    /// START_FEEDBACK_INTERVAL, then every FEEDBACK_INTERVAL.
+    #[test]
+    fn a_link_reports_often_at_its_start() {
+        let t0 = Instant::now();
+        let mut log = ArrivalLog::new(t0);
+        let ms = Duration::from_millis;
+        let mut reports = Vec::new();
+        // A datagram every millisecond for 400 ms, the log polled as each arrives.
+        for i in 0..400u16 {
+            let at = t0 + ms(u64::from(i));
+            log.on_datagram(at, &data(1, i), 1000);
+            if log.poll_feedback(at).is_some() {
+                reports.push(at - t0);
+            }
+        }
+        let early = reports.iter().filter(|&&at| at < START_SPAN).count();
+        let late = reports.len() - early;
+        let expected = |span: Duration, every: Duration| span.as_millis() / every.as_millis();
+        assert_eq!(
+            early as u128,
+            expected(START_SPAN, START_FEEDBACK_INTERVAL),
+            "{reports:?}"
+        );
+        assert_eq!(
+            late as u128,
+            expected(ms(400) - START_SPAN, FEEDBACK_INTERVAL),
+            "{reports:?}"
+        );
     }
 
     #[test]

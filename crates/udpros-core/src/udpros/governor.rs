@@ -23,17 +23,28 @@
 //!   `Δarrival`; while the publisher was sending faster than that, the path's bottleneck set
 //!   the pace, so `Δbytes / Δarrival` is its rate. Pairs where the publisher was idle
 //!   (app-limited) only tell a lower bound, and never lower the estimate.
-//! - **Start.** A new link knows nothing of its path, and one image sent at full speed
-//!   into a 4 Mbit/s radio fills its queue (the control topic behind it waits) and loses
-//!   most of itself. So it starts at [`GovernorConfig::start_rate`] and, with each report
-//!   that shows no queue while the pacer holds the link back, paces at [`START_GROWTH`] ×
-//!   what the path was shown to carry, as BBR's startup does (growing the rate itself
-//!   would grow a rate no report has seen yet). A report that shows a queue beginning
-//!   ([`CALM`]) while the pacer holds the link back ends the start as an overuse: the
-//!   rate may be twice what the path carries by then, so the queue has grown since the
-//!   report's datagrams left, and the link pauses for it (a report's pairs arriving
-//!   slower than they were sent was the sign before: it came a report late, and a
-//!   control datagram waited 40 ms behind the start on the simulated 4 Mbit/s radio).
+//! - **Start.** A new link knows nothing of its path: one image sent at full speed into
+//!   a 4 Mbit/s radio fills its queue (the control topic behind it waits) and loses most
+//!   of itself, and one sent at a megabit across a gigabit tether waits for nothing. So
+//!   its first [`START_TRAIN`] bytes go at once, a *train*: twice the token bucket of a
+//!   radio's queue (`tc tbf`'s `burst 16kb`), less than a 2 Mbit/s radio's bucket and
+//!   queue hold, so that what queues behind the bucket arrives at the path's rate, and
+//!   nothing overflows. The subscriber reports every
+//!   [`START_FEEDBACK_INTERVAL`](super::feedback::START_FEEDBACK_INTERVAL) at a link's
+//!   start, and the first report that saw the whole train arrive without a queue sets the
+//!   link at its own pacing (the path is wider than any bucket and queue this short hide;
+//!   a wider one is found at its first overuse). A train that queued is measured by its
+//!   pairs that queued at both ends ([`TRAIN_MEASURE_WAIT`] at most) and ends the start as
+//!   an overuse, the link pausing for the train's queue: on the simulated 4 Mbit/s radio
+//!   the estimate is the radio's 3.89 Mbit/s of datagrams 31 ms after the first byte, and
+//!   the control datagram behind the train waits 34 ms, once. After the train, and on a
+//!   link whose train was never judged (the reports lost), the link paces at
+//!   [`GovernorConfig::start_rate`] and, with each report that shows no queue while the
+//!   pacer holds it back, at [`START_GROWTH`] × what the path was shown to carry, as BBR's
+//!   startup does; a report that shows a queue beginning ([`CALM`]) while the pacer holds
+//!   the link back ends the start as an overuse. Before the train, the start was only this
+//!   ramp, and it cost a wide link the first second (a 1 MB message at the start took
+//!   0.46 s, and messages were dropped as stale behind it: bench S8).
 //! - **Token buckets.** A radio's queue often has a token bucket in front (`tc tbf`'s
 //!   burst, a modem's): after a pause it lets a burst through at line rate, so arrivals
 //!   come closer than the sends were. A pair's delivery rate is therefore taken over the
@@ -79,7 +90,9 @@
 //! delivers what it sends, yet the delay says the queue keeps growing) resets the delay's
 //! baseline, and the ceiling it set, after [`BASELINE_DOUBT`]. A low ceiling left by
 //! forged reports is outgrown a ramp at a time: the link is back at the radio's rate
-//! within about nine seconds of the forgery ending (`tests/governor_sim.rs`).
+//! within about nine seconds of the forgery ending (`tests/governor_sim.rs`). A report
+//! that claims the start's train arrived without a queue sets the link at its own pacing,
+//! which is the rate the train was sent at: that is what the link showed it carries.
 //!
 //! The governor is pure: reports and `now` in, a rate out. The [`SendLog`] it reads send
 //! times from is filled by the [`UdpSender`](super::UdpSender) as datagrams leave.
@@ -108,6 +121,16 @@ pub const MAX_PROBE: f64 = 1.5;
 /// The growth of the rate per report at the start, while no queue shows: twice every two
 /// reports, as BBR's startup doubles each round trip.
 pub const START_GROWTH: f64 = std::f64::consts::SQRT_2;
+/// The bytes a governed link sends at once when it starts (see the module documentation's
+/// "Start"): twice a radio's token bucket (`tc tbf ... burst 16kb`), so that half of them
+/// queue behind a narrow path and show its rate, and less than a 2 Mbit/s radio's bucket
+/// and 50 ms queue hold together.
+pub const START_TRAIN: u64 = 32 << 10;
+/// While the start train's queue is shorter than this and no pair of it has measured the
+/// path, the governor waits for one before it cuts: a cut on the first report that shows
+/// the queue took the rate from datagrams the bucket let through and set it four times
+/// the radio's.
+pub const TRAIN_MEASURE_WAIT: Duration = Duration::from_millis(50);
 /// Reports at the cruise rate between two probes, once a probe found no more room ...
 pub const CRUISE_REPORTS: u32 = 12;
 /// ... doubling after each probe that ended in overuse, up to this many (a second): on a
@@ -171,12 +194,18 @@ pub const BOTTLENECK_BUSY: Duration = Duration::from_millis(1);
 /// A pair of samples with a queue at both whose arrivals are at least this share of their
 /// sends apart measures the bottleneck's rate (see [`Governor::on_feedback`]).
 const BOTTLENECK_SPREAD: f64 = 0.9;
+/// Datagrams sent within this of each other went in one burst: the link was busy between
+/// them, whatever its rate (the pacer's bursts are 2 ms).
+const BURST_SPAN: Duration = Duration::from_millis(1);
 /// Pairs of samples closer than this in arrival say little about a rate.
 const MIN_PAIR: Duration = Duration::from_micros(500);
 /// Reports closer together than this are not looked at: the subscriber sends one every
 /// [`FEEDBACK_INTERVAL`](super::feedback::FEEDBACK_INTERVAL), and looking one up costs up
 /// to [`MAX_SAMPLES`](super::feedback::MAX_SAMPLES) × [`MAX_RECORDS`] comparisons.
 pub const MIN_REPORT_GAP: Duration = Duration::from_millis(10);
+/// The same at the start, while the subscriber reports every
+/// [`START_FEEDBACK_INTERVAL`](super::feedback::START_FEEDBACK_INTERVAL).
+pub const START_REPORT_GAP: Duration = Duration::from_millis(4);
 /// Nor do pairs fewer bytes apart than this (four datagrams of an Ethernet MTU): at a
 /// quarter of a megabit a report interval holds one datagram.
 const MIN_PAIR_BYTES: u64 = 4 * 1500;
@@ -474,6 +503,13 @@ pub struct Governor {
     /// The pacer held datagrams back since the last report: the rate, not the
     /// publisher, limited the link.
     held: bool,
+    /// The start train ([`START_TRAIN`]) is not yet judged: no report has shown it
+    /// through without a queue, nor its queue.
+    train: bool,
+    /// Bytes the link had sent after the newest datagram the last report sampled.
+    newest_sent_bytes: u64,
+    /// The longest queue a datagram of the start's train found.
+    train_queue: Duration,
     /// Since when the delay has claimed a queue the counts do not show.
     doubt_since: Option<Instant>,
     /// The silence the last overuse asks of the link (see [`Governor::take_pause`]).
@@ -526,6 +562,9 @@ impl Governor {
             unanswered_since: None,
             last_taken: None,
             held: false,
+            train: true,
+            newest_sent_bytes: 0,
+            train_queue: Duration::ZERO,
             doubt_since: None,
             pause: Duration::ZERO,
             newest_sent: None,
@@ -578,6 +617,18 @@ impl Governor {
         }
     }
 
+    /// Whether the link is still at its start: no queue seen yet, the rate growing by
+    /// [`START_GROWTH`] per report.
+    pub fn starting(&self) -> bool {
+        self.phase == Phase::Start
+    }
+
+    /// Whether the link should send its first [`START_TRAIN`] bytes at once: at its start,
+    /// until a report judged them.
+    pub fn train(&self) -> bool {
+        self.train && self.phase == Phase::Start
+    }
+
     /// The link is sending at `now`: after [`SILENCE`] of sending without a report, the
     /// rate halves. Call before pacing a message.
     pub fn on_sending(&mut self, now: Instant) {
@@ -615,10 +666,16 @@ impl Governor {
             .last_sequence
             .is_none_or(|last| (1..1 << 31).contains(&report.sequence.wrapping_sub(last)));
         // Pairing samples with sends is the costly part (a look through the send record):
-        // a flood of reports, forged or not, is taken at most every `MIN_REPORT_GAP`.
+        // a flood of reports, forged or not, is taken at most every `MIN_REPORT_GAP`
+        // (`START_REPORT_GAP` while the link starts).
+        let gap = if self.starting() {
+            START_REPORT_GAP
+        } else {
+            MIN_REPORT_GAP
+        };
         let too_soon = self
             .last_taken
-            .is_some_and(|at| now.saturating_duration_since(at) < MIN_REPORT_GAP);
+            .is_some_and(|at| now.saturating_duration_since(at) < gap);
         if !in_order || too_soon {
             self.stats.ignored += 1;
             return false;
@@ -683,7 +740,16 @@ impl Governor {
             self.base.add(now, delay(p));
         }
         self.newest_sent = points.iter().map(|p| p.sent_at).max();
+        self.newest_sent_bytes = points.iter().map(|p| p.sent).max().unwrap_or(0);
         let base = self.base.get().unwrap_or(0);
+        if self.train {
+            // The longest queue a datagram of the train found.
+            let train = points.iter().filter(|p| p.sent <= START_TRAIN);
+            let longest = train.map(|p| delay(p) - base).max().unwrap_or(0);
+            self.train_queue = self
+                .train_queue
+                .max(Duration::from_micros(longest.max(0) as u64));
+        }
         let mut queued: Vec<i64> = points.iter().map(|p| delay(p) - base).collect();
         queued.sort_unstable_by(|a, b| b.cmp(a));
         let second = queued.get(1).or(queued.first()).copied().unwrap_or(0);
@@ -735,8 +801,11 @@ impl Governor {
                 continue;
             }
             let sending_for = b.sent_at.saturating_duration_since(a.sent_at).as_secs_f64();
-            // The link was busy if it sent at least half its rate between them.
-            let busy = sent >= 0.5 * self.rate * sending_for;
+            // The link was busy if it sent at least half its rate between them, or sent
+            // them in one burst (at its own pacing the rate is no measure: a gigabyte a
+            // second, which no link sends at, and its overuses measured nothing).
+            let busy =
+                sending_for <= BURST_SPAN.as_secs_f64() || sent >= 0.5 * self.rate * sending_for;
             if busy {
                 bytes += received;
                 busy_sent += sent;
@@ -806,11 +875,37 @@ impl Governor {
     }
 
     fn decide(&mut self, now: Instant, delivery: Delivery) {
-        if self.queue > OVERUSE {
-            return self.overuse(now, delivery);
-        }
         let (min, max) = (self.config.min_rate, self.config.max_rate);
         let calm = self.queue < CALM;
+        if self.train() {
+            // Every datagram of the train was reported once one sent after it was (a
+            // path delivers in order; what is missing was lost).
+            let reported = self.newest_sent_bytes > START_TRAIN;
+            if self.train_queue >= CALM {
+                // The train's queue measures the path once a pair of its datagrams
+                // queued at both ends: until then, while it is short, the link waits at
+                // the start rate (which a path this narrow still drains).
+                let measured = self.standing.rate().is_some() || reported;
+                if !measured && self.queue < TRAIN_MEASURE_WAIT {
+                    return;
+                }
+                return self.overuse(now, delivery);
+            } else if reported {
+                // The whole train arrived without a queue: the path is wider than a
+                // bucket and queue this short could hide. The link's own pacing, until
+                // a queue shows.
+                self.train = false;
+                self.rate = max;
+                return;
+            }
+        }
+        // A probe is looking for the edge: the first queue it stands is the edge, and the
+        // link pauses for it at once. Cruising on (as before) let the reports on what the
+        // probe had sent show the queue growing past an overuse a report later, and the
+        // cut and a second one cost the image in flight 30-50 ms (the real radio, 4 Mbit/s).
+        if self.queue > OVERUSE || (self.probing() && !calm) {
+            return self.overuse(now, delivery);
+        }
         let held = std::mem::take(&mut self.held);
         let carried = delivery.delivered.map(|d| d.min(max));
         let Some(known) = self.capacity else {
@@ -906,23 +1001,6 @@ impl Governor {
                     ceiling.proof = 0.0;
                     ceiling.raised = false;
                 }
-                if !calm {
-                    // The probe found the edge short of an overuse: the next waits twice
-                    // the least (a probing link does not hold for a fresher message, so
-                    // it costs the images' age), not the most, since a link that widens
-                    // is found by probing.
-                    self.cruise_reports = self.cruise_reports.max(2 * CRUISE_REPORTS);
-                    // What arrived while its queue stood is the path's rate: an estimate
-                    // a few percent low is set right here, not by a probe that outgrows
-                    // it (a probe a few percent above a low estimate shows a queue long
-                    // before it carries a bucket's worth above it).
-                    if let Some(edge) = std::mem::take(&mut self.standing).rate() {
-                        capacity = edge.min(self.rate).clamp(min, max);
-                        if let Some(ceiling) = &mut self.ceiling {
-                            ceiling.rate = ceiling.rate.max(capacity);
-                        }
-                    }
-                }
                 Phase::Cruise(self.cruise_reports)
             }
             Phase::Cruise(0) if calm => Phase::Probe(PROBE),
@@ -943,6 +1021,25 @@ impl Governor {
     fn overuse(&mut self, now: Instant, delivery: Delivery) {
         let (min, max) = (self.config.min_rate, self.config.max_rate);
         if self.answered() {
+            // The last cut answered this queue, but the pairs under it may show the path
+            // narrower than the cut took it for: at a step, a report with no pair that
+            // queued at both ends gave what it delivered, a bucket's burst included (7.2
+            // for 4 Mbit/s on the real radio, the queue then growing to 80 ms while the
+            // reports told of sends from before the cut). The estimate follows at once,
+            // without another pause; pairs that arrived as they were sent show no path
+            // narrower than what sent them (see the drain's cut below).
+            let narrower = self
+                .standing
+                .rate()
+                .filter(|b| delivery.sending.is_some_and(|s| *b < BOTTLENECK_SPREAD * s));
+            if let (Some(known), Some(b)) = (self.capacity, narrower) {
+                if b < known {
+                    let b = b.clamp(min, max);
+                    self.capacity = Some(b);
+                    self.rate = (b * DRAIN).clamp(min, max);
+                    self.ceiling = Some(Ceiling::at(b));
+                }
+            }
             return;
         }
         // What arrived while the queue stood is the bottleneck's rate (pairs from before
@@ -976,11 +1073,17 @@ impl Governor {
                 // path's (on the 2 Mbit/s radio the first cut was to 3.9 Mbit/s, and the
                 // queue stood 110 ms).
                 let slowed = delivery.slowed.filter(|_| phase == Phase::Start);
+                // Never above what the link sent at: the train went at once.
+                let sent_at = if self.train() {
+                    max
+                } else {
+                    self.rate.max(delivery.sending.unwrap_or(0.0))
+                };
                 bottleneck
                     .or(slowed)
                     .or(delivery.delivered)
                     .unwrap_or(self.rate)
-                    .min(self.rate.max(delivery.sending.unwrap_or(0.0)))
+                    .min(sent_at)
             }
         }
         .clamp(min, max);
@@ -994,12 +1097,21 @@ impl Governor {
         self.capacity = Some(measured);
         self.rate = (measured * DRAIN).clamp(min, max);
         self.stats.overuses += 1;
+        self.train = false;
         self.ceiling = Some(Ceiling::at(measured));
         self.raise = FIRST_RAISE;
         self.outgrown = 0.0;
         if matches!(self.phase, Phase::Probe(_)) {
-            // The probe found the edge: look less often.
-            self.cruise_reports = (self.cruise_reports * 2).min(MAX_CRUISE_REPORTS);
+            self.cruise_reports = if self.queue > OVERUSE {
+                // The probe overshot the edge: look less often.
+                (self.cruise_reports * 2).min(MAX_CRUISE_REPORTS)
+            } else {
+                // It found the edge as its first queue: the next waits twice the least
+                // (a probing link does not hold for a fresher message, so probes cost the
+                // images' age), not the most, since a link that widens is found by
+                // probing.
+                self.cruise_reports.max(2 * CRUISE_REPORTS)
+            };
         }
         // The queue empties fastest with the link silent for as long as it holds: a
         // control datagram behind it then waits one report's overshoot, not the hundreds

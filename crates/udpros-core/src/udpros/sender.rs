@@ -22,7 +22,7 @@
 
 use super::fec::{FecEncoder, LinkFec, FEC_HEADER_LEN};
 use super::feedback::{Feedback, FEEDBACK_INTERVAL};
-use super::governor::{Governor, GovernorConfig, GovernorStats, SendLog};
+use super::governor::{Governor, GovernorConfig, GovernorStats, SendLog, START_TRAIN};
 use super::loss::Report;
 use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, HEADER_LEN};
 use crate::link::HEARTBEAT;
@@ -252,6 +252,8 @@ struct Governed {
     applied: f64,
     /// The pacing without a governor, restored while it knows nothing.
     max_rate: f64,
+    /// The pacer's burst is the start's train ([`START_TRAIN`]).
+    train: bool,
 }
 
 impl UdpSender {
@@ -291,6 +293,7 @@ impl UdpSender {
                         log: SendLog::default(),
                         applied: limits.max_rate,
                         max_rate: limits.max_rate,
+                        train: false,
                     })
                 }),
             rate_cap: config.max_rate.filter(|cap| cap.is_finite() && *cap > 0.0),
@@ -397,8 +400,26 @@ impl UdpSender {
         // before a cut would last old/new times longer.
         let pause = g.governor.take_pause();
         let rate = self.rate_cap.map_or(known, |cap| known.min(cap));
-        if (rate - g.applied).abs() > 0.01 * g.applied {
+        // The start's train goes at once (a burst of the pacer's), in sends that take no
+        // more than is left of it: a send granted at the train's burst and the start's
+        // rate would leave 0.2 s later, whatever the rate by then. Then the rate.
+        let datagram = self.fragmenter.max_datagram_size();
+        // A link the user capped (the path known narrow) sends no train.
+        let train_left = match g.governor.train() && self.rate_cap.is_none() {
+            true => START_TRAIN.saturating_sub(g.log.bytes()) as usize,
+            false => 0,
+        };
+        let train = train_left >= datagram;
+        if train {
+            if !g.train || (rate - g.applied).abs() > 0.01 * g.applied {
+                self.pacer.set_rate(now, rate, START_TRAIN as usize);
+            }
+            g.train = true;
             g.applied = rate;
+            self.send_cap = Some(train_left);
+        } else if (rate - g.applied).abs() > 0.01 * g.applied || g.train {
+            g.applied = rate;
+            g.train = false;
             if rate >= g.max_rate {
                 // Nothing known, and no cap: the link's own pacing.
                 self.pacer = pacer_for(true, 1);
@@ -427,10 +448,12 @@ impl UdpSender {
     /// so that the link needs no reader of its own.
     pub fn wants_reports(&mut self, now: Instant) -> bool {
         let adaptive = self.fec.is_some_and(|f| f.target.is_some());
-        let every = match (self.governed.is_some(), adaptive) {
-            (true, _) => FEEDBACK_CHECK,
-            (false, true) => REPORT_CHECK,
-            (false, false) => return false,
+        let every = match (self.governed.as_ref(), adaptive) {
+            // Reports come five times as often at the start.
+            (Some(g), _) if g.governor.starting() => FEEDBACK_CHECK / 5,
+            (Some(_), _) => FEEDBACK_CHECK,
+            (None, true) => REPORT_CHECK,
+            (None, false) => return false,
         };
         if now < self.next_report_check {
             return false;
@@ -651,6 +674,10 @@ impl UdpSender {
             let segment = self.runs.get(self.run).map_or(len, |run| run.segment);
             g.log
                 .record(now, &self.out[self.sent..self.sent + len], segment);
+        }
+        if self.governed.as_ref().is_some_and(|g| g.train) {
+            // The train is out: the next send is granted at the rate's own burst.
+            self.follow_governor(now);
         }
         self.sent += len;
         if self
@@ -1236,6 +1263,20 @@ mod tests {
         assert_eq!(fragments_per_datagram(Some(576), 1500), 3);
     }
 
+    /// A governed link to a udpros subscriber, opened at `t0`.
+    fn governed_sender(t0: Instant, governor: GovernorConfig) -> UdpSender {
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+            loopback: false,
+            fec: None,
+            governor: Some(governor),
+            max_rate: None,
+        };
+        UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config)
+    }
+
     /// Reports that waited in the socket together (the link slept through a pause): the
     /// governor is given the newest, which tells of the queue now; handed over oldest
     /// first, the oldest was taken and the rest ignored as too soon after it.
@@ -1243,16 +1284,7 @@ mod tests {
     fn of_reports_read_together_the_governor_takes_the_newest() {
         use crate::udpros::feedback::Sample;
         let t0 = Instant::now();
-        let config = UdpSenderConfig {
-            udpros_peer: true,
-            route_mtu: None,
-            segmenting: true,
-            loopback: false,
-            fec: None,
-            governor: Some(GovernorConfig::default()),
-            max_rate: None,
-        };
-        let mut tx = UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config);
+        let mut tx = governed_sender(t0, GovernorConfig::default());
         assert_eq!(tx.push_queued(t0, &[Bytes::from(vec![1u8; 20_000])]), Ok(1));
         // When each block left (the governor's clock starts at t0).
         let mut sent_us = std::collections::BTreeMap::new();
@@ -1316,19 +1348,11 @@ mod tests {
     fn the_pause_after_a_cut_lasts_the_pause_not_the_old_rate_over_the_new() {
         use crate::udpros::feedback::Sample;
         let t0 = Instant::now();
-        let config = UdpSenderConfig {
-            udpros_peer: true,
-            route_mtu: None,
-            segmenting: true,
-            loopback: false,
-            fec: None,
-            governor: Some(GovernorConfig {
-                start_rate: 12.5e6,
-                ..GovernorConfig::default()
-            }),
-            max_rate: None,
+        let start = GovernorConfig {
+            start_rate: 12.5e6,
+            ..GovernorConfig::default()
         };
-        let mut tx = UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config);
+        let mut tx = governed_sender(t0, start);
         let mut now = t0;
         let drain = |tx: &mut UdpSender, now: &mut Instant| {
             let mut first = None;
@@ -1348,13 +1372,14 @@ mod tests {
             Ok(1)
         );
         drain(&mut tx, &mut now);
-        // The path delivered a datagram every 10 ms (~150 kB/s), its queue growing.
+        // The path delivered a datagram every 15 ms (~100 kB/s), its queue growing past
+        // what the start's train waits for a measure within.
         let sent_us = (now - t0).as_micros() as u32;
         let samples = (0..6u16)
             .map(|block| Sample {
                 message_id: 1,
                 block,
-                arrival_us: sent_us + 1_000 + u32::from(block) * 10_000,
+                arrival_us: sent_us + 1_000 + u32::from(block) * 15_000,
                 bytes: u32::from(block + 1) * 1472,
             })
             .collect();
