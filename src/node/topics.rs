@@ -40,9 +40,9 @@ pub struct AdvertiseOptions {
     /// The link governor on UDPROS links to udpros subscribers on other hosts (see
     /// [`crate::wire::udpros::governor`]): each link is paced just under the rate its path
     /// is measured to carry, so that a narrow radio's queue stays short and large messages
-    /// arrive whole. `None` (the default for now: issue 48 is not finished, and on a wide
-    /// link its start costs the first second's messages) keeps fixed pacing; a link to this
-    /// host is never governed.
+    /// arrive whole. On by default ([`GovernorConfig::default`]); `None` keeps the fixed
+    /// pacing of a link without one. A link to this host, or to a roscpp or rospy
+    /// subscriber (which sends no feedback), is never governed.
     pub governor: Option<GovernorConfig>,
     /// How old a message may be when it reaches a subscriber on another host over TCPROS
     /// (see [`crate::wire::freshness`]). On a path narrower than what is published (a
@@ -89,7 +89,7 @@ impl Default for AdvertiseOptions {
             max_links: DEFAULT_MAX_LINKS,
             max_links_per_host: DEFAULT_MAX_LINKS_PER_HOST,
             fec: FecPolicy::default(),
-            governor: None,
+            governor: Some(GovernorConfig::default()),
             freshness: Some(crate::wire::freshness::DEFAULT_FRESHNESS),
             max_rate: None,
             urgent: false,

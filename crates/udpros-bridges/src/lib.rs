@@ -280,12 +280,17 @@ impl Params<'_> {
     }
 }
 
-/// How a bridge's topics go to their subscribers: what `~fec`, `~max_rate` and
-/// `~max_rate_per_host` say.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// How a bridge's topics go to their subscribers: what `~fec`, `~governor`, `~max_rate`
+/// and `~max_rate_per_host` say.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkSettings {
     /// `~fec`: forward error correction toward udpros subscribers on UDPROS.
     pub fec: FecPolicy,
+    /// `~governor`: each UDPROS link to a udpros subscriber on another host is paced just
+    /// under what its path carries (see
+    /// [`AdvertiseOptions::governor`](udpros::node::AdvertiseOptions::governor)); true by
+    /// default.
+    pub governor: bool,
     /// `~max_rate`: the most each subscriber link sends, bytes per second (see
     /// [`AdvertiseOptions::max_rate`](udpros::node::AdvertiseOptions::max_rate)); `None`, no cap.
     pub max_rate: Option<f64>,
@@ -294,6 +299,18 @@ pub struct LinkSettings {
     /// [`NodeOptions::max_rate_per_host`](udpros::node::NodeOptions::max_rate_per_host));
     /// `None`, no cap.
     pub max_rate_per_host: Option<f64>,
+}
+
+impl Default for LinkSettings {
+    /// Adaptive FEC, governed links, no caps: the library's defaults.
+    fn default() -> Self {
+        LinkSettings {
+            fec: FecPolicy::default(),
+            governor: true,
+            max_rate: None,
+            max_rate_per_host: None,
+        }
+    }
 }
 
 impl LinkSettings {
@@ -305,21 +322,28 @@ impl LinkSettings {
 
     /// Advertise options with these settings and the defaults for the rest.
     pub fn options(&self) -> udpros::node::AdvertiseOptions {
+        let defaults = udpros::node::AdvertiseOptions::default();
         udpros::node::AdvertiseOptions {
             fec: self.fec,
+            governor: defaults.governor.filter(|_| self.governor),
             max_rate: self.max_rate,
-            ..udpros::node::AdvertiseOptions::default()
+            ..defaults
         }
     }
 }
 
 impl Params<'_> {
-    /// `~fec`, `~max_rate` and `~max_rate_per_host` (bytes per second, 0 for none, the
-    /// default: caps for a radio narrower than what the bridge publishes, toward roscpp
-    /// and rospy subscribers too), refused with their names and what is allowed.
+    /// `~fec`, `~governor` (true or false), `~max_rate` and `~max_rate_per_host` (bytes
+    /// per second, 0 for none, the default: caps for a radio narrower than what the bridge
+    /// publishes, toward roscpp and rospy subscribers too), refused with their names and
+    /// what is allowed.
     pub async fn link_settings(&self) -> Result<LinkSettings, String> {
         Ok(LinkSettings {
             fec: self.fec().await?,
+            governor: self
+                .get("~governor", true)
+                .await
+                .map_err(|e| format!("~governor: {e} (true or false)"))?,
             max_rate: self.rate_cap("~max_rate").await?,
             max_rate_per_host: self.rate_cap("~max_rate_per_host").await?,
         })

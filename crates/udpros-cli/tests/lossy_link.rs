@@ -4,7 +4,7 @@
 //! without FEC a few percent arrive whole (roscpp's share is the same); with FEC between
 //! udpros peers, adaptive (the default: the subscriber reports the loss and its runs, the
 //! publisher repairs for them) or a fixed quarter of repair, all of them. The link survives
-//! either way. The publisher governs its link (the link governor, opt-in for now): its
+//! either way. The publisher governs its link (the link governor, on by default): its
 //! start and pacing must not cost FEC's links anything, and the subscriber's feedback must
 //! cross the lossy path. Needs root (CI runs as root), iproute2, nftables and ethtool.
 
@@ -25,7 +25,8 @@ fn fec_delivers_large_messages_across_five_percent_loss_at_random_and_in_runs() 
         loss_per_mille: 50,
         mean_run,
         fec: Some(fec),
-        // Governed: what the link governor does to FEC's links across a lossy path.
+        // Governed, as by default: what the link governor does to FEC's links across a
+        // lossy path.
         governor: true,
     };
     let run = |fec, mean_run| {

@@ -32,6 +32,7 @@ pub const PARAMETERS: &[&str] = &[
     "fec",
     "max_rate",
     "max_rate_per_host",
+    "governor",
     "frame_id",
     "speed_of_sound",
     "range",

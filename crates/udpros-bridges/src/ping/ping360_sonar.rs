@@ -58,6 +58,7 @@ const PARAMETERS: &[&str] = &[
     "fec",
     "max_rate",
     "max_rate_per_host",
+    "governor",
     "record",
     "replay_rate",
     "replay_loop",

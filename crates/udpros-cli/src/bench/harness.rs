@@ -311,7 +311,8 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     // S8 only when asked for: it needs root, and takes about a quarter of an hour.
     if wanted.as_ref().is_some_and(|w| w.iter().any(|x| x == "S8")) {
         let (quick, roscpp, dumps) = (args.quick, peers.roscpp.clone(), dumps.clone());
-        tokio::task::spawn_blocking(move || super::lossy::run(quick, &roscpp, &dumps))
+        let only = super::radio::Only::new(args.rows.as_deref(), None);
+        tokio::task::spawn_blocking(move || super::lossy::run(quick, &only, &roscpp, &dumps))
             .await
             .map_err(|e| e.to_string())??;
     }

@@ -30,15 +30,26 @@ struct Way {
     subscriber: &'static str,
     transport: &'static str,
     fec: Option<&'static str>,
+    /// The publisher governs its UDPROS links (udpros, by default).
+    governor: bool,
 }
 
-const WAYS: [Way; 5] = [
+const WAYS: [Way; 6] = [
     Way {
         name: "udpros FEC adaptive",
         publisher: "udpros",
         subscriber: "udpros",
         transport: "udp",
         fec: Some("adaptive"),
+        governor: true,
+    },
+    Way {
+        name: "udpros FEC adaptive, governor off",
+        publisher: "udpros",
+        subscriber: "udpros",
+        transport: "udp",
+        fec: Some("adaptive"),
+        governor: false,
     },
     Way {
         name: "udpros FEC off",
@@ -46,6 +57,7 @@ const WAYS: [Way; 5] = [
         subscriber: "udpros",
         transport: "udp",
         fec: Some("off"),
+        governor: true,
     },
     Way {
         name: "roscpp UDPROS",
@@ -53,6 +65,7 @@ const WAYS: [Way; 5] = [
         subscriber: "roscpp",
         transport: "udp",
         fec: None,
+        governor: false,
     },
     Way {
         name: "udpros TCPROS",
@@ -60,6 +73,7 @@ const WAYS: [Way; 5] = [
         subscriber: "udpros",
         transport: "tcp",
         fec: None,
+        governor: false,
     },
     Way {
         name: "roscpp TCPROS",
@@ -67,6 +81,7 @@ const WAYS: [Way; 5] = [
         subscriber: "roscpp",
         transport: "tcp",
         fec: None,
+        governor: false,
     },
 ];
 
@@ -114,9 +129,14 @@ struct Cell {
     sub_cpu_us: Option<f64>,
 }
 
-/// Runs S8 and prints its table. `quick`: 100 kB at 5 % loss for the two udpros UDPROS rows
+/// Runs S8 and prints its table. `quick`: 100 kB at 5 % loss for the udpros UDPROS rows
 /// only, a few messages (CI: that it runs, not what it measures).
-pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String> {
+pub(super) fn run(
+    quick: bool,
+    only: &super::radio::Only,
+    roscpp: &Path,
+    dumps: &Path,
+) -> Result<(), String> {
     let loads = [
         Load {
             what: "1 kB at 100 Hz",
@@ -172,7 +192,9 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
         }
         for &loss in &losses {
             for (n, way) in WAYS.iter().enumerate() {
-                if quick && (way.transport != "udp" || way.publisher != "udpros") {
+                if quick && (way.transport != "udp" || way.publisher != "udpros")
+                    || !only.row_named(way.name)
+                {
                     continue;
                 }
                 let count = if quick { 20 } else { load.count };
@@ -257,6 +279,9 @@ fn run_cell(
     publisher.args(["pub", topic, "--size", &load.size.to_string()]);
     publisher.args(["--rate", &load.rate.to_string(), "--count", &count_s]);
     publisher.args(["--subscribers", "1"]);
+    if !way.governor && way.publisher == "udpros" {
+        publisher.arg("--no-governor");
+    }
     let publisher = spawn(publisher)?;
     let limit = Duration::from_secs_f64(60.0 + count as f64 / load.rate);
     let pub_line = publisher

@@ -73,8 +73,8 @@ pub struct RunArgs {
     /// (default: every pair whose peers exist).
     #[arg(long)]
     pairs: Option<String>,
-    /// S10 only: the rows whose name holds one of these, e.g. `governed,roscpp` (default:
-    /// every row).
+    /// S8 and S10 only: the rows whose name holds one of these, e.g. `governed,roscpp`
+    /// (default: every row).
     #[arg(long)]
     rows: Option<String>,
     /// S10 only: the radios whose name starts with one of these, e.g. `4,20 →` (default:
@@ -116,10 +116,11 @@ pub struct PeerArgs {
     /// subscriber asks for (udpros peers only).
     #[arg(long, default_value_t = udpros::node::FecPolicy::default())]
     fec: udpros::node::FecPolicy,
-    /// Govern the publisher's UDPROS links to udpros subscribers on other hosts (the link
-    /// governor; off by default until it meets the radio bench S10's bars).
+    /// No link governor on the publisher's UDPROS links to udpros subscribers on other
+    /// hosts (`AdvertiseOptions::governor` `None`; governed by default): the rows that
+    /// show a link without one.
     #[arg(long)]
-    governor: bool,
+    no_governor: bool,
     /// Where a publisher writes its first governed link's state after each report it
     /// takes, a line each: `unix_ms rate_bit_s capacity_bit_s queue_ms reports overuses
     /// ignored` (what S10 reads after a step).

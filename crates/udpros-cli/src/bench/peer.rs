@@ -30,8 +30,7 @@ async fn publish(node: &Node, args: &PeerArgs) -> CliResult {
             AdvertiseOptions {
                 queue_size: 1000, // as the roscpp peer
                 fec: args.fec,
-                governor: args
-                    .governor
+                governor: (!args.no_governor)
                     .then(udpros::wire::udpros::governor::GovernorConfig::default),
                 max_rate: args.max_rate_kbit.map(|kbit| kbit * 1000.0 / 8.0),
                 ..AdvertiseOptions::default()

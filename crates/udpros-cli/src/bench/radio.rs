@@ -58,14 +58,14 @@ const BUDGET_SHARE: f64 = 0.9;
 
 const WAYS: [Way; 7] = [
     Way {
-        name: "udpros UDPROS governed",
+        name: "udpros UDPROS (governed, the default)",
         kind: "udpros",
         transport: "udp",
         governor: true,
         one_node_budget: false,
     },
     Way {
-        name: "udpros UDPROS",
+        name: "udpros UDPROS, governor off",
         kind: "udpros",
         transport: "udp",
         governor: false,
@@ -132,7 +132,8 @@ struct Cell {
     rate_after_steps: Vec<f64>,
 }
 
-/// Which rows and radios of S10 to run (`bench run --rows`, `--radios`).
+/// Which rows of S8 and S10, and which radios of S10, to run (`bench run --rows`,
+/// `--radios`).
 pub(super) struct Only {
     rows: Option<Vec<String>>,
     radios: Option<Vec<String>>,
@@ -148,9 +149,14 @@ impl Only {
     }
 
     fn row(&self, way: &Way) -> bool {
+        self.row_named(way.name)
+    }
+
+    /// Whether the row called `name` runs: its name holds one of the words asked for.
+    pub(super) fn row_named(&self, name: &str) -> bool {
         self.rows
             .as_ref()
-            .is_none_or(|r| r.iter().any(|x| way.name.contains(x.as_str())))
+            .is_none_or(|r| r.iter().any(|x| name.contains(x.as_str())))
     }
 
     fn radio(&self, radio: &Radio) -> bool {
@@ -280,8 +286,8 @@ impl Peers<'_> {
         publisher.args(["pub", topic, "--size", &size.to_string()]);
         publisher.args(["--rate", &rate.to_string(), "--count", &count.to_string()]);
         publisher.args(["--subscribers", "1"]);
-        if way.governor {
-            publisher.arg("--governor");
+        if !way.governor && way.kind == "udpros" {
+            publisher.arg("--no-governor");
         }
         spawn(publisher)
     }

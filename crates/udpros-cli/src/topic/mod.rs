@@ -82,6 +82,10 @@ pub struct PubArgs {
     /// `adaptive:TARGET`, a fixed repair ratio from 0 to 1, or `off`.
     #[arg(long, default_value_t = FecPolicy::default())]
     fec: FecPolicy,
+    /// Fixed pacing on UDPROS links to udpros subscribers on other hosts, without the link
+    /// governor that paces each just under what its path carries (on by default).
+    #[arg(long)]
+    no_governor: bool,
     /// The most each subscriber link sends, in bytes per second (a 4 Mbit/s radio is
     /// 500000): 0, the default, is no cap.
     #[arg(

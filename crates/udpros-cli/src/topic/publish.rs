@@ -29,19 +29,17 @@ pub(super) async fn publish(node: &Node, args: PubArgs) -> Result<(), TopicError
     let definition = ty.definition().map_err(TopicError::Message)?;
     let latch = args.latch || args.rate.is_none();
     let publisher = node
-        .advertise_raw(
-            &args.topic,
-            ty.type_name(),
-            ty.md5sum(),
-            &definition,
+        .advertise_raw(&args.topic, ty.type_name(), ty.md5sum(), &definition, {
+            let defaults = AdvertiseOptions::default();
             AdvertiseOptions {
                 latch,
                 fec: args.fec,
+                governor: defaults.governor.filter(|_| !args.no_governor),
                 // Checked before the node started.
                 max_rate: udpros::node::max_rate_from(args.max_rate).unwrap_or(None),
-                ..AdvertiseOptions::default()
-            },
-        )
+                ..defaults
+            }
+        })
         .await?;
     let mut sent = 0u64;
     let period = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));

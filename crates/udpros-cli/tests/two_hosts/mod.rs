@@ -61,7 +61,8 @@ pub struct Across {
     pub mean_run: f64,
     /// The subscriber's `--fec` (udpros subscribers only).
     pub fec: Option<&'static str>,
-    /// The publisher governs its link (`--governor`, udpros publishers only).
+    /// The publisher governs its link (the default; `--no-governor` when false, udpros
+    /// publishers only).
     pub governor: bool,
 }
 
@@ -73,7 +74,7 @@ impl Across {
             loss_per_mille: 0,
             mean_run: 1.0,
             fec: None,
-            governor: false,
+            governor: true,
         }
     }
 }
@@ -176,8 +177,8 @@ pub fn delivered(
         "--subscribers",
         "1",
     ];
-    if across.governor && from == Side::Udpros {
-        pub_args.push("--governor");
+    if !across.governor && from == Side::Udpros {
+        pub_args.push("--no-governor");
     }
     let mut publisher = on(&net, "a", &peer(from, roscpp), &peer_args(from, &pub_args));
     let mut pub_child = publisher
