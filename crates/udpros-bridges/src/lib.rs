@@ -466,7 +466,26 @@ fn either(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_rate, either, MIN_RATE};
+    use super::{check_rate, either, LinkSettings, MIN_RATE};
+
+    /// A bridge's links are governed as the library's are, and `~governor:=false` takes
+    /// the governor off and nothing else.
+    #[test]
+    fn the_governor_is_on_unless_turned_off() {
+        let on = LinkSettings::default();
+        assert_eq!(
+            on.options().governor,
+            udpros::node::AdvertiseOptions::default().governor
+        );
+        assert!(on.options().governor.is_some());
+        let off = LinkSettings {
+            governor: false,
+            ..on
+        }
+        .options();
+        assert_eq!(off.governor, None);
+        assert_eq!((off.fec, off.max_rate), (on.fec, on.max_rate));
+    }
 
     #[test]
     fn rates_are_off_or_have_a_finite_period() {

@@ -45,6 +45,11 @@ async fn bad_parameters_are_one_line_and_exit_1() {
         ),
         (env!("CARGO_BIN_EXE_ping_sonar"), vec!["_fec:=2"], "~fec"),
         (
+            env!("CARGO_BIN_EXE_mavlink_bridge"),
+            vec!["_governor:=sometimes"],
+            "~governor",
+        ),
+        (
             env!("CARGO_BIN_EXE_ping_sonar"),
             vec!["_max_rate:=-5"],
             "~max_rate",

@@ -203,8 +203,9 @@ const MIN_PAIR: Duration = Duration::from_micros(500);
 /// [`FEEDBACK_INTERVAL`](super::feedback::FEEDBACK_INTERVAL), and looking one up costs up
 /// to [`MAX_SAMPLES`](super::feedback::MAX_SAMPLES) × [`MAX_RECORDS`] comparisons.
 pub const MIN_REPORT_GAP: Duration = Duration::from_millis(10);
-/// The same at the start, while the subscriber reports every
-/// [`START_FEEDBACK_INTERVAL`](super::feedback::START_FEEDBACK_INTERVAL).
+/// The same while the start's train waits to be judged ([`Governor::train`]): the
+/// subscriber reports every
+/// [`START_FEEDBACK_INTERVAL`](super::feedback::START_FEEDBACK_INTERVAL) then.
 pub const START_REPORT_GAP: Duration = Duration::from_millis(4);
 /// Nor do pairs fewer bytes apart than this (four datagrams of an Ethernet MTU): at a
 /// quarter of a megabit a report interval holds one datagram.
@@ -617,12 +618,6 @@ impl Governor {
         }
     }
 
-    /// Whether the link is still at its start: no queue seen yet, the rate growing by
-    /// [`START_GROWTH`] per report.
-    pub fn starting(&self) -> bool {
-        self.phase == Phase::Start
-    }
-
     /// Whether the link should send its first [`START_TRAIN`] bytes at once: at its start,
     /// until a report judged them.
     pub fn train(&self) -> bool {
@@ -667,8 +662,9 @@ impl Governor {
             .is_none_or(|last| (1..1 << 31).contains(&report.sequence.wrapping_sub(last)));
         // Pairing samples with sends is the costly part (a look through the send record):
         // a flood of reports, forged or not, is taken at most every `MIN_REPORT_GAP`
-        // (`START_REPORT_GAP` while the link starts).
-        let gap = if self.starting() {
+        // (`START_REPORT_GAP` while the start's train waits to be judged: a link the train
+        // found wide stays at its start, and is not looked at more often for it).
+        let gap = if self.train() {
             START_REPORT_GAP
         } else {
             MIN_REPORT_GAP

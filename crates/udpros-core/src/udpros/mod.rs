@@ -24,7 +24,7 @@ pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};
 pub use sender::{
     max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
     DIRECT_MAX_SENDS, FEEDBACK_CHECK, FRESHNESS, GOVERNED_BURST, MAX_SEGMENTS, MAX_SEND,
-    REPORT_CHECK,
+    REPORT_CHECK, START_FEEDBACK_CHECK,
 };
 
 /// Bytes of the datagram header.

@@ -64,6 +64,13 @@ pub const REPORT_CHECK: std::time::Duration = super::loss::REPORT_INTERVAL;
 pub const FEEDBACK_CHECK: std::time::Duration =
     std::time::Duration::from_millis(FEEDBACK_INTERVAL.as_millis() as u64 / 2);
 
+/// The same while the start's train waits to be judged
+/// ([`Governor::train`](super::governor::Governor::train)), the subscriber reporting every
+/// [`START_FEEDBACK_INTERVAL`](super::feedback::START_FEEDBACK_INTERVAL).
+pub const START_FEEDBACK_CHECK: std::time::Duration = std::time::Duration::from_micros(
+    super::feedback::START_FEEDBACK_INTERVAL.as_micros() as u64 / 2,
+);
+
 /// On a governed link that cannot carry everything published, the longest a queued
 /// message may wait for its first datagram to leave: older ones are dropped whole, the
 /// newest kept (a half-sent image is worth nothing, a late one little).
@@ -449,8 +456,7 @@ impl UdpSender {
     pub fn wants_reports(&mut self, now: Instant) -> bool {
         let adaptive = self.fec.is_some_and(|f| f.target.is_some());
         let every = match (self.governed.as_ref(), adaptive) {
-            // Reports come five times as often at the start.
-            (Some(g), _) if g.governor.starting() => FEEDBACK_CHECK / 5,
+            (Some(g), _) if g.governor.train() => START_FEEDBACK_CHECK,
             (Some(_), _) => FEEDBACK_CHECK,
             (None, true) => REPORT_CHECK,
             (None, false) => return false,
