@@ -4,16 +4,23 @@
 //! such link to EMSGSIZE from its segmented sends; now IP fragments its datagrams, as it
 //! does roscpp's. Needs root (CI runs as root) and iproute2.
 
+use std::sync::RwLock;
+
 use udpros_testkit as common;
 
 mod two_hosts;
 
+/// The roscpp subscriber's run takes this for writing, the others for reading: what it
+/// measures is whether a reader with the kernel's default buffer keeps up, and beside two
+/// other pairs on a two-core machine it measured the contention instead (9 of 20 once in CI,
+/// 20 of 20 alone).
+static CPU: RwLock<()> = RwLock::new(());
+
 use two_hosts::{delivered, Across, Side};
 
 /// Each pair across both MTUs and both sizes, the fraction delivered printed; at least
-/// `floor_percent[mtu][size]` must arrive (MTU 1400 then 576; 100 kB then 1 MB), and
-/// `None` only prints (a reference).
-fn run_pair(from: Side, to: Side, floor_percent: Option<[[u32; 2]; 2]>) {
+/// `floor_percent[mtu][size]` must arrive (MTU 1400 then 576; 100 kB then 1 MB).
+fn run_pair(from: Side, to: Side, floor_percent: [[u32; 2]; 2]) {
     let Some(roscpp) = common::roscpp_bench_peer() else {
         return;
     };
@@ -29,34 +36,36 @@ fn run_pair(from: Side, to: Side, floor_percent: Option<[[u32; 2]; 2]>) {
                 return;
             };
             println!("{from:?} -> {to:?} over UDPROS, MTU {mtu}, {size} B at 10 Hz: {got}/{count} delivered");
-            if let Some(floor) = floor_percent.map(|f| f[m][s]) {
-                assert!(
-                    got * 100 >= count * floor,
-                    "{from:?} -> {to:?}, MTU {mtu}, {size} B: {got}/{count} delivered, want {floor} %"
-                );
-            }
+            let floor = floor_percent[m][s];
+            assert!(
+                got * 100 >= count * floor,
+                "{from:?} -> {to:?}, MTU {mtu}, {size} B: {got}/{count} delivered, want {floor} %"
+            );
         }
     }
 }
 
 #[test]
 fn udpros_to_udpros_below_mtu_1500() {
-    run_pair(Side::Udpros, Side::Udpros, Some([[90, 90], [90, 90]]));
+    let _shared = CPU.read();
+    run_pair(Side::Udpros, Side::Udpros, [[90, 90], [90, 90]]);
 }
 
 #[test]
 fn roscpp_to_udpros_below_mtu_1500() {
-    run_pair(Side::Roscpp, Side::Udpros, Some([[90, 90], [90, 90]]));
+    let _shared = CPU.read();
+    run_pair(Side::Roscpp, Side::Udpros, [[90, 90], [90, 90]]);
 }
 
 /// roscpp subscribers read with the kernel's default receive buffer, one datagram per
 /// call, and every IP fragment takes a packet's share of it. udpros spreads a large
 /// message's datagrams over half its publishing period toward roscpp (issue 22). Measured
 /// here, of 20: udpros → roscpp 20, 20, 20, 20 (MTU 1400: 100 kB, 1 MB; MTU 576: 100 kB,
-/// 1 MB; before the spreading: 20, 20, 12-19, 0-5); roscpp → roscpp 20, 5, 16, 4, printed
-/// below as the reference. The floors leave room for a loaded machine.
+/// 1 MB; before the spreading: 20, 20, 12-19, 0-5); roscpp → roscpp 20, 5-20, 16-20, 4-20
+/// (the same runs). The floors leave room for a loaded machine, not for two other pairs
+/// beside it: the run has the machine to itself.
 #[test]
 fn udpros_to_roscpp_below_mtu_1500() {
-    run_pair(Side::Udpros, Side::Roscpp, Some([[90, 80], [80, 60]]));
-    run_pair(Side::Roscpp, Side::Roscpp, None);
+    let _alone = CPU.write();
+    run_pair(Side::Udpros, Side::Roscpp, [[90, 80], [80, 60]]);
 }
