@@ -231,7 +231,8 @@ async fn drive(node: &Node, ns: &str) -> (Vec<String>, SimpleActionClient<TestAc
 
 /// What [`drive`] (or a peer's `drive`) prints against a server that counts.
 /// With `every_feedback`, the client must have heard the goal's last feedback too (a
-/// udpros client of a udpros server takes the feedback published before a result first).
+/// udpros client of a udpros server takes the feedback published before a result first:
+/// it holds a result `RESULT_GRACE` for the feedback read after it).
 fn assert_scenario(client: &str, lines: &[String], every_feedback: bool) {
     let results: Vec<&str> = lines
         .iter()

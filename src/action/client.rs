@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use udpros_core::action as core;
-use udpros_core::action::client::{CommState, CommStateMachine, SimpleState};
+use udpros_core::action::client::{CommState, CommStateMachine, HeldResults, SimpleState};
 
 /// How long a client with goals in flight waits, with no status publisher linked, before
 /// it takes the server for gone and its goals for LOST.
@@ -48,6 +48,9 @@ struct Tracked {
     /// can say the goal is gone (another node publishing on the same status topic, by
     /// mistake or malice, cannot make it LOST).
     server: Option<String>,
+    /// Feedback came for the goal: its result is held for
+    /// [`RESULT_GRACE`](udpros_core::action::client::RESULT_GRACE).
+    had_feedback: bool,
     wake: Arc<Notify>,
 }
 
@@ -314,6 +317,7 @@ impl RawActionClient {
                 feedback_queued: 0,
                 feedback_bytes: 0,
                 server: None,
+                had_feedback: false,
                 wake: wake.clone(),
             },
         );
@@ -363,8 +367,36 @@ fn take_feedback(shared: &Shared, received: &crate::transport::Received) {
         .feedback = Some(received.publisher.clone());
     if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
         if tracked.machine.state() != CommState::Done {
+            tracked.had_feedback = true;
             tracked.push_feedback(payload);
         }
+    }
+}
+
+/// A result for a goal this client follows: its state passes to DONE, the result kept.
+fn take_result(shared: &Shared, received: &crate::transport::Received) {
+    let Some((st, payload)) = status_and_payload(received) else {
+        return;
+    };
+    shared
+        .last_headers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .result = Some(received.publisher.clone());
+    if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
+        let passed = tracked.machine.on_result(&st);
+        if !passed.is_empty() {
+            tracked.result = Some(payload);
+        }
+        tracked.push_transitions(passed);
+    }
+}
+
+/// Sleeps until `due`, or for ever when nothing is held.
+async fn sleep_until_due(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -377,6 +409,7 @@ async fn follow(
 ) {
     let mut unlinked_since: Option<Instant> = None;
     let mut check = tokio::time::interval(Duration::from_millis(250));
+    let mut held = HeldResults::default();
     loop {
         tokio::select! {
             received = status_sub.recv() => {
@@ -410,23 +443,23 @@ async fn follow(
             }
             received = result_sub.recv() => {
                 let Some(received) = received else { break };
-                // Feedback and results come on two links, each read by its own task: the
-                // feedback a server published before this result may be read a moment
-                // after it. Its reader runs now, and what it has is taken first, so that
-                // a goal's last feedback is not dropped as coming after its result.
-                tokio::task::yield_now().await;
+                let Some((st, _)) = status_and_payload(&received) else { continue };
+                // A goal that has had feedback may have more on the way (see RESULT_GRACE).
+                let wait = shared
+                    .goals()
+                    .get(&st.goal_id.id)
+                    .is_some_and(|t| t.had_feedback && t.machine.state() != CommState::Done);
+                if !(wait && held.hold(Instant::now(), &st.goal_id.id, received.clone())) {
+                    take_result(&shared, &received);
+                }
+            }
+            _ = sleep_until_due(held.next_due()) => {
+                // What the feedback links have read is older than the result: taken first.
                 while let Some(feedback) = feedback_sub.try_recv() {
                     take_feedback(&shared, &feedback);
                 }
-                let Some((st, payload)) = status_and_payload(&received) else { continue };
-                shared.last_headers.lock().unwrap_or_else(|e| e.into_inner()).result =
-                    Some(received.publisher.clone());
-                if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
-                    let passed = tracked.machine.on_result(&st);
-                    if !passed.is_empty() {
-                        tracked.result = Some(payload);
-                    }
-                    tracked.push_transitions(passed);
+                while let Some((_, received)) = held.due(Instant::now()) {
+                    take_result(&shared, &received);
                 }
             }
             received = feedback_sub.recv() => {
@@ -451,7 +484,10 @@ async fn follow(
             }
         }
     }
-    // The node shut down: every handle's wait ends.
+    // The node shut down: what was held is applied, and every handle's wait ends.
+    for (_, received) in held.drain() {
+        take_result(&shared, &received);
+    }
     for tracked in shared.goals().values() {
         tracked.wake.notify_one();
     }

@@ -2,6 +2,8 @@
 //! server's status arrays and results, and the simple client's three states on top.
 
 use super::{status, GoalStatus};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 /// Where a goal stands as its client sees it (roscpp's `CommState`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -300,6 +302,91 @@ impl CommStateMachine {
     }
 }
 
+/// How long a result waits, for a goal that has had feedback, before the client applies it:
+/// feedback and results travel on two links, each read on its own, so feedback the server
+/// published just before the result can be read just after it, and a goal that is DONE
+/// takes no feedback (roscpp's client drops it; a udpros client of any server keeps it when
+/// it is this late at most).
+pub const RESULT_GRACE: Duration = Duration::from_millis(10);
+
+/// Results held for [`RESULT_GRACE`], oldest first: the client's task applies each when
+/// it is [`due`](Self::due), having taken the goal's late feedback meanwhile. One per
+/// goal (a second result for a goal already held is the server repeating itself), and the
+/// caller holds only goals it follows, so the goals it tracks bound it.
+#[derive(Debug)]
+pub struct HeldResults<T> {
+    held: VecDeque<Held<T>>,
+}
+
+#[derive(Debug)]
+struct Held<T> {
+    due: Instant,
+    goal: String,
+    result: T,
+}
+
+impl<T> Default for HeldResults<T> {
+    fn default() -> Self {
+        HeldResults {
+            held: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> HeldResults<T> {
+    /// Holds `goal`'s `result`, arrived at `now`, until [`RESULT_GRACE`] later. False (and
+    /// the result dropped) when the goal's result is held already.
+    pub fn hold(&mut self, now: Instant, goal: &str, result: T) -> bool {
+        if self.is_held(goal) {
+            return false;
+        }
+        self.held.push_back(Held {
+            due: now + RESULT_GRACE,
+            goal: goal.to_string(),
+            result,
+        });
+        true
+    }
+
+    /// Whether `goal`'s result is held.
+    pub fn is_held(&self, goal: &str) -> bool {
+        self.held.iter().any(|h| h.goal == goal)
+    }
+
+    /// When the oldest held result is due (`None`: nothing held).
+    pub fn next_due(&self) -> Option<Instant> {
+        self.held.front().map(|h| h.due)
+    }
+
+    /// The next result due by `now`, with its goal id, oldest first.
+    pub fn due(&mut self, now: Instant) -> Option<(String, T)> {
+        if self.held.front()?.due > now {
+            return None;
+        }
+        self.held.pop_front().map(|h| (h.goal, h.result))
+    }
+
+    /// Drops `goal`'s held result (its client stopped following it).
+    pub fn forget(&mut self, goal: &str) {
+        self.held.retain(|h| h.goal != goal);
+    }
+
+    /// Every held result, due or not, oldest first (the client is shutting down).
+    pub fn drain(&mut self) -> impl Iterator<Item = (String, T)> + '_ {
+        self.held.drain(..).map(|h| (h.goal, h.result))
+    }
+
+    /// How many results are held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether no result is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,5 +491,39 @@ mod tests {
                 assert_eq!(m.state(), CommState::Done);
             }
         }
+    }
+
+    #[test]
+    fn a_held_result_is_due_after_the_grace_and_not_before() {
+        let t0 = Instant::now();
+        let mut held = HeldResults::default();
+        assert!(held.hold(t0, "a", 1));
+        assert!(held.hold(t0 + Duration::from_millis(4), "b", 2));
+        assert_eq!(held.next_due(), Some(t0 + RESULT_GRACE));
+        assert_eq!(held.due(t0 + RESULT_GRACE - Duration::from_micros(1)), None);
+        assert_eq!(held.due(t0 + RESULT_GRACE), Some(("a".to_string(), 1)));
+        assert_eq!(held.due(t0 + RESULT_GRACE), None, "b is due 4 ms later");
+        assert_eq!(
+            held.due(t0 + Duration::from_millis(4) + RESULT_GRACE),
+            Some(("b".to_string(), 2))
+        );
+        assert!(held.is_empty());
+    }
+
+    #[test]
+    fn a_repeated_result_is_dropped_and_a_forgotten_goal_never_comes_due() {
+        let t0 = Instant::now();
+        let mut held = HeldResults::default();
+        assert!(held.hold(t0, "a", 1));
+        assert!(!held.hold(t0, "a", 2), "the first result stands");
+        // A server repeating results for one goal grows nothing.
+        for _ in 0..10_000 {
+            held.hold(t0, "a", 3);
+        }
+        assert_eq!(held.len(), 1);
+        assert!(held.hold(t0, "b", 4));
+        held.forget("a");
+        assert_eq!(held.due(t0 + RESULT_GRACE), Some(("b".to_string(), 4)));
+        assert_eq!(held.next_due(), None);
     }
 }
