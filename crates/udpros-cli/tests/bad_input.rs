@@ -72,6 +72,29 @@ async fn bad_rates_are_one_line_and_exit_1() {
             vec!["topic", "pub", "--max-rate", "NaN", "/x", "std_msgs/String"],
             "--max-rate",
         ),
+        (
+            env!("CARGO_BIN_EXE_udpros"),
+            vec![
+                "topic",
+                "pub",
+                "--max-rate-per-host",
+                "5",
+                "/x",
+                "std_msgs/String",
+            ],
+            "--max-rate-per-host",
+        ),
+        (
+            env!("CARGO_BIN_EXE_udpros"),
+            vec![
+                "topic",
+                "pub",
+                "--max-rate-per-host=inf",
+                "/x",
+                "std_msgs/String",
+            ],
+            "--max-rate-per-host",
+        ),
     ];
     tokio::task::spawn_blocking(move || common::assert_each_fails_in_one_line(&uri, cases))
         .await

@@ -394,6 +394,18 @@ fn master_client(uri: &str) -> udpros::api::MasterClient {
 /// 200 Hz reach a udpros subscriber at about two a second under a 2000 B/s cap, whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topic_pub_max_rate_caps_its_links() {
+    pub_under_a_cap("--max-rate", "/capped").await;
+}
+
+/// `topic pub --max-rate-per-host` caps what its links to one host send together: the
+/// same as one link's cap when one subscriber listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_pub_max_rate_per_host_caps_the_host() {
+    pub_under_a_cap("--max-rate-per-host", "/capped_host").await;
+}
+
+/// Publishes 1 kB at 200 Hz on `topic` under `cap` 2000 and checks what arrives.
+async fn pub_under_a_cap(cap: &str, topic: &str) {
     let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
         .await
         .unwrap();
@@ -406,9 +418,9 @@ async fn topic_pub_max_rate_caps_its_links() {
             "pub",
             "-r",
             "200",
-            "--max-rate",
+            cap,
             "2000",
-            "/capped",
+            topic,
             "std_msgs/String",
             &yaml,
         ],
@@ -417,7 +429,7 @@ async fn topic_pub_max_rate_caps_its_links() {
     let listener = common::node(master.uri(), "capped_listener").await;
     let mut sub = listener
         .subscribe::<udpros::msgs::std_msgs::String>(
-            "/capped",
+            topic,
             udpros::node::SubscribeOptions::default(),
         )
         .await
@@ -435,11 +447,11 @@ async fn topic_pub_max_rate_caps_its_links() {
         count += 1;
     }
     // 2000 B/s of 1 kB messages: 8 in 4 s, where 800 are published.
-    assert!((1..=16).contains(&count), "{count} in {WINDOW:?}");
+    assert!((1..=16).contains(&count), "{cap}: {count} in {WINDOW:?}");
     // `topic hz` shows what the publisher says of its link to it: what the cap dropped.
     let hz = output(udpros_cmd(
         master.uri(),
-        &["topic", "hz", "/capped", "--duration", "4"],
+        &["topic", "hz", topic, "--duration", "4"],
     ));
     let dropped: Vec<u64> = hz
         .lines()
@@ -450,5 +462,5 @@ async fn topic_pub_max_rate_caps_its_links() {
         })
         .filter_map(|(n, _)| n.rsplit(' ').next()?.parse().ok())
         .collect();
-    assert!(dropped.iter().any(|n| *n > 100), "{hz}");
+    assert!(dropped.iter().any(|n| *n > 100), "{cap}: {hz}");
 }

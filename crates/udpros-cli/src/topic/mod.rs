@@ -94,6 +94,16 @@ pub struct PubArgs {
         allow_negative_numbers = true
     )]
     max_rate: f64,
+    /// The most all the links to one subscriber host send together, in bytes per second
+    /// (as a node's `max_rate_per_host`): several subscribers on an operator's machine
+    /// behind one radio share it. 0, the default, is no cap. (No `--urgent`: it orders a
+    /// node's topics within this budget, and the tool publishes one.)
+    #[arg(
+        long = "max-rate-per-host",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    max_rate_per_host: f64,
     topic: String,
     /// `package/Type`
     msg_type: String,
@@ -171,6 +181,8 @@ pub enum TopicError {
     Rate(f64),
     /// `--max-rate` is not a cap a link can keep (why, from the library).
     MaxRate(String),
+    /// `--max-rate-per-host` outside [`udpros::node::MAX_RATE_RANGE`] (and not 0).
+    MaxRatePerHost(String),
     /// The message type is not known.
     UnknownType {
         /// `package/Type` as given.
@@ -206,6 +218,7 @@ impl fmt::Display for TopicError {
                 "-r/--rate must be a number of Hz above 0 and at most {MAX_PUB_RATE}, not {rate}"
             ),
             TopicError::MaxRate(why) => write!(f, "--max-rate: {why}"),
+            TopicError::MaxRatePerHost(why) => write!(f, "--max-rate-per-host: {why}"),
             TopicError::UnknownType { msg_type, error } => {
                 write!(f, "unknown type {msg_type}: {error}")
             }
@@ -247,6 +260,7 @@ pub fn run(cmd: TopicCommand) -> Result<(), TopicError> {
             check_rate(rate)?;
         }
         udpros::node::max_rate_from(args.max_rate).map_err(TopicError::MaxRate)?;
+        udpros::node::max_rate_from(args.max_rate_per_host).map_err(TopicError::MaxRatePerHost)?;
     }
     let runtime = tokio::runtime::Runtime::new().map_err(TopicError::Runtime)?;
     // The commands for which rostopic starts a rospy node serve its logger services too.

@@ -28,6 +28,8 @@ pub(super) async fn publish(node: &Node, args: PubArgs) -> Result<(), TopicError
     let mut body = body_at(valid_now(node).await?)?;
     let definition = ty.definition().map_err(TopicError::Message)?;
     let latch = args.latch || args.rate.is_none();
+    // Checked before the node started, as --max-rate below.
+    node.set_max_rate_per_host(udpros::node::max_rate_from(args.max_rate_per_host).unwrap_or(None));
     let publisher = node
         .advertise_raw(&args.topic, ty.type_name(), ty.md5sum(), &definition, {
             let defaults = AdvertiseOptions::default();
