@@ -354,17 +354,29 @@ fn status_and_payload(received: &crate::transport::Received) -> Option<(core::Go
     Some((status, received.body.slice_ref(payload)))
 }
 
+/// A result's or feedback's goal status and payload, its publisher's header kept as the
+/// last of its kind (`slot`).
+fn take_apart(
+    shared: &Shared,
+    received: &crate::transport::Received,
+    slot: fn(&mut PublisherHeaders) -> &mut Option<Arc<ConnectionHeader>>,
+) -> Option<(core::GoalStatus, Bytes)> {
+    let parts = status_and_payload(received)?;
+    *slot(
+        &mut shared
+            .last_headers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    ) = Some(received.publisher.clone());
+    Some(parts)
+}
+
 /// A feedback message for a goal this client follows and that is not done: queued for
 /// its handle.
 fn take_feedback(shared: &Shared, received: &crate::transport::Received) {
-    let Some((st, payload)) = status_and_payload(received) else {
+    let Some((st, payload)) = take_apart(shared, received, |h| &mut h.feedback) else {
         return;
     };
-    shared
-        .last_headers
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .feedback = Some(received.publisher.clone());
     if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
         if tracked.machine.state() != CommState::Done {
             tracked.had_feedback = true;
@@ -375,14 +387,9 @@ fn take_feedback(shared: &Shared, received: &crate::transport::Received) {
 
 /// A result for a goal this client follows: its state passes to DONE, the result kept.
 fn take_result(shared: &Shared, received: &crate::transport::Received) {
-    let Some((st, payload)) = status_and_payload(received) else {
+    let Some((st, payload)) = take_apart(shared, received, |h| &mut h.result) else {
         return;
     };
-    shared
-        .last_headers
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .result = Some(received.publisher.clone());
     if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
         let passed = tracked.machine.on_result(&st);
         if !passed.is_empty() {
