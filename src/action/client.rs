@@ -456,7 +456,10 @@ async fn follow(
                     .goals()
                     .get(&st.goal_id.id)
                     .is_some_and(|t| t.had_feedback && t.machine.state() != CommState::Done);
-                if !(wait && held.hold(Instant::now(), &st.goal_id.id, received.clone())) {
+                if wait {
+                    // A second result for a goal already held is dropped: the first stands.
+                    held.hold(Instant::now(), &st.goal_id.id, received);
+                } else {
                     take_result(&shared, &received);
                 }
             }
