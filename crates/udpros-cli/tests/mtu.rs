@@ -10,13 +10,13 @@ use udpros_testkit as common;
 
 mod two_hosts;
 
+use two_hosts::{delivered, Across, Side};
+
 /// The roscpp subscriber's run takes this for writing, the others for reading: what it
 /// measures is whether a reader with the kernel's default buffer keeps up, and beside two
 /// other pairs on a two-core machine it measured the contention instead (9 of 20 once in CI,
 /// 20 of 20 alone).
 static CPU: RwLock<()> = RwLock::new(());
-
-use two_hosts::{delivered, Across, Side};
 
 /// Each pair across both MTUs and both sizes, the fraction delivered printed; at least
 /// `floor_percent[mtu][size]` must arrive (MTU 1400 then 576; 100 kB then 1 MB).

@@ -366,6 +366,15 @@ struct Delivery {
     lost: LossSplit,
 }
 
+impl Delivery {
+    /// Whether `rate`, measured under a queue, is slower than these pairs were sent: only
+    /// then does it show the path narrower than what sent them (pairs that arrive as they
+    /// were sent are no queue at all: forged delays, a floor gone wrong).
+    fn slower_than_sent(&self, rate: f64) -> bool {
+        self.sending.is_some_and(|s| rate < BOTTLENECK_SPREAD * s)
+    }
+}
+
 /// Bytes that arrived over seconds of arrivals, summed over pairs of samples: a rate that
 /// more pairs measure better (a subscriber's arrival stamps are a read late, up to a
 /// millisecond or two on a busy one, against pairs 10-20 ms apart on a radio).
@@ -1027,7 +1036,7 @@ impl Governor {
             let narrower = self
                 .standing
                 .rate()
-                .filter(|b| delivery.sending.is_some_and(|s| *b < BOTTLENECK_SPREAD * s));
+                .filter(|b| delivery.slower_than_sent(*b));
             if let (Some(known), Some(b)) = (self.capacity, narrower) {
                 if b < known {
                     let b = b.clamp(min, max);
@@ -1060,7 +1069,7 @@ impl Governor {
                 // not pooled), and pairs that arrive as they were sent are no queue at
                 // all (forged delays, a floor gone wrong), whose cuts would walk the
                 // estimate down by the drain's share a report.
-                .filter(|b| delivery.sending.is_some_and(|s| *b < BOTTLENECK_SPREAD * s))
+                .filter(|b| delivery.slower_than_sent(*b))
                 .map_or(known, |b| b.min(known)),
             (phase, bottleneck, _) => {
                 // A start that outgrew the path had a token bucket let it through faster
