@@ -235,6 +235,7 @@ mod tests {
             ignored: 1,
             overuses: 4,
             stale: 17,
+            filler: 0,
         };
         let info = format!(
             "UDPROS connection on port 1 to [x on socket 2]; FEC adaptive{}",

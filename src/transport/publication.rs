@@ -680,15 +680,19 @@ async fn serve(link: Arc<SubscriberLink>) {
             while take_queued(&link, &mut frames, &mut cadence) {
                 if let Some(deadline) = sender.hold_until(&cadence, &frames) {
                     // A fresher message is due soon: the link waits for it (or the
-                    // deadline), then judges both (the older one is dropped if its rate
-                    // cannot carry both within their freshness).
+                    // deadline), sending filler meanwhile if its governor probes, then
+                    // judges both (the older one is dropped if its rate cannot carry
+                    // both within their freshness).
                     let newer = async {
                         // `wait_ready` may return early (a wake left by what was taken).
                         while link.queue.is_empty() && !link.queue.is_closed() {
                             link.queue.wait_ready().await;
                         }
                     };
-                    let _ = tokio::time::timeout_at(deadline.into(), newer).await;
+                    tokio::select! {
+                        _ = newer => {}
+                        filled = sender.fill_hold(deadline) => filled?,
+                    }
                     take_queued(&link, &mut frames, &mut cadence);
                 }
                 sender.send_all(&mut frames, &link.stats).await?;

@@ -226,8 +226,9 @@ impl LinkSender {
     /// Until when to hold back the newest of `frames` (the link's queue, oldest first) for
     /// a fresher message `cadence` says is due soon (see [`Cadence::hold`]); `None` to send
     /// now. Only a UDP link held to a rate below what is published holds: elsewhere a
-    /// message leaves as soon as it comes, and so it does while a governed link probes
-    /// (see [`UdpSender::probing`](crate::wire::udpros::UdpSender::probing)).
+    /// message leaves as soon as it comes. A governed link that probes holds only when it
+    /// can send filler meanwhile ([`fill_hold`](Self::fill_hold)): not when it shares its
+    /// host's budget, whose other links the filler would take it from.
     pub(super) fn hold_until(
         &mut self,
         cadence: &Cadence,
@@ -236,7 +237,7 @@ impl LinkSender {
         let LinkSender::Udp(w) = self else {
             return None;
         };
-        if w.link.probing() {
+        if w.link.probing() && w.host.is_some() {
             return None;
         }
         let newest = frames.last()?;
@@ -248,6 +249,22 @@ impl LinkSender {
                 .as_ref()
                 .map_or(Duration::ZERO, |host| host.behind(now));
         cadence.hold(now, start, published, send_time)
+    }
+
+    /// Waits until `deadline` while the link holds a message back
+    /// ([`hold_until`](Self::hold_until)). A governed UDP link whose governor probes sends
+    /// filler meanwhile, at its pacing (see
+    /// [`UdpSender::load_filler`](crate::wire::udpros::UdpSender::load_filler)). Safe to
+    /// cancel when the fresher message comes: filler that has not left is dropped by the
+    /// next [`send_all`](Self::send_all).
+    pub(super) async fn fill_hold(&mut self, deadline: Instant) -> io::Result<()> {
+        if let LinkSender::Udp(w) = self {
+            if w.host.is_none() {
+                w.fill_until(deadline).await?;
+            }
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+        Ok(())
     }
 
     /// The queue is drained: a UDP socket that had to wait for room leaves the runtime's
@@ -527,9 +544,27 @@ impl UdpLinkSender {
         self.send_loaded().await
     }
 
+    /// Sends filler, a datagram at a time at the link's pacing, until `deadline` or until
+    /// the link is no longer probing.
+    async fn fill_until(&mut self, deadline: Instant) -> io::Result<()> {
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            self.read_reports(now)?;
+            if !self.link.load_filler(now) {
+                return Ok(());
+            }
+            self.send_loaded().await?;
+        }
+    }
+
     /// Sends queued frames in order: runs of small frames of one size together, larger
     /// ones a message at a time, all paced.
     async fn send_all(&mut self, frames: &mut Vec<Bytes>, stats: &LinkStats) -> io::Result<()> {
+        // A hold's filler that has not left gives way to what was held.
+        self.link.discard_filler();
         self.send_loaded().await?;
         // A governed link that cannot carry them all sends the newest whole.
         let stale = self.link.drop_stale(frames);

@@ -206,10 +206,8 @@ impl ArrivalLog {
         self.datagrams = self.datagrams.wrapping_add(1);
         self.bytes = self.bytes.wrapping_add(len as u64);
         self.first_datagram.get_or_insert(now);
-        let block = match header.opcode {
-            Opcode::Data0 => 0,
-            Opcode::DataN => header.block,
-            _ => return,
+        let Some(block) = header.sampled_block(len) else {
+            return;
         };
         // A datagram the kernel took before the link began (it waited in the socket for
         // the publisher's answer) is counted, not sampled: its time is before the clock's
@@ -418,5 +416,24 @@ mod tests {
         let report = log.poll_feedback(t0).unwrap();
         assert_eq!((report.datagrams, report.bytes), (2, 3000));
         assert_eq!(report.samples[0].bytes, 3000);
+    }
+
+    /// Filler (a PING padded to a datagram, from a probing link) is sampled as data is: it
+    /// is what the probe sends while the link holds a message back.
+    #[test]
+    fn filler_is_sampled_and_a_heartbeat_only_counted() {
+        use crate::udpros::FILLER_FIRST_BLOCK;
+        let t0 = Instant::now();
+        let mut log = ArrivalLog::new(t0);
+        let ping = |block| DatagramHeader {
+            opcode: Opcode::Ping,
+            ..data(1, block)
+        };
+        log.on_datagram(t0, &ping(0), HEADER_LEN);
+        assert_eq!(log.poll_feedback(t0), None, "no sample yet");
+        log.on_datagram(t0, &ping(FILLER_FIRST_BLOCK | 5), 1500);
+        let report = log.poll_feedback(t0).unwrap();
+        assert_eq!((report.datagrams, report.bytes), (2, 1508));
+        assert_eq!(report.samples[0].block, FILLER_FIRST_BLOCK | 5);
     }
 }

@@ -193,12 +193,22 @@ impl Fragmenter {
         self.control(Opcode::Err)
     }
 
+    /// The header of a filler datagram numbered `block` (a PING the sender pads; see
+    /// [`DatagramHeader::sampled_block`]).
+    pub fn filler(&self, block: u16) -> [u8; HEADER_LEN] {
+        self.header(Opcode::Ping, block)
+    }
+
     fn control(&self, opcode: Opcode) -> [u8; HEADER_LEN] {
+        self.header(opcode, 0)
+    }
+
+    fn header(&self, opcode: Opcode, block: u16) -> [u8; HEADER_LEN] {
         DatagramHeader {
             connection_id: self.connection_id,
             opcode,
             message_id: self.last_message_id,
-            block: 0,
+            block,
         }
         .encode()
     }

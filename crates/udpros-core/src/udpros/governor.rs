@@ -63,9 +63,9 @@
 //!   they carried more than a bucket hides ([`WIDENING_PROOF`]) the next probe starts
 //!   there): what a probe carried through a bucket is what it was sent at, not what the
 //!   path carries.
-//!   While it probes, the link sends each message as it comes
-//!   ([`UdpSender::probing`](super::UdpSender::probing)): a pause would fill the bucket
-//!   again and hide the probe's excess.
+//!   While it probes, a link that holds a message back for a fresher one sends filler
+//!   meanwhile ([`UdpSender::load_filler`](super::UdpSender::load_filler)): a pause would
+//!   fill the bucket again and hide the probe's excess.
 //! - **Overuse.** When the queue passes [`OVERUSE`], the estimate and the ceiling become
 //!   what the path delivered under the queue (over every report since it began to stand:
 //!   a subscriber's arrival stamps are a read late, and one report's pairs measure a few
@@ -99,7 +99,7 @@
 
 use super::feedback::{Feedback, Sample};
 use super::loss::Report;
-use super::{DatagramHeader, Opcode};
+use super::DatagramHeader;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -134,8 +134,9 @@ pub const TRAIN_MEASURE_WAIT: Duration = Duration::from_millis(50);
 /// Reports at the cruise rate between two probes, once a probe found no more room ...
 pub const CRUISE_REPORTS: u32 = 12;
 /// ... doubling after each probe that ended in overuse, up to this many (a second): on a
-/// link whose width is known, probing is what fills its queue, and a probing link sends
-/// each message as it comes (see [`UdpSender::probing`](super::UdpSender::probing)).
+/// link whose width is known, probing is what fills its queue, and a probing link that
+/// holds a message back sends filler (see
+/// [`UdpSender::load_filler`](super::UdpSender::load_filler)).
 pub const MAX_CRUISE_REPORTS: u32 = 40;
 /// Bytes a path must deliver above the rate it last overflowed at, without a queue,
 /// before that rate is taken as outgrown: what it carries in [`CEILING_PROOF_TIME`], from
@@ -251,10 +252,8 @@ impl SendLog {
             let Some(h) = DatagramHeader::parse(d) else {
                 continue;
             };
-            let block = match h.opcode {
-                Opcode::Data0 => 0,
-                Opcode::DataN => h.block,
-                _ => continue,
+            let Some(block) = h.sampled_block(d.len()) else {
+                continue;
             };
             match self.records.back_mut() {
                 Some(r)
@@ -489,6 +488,9 @@ pub struct GovernorStats {
     /// Messages dropped whole before their first datagram because they would have left
     /// older than the link's freshness bound (counted by the link's sender).
     pub stale: u64,
+    /// Bytes of filler the link sent while it held a message back during a probe
+    /// (counted by the link's sender: [`UdpSender::load_filler`](super::UdpSender::load_filler)).
+    pub filler: u64,
 }
 
 /// A publisher's controller for one link (see the module documentation).
@@ -1112,9 +1114,8 @@ impl Governor {
                 (self.cruise_reports * 2).min(MAX_CRUISE_REPORTS)
             } else {
                 // It found the edge as its first queue: the next waits twice the least
-                // (a probing link does not hold for a fresher message, so probes cost the
-                // images' age), not the most, since a link that widens is found by
-                // probing.
+                // (probes cost the path's queue a few milliseconds, and the link filler),
+                // not the most, since a link that widens is found by probing.
                 self.cruise_reports.max(2 * CRUISE_REPORTS)
             };
         }

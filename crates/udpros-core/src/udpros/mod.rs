@@ -34,6 +34,11 @@ pub const HEADER_LEN: usize = 8;
 pub const ROSCPP_MAX_DATAGRAM: usize = 1500;
 /// The largest UDP payload over IPv4.
 pub const MAX_UDP_PAYLOAD: usize = 65507;
+/// Filler's block numbers count up from here, wrapping within the upper half (see
+/// [`DatagramHeader::sampled_block`]): data blocks that high belong only to messages of
+/// 48 MB and more (at 1472 bytes a datagram), and a sample paired with the wrong one of
+/// the two is one rate sample off, no more.
+pub const FILLER_FIRST_BLOCK: u16 = 0x8000;
 
 /// What a datagram carries (the header's opcode byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,6 +102,21 @@ impl DatagramHeader {
         out
     }
 
+    /// The block under which a governed link's subscriber samples the arrival of this
+    /// datagram, `len` bytes long, and its publisher pairs the sample with the send (see
+    /// [`feedback`], [`governor`]), the message id being the header's: a data block's index
+    /// (DATA0's is 0), or filler's own number (a PING longer than a header, which a probing
+    /// link sends while it holds a message back: see
+    /// [`UdpSender::load_filler`](sender::UdpSender::load_filler)); `None` for the rest.
+    pub fn sampled_block(&self, len: usize) -> Option<u16> {
+        match self.opcode {
+            Opcode::Data0 => Some(0),
+            Opcode::DataN => Some(self.block),
+            Opcode::Ping if len > HEADER_LEN => Some(self.block),
+            _ => None,
+        }
+    }
+
     /// `None` for datagrams shorter than a header or with an unknown opcode.
     pub fn parse(datagram: &[u8]) -> Option<DatagramHeader> {
         let h = datagram.first_chunk::<HEADER_LEN>()?;
@@ -150,6 +170,31 @@ mod tests {
             "unknown opcode"
         );
         assert_eq!(DatagramHeader::parse(&[0; 7]), None, "short");
+    }
+
+    /// Data blocks and filler are sampled for the governor; a heartbeat, which is a
+    /// header alone, and the rest are not.
+    #[test]
+    fn data_and_filler_are_sampled_and_heartbeats_are_not() {
+        let header = |opcode, block| DatagramHeader {
+            connection_id: 1,
+            opcode,
+            message_id: 4,
+            block,
+        };
+        assert_eq!(header(Opcode::Data0, 70).sampled_block(1500), Some(0));
+        assert_eq!(header(Opcode::DataN, 69).sampled_block(1500), Some(69));
+        let filler = header(Opcode::Ping, FILLER_FIRST_BLOCK | 3);
+        assert_eq!(filler.sampled_block(1500), Some(FILLER_FIRST_BLOCK | 3));
+        assert_eq!(filler.sampled_block(HEADER_LEN), None, "a heartbeat");
+        for opcode in [
+            Opcode::Err,
+            Opcode::Repair,
+            Opcode::Report,
+            Opcode::Feedback,
+        ] {
+            assert_eq!(header(opcode, 1).sampled_block(1500), None);
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use super::fec::{FecEncoder, LinkFec, FEC_HEADER_LEN};
 use super::feedback::{Feedback, FEEDBACK_INTERVAL};
 use super::governor::{Governor, GovernorConfig, GovernorStats, SendLog, START_TRAIN};
 use super::loss::Report;
-use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, HEADER_LEN};
+use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, FILLER_FIRST_BLOCK, HEADER_LEN};
 use crate::link::HEARTBEAT;
 use bytes::Bytes;
 use std::time::Instant;
@@ -248,6 +248,12 @@ pub struct UdpSender {
     rate_cap: Option<f64>,
     /// Messages dropped as stale ([`UdpSender::drop_stale`]).
     stale: u64,
+    /// What is loaded is filler ([`UdpSender::load_filler`]).
+    filler: bool,
+    /// Bytes of filler sent.
+    filler_sent: u64,
+    /// The last filler datagram's number.
+    filler_number: u16,
 }
 
 /// A governed link's controller and the record of its sends it reads.
@@ -305,6 +311,9 @@ impl UdpSender {
                 }),
             rate_cap: config.max_rate.filter(|cap| cap.is_finite() && *cap > 0.0),
             stale: 0,
+            filler: false,
+            filler_sent: 0,
+            filler_number: 0,
         };
         if let Some(cap) = sender.rate_cap {
             sender.pace_at(now, cap);
@@ -340,15 +349,17 @@ impl UdpSender {
     pub fn governor(&self) -> Option<GovernorStats> {
         self.governed.as_ref().map(|g| GovernorStats {
             stale: self.stale,
+            filler: self.filler_sent,
             ..g.governor.stats()
         })
     }
 
-    /// The link's governor is probing for room above its estimate: a message should leave
-    /// as soon as it comes, not wait for a fresher one. A pause lets a token bucket in front
-    /// of the radio fill, and its burst then hides what the probe sends above the path's
-    /// rate (no queue shows until the probe has climbed a fifth above it, and then one
-    /// grows by ten milliseconds a report).
+    /// The link's governor is probing for room above its estimate: the link should not
+    /// fall silent, not even while it holds a message back for a fresher one (it sends
+    /// filler then: [`load_filler`](Self::load_filler)). A pause lets a token bucket in
+    /// front of the radio fill, and its burst then hides what the probe sends above the
+    /// path's rate (no queue shows until the probe has climbed a fifth above it, and then
+    /// one grows by ten milliseconds a report).
     pub fn probing(&self) -> bool {
         self.governed.as_ref().is_some_and(|g| g.governor.probing())
     }
@@ -586,6 +597,7 @@ impl UdpSender {
     /// allows the whole of it now; false leaves it to the queue. Once loaded, the message
     /// has its id: all of it must follow.
     pub fn push_now(&mut self, now: Instant, frame: &Bytes) -> bool {
+        self.discard_filler();
         let blocks = self.fragmenter.blocks_for(frame.len());
         let bytes = self.wire_bytes(frame.len());
         let small = if self.segmenting {
@@ -611,6 +623,9 @@ impl UdpSender {
     /// or the error that makes the first unsendable (the driver counts it dropped and goes
     /// on with the next).
     pub fn push_queued(&mut self, now: Instant, frames: &[Bytes]) -> Result<usize, FragmentError> {
+        if !frames.is_empty() {
+            self.discard_filler();
+        }
         if self.is_sending() || frames.is_empty() {
             return Ok(0);
         }
@@ -631,6 +646,59 @@ impl UdpSender {
         }
         self.paced_whole = false;
         Ok(taken)
+    }
+
+    /// Loads one datagram of filler, a PING padded to the link's datagram size, when the
+    /// link is idle and its governor probing ([`probing`](Self::probing)); false (nothing
+    /// loaded) otherwise. A link that holds its newest message back for a fresher one
+    /// sends filler meanwhile, at the pacer's rate, so that the probe goes on loading the
+    /// path: silent, the link would let a token bucket in front of the radio fill, and the
+    /// bucket's burst would then hide what the probe sends above the path's rate (holding
+    /// silently while probing cost control on a 4 Mbit/s radio its p99 of 3 ms, then
+    /// 25 ms). The subscriber takes filler as a heartbeat; its bytes count in both ends'
+    /// byte counts, which the governor's delivery rates are taken from, and it is no
+    /// arrival sample. Filler not yet sent gives way to the next message loaded
+    /// ([`discard_filler`](Self::discard_filler)).
+    pub fn load_filler(&mut self, now: Instant) -> bool {
+        if self.is_sending() || !self.probing() {
+            return false;
+        }
+        // Filler is sending: a governor that hears nothing for long slows the link, and
+        // may end the probe.
+        self.governor_sending(now);
+        if !self.probing() {
+            return false;
+        }
+        self.clear();
+        // Numbered apart from the data blocks, so that the subscriber samples its arrival
+        // and the governor pairs it with its send, as it does data.
+        self.filler_number = self.filler_number.wrapping_add(1);
+        let block = FILLER_FIRST_BLOCK | (self.filler_number & !FILLER_FIRST_BLOCK);
+        self.out.extend_from_slice(&self.fragmenter.filler(block));
+        let size = self.fragmenter.max_datagram_size().max(HEADER_LEN);
+        self.out.resize(size, 0);
+        self.runs.push(Run {
+            end: size,
+            segment: size,
+        });
+        self.paced_whole = false;
+        self.filler = true;
+        true
+    }
+
+    /// Whether what is loaded and not yet sent is filler.
+    pub fn is_filling(&self) -> bool {
+        self.filler && self.is_sending()
+    }
+
+    /// Drops filler that has not left yet (a message is ready to go in its place);
+    /// returns whether there was any.
+    pub fn discard_filler(&mut self) -> bool {
+        let unsent = self.is_filling() && self.sent == 0;
+        if unsent {
+            self.clear();
+        }
+        unsent
     }
 
     /// The next datagrams to send, if any may leave at `now`. Asked again before
@@ -686,6 +754,9 @@ impl UdpSender {
             self.follow_governor(now);
         }
         self.sent += len;
+        if self.filler {
+            self.filler_sent += len as u64;
+        }
         if self
             .runs
             .get(self.run)
@@ -754,6 +825,7 @@ impl UdpSender {
 
     /// Forgets what was loaded.
     fn clear(&mut self) {
+        self.filler = false;
         self.out.clear();
         self.runs.clear();
         self.run = 0;
@@ -1267,6 +1339,27 @@ mod tests {
         assert_eq!(fragments_per_datagram(Some(1500), 1500), 2);
         assert_eq!(fragments_per_datagram(Some(1500), 1472), 1);
         assert_eq!(fragments_per_datagram(Some(576), 1500), 3);
+    }
+
+    /// Filler goes only from a governed link that probes (the simulated radio,
+    /// `tests/governor_sim.rs`, shows it sent there and what it does); anywhere else
+    /// nothing is loaded, and a link that is sending keeps what it sends.
+    #[test]
+    fn filler_is_loaded_only_by_a_probing_link() {
+        let t0 = Instant::now();
+        let mut plain = sender(t0, true, true);
+        assert!(!plain.load_filler(t0), "not governed");
+        assert!(!plain.is_sending() && !plain.discard_filler());
+        let mut governed = governed_sender(t0, GovernorConfig::default());
+        assert!(!governed.probing(), "a new link starts, it does not probe");
+        assert!(!governed.load_filler(t0));
+        assert_eq!(
+            governed.push_queued(t0, &[Bytes::from(vec![1u8; 5_000])]),
+            Ok(1)
+        );
+        assert!(!governed.discard_filler(), "a message is not filler");
+        assert!(governed.is_sending() && !governed.is_filling());
+        assert_eq!(governed.governor().unwrap().filler, 0);
     }
 
     /// A governed link to a udpros subscriber, opened at `t0`.
