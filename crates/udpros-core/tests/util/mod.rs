@@ -9,6 +9,7 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use udpros_core::freshness::Cadence;
 use udpros_core::header::ConnectionHeader;
 use udpros_core::link::{AllowedSources, HEARTBEAT};
 use udpros_core::udpros::fec::{shard_size, FecPolicy};
@@ -401,6 +402,21 @@ pub struct Pair {
     /// Rewrites each feedback report on its way back (a forger at the subscriber's port),
     /// given the report and the time; `None` passes it as it is.
     pub tamper: Option<Tamper>,
+    /// The link holds its newest message back for a fresher one, as the library's link
+    /// task does ([`Pair::hold_for_fresher`]); `None`: it sends each as it comes.
+    hold: Option<Hold>,
+}
+
+/// How a [`Pair`] holds a message back for a fresher one.
+#[derive(Debug)]
+struct Hold {
+    cadence: Cadence,
+    /// When each queued message was published (beside `Pair::queue`).
+    published: VecDeque<Instant>,
+    /// While a probing link holds: sends filler (false: silent, or no hold at all).
+    filler: bool,
+    /// The publish time of the newest message held for, and until when.
+    held: Option<(Instant, Instant)>,
 }
 
 impl Pair {
@@ -428,7 +444,58 @@ impl Pair {
             heartbeats: true,
             reports: 0,
             tamper: None,
+            hold: None,
         }
+    }
+
+    /// From now on the link holds its newest message back when a fresher one is due soon
+    /// ([`Cadence::hold`]), as the library's link task does. While its governor probes it
+    /// then sends filler if `filler` (the library's way), else it does not hold at all.
+    pub fn hold_for_fresher(&mut self, filler: bool) {
+        self.hold = Some(Hold {
+            cadence: Cadence::new(),
+            published: VecDeque::new(),
+            filler,
+            held: None,
+        });
+    }
+
+    /// Whether the link holds back what is queued at `now`, loading filler meanwhile
+    /// where it does. Each newest message is judged once, as the link task judges what it
+    /// takes from its queue.
+    fn holding(&mut self) -> bool {
+        let now = self.now;
+        let Some(hold) = self.hold.as_mut() else {
+            return false;
+        };
+        if self.sender.is_sending() && !self.sender.is_filling() {
+            // Busy: what is queued is judged when the link takes it.
+            return false;
+        }
+        let (Some(&newest), Some(frame)) = (hold.published.back(), self.queue.back()) else {
+            return false;
+        };
+        let until = match hold.held {
+            Some((held, until)) if held == newest => until,
+            _ => {
+                let judged = if self.sender.probing() && !hold.filler {
+                    None
+                } else {
+                    let send_time = self.sender.send_time(frame.len());
+                    send_time.and_then(|t| hold.cadence.hold(now, now, newest, t))
+                };
+                let until = judged.unwrap_or(now);
+                hold.held = Some((newest, until));
+                until
+            }
+        };
+        if now >= until {
+            return false;
+        }
+        if hold.filler {
+            self.sender.load_filler(now);
+        }
+        true
     }
 
     /// A link between udpros peers whose subscriber sends feedback to the publisher's
@@ -457,6 +524,16 @@ impl Pair {
         let mut frame = (body.len() as u32).to_le_bytes().to_vec();
         frame.extend_from_slice(body);
         self.queue.push_back(Bytes::from(frame));
+        let now = self.now;
+        if let Some(hold) = self.hold.as_mut() {
+            hold.cadence.published(now);
+            hold.published.push_back(now);
+            // The fresher message a hold waited for ends it, and goes without a hold of
+            // its own (the link task takes it with the one held).
+            if hold.held.is_some_and(|(_, until)| until > now) {
+                hold.held = Some((now, now));
+            }
+        }
         self.transmit();
     }
 
@@ -464,14 +541,22 @@ impl Pair {
     /// lets go, each segmented send cut into its datagrams.
     fn transmit(&mut self) {
         loop {
-            if !self.sender.is_sending() && !self.queue.is_empty() {
+            let ready = !self.queue.is_empty() && !self.holding();
+            if ready {
+                // Filler that has not left gives way to what was held.
+                self.sender.discard_filler();
+            }
+            if ready && !self.sender.is_sending() {
                 // What the library's link task does with what it takes from its queue.
                 let mut taken: Vec<Bytes> = self.queue.drain(..).collect();
-                self.sender.drop_stale(&mut taken);
+                let stale = self.sender.drop_stale(&mut taken);
                 self.queue.extend(taken);
                 let (front, _) = self.queue.as_slices();
                 let taken = self.sender.push_queued(self.now, front).unwrap();
                 self.queue.drain(..taken);
+                if let Some(hold) = self.hold.as_mut() {
+                    hold.published.drain(..stale + taken);
+                }
             }
             let Some(t) = self.sender.poll_transmit(self.now) else {
                 return;
@@ -498,6 +583,11 @@ impl Pair {
                 Some(self.receiver.poll_timeout()),
                 self.sender.poll_timeout(),
                 tick,
+                self.hold
+                    .as_ref()
+                    .and_then(|h| h.held)
+                    .map(|(_, until)| until)
+                    .filter(|until| *until > self.now),
             ]
             .into_iter()
             .flatten()
