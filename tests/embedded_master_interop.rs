@@ -33,11 +33,12 @@ fn rostopic_pub_reaches_rostopic_echo() {
     };
     let g = embedded_master();
     let uri = g.master.uri();
-    // The subscriber first: the publisher's arrival reaches it as a publisherUpdate.
+    // Started in either order, `rostopic echo` subscribes only once the topic is published
+    // (it asks the master's getPublishedTopics for its type until it is), so nothing
+    // here waits for the other: the echo finds the publisher through the master.
     let mut echo = ros_tool(&python, "rostopic", uri);
     echo.args(["echo", "-n", "3", "/chatter"]);
     let (_echo, mut lines) = spawn_lines(echo);
-    std::thread::sleep(Duration::from_millis(500));
     let mut publish = ros_tool(&python, "rostopic", uri);
     publish.args(["pub", "-r", "10", "/chatter", "std_msgs/String", "data: hi"]);
     let (_pub, _) = spawn_lines(publish);

@@ -11,7 +11,7 @@ use crate::wire::freshness::Cadence;
 use crate::wire::header::ConnectionHeader;
 use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
-use crate::wire::udpros::fec::{shard_size, FecPolicy, LinkFec};
+use crate::wire::udpros::fec::{block_payload, FecPolicy, LinkFec};
 use crate::wire::udpros::governor::GovernorConfig;
 use crate::wire::udpros::{Fragmenter, HEADER_LEN};
 use bytes::Bytes;
@@ -572,11 +572,8 @@ impl Publication {
         caller_id: &str,
         terms: UdpLinkTerms,
     ) -> Result<Arc<SubscriberLink>, UdpLinkError> {
-        // On an FEC link the data blocks are the code's shards, a repair header smaller
-        // than the datagrams (see `fec::shard_size`).
-        let data_datagram = shard_size(terms.max_datagram)
-            .filter(|_| terms.fec.is_some())
-            .map_or(terms.max_datagram, |shard| HEADER_LEN + shard);
+        // On an FEC link the data blocks are the code's shards (see `fec::block_payload`).
+        let data_datagram = HEADER_LEN + block_payload(terms.max_datagram, terms.fec.is_some());
         let fragmenter =
             Fragmenter::new(terms.connection_id, data_datagram).map_err(UdpLinkError::Datagram)?;
         let peer = socket.peer_addr()?;

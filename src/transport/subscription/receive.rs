@@ -272,9 +272,10 @@ async fn read_udp(
             // roscpp's ids are opaque; a udpros publisher sends the id it returned.
             connection_id: udpros_peer.then_some(answer.connection_id as u32),
             // The publisher cuts the stream at the size it answered.
-            block_payload: Some(
-                shard.unwrap_or(answer.max_datagram - crate::wire::udpros::HEADER_LEN),
-            ),
+            block_payload: Some(crate::wire::udpros::fec::block_payload(
+                answer.max_datagram,
+                shard.is_some(),
+            )),
             ..ReassemblerConfig::default()
         },
         sources,

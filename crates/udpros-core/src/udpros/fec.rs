@@ -64,6 +64,18 @@ pub fn shard_size(max_datagram: usize) -> Option<usize> {
     (shard >= MIN_SHARD).then_some(shard)
 }
 
+/// Bytes of a message each data datagram carries on a link of `max_datagram`: on a link
+/// that agreed on FEC (`fec`) the code's shard ([`shard_size`]), so that a repair
+/// datagram, its FEC header more, fits `max_datagram` too; elsewhere all but the header.
+/// Publisher and subscriber both cut messages at it (the publisher's data datagrams are
+/// [`HEADER_LEN`] more).
+pub fn block_payload(max_datagram: usize, fec: bool) -> usize {
+    match shard_size(max_datagram).filter(|_| fec) {
+        Some(shard) => shard,
+        None => max_datagram.saturating_sub(HEADER_LEN),
+    }
+}
+
 /// How much repair a link carries, as each end wants it: a publisher's policy is what it
 /// adds to each message, a subscriber's what it asks for. A link carries FEC only when
 /// both ends are udpros and neither is [`FecPolicy::Off`]; it then repairs at least the
@@ -739,6 +751,14 @@ mod tests {
         assert_eq!(shard_size(1501), Some(1476));
         assert_eq!(shard_size(24 + 63), None);
         assert_eq!(shard_size(3), None);
+        assert_eq!(block_payload(1472, true), 1448);
+        assert_eq!(block_payload(1472, false), 1464);
+        assert_eq!(
+            block_payload(24 + 63, true),
+            24 + 63 - HEADER_LEN,
+            "too small to code"
+        );
+        assert_eq!(block_payload(3, false), 0);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use udpros_core::freshness::Cadence;
 use udpros_core::header::ConnectionHeader;
 use udpros_core::link::{AllowedSources, HEARTBEAT};
-use udpros_core::udpros::fec::{shard_size, FecPolicy};
+use udpros_core::udpros::fec::{block_payload, FecPolicy};
 use udpros_core::udpros::feedback::Feedback;
 use udpros_core::udpros::governor::GovernorConfig;
 use udpros_core::udpros::{
@@ -312,10 +312,7 @@ pub fn receiver(now: Instant, connection_id: u32, max_datagram: usize) -> UdpRec
 
 /// The data datagram size on a link of `max_datagram`, with or without FEC.
 pub fn data_datagram(max_datagram: usize, fec: bool) -> usize {
-    match fec {
-        true => HEADER_LEN + shard_size(max_datagram).unwrap(),
-        false => max_datagram,
-    }
+    HEADER_LEN + block_payload(max_datagram, fec)
 }
 
 /// [`receiver`], on a link that agreed on FEC when `fec`.
