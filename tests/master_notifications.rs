@@ -53,7 +53,24 @@ impl FakeNode {
     fn uri(&self) -> String {
         self.server.uri("127.0.0.1")
     }
+
+    /// Waits until the calls the node has recorded satisfy `done` (at most
+    /// [`CALLS_WAIT`]: a master that never sends them fails the test here).
+    async fn wait_for(&self, done: impl Fn(&[String]) -> bool) {
+        let deadline = tokio::time::Instant::now() + CALLS_WAIT;
+        while !done(&self.calls.lock().unwrap()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "calls never came: {:?}",
+                self.calls.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
+
+/// How long a node waits for the calls a step sends it.
+const CALLS_WAIT: Duration = Duration::from_secs(20);
 
 fn s(v: &str) -> Value {
     Value::from(v)
@@ -132,20 +149,44 @@ async fn run_script(master_uri: &str) -> Vec<Vec<String>> {
             vec![s("/a"), s("/other"), s("std_msgs/String"), s(&a2)],
         ),
     ];
-    for (method, params) in script {
-        let reply = client
-            .call(master_uri, method, params)
-            .await
-            .expect("master answers");
-        assert_eq!(
-            reply.as_array().and_then(|r| r.first()),
-            Some(&Value::Int(1)),
-            "{method}: {reply:?}"
-        );
-        // Let the master's queues drain so every node's calls arrive in script order.
-        tokio::time::sleep(Duration::from_millis(150)).await;
+    let call = |method: &'static str, params: Vec<Value>| {
+        let client = &client;
+        async move {
+            let reply = client
+                .call(master_uri, method, params)
+                .await
+                .expect("master answers");
+            assert_eq!(
+                reply.as_array().and_then(|r| r.first()),
+                Some(&Value::Int(1)),
+                "{method}: {reply:?}"
+            );
+        }
+    };
+    for (step, (method, params)) in script.into_iter().enumerate() {
+        call(method, params).await;
+        // Every node's calls for this step have arrived before the next step begins (so
+        // they arrive in script order): both masters send a node its calls in order, so
+        // once a node hears a publisherUpdate sent after the step's, it has heard the
+        // step's. That update is on a topic of the step's own, to a caller of each node's
+        // API that the script never names, and is left out of what is compared.
+        let barrier = format!("/barrier/{step}");
+        for (i, node) in nodes.iter().enumerate() {
+            let caller = format!("/barrier_{i}");
+            let params = vec![s(&caller), s(&barrier), s("std_msgs/Empty"), s(&node.uri())];
+            call("registerSubscriber", params).await;
+        }
+        let publisher = vec![s("/barrier"), s(&barrier), s("std_msgs/Empty"), s(&a)];
+        call("registerPublisher", publisher).await;
+        for node in &nodes {
+            node.wait_for(|calls| calls.iter().any(|c| c.contains(&barrier)))
+                .await;
+        }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The replaced node's shutdown is not a topic's update: it is waited for itself.
+    nodes[0]
+        .wait_for(|calls| calls.iter().any(|c| c.starts_with("shutdown")))
+        .await;
     let mask = |line: &String| {
         [(&a, "<a>"), (&b, "<b>"), (&c, "<c>"), (&a2, "<a2>")]
             .iter()
@@ -153,7 +194,11 @@ async fn run_script(master_uri: &str) -> Vec<Vec<String>> {
     };
     nodes
         .iter()
-        .map(|n| n.calls.lock().unwrap().iter().map(mask).collect())
+        .map(|n| {
+            let calls = n.calls.lock().unwrap();
+            let script = calls.iter().filter(|c| !c.contains("/barrier/"));
+            script.map(mask).collect()
+        })
         .collect()
 }
 
