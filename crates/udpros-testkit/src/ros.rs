@@ -28,9 +28,12 @@ pub fn start_rosmaster() -> Option<(Child, String)> {
     let mut cmd = Command::new(python);
     cmd.args(["/usr/bin/rosmaster", "--core", "-p", &port.to_string()])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::piped());
     ros_env(&mut cmd, &uri);
     let mut child = Child(cmd.spawn().expect("start rosmaster"));
+    if let Some(stderr) = child.0.stderr.take() {
+        let _ = keep_last_words(format!("rosmaster on port {port}"), stderr);
+    }
     // Listening on the port is not enough: the master must still run (a rosmaster that
     // could not bind exits, while someone else may answer on that port).
     let listening = wait_for(std::time::Duration::from_secs(20), || {
@@ -43,6 +46,34 @@ pub fn start_rosmaster() -> Option<(Child, String)> {
     );
     Some((child, uri))
 }
+
+/// Reads what `who` writes to `stderr` (a quiet process writes nothing there) and, when it
+/// ends, prints the last of it into the test's output: a master that dies mid-test says
+/// why beside the failure it causes. Keeps at most [`LAST_WORDS`] lines, which the
+/// returned thread gives back.
+fn keep_last_words(
+    who: String,
+    stderr: impl std::io::Read + Send + 'static,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut last = std::collections::VecDeque::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if last.len() == LAST_WORDS {
+                last.pop_front();
+            }
+            last.push_back(line);
+        }
+        let words: Vec<String> = last.into();
+        if !words.is_empty() {
+            eprintln!("{who} wrote to stderr before it ended:\n{}", words.join("\n"));
+        }
+        words
+    })
+}
+
+/// Lines of a peer's stderr [`keep_last_words`] keeps.
+const LAST_WORDS: usize = 40;
 
 /// The roscpp test peer (`peers/roscpp_peer.cpp`), compiled once into the target folder
 /// with g++ and pkg-config; `None` (or a failure when interop is required) when roscpp's
@@ -281,5 +312,25 @@ impl Launched {
 impl Drop for Launched {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that fails says why, and only its last lines are kept.
+    #[test]
+    fn a_peer_that_dies_leaves_its_last_words() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "for i in $(seq 1 100); do echo line $i >&2; done; exit 3"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let words = keep_last_words("sh".into(), child.stderr.take().unwrap());
+        assert!(!child.wait().unwrap().success());
+        let words = words.join().unwrap();
+        assert_eq!(words.len(), LAST_WORDS);
+        assert_eq!(words.last().map(String::as_str), Some("line 100"));
     }
 }
