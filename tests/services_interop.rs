@@ -61,12 +61,8 @@ fn with_pythonpath(dir: &Path) -> String {
 
 /// Runs a tool; (exit code, stdout, stderr).
 fn run(mut cmd: Command) -> (i32, String, String) {
-    let out = tokio::task::block_in_place(|| cmd.output()).expect("run tool");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let ran = common::run_tool(&mut cmd);
+    (ran.code, ran.stdout, ran.stderr)
 }
 
 async fn serve_set_bool(

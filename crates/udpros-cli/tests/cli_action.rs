@@ -6,19 +6,12 @@
 
 use udpros_testkit as common;
 
+use common::Ran;
+
 use std::process::Command;
 use std::time::Duration;
 use udpros::action::{ActionServerOptions, SimpleActionServer};
 use udpros::msgs::actionlib::TestAction;
-
-fn run(mut cmd: Command) -> (bool, String, String) {
-    let out = tokio::task::block_in_place(|| cmd.output()).unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn action_list_and_send_against_rospy_and_udpros_servers() {
@@ -47,9 +40,14 @@ async fn action_list_and_send_against_rospy_and_udpros_servers() {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
         cmd.arg("action").args(args);
         common::ros_env(&mut cmd, &uri);
-        run(cmd)
+        common::run_tool(&mut cmd)
     };
-    let (ok, out, err) = action(&["list"]);
+    let Ran {
+        ok,
+        stdout: out,
+        stderr: err,
+        ..
+    } = action(&["list"]);
     assert!(ok, "{err}");
     assert!(
         out.lines().any(|l| l == "/py_count actionlib/Test"),
@@ -58,19 +56,31 @@ async fn action_list_and_send_against_rospy_and_udpros_servers() {
     assert!(out.lines().any(|l| l == "/u_count actionlib/Test"), "{out}");
 
     for ns in ["/py_count", "/u_count"] {
-        let (ok, out, err) = action(&["send", ns, "goal: 3"]);
+        let Ran {
+            ok,
+            stdout: out,
+            stderr: err,
+            ..
+        } = action(&["send", ns, "goal: 3"]);
         assert!(ok, "{ns}: {out} {err}");
         assert!(out.starts_with("goal id: /udpros_action"), "{out}");
         assert!(out.contains("feedback:\n  feedback: 1\n---\n"), "{out}");
         assert!(out.contains("result:\n  result: 3\n"), "{out}");
         assert!(out.ends_with("state: SUCCEEDED \"counted\"\n"), "{out}");
 
-        let (ok, out, err) = action(&["send", ns, "{goal: -1}"]);
+        let Ran {
+            ok,
+            stdout: out,
+            stderr: err,
+            ..
+        } = action(&["send", ns, "{goal: -1}"]);
         assert!(!ok, "{ns}: {out}");
         assert!(out.contains("state: ABORTED \"below zero\""), "{out}");
         assert!(err.contains("the goal ended ABORTED"), "{err}");
 
-        let (ok, out, _) = action(&["send", ns, "goal: 100000", "--timeout", "0.5"]);
+        let Ran {
+            ok, stdout: out, ..
+        } = action(&["send", ns, "goal: 100000", "--timeout", "0.5"]);
         assert!(!ok);
         assert!(out.contains("state: ACTIVE\n"), "{out}");
         assert!(out.contains("timed out: cancelling"), "{out}");
@@ -105,7 +115,12 @@ async fn action_list_and_send_against_rospy_and_udpros_servers() {
     assert_eq!(status.code(), Some(1), "not SUCCEEDED");
 
     // A goal of one field may be given as its value, as a service request may.
-    let (ok, out, err) = action(&["send", "/u_count", "2"]);
+    let Ran {
+        ok,
+        stdout: out,
+        stderr: err,
+        ..
+    } = action(&["send", "/u_count", "2"]);
     assert!(ok, "{out} {err}");
     assert!(out.contains("result:\n  result: 2\n"), "{out}");
 

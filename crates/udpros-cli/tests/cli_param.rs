@@ -49,12 +49,10 @@ angle: !degrees 90
 raw: !!str 010
 "#;
 
+/// Whether the tool succeeded, and all it printed.
 fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
+    let ran = common::run_tool(cmd);
+    (ran.ok, ran.stdout + &ran.stderr)
 }
 
 #[test]

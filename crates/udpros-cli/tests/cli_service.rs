@@ -3,18 +3,11 @@
 
 use udpros_testkit as common;
 
+use common::Ran;
+
 use std::process::Command;
 use std::time::Duration;
 use udpros::msgs::std_srvs::{SetBool, SetBoolResponse, Trigger, TriggerResponse};
-
-fn run(mut cmd: Command) -> (bool, String, String) {
-    let out = tokio::task::block_in_place(|| cmd.output()).unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_commands_print_what_rosservice_prints() {
@@ -56,17 +49,27 @@ async fn service_commands_print_what_rosservice_prints() {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
         cmd.arg("service").args(args);
         common::ros_env(&mut cmd, &uri);
-        run(cmd)
+        common::run_tool(&mut cmd)
     };
     let theirs = |args: &[&str]| {
         let mut cmd = common::ros_tool(&python, "rosservice", &uri);
         cmd.args(args);
-        run(cmd)
+        common::run_tool(&mut cmd)
     };
     let same = |args: &[&str]| {
-        let (ok, out, err) = ours(args);
+        let Ran {
+            ok,
+            stdout: out,
+            stderr: err,
+            ..
+        } = ours(args);
         assert!(ok, "udpros service {args:?}: {err}");
-        let (their_ok, their_out, their_err) = theirs(args);
+        let Ran {
+            ok: their_ok,
+            stdout: their_out,
+            stderr: their_err,
+            ..
+        } = theirs(args);
         assert!(their_ok, "rosservice {args:?}: {their_err}");
         assert_eq!(out, their_out, "{args:?}");
         out
@@ -99,7 +102,12 @@ async fn service_commands_print_what_rosservice_prints() {
         all.extend(args);
         // get_loggers lists what each node has logged so far; compare the shape only.
         if service.ends_with("get_loggers") {
-            let (ok, out, err) = ours(&all);
+            let Ran {
+                ok,
+                stdout: out,
+                stderr: err,
+                ..
+            } = ours(&all);
             assert!(
                 ok && out.starts_with("loggers: \n  - \n    name: "),
                 "{out}{err}"
@@ -109,17 +117,23 @@ async fn service_commands_print_what_rosservice_prints() {
         }
     }
     // Failures: a handler error and a missing service, each one line, exit 1.
-    let (ok, _, err) = ours(&["call", "/py/set_bool", "data: false"]);
+    let Ran {
+        ok, stderr: err, ..
+    } = ours(&["call", "/py/set_bool", "data: false"]);
     assert!(
         !ok && err.contains("refusing") && err.lines().count() == 1,
         "{err}"
     );
-    let (ok, _, err) = ours(&["call", "/nobody/here"]);
+    let Ran {
+        ok, stderr: err, ..
+    } = ours(&["call", "/nobody/here"]);
     assert!(
         !ok && err.contains("/nobody/here") && err.lines().count() == 1,
         "{err}"
     );
-    let (ok, _, err) = ours(&["call", "/py/set_bool", "1", "2"]);
+    let Ran {
+        ok, stderr: err, ..
+    } = ours(&["call", "/py/set_bool", "1", "2"]);
     assert!(!ok && err.contains("2 arguments"), "{err}");
 }
 

@@ -106,6 +106,38 @@ pub fn spawn_lines(mut cmd: Command) -> (Child, Lines) {
     (Child(child), Lines::new(out))
 }
 
+/// How a tool run to its end ([`run_tool`]) ended and what it printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    /// It exited with status 0.
+    pub ok: bool,
+    /// Its exit status (-1 when a signal ended it).
+    pub code: i32,
+    /// What it printed on stdout.
+    pub stdout: String,
+    /// What it printed on stderr.
+    pub stderr: String,
+}
+
+/// Runs `cmd` to its end. Inside a multi-threaded tokio runtime (a test whose own node
+/// answers the tool) the wait hands the worker's other tasks to the runtime
+/// (`block_in_place`), so the node goes on serving while the tool runs.
+pub fn run_tool(cmd: &mut Command) -> Ran {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    let out = match multi_thread {
+        true => tokio::task::block_in_place(|| cmd.output()),
+        false => cmd.output(),
+    }
+    .expect("run tool");
+    Ran {
+        ok: out.status.success(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Runs `program args` against `master` with a 5 s limit; its output and how long it took.
 pub fn run_briefly(
     program: &str,

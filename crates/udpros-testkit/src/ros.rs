@@ -58,7 +58,10 @@ fn keep_last_words(
     std::thread::spawn(move || {
         use std::io::BufRead;
         let mut last = std::collections::VecDeque::new();
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             if last.len() == LAST_WORDS {
                 last.pop_front();
             }
@@ -66,7 +69,10 @@ fn keep_last_words(
         }
         let words: Vec<String> = last.into();
         if !words.is_empty() {
-            eprintln!("{who} wrote to stderr before it ended:\n{}", words.join("\n"));
+            eprintln!(
+                "{who} wrote to stderr before it ended:\n{}",
+                words.join("\n")
+            );
         }
         words
     })
@@ -323,7 +329,10 @@ mod tests {
     #[test]
     fn a_peer_that_dies_leaves_its_last_words() {
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "for i in $(seq 1 100); do echo line $i >&2; done; exit 3"])
+            .args([
+                "-c",
+                "for i in $(seq 1 100); do echo line $i >&2; done; exit 3",
+            ])
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
