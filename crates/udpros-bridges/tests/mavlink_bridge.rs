@@ -61,6 +61,17 @@ async fn latency_until(
     last
 }
 
+/// The first `~latency` once the estimator has converged on 30 TIMESYNC answers (within
+/// 15 s): where a test that disturbs the link starts from.
+async fn converged(listener: &Node) -> umsg::MavlinkLatency {
+    let settled = |m: &umsg::MavlinkLatency| m.converged && m.timesync_received >= 30;
+    let last = latency_until(listener, Duration::from_secs(15), settled).await;
+    match last {
+        Some(m) if settled(&m) => m,
+        other => panic!("the estimator did not converge: {other:?}"),
+    }
+}
+
 /// The true offset (ROS time − autopilot time, ns) at a message's stamp, for an autopilot
 /// clock given on CLOCK_MONOTONIC.
 fn truth_at(stamp: udpros::msg::Time, remote_at: impl Fn(i64) -> i64) -> i64 {
@@ -133,12 +144,7 @@ async fn reacquires_within_seconds_after_the_autopilot_reboots() {
         ..SimConfig::default()
     });
     let (_master, listener, _task) = bridge(config(format!("udpout:{}", fcu.local_addr()))).await;
-    let before = latency_until(&listener, Duration::from_secs(15), |m| {
-        m.converged && m.timesync_received >= 30
-    })
-    .await
-    .unwrap();
-    assert!(before.converged);
+    let before = converged(&listener).await;
     fcu.reboot();
     let rebooted_at = std::time::Instant::now();
     let after = latency_until(&listener, Duration::from_secs(10), |m| {
@@ -179,12 +185,7 @@ async fn a_burst_of_absurd_autopilot_clocks_is_never_published() {
         .subscribe::<diagnostic_msgs::DiagnosticArray>("/diagnostics", SubscribeOptions::default())
         .await
         .unwrap();
-    let before = latency_until(&listener, Duration::from_secs(15), |m| {
-        m.converged && m.timesync_received >= 30
-    })
-    .await
-    .unwrap();
-    assert!(before.converged, "{before:?}");
+    converged(&listener).await;
     const ABSURD: i64 = 120_000_000_000_000; // 1.2e11 ms
     fcu.step_clock(ABSURD);
     // About 7 samples at 10 Hz: past the 3 that restart the window, short of the 16 that
@@ -236,12 +237,7 @@ async fn reset_timesync_restarts_both_estimators_and_they_converge_again() {
         ..SimConfig::default()
     });
     let (_master, listener, _task) = bridge(config(format!("udpout:{}", fcu.local_addr()))).await;
-    let before = latency_until(&listener, Duration::from_secs(15), |m| {
-        m.converged && m.timesync_received >= 30
-    })
-    .await
-    .unwrap();
-    assert!(before.converged, "{before:?}");
+    let before = converged(&listener).await;
     let reset = listener.service_client::<udpros::msgs::std_srvs::Trigger>(
         "/mavlink_bridge/reset_timesync",
         udpros::service::ClientOptions::default().with_timeout(Duration::from_secs(5)),
