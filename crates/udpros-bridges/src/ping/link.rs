@@ -151,13 +151,16 @@ pub enum LinkEvent {
 }
 
 /// What the session asks of the link.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Outgoing {
     /// These bytes (one or more frames).
     Bytes(Vec<u8>),
     /// A serial break then `U` bytes (Ping360 auto-baud; stops auto-transmit). Over UDP an
     /// empty datagram, which BlueOS's bridges turn into a break.
     Break,
+    /// Answered once everything sent before it has been written; dropped unanswered while
+    /// the link is not connected, which tells the same: nothing more will be written.
+    Flushed(tokio::sync::oneshot::Sender<()>),
 }
 
 /// Called in the link's own task for every frame, as soon as it is decoded.
@@ -243,6 +246,16 @@ impl Link {
     /// Sends `bytes` (dropped if the link has stopped).
     pub fn send(&self, bytes: Vec<u8>) {
         let _ = self.out.send(Outgoing::Bytes(bytes));
+    }
+
+    /// Waits until everything sent before has been written to the device; at once when
+    /// the link has stopped, and, while it is not connected, until it connects (callers
+    /// bound the wait).
+    pub async fn flush(&self) {
+        let (done, written) = tokio::sync::oneshot::channel();
+        if self.out.send(Outgoing::Flushed(done)).is_ok() {
+            let _ = written.await;
+        }
     }
 }
 
@@ -415,6 +428,7 @@ async fn udp(
             command = out.recv() => match command {
                 Some(Outgoing::Bytes(b)) => if let Err(e) = socket.send(&b).await { return format!("UDP send to {peer}: {e}") },
                 Some(Outgoing::Break) => { let _ = socket.send(&[]).await; }
+                Some(Outgoing::Flushed(done)) => { let _ = done.send(()); }
                 None => return "closed".into(),
             },
         }
@@ -455,6 +469,7 @@ async fn serial(
                     tokio::time::sleep(Duration::from_millis(1)).await;
                     let _ = port.write_all(&[b'U'; 10]).await;
                 }
+                Some(Outgoing::Flushed(done)) => { let _ = done.send(()); }
                 None => return "closed".into(),
             },
         }
@@ -485,6 +500,7 @@ async fn simulated(
             command = out.recv() => match command {
                 Some(Outgoing::Bytes(b)) => sim.receive(&b, Instant::now()),
                 Some(Outgoing::Break) => sim.break_signal(),
+                Some(Outgoing::Flushed(done)) => { let _ = done.send(()); }
                 None => return "closed".into(),
             },
         }
@@ -587,6 +603,35 @@ fn read_log(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flush answers once what was sent before it has left: a UDP device has every
+    /// datagram by then, in order. A stopped link's flush returns at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flush_returns_once_what_came_before_has_left() {
+        let device = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let spec = LinkSpec::Udp {
+            host: "127.0.0.1".into(),
+            port: device.local_addr().unwrap().port(),
+        };
+        let mut link = Link::spawn(spec, Dialect::Current, 1024);
+        for i in 0..100u8 {
+            link.send(vec![i; 32]);
+        }
+        tokio::time::timeout(Duration::from_secs(10), link.flush())
+            .await
+            .expect("the flush is answered");
+        device.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 64];
+        for i in 0..100u8 {
+            let n = device.recv(&mut buf).expect("already there");
+            assert_eq!(&buf[..n], &[i; 32][..]);
+        }
+        link.task.abort();
+        let _ = (&mut link.task).await;
+        tokio::time::timeout(Duration::from_secs(1), link.flush())
+            .await
+            .expect("a stopped link flushes at once");
+    }
 
     /// A looped log whose records all share one time plays at a device's pace at most,
     /// not as fast as the machine goes.

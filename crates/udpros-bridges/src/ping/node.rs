@@ -434,13 +434,23 @@ pub(crate) async fn run_with<F: Front>(
     }
     session.stop();
     if send_actions(&mut session, &link) {
-        tokio::time::sleep(Duration::from_millis(50)).await; // let the last frames leave
+        finish_sending(&link).await;
     }
     if let Some(recorder) = recorder {
         recorder.finish();
     }
     Ok(())
 }
+
+/// Lets the last frames (the session's stop) reach the device before the link is
+/// dropped: until the link has written them, or at most [`LAST_FRAMES_WAIT`] (a device
+/// that went away takes none).
+async fn finish_sending(link: &Link) {
+    let _ = tokio::time::timeout(LAST_FRAMES_WAIT, link.flush()).await;
+}
+
+/// The longest a stopping node waits for its last frames to be written.
+const LAST_FRAMES_WAIT: Duration = Duration::from_millis(500);
 
 /// What [`record_device`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -499,7 +509,7 @@ pub async fn record_device(
     }
     session.stop();
     if send_actions(&mut session, &link) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        finish_sending(&link).await;
     }
     recorder.finish();
     Ok(Recorded {
