@@ -237,7 +237,7 @@ impl LinkSender {
         let LinkSender::Udp(w) = self else {
             return None;
         };
-        if w.link.probing() && w.host.is_some() {
+        if w.link.probing() && !w.may_fill() {
             return None;
         }
         let newest = frames.last()?;
@@ -259,7 +259,7 @@ impl LinkSender {
     /// next [`send_all`](Self::send_all).
     pub(super) async fn fill_hold(&mut self, deadline: Instant) -> io::Result<()> {
         if let LinkSender::Udp(w) = self {
-            if w.host.is_none() {
+            if w.may_fill() {
                 w.fill_until(deadline).await?;
             }
         }
@@ -542,6 +542,12 @@ impl UdpLinkSender {
 
     async fn finish(&mut self) -> io::Result<()> {
         self.send_loaded().await
+    }
+
+    /// Whether the link may send filler while it holds a message back: not when it shares
+    /// its host's budget, whose other links the filler would take it from.
+    fn may_fill(&self) -> bool {
+        self.host.is_none()
     }
 
     /// Sends filler, a datagram at a time at the link's pacing, until `deadline` or until
