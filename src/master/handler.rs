@@ -1,7 +1,8 @@
 //! The master's XML-RPC methods, with rosmaster's argument checks (`apivalidate` and its
 //! validators) and its exact status codes and messages.
 
-use super::notify::{Notifier, Pacing, Task};
+use super::fanout::{Pacing, Task};
+use super::notify::Notifier;
 use super::ordered::OrderedMap;
 use super::params::{compute_updates, DeleteError, Param, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
@@ -77,7 +78,12 @@ impl MasterHandler {
             MasterHandler {
                 uri,
                 state: Mutex::default(),
-                notifier: Notifier::new(Pacing::for_this_process(), on_rejected),
+                notifier: Notifier::new(
+                    Pacing::for_descriptor_limit(
+                        crate::connections::descriptor_limit().unwrap_or(1024),
+                    ),
+                    on_rejected,
+                ),
                 shutdown: watch::channel(None).0,
             }
         })

@@ -4,6 +4,7 @@
 //! against it unchanged. [`Roscore`] adds what `roscore` adds: its parameters and the
 //! `/rosout` node.
 
+mod fanout;
 mod handler;
 mod notify;
 mod ordered;

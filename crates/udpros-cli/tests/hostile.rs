@@ -83,20 +83,6 @@ fn udpros() -> Command {
 }
 
 /// `udpros master` on a free port, optionally under a descriptor limit.
-/// The fan-out test measures how soon the master reaches live subscribers: it runs alone,
-/// so that it measures the master and not its neighbours' load (on CI's two cores the other
-/// tests here once slowed its live nodes past the master's deadlines). The others take
-/// this lock to read, it to write.
-static ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
-
-fn shared() -> tokio::sync::RwLockReadGuard<'static, ()> {
-    ALONE.blocking_read()
-}
-
-fn alone() -> tokio::sync::RwLockWriteGuard<'static, ()> {
-    ALONE.blocking_write()
-}
-
 fn start_master(fd_limit: Option<u64>) -> (Child, u16) {
     let port = free_port();
     let mut cmd = udpros();
@@ -295,7 +281,6 @@ fn udp_port_in_bus_info(info: &Value) -> Option<u16> {
 
 #[test]
 fn a_large_set_param_is_linear_and_other_calls_are_answered_meanwhile() {
-    let _turn = shared();
     let (master, port) = start_master(None);
     let entries = 50_000;
     let dict = Value::Struct(
@@ -362,7 +347,6 @@ fn a_large_set_param_is_linear_and_other_calls_are_answered_meanwhile() {
 /// peak RSS stays under 100 MB and it keeps answering.
 #[test]
 fn xml_rpc_memory_bombs_stay_bounded() {
-    let _turn = shared();
     let (master, port) = start_master(None);
     let pid = master.0.id();
     let limit = ParseLimits::SERVER.max_body;
@@ -446,7 +430,6 @@ fn xml_rpc_memory_bombs_stay_bounded() {
 /// legitimate calls are answered.
 #[test]
 fn descriptor_exhaustion_neither_spins_nor_locks_out_calls() {
-    let _turn = shared();
     raise_own_fd_limit();
     let (master, master_port) = start_master(Some(1024));
     let master_uri = format!("http://127.0.0.1:{master_port}/");
@@ -491,7 +474,6 @@ fn descriptor_exhaustion_neither_spins_nor_locks_out_calls() {
 /// closed; a request in progress is not.
 #[tokio::test]
 async fn slow_and_idle_xml_rpc_connections_are_closed() {
-    let _turn = ALONE.read().await;
     struct Echo;
     impl udpros::xmlrpc::Handler for Echo {
         fn call(&self, _: &str, params: Vec<Value>) -> udpros::xmlrpc::HandlerFuture {
@@ -549,7 +531,6 @@ async fn slow_and_idle_xml_rpc_connections_are_closed() {
 /// memory, and a real subscriber still connects.
 #[test]
 fn pending_tcpros_handshakes_are_bounded() {
-    let _turn = shared();
     let (_master, master_port) = start_master(None);
     let master_uri = format!("http://127.0.0.1:{master_port}/");
     let (publisher, _, tcpros_port) = start_publisher(master_port, "/hs_test", "hs_pub", None);
@@ -590,7 +571,6 @@ fn pending_tcpros_handshakes_are_bounded() {
 /// stranger's none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stranger_cannot_take_over_a_udpros_link() {
-    let _turn = ALONE.read().await;
     let master = udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
         .await
         .unwrap();
@@ -689,7 +669,6 @@ async fn a_stranger_cannot_take_over_a_udpros_link() {
 /// A roscpp publisher's 100 Hz stream still arrives, and the subscriber's memory stays small.
 #[test]
 fn reassembly_amplification_costs_neither_memory_nor_messages() {
-    let _turn = shared();
     let Some(roscpp) = common::roscpp_peer() else {
         return;
     };
@@ -785,7 +764,6 @@ fn reassembly_amplification_costs_neither_memory_nor_messages() {
 /// asks for TCPROS only, and the data arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_udp_link_that_keeps_failing_falls_back_to_tcp() {
-    let _turn = ALONE.read().await;
     use udpros::msg::Message;
     use udpros::msgs::std_msgs;
     use udpros::wire::header::ConnectionHeader;
@@ -922,7 +900,6 @@ fn open_fds(pid: u32) -> usize {
 /// and rospy's alike, and the master answers calls throughout.
 #[test]
 fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_ones() {
-    let _turn = alone();
     let Some(python) = common::ros_python() else {
         return;
     };
@@ -1089,7 +1066,6 @@ fn a_fan_out_to_ten_thousand_dead_subscribers_is_bounded_and_reaches_the_live_on
 /// when they were bounded by count alone, and a reader that keeps up still gets logs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_toward_a_stalled_rosout_agg_reader_stays_bounded() {
-    let _turn = ALONE.read().await;
     use udpros::msgs::rosgraph_msgs::Log;
     let (master, master_port) = start_master(None);
     let uri = format!("http://127.0.0.1:{master_port}/");
@@ -1232,7 +1208,6 @@ fn flood_requests(
 /// descriptors. The node answers calls throughout and never runs out of descriptors.
 #[test]
 fn a_publisher_caps_its_links_per_host_and_in_all_and_keeps_descriptors_for_itself() {
-    let _turn = shared();
     raise_own_fd_limit();
     let (_master, master_port) = start_master(None);
     let (publisher, api_port, _) =
