@@ -10,87 +10,33 @@ use crate::msgs::actionlib_msgs::{GoalID, GoalStatus, GoalStatusArray};
 use crate::node::{AdvertiseOptions, Node, RawPublisher, RawSubscriber, SubscribeOptions};
 use crate::wire::header::ConnectionHeader;
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
-use std::marker::PhantomData;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use udpros_core::action as core;
-use udpros_core::action::client::{CommState, CommStateMachine, HeldResults, SimpleState};
-
-/// How long a client with goals in flight waits, with no status publisher linked, before
-/// it takes the server for gone and its goals for LOST.
-pub const SERVER_GONE_AFTER: Duration = Duration::from_secs(2);
+use udpros_core::action::client::{CommState, SimpleState};
+use udpros_core::action::client_goals::{ClientGoals, FeedbackBound};
+pub use udpros_core::action::client_goals::{GoalEvent, SERVER_GONE_AFTER};
 
 /// Goal ids are unique per process, as roscpp's counter is.
 static GOAL_COUNT: AtomicU64 = AtomicU64::new(0);
 
-/// What happened to a goal, in order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GoalEvent<F> {
-    /// The goal's communication state changed.
-    Transition(CommState),
-    /// The server sent feedback.
-    Feedback(F),
+/// The goals a client follows (the core's table) and how to wake each goal's handles.
+struct Goals {
+    table: ClientGoals<Bytes>,
+    /// One per followed goal; its handle and views wait on receivers of it.
+    changed: HashMap<String, watch::Sender<()>>,
 }
 
-/// One goal's state as the client's task keeps it.
-struct Tracked {
-    machine: CommStateMachine,
-    result: Option<Bytes>,
-    /// Transitions (never dropped; a goal passes through few) and feedback (the oldest go
-    /// past [`FEEDBACK_QUEUE`] or [`FEEDBACK_QUEUE_BYTES`]), not yet taken by the handle.
-    events: VecDeque<GoalEvent<Bytes>>,
-    feedback_queued: usize,
-    feedback_bytes: usize,
-    /// The caller id of the status publisher that first listed the goal: only its arrays
-    /// can say the goal is gone (another node publishing on the same status topic, by
-    /// mistake or malice, cannot make it LOST).
-    server: Option<String>,
-    /// Feedback came for the goal: its result is held for
-    /// [`RESULT_GRACE`](udpros_core::action::client::RESULT_GRACE).
-    had_feedback: bool,
-    wake: Arc<Notify>,
-}
-
-impl Tracked {
-    fn push_transitions(&mut self, passed: Vec<CommState>) {
-        if passed.is_empty() {
-            return;
-        }
-        self.events
-            .extend(passed.into_iter().map(GoalEvent::Transition));
-        self.wake.notify_one();
-    }
-
-    fn push_feedback(&mut self, payload: Bytes) {
-        while self.feedback_queued >= FEEDBACK_QUEUE
-            || self.feedback_bytes + payload.len() > FEEDBACK_QUEUE_BYTES
-        {
-            let Some(i) = self
-                .events
-                .iter()
-                .position(|e| matches!(e, GoalEvent::Feedback(_)))
-            else {
-                break; // the newest is kept, however large
-            };
-            if let Some(GoalEvent::Feedback(old)) = self.events.remove(i) {
-                self.feedback_queued -= 1;
-                self.feedback_bytes -= old.len();
+impl Goals {
+    /// Tells the handles of the goals the table changed.
+    fn wake(&mut self) {
+        for id in self.table.take_woken() {
+            if let Some(changed) = self.changed.get(&id) {
+                changed.send_replace(());
             }
-        }
-        self.feedback_queued += 1;
-        self.feedback_bytes += payload.len();
-        self.events.push_back(GoalEvent::Feedback(payload));
-        self.wake.notify_one();
-    }
-
-    /// The handle took an event.
-    fn took(&mut self, event: &GoalEvent<Bytes>) {
-        if let GoalEvent::Feedback(bytes) = event {
-            self.feedback_queued -= 1;
-            self.feedback_bytes -= bytes.len();
         }
     }
 }
@@ -122,12 +68,12 @@ impl ActionTypes {
 }
 
 pub(super) struct Shared {
-    goals: Mutex<HashMap<String, Tracked>>,
+    goals: Mutex<Goals>,
+    /// Wakes the client's task: a goal was sent, so its links are to be watched.
+    sent: Notify,
     goal_pub: RawPublisher,
     cancel_pub: RawPublisher,
     node: Node,
-    /// The caller id of the last status array's publisher.
-    status_caller: Mutex<Option<String>>,
     /// The connection headers of the last result's and feedback's publishers: what they
     /// carry, when the client took any type.
     last_headers: Mutex<PublisherHeaders>,
@@ -144,7 +90,7 @@ pub struct PublisherHeaders {
 }
 
 impl Shared {
-    fn goals(&self) -> MutexGuard<'_, HashMap<String, Tracked>> {
+    fn goals(&self) -> MutexGuard<'_, Goals> {
         self.goals.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -229,12 +175,19 @@ impl RawActionClient {
         let feedback_sub = node
             .subscribe_with(&format!("{ns}/feedback"), t, m, d, subscribe)
             .await?;
+        let bound = FeedbackBound {
+            count: FEEDBACK_QUEUE,
+            bytes: FEEDBACK_QUEUE_BYTES,
+        };
         let shared = Arc::new(Shared {
-            goals: Mutex::new(HashMap::new()),
+            goals: Mutex::new(Goals {
+                table: ClientGoals::new(bound),
+                changed: HashMap::new(),
+            }),
+            sent: Notify::new(),
             goal_pub,
             cancel_pub,
             node: node.clone(),
-            status_caller: Mutex::new(None),
             last_headers: Mutex::new(PublisherHeaders::default()),
         });
         let result_links = result_sub.linked_callers();
@@ -269,10 +222,10 @@ impl RawActionClient {
     pub fn is_server_connected(&self) -> bool {
         let Some(server) = self
             .shared
-            .status_caller
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .goals()
+            .table
+            .status_caller()
+            .map(str::to_string)
         else {
             return false;
         };
@@ -307,20 +260,14 @@ impl RawActionClient {
             id: format!("{}-{n}-{}.{}", self.shared.node.name(), now.sec, now.nsec),
         };
         let body = core::goal_message(stamp(now), &goal_id, goal)?;
-        let wake = Arc::new(Notify::new());
-        self.shared.goals().insert(
-            goal_id.id.clone(),
-            Tracked {
-                machine: CommStateMachine::new(),
-                result: None,
-                events: VecDeque::new(),
-                feedback_queued: 0,
-                feedback_bytes: 0,
-                server: None,
-                had_feedback: false,
-                wake: wake.clone(),
-            },
-        );
+        let changed = {
+            let mut goals = self.shared.goals();
+            goals.table.track(Instant::now(), &goal_id.id);
+            let (changed, receiver) = watch::channel(());
+            goals.changed.insert(goal_id.id.clone(), changed);
+            receiver
+        };
+        self.shared.sent.notify_one();
         self.shared.goal_pub.publish_body(&body);
         Ok(RawGoalHandle {
             view: RawGoalView {
@@ -329,7 +276,7 @@ impl RawActionClient {
                     goal_id,
                 }),
             },
-            wake,
+            changed,
         })
     }
 
@@ -348,58 +295,46 @@ impl RawActionClient {
 }
 
 /// A result's or feedback's goal status and its encoded result or feedback (sharing the
-/// received buffer); `None` for a body that does not start as actionlib's do.
-fn status_and_payload(received: &crate::transport::Received) -> Option<(core::GoalStatus, Bytes)> {
-    let (_, status, payload) = core::split_status_message(&received.body).ok()?;
-    Some((status, received.body.slice_ref(payload)))
-}
-
-/// A result's or feedback's goal status and payload, its publisher's header kept as the
-/// last of its kind (`slot`).
+/// received buffer), its publisher's header kept as the last of its kind (`slot`); `None`
+/// for a body that does not start as actionlib's do.
 fn take_apart(
     shared: &Shared,
     received: &crate::transport::Received,
     slot: fn(&mut PublisherHeaders) -> &mut Option<Arc<ConnectionHeader>>,
 ) -> Option<(core::GoalStatus, Bytes)> {
-    let parts = status_and_payload(received)?;
+    let (_, status, payload) = core::split_status_message(&received.body).ok()?;
     *slot(
         &mut shared
             .last_headers
             .lock()
             .unwrap_or_else(|e| e.into_inner()),
     ) = Some(received.publisher.clone());
-    Some(parts)
+    Some((status, received.body.slice_ref(payload)))
 }
 
-/// A feedback message for a goal this client follows and that is not done: queued for
-/// its handle.
-fn take_feedback(shared: &Shared, received: &crate::transport::Received) {
-    let Some((st, payload)) = take_apart(shared, received, |h| &mut h.feedback) else {
-        return;
-    };
-    if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
-        if tracked.machine.state() != CommState::Done {
-            tracked.had_feedback = true;
-            tracked.push_feedback(payload);
+/// A status array: the entries of followed goals, to the table.
+fn take_status(goals: &mut Goals, received: &crate::transport::Received) {
+    let caller = received.publisher.get("callerid").unwrap_or("");
+    let mut listed: HashMap<String, core::GoalStatus> = HashMap::new();
+    let read = core::for_each_status(&received.body, |entry| {
+        if let Ok(id) = std::str::from_utf8(entry.id) {
+            if goals.table.is_tracked(id) {
+                listed.insert(id.to_string(), entry.to_owned_status());
+            }
         }
+    });
+    if read.is_ok() {
+        goals.table.on_status(caller, &listed);
     }
 }
 
-/// A result for a goal this client follows: its state passes to DONE, the result kept.
-fn take_result(shared: &Shared, received: &crate::transport::Received) {
-    let Some((st, payload)) = take_apart(shared, received, |h| &mut h.result) else {
-        return;
-    };
-    if let Some(tracked) = shared.goals().get_mut(&st.goal_id.id) {
-        let passed = tracked.machine.on_result(&st);
-        if !passed.is_empty() {
-            tracked.result = Some(payload);
-        }
-        tracked.push_transitions(passed);
+fn take_feedback(shared: &Shared, goals: &mut Goals, received: &crate::transport::Received) {
+    if let Some((status, payload)) = take_apart(shared, received, |h| &mut h.feedback) {
+        goals.table.on_feedback(&status, payload);
     }
 }
 
-/// Sleeps until `due`, or for ever when nothing is held.
+/// Sleeps until `due`, or for ever when nothing is due.
 async fn sleep_until_due(due: Option<Instant>) {
     match due {
         Some(due) => tokio::time::sleep_until(due.into()).await,
@@ -407,107 +342,64 @@ async fn sleep_until_due(due: Option<Instant>) {
     }
 }
 
-/// The client's task: status arrays, results and feedback in, goal states out.
+/// The client's task: status arrays, results and feedback in, goal states out; the rules
+/// (who owns a goal, when a result is applied, when goals are lost) are the core table's.
 async fn follow(
     shared: Arc<Shared>,
     mut status_sub: RawSubscriber,
     mut result_sub: RawSubscriber,
     mut feedback_sub: RawSubscriber,
 ) {
-    let mut unlinked_since: Option<Instant> = None;
-    let mut check = tokio::time::interval(Duration::from_millis(250));
-    let mut held = HeldResults::default();
     loop {
+        let due = {
+            let now = Instant::now();
+            let mut goals = shared.goals();
+            if goals.table.wants_link_check(now) {
+                goals
+                    .table
+                    .on_status_links(now, status_sub.num_publishers());
+            }
+            if goals.table.results_due(now) {
+                // What the feedback links have read is older than the result: taken first.
+                while let Some(received) = feedback_sub.try_recv() {
+                    take_feedback(&shared, &mut goals, &received);
+                }
+            }
+            goals.table.handle_timeout(now);
+            goals.wake();
+            goals.table.poll_timeout()
+        };
         tokio::select! {
+            _ = shared.sent.notified() => {}
+            _ = sleep_until_due(due) => {}
             received = status_sub.recv() => {
                 let Some(received) = received else { break };
-                let caller = received.publisher.get("callerid").unwrap_or("").to_string();
-                let mut goals = shared.goals();
-                // Only the entries of goals this client follows are made into statuses.
-                let mut listed: HashMap<String, core::GoalStatus> = HashMap::new();
-                let read = core::for_each_status(&received.body, |entry| {
-                    if let Ok(id) = std::str::from_utf8(entry.id) {
-                        if goals.contains_key(id) {
-                            listed.insert(id.to_string(), entry.to_owned_status());
-                        }
-                    }
-                });
-                if read.is_err() {
-                    continue;
-                }
-                *shared.status_caller.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(caller.clone());
-                for (id, tracked) in goals.iter_mut() {
-                    let found = listed.get(id);
-                    match (&tracked.server, found) {
-                        (None, Some(_)) => tracked.server = Some(caller.clone()),
-                        (Some(server), None) if *server != caller => continue,
-                        _ => {}
-                    }
-                    let passed = tracked.machine.on_status(found);
-                    tracked.push_transitions(passed);
-                }
+                take_status(&mut shared.goals(), &received);
             }
             received = result_sub.recv() => {
                 let Some(received) = received else { break };
-                let Some((st, _)) = status_and_payload(&received) else { continue };
-                // A goal that has had feedback may have more on the way (see RESULT_GRACE).
-                let wait = shared
-                    .goals()
-                    .get(&st.goal_id.id)
-                    .is_some_and(|t| t.had_feedback && t.machine.state() != CommState::Done);
-                if wait {
-                    // A second result for a goal already held is dropped: the first stands.
-                    held.hold(Instant::now(), &st.goal_id.id, received);
-                } else {
-                    take_result(&shared, &received);
-                }
-            }
-            _ = sleep_until_due(held.next_due()) => {
-                // What the feedback links have read is older than the result: taken first.
-                while let Some(feedback) = feedback_sub.try_recv() {
-                    take_feedback(&shared, &feedback);
-                }
-                while let Some((_, received)) = held.due(Instant::now()) {
-                    take_result(&shared, &received);
+                if let Some((status, payload)) = take_apart(&shared, &received, |h| &mut h.result) {
+                    shared.goals().table.on_result(Instant::now(), status, payload);
                 }
             }
             received = feedback_sub.recv() => {
                 let Some(received) = received else { break };
-                take_feedback(&shared, &received);
-            }
-            _ = check.tick() => {
-                let mut goals = shared.goals();
-                let in_flight = goals.values().any(|t| t.machine.state() != CommState::Done);
-                if !in_flight || status_sub.num_publishers() > 0 {
-                    unlinked_since = None;
-                    continue;
-                }
-                let since = *unlinked_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= SERVER_GONE_AFTER {
-                    for tracked in goals.values_mut() {
-                        let passed = tracked.machine.lose();
-                        tracked.push_transitions(passed);
-                    }
-                    unlinked_since = None;
-                }
+                take_feedback(&shared, &mut shared.goals(), &received);
             }
         }
     }
     // The node shut down: what was held is applied, and every handle's wait ends.
-    for (_, received) in held.drain() {
-        take_result(&shared, &received);
-    }
-    for tracked in shared.goals().values() {
-        tracked.wake.notify_one();
-    }
+    let mut goals = shared.goals();
+    goals.table.finish();
+    goals.wake();
 }
 
 /// One goal sent by a [`RawActionClient`]. Dropping it (and every [`RawGoalView`] of it)
 /// stops following the goal; the goal itself goes on at the server.
 pub struct RawGoalHandle {
     view: RawGoalView,
-    wake: Arc<Notify>,
+    /// Marked changed when the goal has something new.
+    changed: watch::Receiver<()>,
 }
 
 /// A goal's state without its events, shared: what a handle reads.
@@ -524,7 +416,9 @@ struct GoalRef {
 
 impl Drop for GoalRef {
     fn drop(&mut self) {
-        self.shared.goals().remove(&self.goal_id.id);
+        let mut goals = self.shared.goals();
+        goals.table.forget(&self.goal_id.id);
+        goals.changed.remove(&self.goal_id.id);
     }
 }
 
@@ -546,12 +440,9 @@ impl std::ops::Deref for RawGoalHandle {
 }
 
 impl RawGoalView {
-    fn with<T>(&self, f: impl FnOnce(&mut Tracked) -> T) -> Option<T> {
-        self.goal
-            .shared
-            .goals()
-            .get_mut(&self.goal.goal_id.id)
-            .map(f)
+    /// Reads the goal's entry in its client's table.
+    fn with<T>(&self, f: impl FnOnce(&mut ClientGoals<Bytes>, &str) -> T) -> T {
+        f(&mut self.goal.shared.goals().table, &self.goal.goal_id.id)
     }
 
     /// The goal's id, as sent.
@@ -561,24 +452,22 @@ impl RawGoalView {
 
     /// The communication state now.
     pub fn comm_state(&self) -> CommState {
-        self.with(|t| t.machine.state()).unwrap_or(CommState::Done)
+        self.with(|goals, id| goals.comm_state(id))
     }
 
     /// The simple client's state now (PENDING, ACTIVE, or how the goal ended).
     pub fn simple_state(&self) -> SimpleState {
-        self.with(|t| t.machine.simple_state())
-            .unwrap_or(SimpleState::Lost)
+        self.with(|goals, id| goals.simple_state(id))
     }
 
     /// The server's latest status for the goal (LOST once the client lost it).
     pub fn goal_status(&self) -> Option<GoalStatus> {
-        self.with(|t| t.machine.latest_status().map(status_msg))
-            .flatten()
+        self.with(|goals, id| goals.latest_status(id).map(status_msg))
     }
 
     /// The encoded result, once it came.
     pub fn result_bytes(&self) -> Option<Bytes> {
-        self.with(|t| t.result.clone()).flatten()
+        self.with(|goals, id| goals.result(id).cloned())
     }
 
     /// True when the goal is DONE: its result came, or it was lost.
@@ -586,10 +475,39 @@ impl RawGoalView {
         self.comm_state() == CommState::Done
     }
 
+    /// Waits until the goal is DONE, at most `timeout` (`None`: for ever), leaving its
+    /// events to its handle. True when it is done.
+    pub async fn wait_until_done(&self, timeout: Option<Duration>) -> bool {
+        let changed = self
+            .goal
+            .shared
+            .goals()
+            .changed
+            .get(&self.goal.goal_id.id)
+            .map(watch::Sender::subscribe);
+        let Some(mut changed) = changed else {
+            return self.is_done();
+        };
+        let wait = async {
+            while !self.is_done() && self.goal.shared.node.ok() {
+                if changed.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        match timeout {
+            Some(t) => {
+                let _ = tokio::time::timeout(t, wait).await;
+            }
+            None => wait.await,
+        }
+        self.is_done()
+    }
+
     /// Asks the server to cancel this goal; false when the goal is finished or already
     /// being cancelled, and nothing was sent.
     pub fn cancel(&self) -> bool {
-        let send = self.with(|t| t.machine.cancel()).unwrap_or(false);
+        let send = self.with(|goals, id| goals.cancel(id));
         if send {
             self.goal.shared.send_cancel(&core::GoalId {
                 stamp: core::Stamp::ZERO,
@@ -610,18 +528,19 @@ impl RawGoalHandle {
     /// once every event was taken, or when the node shut down.
     pub async fn next_event(&mut self) -> Option<GoalEvent<Bytes>> {
         loop {
-            let notified = self.wake.notified();
-            let (event, done) = self.with(|t| {
-                let event = t.events.pop_front();
-                if let Some(event) = &event {
-                    t.took(event);
-                }
-                (event, t.machine.state() == CommState::Done)
-            })?;
+            self.changed.borrow_and_update();
+            let (event, done) = self.view.with(|goals, id| {
+                let event = goals.next_event(id);
+                (event, goals.comm_state(id) == CommState::Done)
+            });
             match event {
                 Some(event) => return Some(event),
                 None if done || !self.goal.shared.node.ok() => return None,
-                None => notified.await,
+                None => {
+                    if self.changed.changed().await.is_err() {
+                        return None;
+                    }
+                }
             }
         }
     }
@@ -637,125 +556,5 @@ impl RawGoalHandle {
             None => wait.await,
         }
         self.is_done()
-    }
-}
-
-/// An action client of action `A`: a [`RawActionClient`] that encodes goals and decodes
-/// results and feedback. See [`RawActionClient`] for what it keeps and when goals are
-/// lost.
-pub struct ActionClient<A: Action> {
-    raw: RawActionClient,
-    _action: PhantomData<fn() -> A>,
-}
-
-impl<A: Action> ActionClient<A> {
-    /// A client of action `namespace` (resolved as a topic name) on `node`.
-    pub async fn new(node: &Node, namespace: &str) -> Result<ActionClient<A>, ActionError> {
-        Ok(ActionClient {
-            raw: RawActionClient::new(node, namespace, &ActionTypes::of::<A>()).await?,
-            _action: PhantomData,
-        })
-    }
-
-    /// Sends a goal; follow it with the handle.
-    pub fn send_goal(&self, goal: &A::Goal) -> Result<ClientGoalHandle<A>, ActionError> {
-        let raw = self.raw.send_goal(&crate::wire::to_vec(goal)?)?;
-        Ok(ClientGoalHandle {
-            view: GoalView {
-                raw: raw.view(),
-                _action: PhantomData,
-            },
-            raw,
-        })
-    }
-}
-
-impl<A: Action> std::ops::Deref for ActionClient<A> {
-    type Target = RawActionClient;
-
-    fn deref(&self) -> &RawActionClient {
-        &self.raw
-    }
-}
-
-/// One goal sent by an [`ActionClient`]; its state through [`GoalView`]'s methods.
-/// Dropping it (and every view of it) stops following the goal; the goal itself goes on
-/// at the server.
-pub struct ClientGoalHandle<A: Action> {
-    raw: RawGoalHandle,
-    view: GoalView<A>,
-}
-
-/// A goal's state without its events, shared: what a [`ClientGoalHandle`] reads, and the
-/// raw view's calls (`comm_state`, `simple_state`, `cancel`...).
-pub struct GoalView<A: Action> {
-    raw: RawGoalView,
-    _action: PhantomData<fn() -> A>,
-}
-
-impl<A: Action> Clone for GoalView<A> {
-    fn clone(&self) -> Self {
-        GoalView {
-            raw: self.raw.clone(),
-            _action: PhantomData,
-        }
-    }
-}
-
-impl<A: Action> std::ops::Deref for GoalView<A> {
-    type Target = RawGoalView;
-
-    fn deref(&self) -> &RawGoalView {
-        &self.raw
-    }
-}
-
-impl<A: Action> GoalView<A> {
-    /// The result, once it came and decoded.
-    pub fn result(&self) -> Option<A::Result> {
-        crate::wire::from_bytes(&self.raw.result_bytes()?).ok()
-    }
-}
-
-impl<A: Action> std::fmt::Debug for ClientGoalHandle<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.raw.view.fmt(f)
-    }
-}
-
-impl<A: Action> std::ops::Deref for ClientGoalHandle<A> {
-    type Target = GoalView<A>;
-
-    fn deref(&self) -> &GoalView<A> {
-        &self.view
-    }
-}
-
-impl<A: Action> ClientGoalHandle<A> {
-    /// A view of the goal's state that can be kept apart from the handle.
-    pub fn view(&self) -> GoalView<A> {
-        self.view.clone()
-    }
-
-    /// The next transition or feedback, in the order they came; `None` after DONE once
-    /// every event was taken, or when the node shut down. Feedback that does not decode
-    /// as the action's is skipped.
-    pub async fn next_event(&mut self) -> Option<GoalEvent<A::Feedback>> {
-        loop {
-            match self.raw.next_event().await? {
-                GoalEvent::Transition(state) => return Some(GoalEvent::Transition(state)),
-                GoalEvent::Feedback(bytes) => {
-                    if let Ok(feedback) = crate::wire::from_bytes(&bytes) {
-                        return Some(GoalEvent::Feedback(feedback));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Waits until the goal is DONE (taking its events), at most `timeout` (`None`: for
-    /// ever). True when it is done.
-    pub async fn wait_for_done(&mut self, timeout: Option<Duration>) -> bool {
-        self.raw.wait_for_done(timeout).await
     }
 }

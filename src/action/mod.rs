@@ -34,14 +34,15 @@ mod client;
 mod server;
 mod simple_client;
 mod simple_server;
+mod typed_client;
 
 pub use client::{
-    ActionClient, ActionTypes, ClientGoalHandle, GoalEvent, GoalView, RawActionClient,
-    RawGoalHandle, RawGoalView, SERVER_GONE_AFTER,
+    ActionTypes, GoalEvent, RawActionClient, RawGoalHandle, RawGoalView, SERVER_GONE_AFTER,
 };
 pub use server::{ActionServer, ActionServerOptions, ServerGoalHandle};
 pub use simple_client::SimpleActionClient;
 pub use simple_server::SimpleActionServer;
+pub use typed_client::{ActionClient, ClientGoalHandle, GoalView};
 pub use udpros_core::action::client::{CommState, SimpleState};
 pub use udpros_core::action::status;
 

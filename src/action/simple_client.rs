@@ -1,6 +1,7 @@
 //! The simple action client: one goal at a time, as actionlib's `SimpleActionClient`.
 
-use super::client::{ActionClient, ClientGoalHandle, GoalEvent, GoalView};
+use super::client::GoalEvent;
+use super::typed_client::{ActionClient, ClientGoalHandle, GoalView};
 use super::{Action, ActionError, CommState, SimpleState};
 use crate::msg::Time;
 use crate::node::Node;
@@ -116,16 +117,7 @@ impl<A: Action> SimpleActionClient<A> {
         match &mut self.goal {
             None => false,
             Some(Followed::Here(handle)) => handle.wait_for_done(timeout).await,
-            Some(Followed::Callbacks(view, _)) => {
-                let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
-                while !view.is_done() {
-                    if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                        return false;
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                true
-            }
+            Some(Followed::Callbacks(view, _)) => view.wait_until_done(timeout).await,
         }
     }
 

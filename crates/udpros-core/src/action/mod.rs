@@ -12,6 +12,7 @@
 //! [`status_message`] put them together from the encoded part.
 
 pub mod client;
+pub mod client_goals;
 pub mod server;
 
 use crate::ros1::{self, Error};
