@@ -57,6 +57,15 @@ use tokio::sync::watch;
 /// clock set back is noticed within this long.
 const WALL_SLICE: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Sleeps until `due` on the wall clock, or for ever when there is nothing due: the wait of
+/// a driver whose pure object answered `poll_timeout()` with an `Option`.
+pub(crate) async fn sleep_until_due(due: Option<std::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A ROS clock: the wall clock, or sim time driven by `/clock` (or by a [`SimTimeSource`]).
 ///
 /// Cheap to clone; clones read the same time. A node's clock ([`crate::node::Node::clock`])

@@ -334,14 +334,6 @@ fn take_feedback(shared: &Shared, goals: &mut Goals, received: &crate::transport
     }
 }
 
-/// Sleeps until `due`, or for ever when nothing is due.
-async fn sleep_until_due(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// The client's task: status arrays, results and feedback in, goal states out; the rules
 /// (who owns a goal, when a result is applied, when goals are lost) are the core table's.
 async fn follow(
@@ -371,7 +363,7 @@ async fn follow(
         };
         tokio::select! {
             _ = shared.sent.notified() => {}
-            _ = sleep_until_due(due) => {}
+            _ = crate::time::sleep_until_due(due) => {}
             received = status_sub.recv() => {
                 let Some(received) = received else { break };
                 take_status(&mut shared.goals(), &received);

@@ -258,12 +258,7 @@ async fn serve<A: Action>(
     let mut undecodable = 0u64;
     loop {
         let due = shared.table().next_status_at();
-        let sleep = async {
-            match due {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        let sleep = crate::time::sleep_until_due(due);
         tokio::select! {
             received = goal_sub.recv() => {
                 let Some(received) = received else { break };

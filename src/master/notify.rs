@@ -102,14 +102,9 @@ async fn drive(shared: Arc<Shared>) {
             }
             state.fanout.poll_timeout()
         };
-        match next {
-            Some(at) => {
-                tokio::select! {
-                    _ = shared.wake.notified() => {}
-                    _ = tokio::time::sleep_until(Instant::from_std(at)) => {}
-                }
-            }
-            None => shared.wake.notified().await,
+        tokio::select! {
+            _ = shared.wake.notified() => {}
+            _ = crate::time::sleep_until_due(next) => {}
         }
     }
 }

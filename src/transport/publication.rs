@@ -9,7 +9,6 @@ use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, Subs
 use crate::socket::SendSocket;
 use crate::wire::freshness::Cadence;
 use crate::wire::header::ConnectionHeader;
-use crate::wire::link::HEARTBEAT;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
 use crate::wire::udpros::fec::{block_payload, FecPolicy, LinkFec};
 use crate::wire::udpros::governor::GovernorConfig;
@@ -656,17 +655,19 @@ impl Drop for Publication {
 /// Drives one link: sends what `publish` queued or left unfinished, heartbeats on idle
 /// udpros UDP links, and says goodbye when the link closes.
 async fn serve(link: Arc<SubscriberLink>) {
-    let heartbeats = link.sender.lock().await.wants_heartbeats();
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When the idle link's next heartbeat is due, as its sender says; a direct send from
+    // `publish` moves it later, which the wake finds (no PING then) and reschedules.
+    let mut next_heartbeat = link.sender.lock().await.next_heartbeat();
     let mut frames: Vec<QueuedFrame> = Vec::new();
     let mut cadence = Cadence::new();
     let served: std::io::Result<()> = async {
         loop {
             tokio::select! {
                 _ = link.queue.wait_ready() => {}
-                _ = heartbeat.tick(), if heartbeats => {
-                    link.sender.lock().await.heartbeat().await?;
+                _ = crate::time::sleep_until_due(next_heartbeat) => {
+                    let mut sender = link.sender.lock().await;
+                    sender.heartbeat().await?;
+                    next_heartbeat = sender.next_heartbeat();
                     continue;
                 }
             }
@@ -695,6 +696,7 @@ async fn serve(link: Arc<SubscriberLink>) {
                 sender.send_all(&mut frames, &link.stats).await?;
             }
             sender.unwatch();
+            next_heartbeat = sender.next_heartbeat();
             if link.queue.is_closed() {
                 return Ok(());
             }

@@ -141,10 +141,13 @@ impl LinkSender {
         }
     }
 
-    /// Whether the link's task must send heartbeats (udpros UDP peers only: roscpp drops
-    /// a link on PING).
-    pub(super) fn wants_heartbeats(&self) -> bool {
-        matches!(self, LinkSender::Udp(w) if w.link.udpros_peer())
+    /// When an idle link's task must wake for the link's next heartbeat (udpros UDP peers
+    /// only: roscpp drops a link on PING); `None` when it has none.
+    pub(super) fn next_heartbeat(&self) -> Option<Instant> {
+        match self {
+            LinkSender::Udp(w) if !w.link.is_sending() => w.link.poll_timeout(),
+            _ => None,
+        }
     }
 
     /// Sends a frame without waiting, if it is small, the pacing budget allows it and the
@@ -511,10 +514,7 @@ impl UdpLinkSender {
                 // reports meanwhile (a pause after an overuse, a slow rate's gap between
                 // datagrams), so that the next send follows the newest.
                 match self.link.poll_timeout() {
-                    Some(at) => {
-                        let look = self.link.next_report_check().unwrap_or(at);
-                        tokio::time::sleep_until(at.min(look).into()).await
-                    }
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
                     None => break,
                 }
                 continue;

@@ -461,28 +461,25 @@ impl UdpSender {
         self.reported
     }
 
-    /// Whether the driver should read the subscriber's reports from the link's socket now
-    /// (adaptive FEC links, every [`REPORT_CHECK`]): a non-blocking read before a send,
-    /// so that the link needs no reader of its own.
-    pub fn wants_reports(&mut self, now: Instant) -> bool {
+    /// How often the link looks at the subscriber's reports, if it takes any: governed
+    /// links (faster while the governor's first train is out) and adaptive FEC links.
+    fn report_every(&self) -> Option<std::time::Duration> {
         let adaptive = self.fec.is_some_and(|f| f.target.is_some());
-        let every = match (self.governed.as_ref(), adaptive) {
-            (Some(g), _) if g.governor.train() => START_FEEDBACK_CHECK,
-            (Some(_), _) => FEEDBACK_CHECK,
-            (None, true) => REPORT_CHECK,
-            (None, false) => return false,
-        };
-        if now < self.next_report_check {
-            return false;
+        match (self.governed.as_ref(), adaptive) {
+            (Some(g), _) if g.governor.train() => Some(START_FEEDBACK_CHECK),
+            (Some(_), _) => Some(FEEDBACK_CHECK),
+            (None, true) => Some(REPORT_CHECK),
+            (None, false) => None,
         }
-        self.next_report_check = now + every;
-        true
     }
 
-    /// When a governed link next looks at its reports ([`wants_reports`](Self::wants_reports)):
-    /// a driver that sleeps for pacing wakes by then. `None` on other links.
-    pub fn next_report_check(&self) -> Option<Instant> {
-        self.governed.as_ref().map(|_| self.next_report_check)
+    /// Whether the driver should read the subscriber's reports from the link's socket now
+    /// (adaptive FEC and governed links, every [`REPORT_CHECK`] or [`FEEDBACK_CHECK`]): a
+    /// non-blocking read before a send, so that the link needs no reader of its own. Hand
+    /// what it read to [`handle_reports`](Self::handle_reports), even nothing: that
+    /// schedules the next look.
+    pub fn wants_reports(&self, now: Instant) -> bool {
+        self.report_every().is_some() && now >= self.next_report_check
     }
 
     /// A datagram read from the link's socket at `now`: the subscriber's loss report or
@@ -504,6 +501,9 @@ impl UdpSender {
         now: Instant,
         datagrams: impl IntoIterator<Item = &'a [u8]>,
     ) -> bool {
+        if let Some(every) = self.report_every() {
+            self.next_report_check = now + every;
+        }
         let connection_id = self.fragmenter.connection_id();
         let mut newest_feedback = None;
         let mut taken = false;
@@ -726,11 +726,20 @@ impl UdpSender {
         })
     }
 
-    /// When pacing lets the next datagrams go, while it holds them: `Some` whenever
-    /// [`poll_transmit`](Self::poll_transmit) returned `None` while
-    /// [`is_sending`](Self::is_sending).
+    /// When the driver must next act, covering every timer of the link: while it
+    /// [`is_sending`](Self::is_sending), when pacing lets the next datagrams go (`Some`
+    /// whenever [`poll_transmit`](Self::poll_transmit) returned `None`) or, on a governed
+    /// link, when it next looks at its reports ([`wants_reports`](Self::wants_reports)),
+    /// whichever comes first; while idle, its next heartbeat
+    /// ([`poll_heartbeat`](Self::poll_heartbeat), udpros peers only). Poll again after
+    /// every other call.
+    #[must_use = "act at this instant: poll_transmit, wants_reports or poll_heartbeat"]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.granted.filter(|_| self.is_sending())
+        if self.is_sending() {
+            let look = self.governed.as_ref().map(|_| self.next_report_check);
+            return self.granted.into_iter().chain(look).min();
+        }
+        self.udpros_peer.then(|| self.last_sent + HEARTBEAT)
     }
 
     /// The link is about to send at `now`: a governor that has heard nothing for long
@@ -792,11 +801,17 @@ impl UdpSender {
         }
     }
 
-    /// A PING for a udpros subscriber when nothing has left for [`HEARTBEAT`] (roscpp
-    /// drops a link on PING). The link is otherwise idle then.
-    pub fn poll_heartbeat(&self, now: Instant) -> Option<[u8; HEADER_LEN]> {
+    /// A PING to send now to a udpros subscriber when nothing has left for [`HEARTBEAT`]
+    /// (roscpp drops a link on PING); the link is otherwise idle then. The next is due a
+    /// period after it ([`poll_timeout`](Self::poll_timeout)).
+    #[must_use = "a heartbeat handed out counts as sent"]
+    pub fn poll_heartbeat(&mut self, now: Instant) -> Option<[u8; HEADER_LEN]> {
         let idle = !self.is_sending() && now.saturating_duration_since(self.last_sent) >= HEARTBEAT;
-        (self.udpros_peer && idle).then(|| self.fragmenter.ping())
+        if !(self.udpros_peer && idle) {
+            return None;
+        }
+        self.last_sent = now;
+        Some(self.fragmenter.ping())
     }
 
     /// The ERR that tells a udpros subscriber the link is closing (roscpp gets nothing: it
@@ -1084,6 +1099,19 @@ mod tests {
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }
 
+    /// What a driver does when `poll_transmit` held the link: waits until `poll_timeout`
+    /// (at once if that has passed) and looks at the reports if the link wants to.
+    fn wait(tx: &mut UdpSender, now: Instant) -> Instant {
+        let at = tx
+            .poll_timeout()
+            .expect("a sending link says when")
+            .max(now);
+        if tx.wants_reports(at) {
+            tx.handle_reports(at, std::iter::empty());
+        }
+        at
+    }
+
     /// Sends everything loaded, at the times pacing allows; returns the sends made.
     fn drain(tx: &mut UdpSender, mut now: Instant) -> (Vec<Vec<u8>>, Instant) {
         let mut sends = Vec::new();
@@ -1093,7 +1121,7 @@ mod tests {
                     sends.push(t.datagrams.to_vec());
                     tx.on_transmitted(now);
                 }
-                None => now = tx.poll_timeout().expect("pacing says when"),
+                None => now = wait(tx, now),
             }
         }
         (sends, now)
@@ -1317,20 +1345,30 @@ mod tests {
     fn heartbeats_and_goodbyes_go_to_udpros_peers_only_and_only_when_idle() {
         let t0 = Instant::now();
         let mut tx = sender(t0, true, true);
+        assert_eq!(tx.poll_timeout(), Some(t0 + HEARTBEAT));
         assert_eq!(tx.poll_heartbeat(t0 + HEARTBEAT / 2), None);
         let ping = tx
             .poll_heartbeat(t0 + HEARTBEAT)
             .expect("idle for a period");
         assert_eq!(DatagramHeader::parse(&ping).unwrap().opcode, Opcode::Ping);
+        // The heartbeat counts as sent: the next is a period after it, not at once.
+        assert_eq!(tx.poll_timeout(), Some(t0 + HEARTBEAT * 2));
+        assert_eq!(tx.poll_heartbeat(t0 + HEARTBEAT), None);
         let later = t0 + HEARTBEAT * 3;
         assert!(tx.push_now(later, &Bytes::from(vec![1u8; 100])));
         assert_eq!(tx.poll_heartbeat(later), None, "busy");
         tx.on_transmitted(later);
         assert_eq!(tx.poll_heartbeat(later + HEARTBEAT / 2), None, "just sent");
+        assert_eq!(tx.poll_timeout(), Some(later + HEARTBEAT));
         let bye = tx.goodbye().unwrap();
         assert_eq!(DatagramHeader::parse(&bye).unwrap().opcode, Opcode::Err);
-        let roscpp = sender(t0, false, true);
+        let mut roscpp = sender(t0, false, true);
         assert_eq!(roscpp.poll_heartbeat(t0 + HEARTBEAT * 10), None);
+        assert_eq!(
+            roscpp.poll_timeout(),
+            None,
+            "no timer on an idle roscpp link"
+        );
         assert_eq!(roscpp.goodbye(), None);
     }
 
@@ -1377,6 +1415,56 @@ mod tests {
         UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config)
     }
 
+    /// One timer covers a link: a governed link that is sending wakes its driver for its
+    /// next look at the reports as well as for pacing; asking whether reports are wanted
+    /// changes nothing, handing them over schedules the next look; an idle link's timer
+    /// is its heartbeat.
+    #[test]
+    fn a_sending_governed_link_times_its_looks_at_the_reports() {
+        let t0 = Instant::now();
+        let mut tx = governed_sender(t0, GovernorConfig::default());
+        let mut ungoverned = sender(t0, true, true);
+        assert_eq!(tx.poll_timeout(), Some(t0 + HEARTBEAT));
+        assert!(
+            !ungoverned.wants_reports(t0 + HEARTBEAT),
+            "no reports to read"
+        );
+        assert_eq!(
+            tx.push_queued(t0, &[Bytes::from(vec![1u8; 200_000])]),
+            Ok(1)
+        );
+        let big = [Bytes::from(vec![1u8; 200_000])];
+        assert_eq!(ungoverned.push_queued(t0, &big), Ok(1));
+        let mut now = t0;
+        let mut looks = 0;
+        while tx.is_sending() && looks < 1000 {
+            match tx.poll_transmit(now) {
+                Some(_) => tx.on_transmitted(now),
+                None => {
+                    now = tx
+                        .poll_timeout()
+                        .expect("a sending link says when")
+                        .max(now);
+                    if tx.wants_reports(now) {
+                        assert!(tx.wants_reports(now), "asking is no look");
+                        tx.handle_reports(now, std::iter::empty());
+                        assert!(!tx.wants_reports(now));
+                        looks += 1;
+                    }
+                }
+            }
+        }
+        assert!(!tx.is_sending());
+        assert!(looks >= 2, "{looks} looks while {:?} of pacing", now - t0);
+        assert_eq!(tx.poll_timeout(), Some(now + HEARTBEAT));
+        // An ungoverned link's timer while it sends is its pacing alone.
+        while let Some(t) = ungoverned.poll_transmit(now) {
+            let _ = t;
+            ungoverned.on_transmitted(now);
+        }
+        assert!(ungoverned.poll_timeout().is_some_and(|at| at > now));
+    }
+
     /// Reports that waited in the socket together (the link slept through a pause): the
     /// governor is given the newest, which tells of the queue now; handed over oldest
     /// first, the oldest was taken and the rest ignored as too soon after it.
@@ -1406,7 +1494,7 @@ mod tests {
                     }
                     tx.on_transmitted(now);
                 }
-                None => now = tx.poll_timeout().unwrap(),
+                None => now = wait(&mut tx, now),
             }
         }
         // A report of samples (block, µs queued), each arriving a millisecond after it left.
@@ -1462,7 +1550,7 @@ mod tests {
                         first.get_or_insert(*now);
                         tx.on_transmitted(*now);
                     }
-                    None => *now = tx.poll_timeout().unwrap(),
+                    None => *now = wait(tx, *now),
                 }
             }
             first

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use udpros_core::freshness::Cadence;
 use udpros_core::header::ConnectionHeader;
-use udpros_core::link::{AllowedSources, HEARTBEAT};
+use udpros_core::link::AllowedSources;
 use udpros_core::udpros::fec::{block_payload, FecPolicy};
 use udpros_core::udpros::feedback::Feedback;
 use udpros_core::udpros::governor::GovernorConfig;
@@ -390,8 +390,6 @@ pub struct Pair {
     pub events: Vec<(Instant, ReceiverEvent)>,
     /// When a datagram last reached the receiver.
     pub last_arrival: Option<Instant>,
-    /// The link task's heartbeat tick, every [`HEARTBEAT`].
-    next_tick: Instant,
     /// The publisher heartbeats when idle (false: it has gone silent).
     pub heartbeats: bool,
     /// Loss reports and feedback the subscriber sent.
@@ -437,7 +435,6 @@ impl Pair {
             receiver: receiver_with(now, 7, max_datagram, fec.enabled()),
             events: Vec::new(),
             last_arrival: None,
-            next_tick: now + HEARTBEAT,
             heartbeats: true,
             reports: 0,
             tamper: None,
@@ -574,12 +571,15 @@ impl Pair {
     /// timers, each at its own time.
     pub fn run_until(&mut self, until: Instant) {
         loop {
-            let tick = self.heartbeats.then_some(self.next_tick);
+            // A publisher gone silent sends nothing more once idle.
+            let sender_timer = self
+                .sender
+                .poll_timeout()
+                .filter(|_| self.heartbeats || self.sender.is_sending());
             let next = [
                 self.path.next_arrival(),
                 Some(self.receiver.poll_timeout()),
-                self.sender.poll_timeout(),
-                tick,
+                sender_timer,
                 self.hold
                     .as_ref()
                     .and_then(|h| h.held)
@@ -596,11 +596,15 @@ impl Pair {
             }
             self.now = self.now.max(next);
             self.transmit();
-            if tick.is_some_and(|t| t <= self.now) {
-                self.next_tick += HEARTBEAT;
+            if self.heartbeats {
                 if let Some(ping) = self.sender.poll_heartbeat(self.now) {
                     self.path.send(self.now, Bytes::copy_from_slice(&ping));
                 }
+            }
+            if self.sender.wants_reports(self.now) {
+                // What the driver reads of its socket: the reports went back at once
+                // below, so there is nothing left; the look is scheduled again.
+                self.sender.handle_reports(self.now, std::iter::empty());
             }
             for datagram in self.path.arrived(self.now) {
                 self.receiver.handle(self.now, publisher_addr(), datagram);
