@@ -44,7 +44,8 @@
 //!
 //! # The layers
 //!
-//! From the bottom up, each depending only on those below it:
+//! From the bottom up, each depending only on those below it (`.ci/check-layers` fails on
+//! a module that names one of its own layer or above):
 //!
 //! - [`wire`] (the `udpros-core` crate): ROS1's formats and protocol state machines with no
 //!   I/O: the serialization, connection headers, TCPROS frames, UDPROS fragmenter,
@@ -52,19 +53,24 @@
 //!   in; bytes, events and deadlines out.
 //! - [`codegen`] (the `udpros-codegen` crate): `.msg` parsing, md5sums and full definitions
 //!   as genmsg computes them, Rust code generation for build scripts.
-//! - [`msg`] and [`msgs`]: the [`Message`](msg::Message) trait, ROS time, the shipped
-//!   message types, and [dynamic messages](msg::dynamic) decoded from a definition learnt
-//!   at run time.
-//! - [`xmlrpc`], [`api`]: XML-RPC as the graph speaks it, and the master, parameter and
-//!   slave APIs as typed calls.
-//! - [`transport`]: the tokio layer that drives the wire state machines over sockets.
-//! - [`node`]: the [`Node`](node::Node): names, parameters, publishers, subscribers.
-//! - [`service`], [`action`], [`reconfigure`]: services, actionlib servers and clients,
-//!   dynamic_reconfigure servers, on a node.
-//! - [`master`]: an embedded master with rosmaster's semantics.
-//! - [`logging`], [`rosout`]: logging to stderr and `/rosout`.
+//! - [`host`], [`names`]: host names and addresses, ROS names and remappings.
+//! - [`xmlrpc`], [`yaml`]: XML-RPC as the graph speaks it, and rosparam's YAML.
+//! - [`msg`] and [`msgs`]: the [`Message`](msg::Message) and [`Service`](msg::Service)
+//!   traits, ROS time, the shipped message types, and [dynamic messages](msg::dynamic)
+//!   decoded from a definition learnt at run time.
+//! - [`api`]: the master, parameter and slave APIs as typed calls.
 //! - [`time`]: ROS time: the node's clock (wall, or sim time from `/clock` under
 //!   `/use_sim_time`), sleeps that follow it, and [`Rate`](time::Rate).
+//! - [`logging`]: logging to stderr, and to a sink that [`rosout`] registers into.
+//! - [`transport`]: the tokio layer that drives the wire state machines over sockets: the
+//!   TCPROS server and both kinds of endpoint it serves (topic links and services), UDPROS
+//!   links.
+//! - [`rosout`]: a node's `/rosout` publisher.
+//! - [`node`]: the [`Node`](node::Node): names, parameters, publishers, subscribers and
+//!   the services it advertises.
+//! - [`service`] (clients and service types), [`action`], [`reconfigure`]: service
+//!   clients, actionlib servers and clients, dynamic_reconfigure servers, on a node.
+//! - [`master`]: an embedded master with rosmaster's semantics.
 //!
 //! # UDPROS and TCPROS
 //!

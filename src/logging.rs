@@ -25,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
@@ -157,7 +157,9 @@ impl tracing::Subscriber for StderrAndRosout {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
         if rosout >= *meta.level() {
-            crate::rosout::publish(event);
+            if let Some(sink) = ROSOUT_SINK.get() {
+                sink(event);
+            }
         }
     }
 
@@ -180,6 +182,15 @@ impl StderrAndRosout {
 
 /// What reaches `/rosout` from a target no logger level was set for.
 const ROSOUT_DEFAULT: LevelFilter = LevelFilter::INFO;
+
+/// Where events at `/rosout`'s level go: [`crate::rosout`] registers its publisher here
+/// when a node makes its `/rosout` the target, so that logging needs nothing above it.
+static ROSOUT_SINK: OnceLock<fn(&Event<'_>)> = OnceLock::new();
+
+/// Sends events at `/rosout`'s level to `sink` from now on (the first sink stays).
+pub(crate) fn set_rosout_sink(sink: fn(&Event<'_>)) {
+    let _ = ROSOUT_SINK.set(sink);
+}
 
 /// Logger levels set at run time: `(logger, level)`, longest logger first.
 static OVERRIDES: RwLock<Vec<(String, LevelFilter)>> = RwLock::new(Vec::new());

@@ -37,6 +37,7 @@ pub(crate) fn set_target(
     topics: Vec<String>,
     clock: Clock,
 ) {
+    crate::logging::set_rosout_sink(publish);
     if let Ok(mut target) = TARGET.lock() {
         *target = Some(Target {
             node: node.to_string(),

@@ -8,6 +8,22 @@ pub use time::{Duration, Time};
 
 use serde::{de::DeserializeOwned, Serialize};
 
+/// A service type: what its request and response are, and the md5sum both sides compare.
+/// Generated from `.srv` files; a marker type, never instantiated for a call.
+pub trait Service: Send + Sync + 'static {
+    /// The message a client sends.
+    type Request: Message;
+    /// The message a server answers with.
+    type Response: Message;
+    /// `pkg/Srv`.
+    const TYPE: &'static str;
+    /// The service md5sum: the md5 of the request's md5 text followed by the response's,
+    /// as genmsg computes it (neither message's own md5sum).
+    const MD5SUM: &'static str;
+    /// The `.srv` text.
+    const TEXT: &'static str;
+}
+
 /// A ROS message type: a serde value plus what the connection header says about it.
 pub trait Message:
     Serialize + DeserializeOwned + Clone + Default + std::fmt::Debug + Send + Sync + 'static

@@ -24,6 +24,7 @@ pub use crate::wire::udpros::fec::{FecPolicy, RepairRatio};
 pub use handles::{Publisher, RawPublisher, RawSubscriber, Subscriber};
 pub use master_wait::MasterWait;
 pub use sent_path::{SentPath, SentPaths};
+pub use services::{RawServiceServer, ServiceServer};
 pub use start::NodeOptions;
 pub use topics::{
     max_rate_from, AdvertiseOptions, SubscribeOptions, DEFAULT_MAX_LINKS,
@@ -128,7 +129,7 @@ pub(crate) struct NodeInner {
     shutdown: watch::Sender<Option<String>>,
     watchdog: Mutex<Option<tokio::task::JoinHandle<()>>>,
     rosout: Mutex<Option<RawPublisher>>,
-    logger_services: Mutex<Vec<crate::service::RawServiceServer>>,
+    logger_services: Mutex<Vec<RawServiceServer>>,
     /// Waits for SIGINT or SIGTERM (see [`NodeOptions::handle_signals`]).
     signals: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Set once the node has started (the program has it); a signal before that ends the

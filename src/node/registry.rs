@@ -6,8 +6,8 @@
 
 use super::{lock, NodeInner, UNREGISTER_BUDGET};
 use crate::api::{ApiError, MasterClient};
-use crate::service::ServicePublication;
 use crate::transport::publication::Publication;
+use crate::transport::service_endpoint::ServicePublication;
 use crate::transport::subscription::Subscription;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

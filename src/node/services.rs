@@ -1,10 +1,16 @@
-//! The node's registry of advertised services: names to handlers, the `rosrpc://` URI
-//! they are registered under, and the unregistration when one goes away.
+//! The node's advertised services: [`Node::advertise_service`] and its handles, the
+//! registry of names to handlers, the `rosrpc://` URI they are registered under, and the
+//! unregistration when one goes away. Calls reach them through the node's TCPROS server
+//! ([`crate::transport::service_endpoint`]).
 
 use super::{lock, Node, NodeError, NodeInner};
-use crate::service::{ServerOptions, ServicePublication};
+use crate::msg::Service;
+use crate::transport::service_endpoint::{RawHandler, ServerOptions, ServicePublication};
 use crate::wire::service::ServiceIdentity;
+use bytes::Bytes;
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 
 /// Advertised services by resolved name.
@@ -34,7 +40,7 @@ impl Node {
         &self,
         identity: ServiceIdentity,
         options: ServerOptions,
-        handler: crate::service::RawHandler,
+        handler: RawHandler,
     ) -> Result<(Arc<ServicePublication>, ServiceRegistration), NodeError> {
         let Some(_registering) = self.inner.registering.begin() else {
             // As roscpp after shutdown: a server that is registered nowhere and serves
@@ -75,7 +81,7 @@ impl NodeInner {
         &self,
         identity: ServiceIdentity,
         options: ServerOptions,
-        handler: crate::service::RawHandler,
+        handler: RawHandler,
     ) -> Result<Arc<ServicePublication>, NodeError> {
         let mut services = lock(&self.services.0);
         if services.contains_key(&identity.service) {
@@ -113,5 +119,155 @@ impl NodeInner {
         let mut v: Vec<_> = lock(&self.services.0).values().cloned().collect();
         v.sort_by(|a, b| a.identity.service.cmp(&b.identity.service));
         v
+    }
+}
+
+/// An advertised service of serialized requests and responses; dropping the last handle
+/// unadvertises it (unregisters it from the master and closes its connections).
+pub struct RawServiceServer {
+    publication: Arc<ServicePublication>,
+    /// Dropped after the connections are closed: takes the service out of the node.
+    _registration: ServiceRegistration,
+}
+
+impl RawServiceServer {
+    /// The resolved service name.
+    pub fn service(&self) -> &str {
+        &self.publication.identity.service
+    }
+
+    /// The `rosrpc://` URI clients reach it at.
+    pub fn uri(&self) -> &str {
+        &self.publication.uri
+    }
+
+    /// Calls answered or being answered so far.
+    pub fn calls(&self) -> u64 {
+        self.publication.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RawServiceServer {
+    fn drop(&mut self) {
+        self.publication.close();
+    }
+}
+
+/// An advertised service of type `S`; dropping it unadvertises the service.
+pub struct ServiceServer<S: Service> {
+    raw: RawServiceServer,
+    _type: std::marker::PhantomData<fn() -> S>,
+}
+
+impl<S: Service> ServiceServer<S> {
+    /// The resolved service name.
+    pub fn service(&self) -> &str {
+        self.raw.service()
+    }
+
+    /// The `rosrpc://` URI clients reach it at.
+    pub fn uri(&self) -> &str {
+        self.raw.uri()
+    }
+
+    /// Calls answered or being answered so far.
+    pub fn calls(&self) -> u64 {
+        self.raw.calls()
+    }
+
+    /// The untyped handle, which keeps the service advertised the same way.
+    pub fn into_raw(self) -> RawServiceServer {
+        self.raw
+    }
+}
+
+impl Node {
+    /// Advertises the service `name` of type `S`. Each call runs `handler`; its `Err`
+    /// text reaches the client as a failed call (roscpp's `call()` returns false, rospy
+    /// raises `ServiceException` with it). Calls from different connections run
+    /// concurrently: a slow call delays only its own client.
+    pub async fn advertise_service<S, F, Fut>(
+        &self,
+        name: &str,
+        handler: F,
+    ) -> Result<ServiceServer<S>, NodeError>
+    where
+        S: Service,
+        F: Fn(S::Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S::Response, String>> + Send + 'static,
+    {
+        self.advertise_service_with::<S, F, Fut>(name, ServerOptions::default(), handler)
+            .await
+    }
+
+    /// [`Node::advertise_service`] with limits of its own.
+    pub async fn advertise_service_with<S, F, Fut>(
+        &self,
+        name: &str,
+        options: ServerOptions,
+        handler: F,
+    ) -> Result<ServiceServer<S>, NodeError>
+    where
+        S: Service,
+        F: Fn(S::Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S::Response, String>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let raw: RawHandler = Arc::new(move |body: Bytes| {
+            let request = crate::wire::from_bytes::<S::Request>(&body);
+            let handler = handler.clone();
+            Box::pin(async move {
+                let request = request.map_err(|e| format!("bad request: {e}"))?;
+                let response = handler(request).await?;
+                crate::wire::to_vec(&response).map_err(|e| format!("bad response: {e}"))
+            })
+        });
+        let raw = self
+            .advertise_service_handler(name, S::TYPE, S::MD5SUM, options, raw)
+            .await?;
+        Ok(ServiceServer {
+            raw,
+            _type: std::marker::PhantomData,
+        })
+    }
+
+    /// Advertises a service whose handler takes and returns serialized messages, of the
+    /// type `service_type` with the service md5sum `md5sum` (`*` takes any client).
+    pub async fn advertise_service_raw<F, Fut>(
+        &self,
+        name: &str,
+        service_type: &str,
+        md5sum: &str,
+        options: ServerOptions,
+        handler: F,
+    ) -> Result<RawServiceServer, NodeError>
+    where
+        F: Fn(Bytes) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<u8>, String>> + Send + 'static,
+    {
+        let handler: RawHandler = Arc::new(move |body| Box::pin(handler(body)));
+        self.advertise_service_handler(name, service_type, md5sum, options, handler)
+            .await
+    }
+
+    async fn advertise_service_handler(
+        &self,
+        name: &str,
+        service_type: &str,
+        md5sum: &str,
+        options: ServerOptions,
+        handler: RawHandler,
+    ) -> Result<RawServiceServer, NodeError> {
+        let identity = ServiceIdentity {
+            node: self.name().to_string(),
+            service: self.resolve_name(name),
+            service_type: service_type.to_string(),
+            md5sum: md5sum.to_string(),
+        };
+        let (publication, registration) = self.add_service(identity, options, handler).await?;
+        Ok(RawServiceServer {
+            publication,
+            _registration: registration,
+        })
     }
 }

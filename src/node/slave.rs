@@ -24,7 +24,10 @@ impl crate::transport::tcp_server::Endpoints for Weak<NodeInner> {
         self.upgrade()?.publication(topic)
     }
 
-    fn service(&self, service: &str) -> Option<Arc<crate::service::ServicePublication>> {
+    fn service(
+        &self,
+        service: &str,
+    ) -> Option<Arc<crate::transport::service_endpoint::ServicePublication>> {
         self.upgrade()?.service(service)
     }
 }

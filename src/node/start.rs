@@ -313,9 +313,7 @@ impl Node {
     }
 
     /// `~get_loggers` and `~set_logger_level`, backed by [`crate::logging`]'s levels.
-    async fn advertise_logger_services(
-        &self,
-    ) -> Result<Vec<crate::service::RawServiceServer>, NodeError> {
+    async fn advertise_logger_services(&self) -> Result<Vec<super::RawServiceServer>, NodeError> {
         use crate::msgs::roscpp::{
             GetLoggers, GetLoggersResponse, Logger, SetLoggerLevel, SetLoggerLevelResponse,
         };

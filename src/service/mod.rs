@@ -31,29 +31,13 @@
 //! (see [`crate::logging`]), as every roscpp and rospy node does.
 
 mod client;
-mod server;
 
+pub use crate::msg::Service;
+pub use crate::node::{RawServiceServer, ServiceServer};
+pub use crate::transport::service_endpoint::{ServerOptions, DEFAULT_REQUEST_RATE_FLOOR};
 pub use client::{ClientOptions, RawServiceClient, ServiceClient, ServiceError};
-pub(crate) use server::{serve_connection, RawHandler, ServicePublication};
-pub use server::{RawServiceServer, ServerOptions, ServiceServer, DEFAULT_REQUEST_RATE_FLOOR};
 
-use crate::msg::{Message, MessageInfo};
-
-/// A service type: what its request and response are, and the md5sum both sides compare.
-/// Generated from `.srv` files; a marker type, never instantiated for a call.
-pub trait Service: Send + Sync + 'static {
-    /// The message a client sends.
-    type Request: Message;
-    /// The message a server answers with.
-    type Response: Message;
-    /// `pkg/Srv`.
-    const TYPE: &'static str;
-    /// The service md5sum: the md5 of the request's md5 text followed by the response's,
-    /// as genmsg computes it (neither message's own md5sum).
-    const MD5SUM: &'static str;
-    /// The `.srv` text.
-    const TEXT: &'static str;
-}
+use crate::msg::MessageInfo;
 
 /// What is known of a service type without its Rust types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +149,7 @@ fn find_srv_text(type_name: &str) -> Result<String, crate::msg::dynamic::Dynamic
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::msg::Message;
     use crate::msgs::{roscpp, std_srvs};
 
     #[test]

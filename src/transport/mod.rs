@@ -7,6 +7,7 @@ pub(crate) mod host_share;
 pub(crate) mod publication;
 pub(crate) mod queue;
 mod sender;
+pub mod service_endpoint;
 pub(crate) mod subscription;
 pub(crate) mod tcp_server;
 

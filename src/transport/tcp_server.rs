@@ -2,8 +2,8 @@
 //! publication of its topic, or answers with an `error` header and closes.
 
 use super::publication::Publication;
+use super::service_endpoint::{serve_connection, ServicePublication};
 use crate::connections::{accept_with_backoff, ConnectionSet};
-use crate::service::{serve_connection, ServicePublication};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,29 +1,15 @@
 //! A subscriber's link to one publisher, as state machines driven by `now`: when to try
 //! again after a link ends ([`Retry`]: exponential back-off, and the fall-back from UDPROS
-//! to TCPROS after UDP links that delivered nothing), and when a UDPROS link is dead
-//! ([`UdpLiveness`]: publisher silence between udpros peers, messages that begin and never
-//! complete with any publisher).
-//!
-//! The publisher side needs one number: a udpros publisher sends a PING datagram on a UDP
-//! link idle for [`HEARTBEAT`], and a udpros subscriber declares the link dead after
-//! [`LIVENESS_TIMEOUT`] without data or PING (two and a half heartbeats: one late PING is
-//! not a dead link). roscpp neither sends nor expects PINGs, so links with roscpp are
-//! watched by their messages only.
+//! to TCPROS after UDP links that delivered nothing), and, from
+//! [`udpros::liveness`](crate::udpros::liveness), when a UDPROS link is dead
+//! ([`UdpLiveness`]) and who may speak on it ([`AllowedSources`]).
 
-use crate::udpros::UdpStats;
-use std::net::{IpAddr, SocketAddr};
+pub use crate::udpros::liveness::{
+    AllowedSources, Dead, UdpLiveness, HEARTBEAT, INCOMPLETE_BEFORE_FAILURE, LIVENESS_CHECK,
+    LIVENESS_TIMEOUT,
+};
 use std::time::{Duration, Instant};
 
-/// How often a udpros publisher sends PING on an idle UDP link.
-pub const HEARTBEAT: Duration = Duration::from_secs(1);
-/// How long a udpros subscriber waits for data or PING before declaring the link dead.
-pub const LIVENESS_TIMEOUT: Duration = Duration::from_millis(2500);
-/// How often a UDP link checks its liveness.
-pub const LIVENESS_CHECK: Duration = Duration::from_millis(250);
-/// A new UDP link on which this many messages began and none completed is failing: the
-/// path drops what the publisher sends (an MTU that drops fragments, heavy loss), whatever
-/// its heartbeats say.
-pub const INCOMPLETE_BEFORE_FAILURE: u64 = 10;
 /// The first wait before trying a link again.
 pub const FIRST_RETRY: Duration = Duration::from_millis(100);
 /// The longest wait between tries; a link that lived longer than this starts over at
@@ -100,138 +86,6 @@ impl Retry {
         };
         self.delay = (self.delay * 2).min(MAX_RETRY);
         next
-    }
-}
-
-/// Why a UDPROS link is declared dead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dead {
-    /// A udpros publisher sent neither data nor PING for [`LIVENESS_TIMEOUT`].
-    Silent,
-    /// This many messages began, none completed, and most of their datagrams never came.
-    NothingCompletes(u64),
-}
-
-impl std::fmt::Display for Dead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Dead::Silent => write!(
-                f,
-                "publisher silent for {} ms (it heartbeats every {} ms)",
-                LIVENESS_TIMEOUT.as_millis(),
-                HEARTBEAT.as_millis()
-            ),
-            Dead::NothingCompletes(n) => write!(
-                f,
-                "{n} UDPROS messages begun, none completed, and most of their datagrams lost (a path MTU that drops fragments)"
-            ),
-        }
-    }
-}
-
-/// Watches a subscriber's UDPROS link: `heard` on every message or PING,
-/// [`poll_timeout`](UdpLiveness::poll_timeout) for the next check,
-/// [`handle_timeout`](UdpLiveness::handle_timeout) at it.
-#[derive(Debug, Clone)]
-pub struct UdpLiveness {
-    last_heard: Instant,
-    next_check: Instant,
-    expects_heartbeats: bool,
-}
-
-impl UdpLiveness {
-    /// A link that starts at `now`; `expects_heartbeats` when the publisher is udpros (it
-    /// sends PING when idle).
-    pub fn new(now: Instant, expects_heartbeats: bool) -> UdpLiveness {
-        UdpLiveness {
-            last_heard: now,
-            next_check: now + LIVENESS_CHECK,
-            expects_heartbeats,
-        }
-    }
-
-    /// A message or a PING arrived at `now`.
-    pub fn heard(&mut self, now: Instant) {
-        self.last_heard = now;
-    }
-
-    /// When [`handle_timeout`](UdpLiveness::handle_timeout) is due.
-    pub fn poll_timeout(&self) -> Instant {
-        self.next_check
-    }
-
-    /// The check at `now`, given what the link's reassembly counted; `Some` when the link
-    /// is dead.
-    ///
-    /// Messages that begin and never complete mean a path that drops every full-size
-    /// datagram (an MTU black hole: only the short last blocks and heartbeats get through),
-    /// which UDPROS cannot cross, so the link is given up and the subscriber falls back.
-    /// They also mean heavy random loss, where a message of 70 datagrams is rarely whole at
-    /// 5 % but most of each one's datagrams arrive: that link still carries fresh data (and
-    /// FEC rebuilds it), so it is judged dead only when most of the blocks of the messages
-    /// given up never came.
-    pub fn handle_timeout(&mut self, now: Instant, stats: &UdpStats) -> Option<Dead> {
-        if now < self.next_check {
-            return None;
-        }
-        self.next_check = now + LIVENESS_CHECK;
-        let mostly_lost = stats.incomplete_blocks_seen * 2 < stats.incomplete_blocks_expected;
-        if stats.messages == 0 && stats.incomplete >= INCOMPLETE_BEFORE_FAILURE && mostly_lost {
-            return Some(Dead::NothingCompletes(stats.incomplete));
-        }
-        if self.expects_heartbeats
-            && now.saturating_duration_since(self.last_heard) > LIVENESS_TIMEOUT
-        {
-            return Some(Dead::Silent);
-        }
-        None
-    }
-}
-
-/// Where a UDPROS link's datagrams may come from: the publisher's host (each address its
-/// answer's host name and its XML-RPC URI's host resolve to), any loopback address when
-/// that host is local, and, between udpros peers, only the port the publisher declared in
-/// its answer, which is the port it sends from. ROS1 has no authentication; this keeps a
-/// stranger who reads the subscriber's port from `getBusInfo` from taking the link over by
-/// sending first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowedSources {
-    hosts: Vec<IpAddr>,
-    port: Option<u16>,
-}
-
-impl AllowedSources {
-    /// Datagrams from `hosts`, and from `port` only when it is `Some` and not 0 (roscpp's
-    /// answers name a port it does not send from, so roscpp links pass `None`).
-    pub fn new(hosts: Vec<IpAddr>, port: Option<u16>) -> AllowedSources {
-        AllowedSources {
-            hosts: hosts.into_iter().map(canonical_ip).collect(),
-            port: port.filter(|&p| p != 0),
-        }
-    }
-
-    /// Whether every host the link takes datagrams from is this machine (a loopback
-    /// address).
-    pub fn all_loopback(&self) -> bool {
-        !self.hosts.is_empty() && self.hosts.iter().all(IpAddr::is_loopback)
-    }
-
-    /// Whether a datagram from `from` belongs to the link.
-    pub fn allows(&self, from: SocketAddr) -> bool {
-        let ip = canonical_ip(from.ip());
-        let host_ok = self
-            .hosts
-            .iter()
-            .any(|&h| h == ip || (h.is_loopback() && ip.is_loopback()));
-        host_ok && self.port.is_none_or(|p| p == from.port())
-    }
-}
-
-/// An IPv4-mapped IPv6 address as the IPv4 address it maps.
-fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
     }
 }
 
@@ -313,96 +167,5 @@ mod tests {
             assert!(!udp_only.ended(dead_udp, now).fell_back_to_tcp);
         }
         assert!(udp_only.offer_udp());
-    }
-
-    #[test]
-    fn a_silent_udpros_publisher_is_dead_after_the_timeout_and_roscpp_is_not() {
-        let t0 = Instant::now();
-        let mut udpros = UdpLiveness::new(t0, true);
-        let mut roscpp = UdpLiveness::new(t0, false);
-        let five = UdpStats {
-            messages: 5,
-            ..UdpStats::default()
-        };
-        assert_eq!(udpros.handle_timeout(t0, &five), None, "not due yet");
-        let mut now = t0;
-        let mut dead_at = None;
-        while now < t0 + Duration::from_secs(10) {
-            now = udpros.poll_timeout();
-            if now == t0 + Duration::from_secs(1) {
-                udpros.heard(now); // a heartbeat
-            }
-            if let Some(dead) = udpros.handle_timeout(now, &five) {
-                dead_at = Some((dead, now - t0));
-                break;
-            }
-            assert_eq!(roscpp.handle_timeout(now, &five), None);
-        }
-        let (dead, after) = dead_at.expect("declared dead");
-        assert_eq!(dead, Dead::Silent);
-        assert!(
-            after > Duration::from_millis(3500) && after <= Duration::from_millis(3750),
-            "{after:?}"
-        );
-    }
-
-    #[test]
-    fn messages_that_never_complete_kill_a_new_link_with_any_publisher() {
-        let t0 = Instant::now();
-        let mut roscpp = UdpLiveness::new(t0, false);
-        // Ten messages of ten blocks each, of which only the last block ever arrived.
-        let stats = |messages, incomplete, seen| UdpStats {
-            messages,
-            incomplete,
-            incomplete_blocks_seen: seen,
-            incomplete_blocks_expected: incomplete * 10,
-            ..UdpStats::default()
-        };
-        let due = roscpp.poll_timeout();
-        assert_eq!(roscpp.handle_timeout(due, &stats(0, 9, 9)), None);
-        let due = roscpp.poll_timeout();
-        assert_eq!(
-            roscpp.handle_timeout(due, &stats(0, 10, 10)),
-            Some(Dead::NothingCompletes(10))
-        );
-        let due = roscpp.poll_timeout();
-        assert_eq!(
-            roscpp.handle_timeout(due, &stats(1, 50, 50)),
-            None,
-            "one completed message"
-        );
-        let due = roscpp.poll_timeout();
-        assert_eq!(
-            roscpp.handle_timeout(due, &stats(0, 50, 475)),
-            None,
-            "random loss: most blocks of each message arrive"
-        );
-    }
-
-    #[test]
-    fn sources_are_the_publishers_hosts_and_between_udpros_peers_its_port() {
-        let hosts = vec!["127.0.0.1".parse().unwrap(), "10.1.2.3".parse().unwrap()];
-        let udpros = AllowedSources::new(hosts.clone(), Some(4000));
-        let allows = |s: &AllowedSources, a: &str| s.allows(a.parse().unwrap());
-        assert!(allows(&udpros, "127.0.0.1:4000"));
-        assert!(allows(&udpros, "10.1.2.3:4000"));
-        assert!(allows(&udpros, "127.0.1.1:4000"), "loopback is one host");
-        assert!(
-            allows(&udpros, "[::ffff:10.1.2.3]:4000"),
-            "IPv4-mapped IPv6"
-        );
-        assert!(!allows(&udpros, "127.0.0.1:4001"), "another port");
-        assert!(!allows(&udpros, "10.9.9.9:4000"), "another host");
-        let roscpp = AllowedSources::new(hosts.clone(), None);
-        assert!(
-            allows(&roscpp, "10.1.2.3:5555"),
-            "roscpp's port is not its source"
-        );
-        assert!(!allows(&roscpp, "10.9.9.9:5555"));
-        assert_eq!(
-            AllowedSources::new(hosts, Some(0)),
-            roscpp,
-            "port 0 is no port"
-        );
     }
 }

@@ -11,6 +11,7 @@ pub mod fec;
 pub mod feedback;
 mod fragment;
 pub mod governor;
+pub mod liveness;
 pub mod loss;
 mod pacing;
 mod reassemble;

@@ -15,12 +15,12 @@
 
 use super::fec::{self, Repair, RepairMeta};
 use super::feedback::ArrivalLog;
+use super::liveness::{AllowedSources, Dead, UdpLiveness};
 use super::loss::LossMeter;
 use super::{
     is_newer, message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig,
     UdpStats,
 };
-use crate::link::{AllowedSources, Dead, UdpLiveness};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -601,7 +601,7 @@ impl UdpReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::{INCOMPLETE_BEFORE_FAILURE, LIVENESS_TIMEOUT};
+    use crate::udpros::liveness::{INCOMPLETE_BEFORE_FAILURE, LIVENESS_TIMEOUT};
     use crate::udpros::Fragmenter;
     use std::time::Duration;
 

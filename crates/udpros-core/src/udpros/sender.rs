@@ -23,9 +23,9 @@
 use super::fec::{FecEncoder, LinkFec, FEC_HEADER_LEN};
 use super::feedback::{Feedback, FEEDBACK_INTERVAL};
 use super::governor::{Governor, GovernorConfig, GovernorStats, SendLog, START_TRAIN};
+use super::liveness::HEARTBEAT;
 use super::loss::Report;
 use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, FILLER_FIRST_BLOCK, HEADER_LEN};
-use crate::link::HEARTBEAT;
 use bytes::Bytes;
 use std::time::Instant;
 
