@@ -11,7 +11,6 @@
 
 pub mod action;
 pub mod fixed_array;
-pub mod foxglove;
 pub mod freshness;
 pub mod header;
 pub mod host_budget;

@@ -4,10 +4,10 @@
 //! decoded against the type before it goes out, so a browser's bad bytes never reach a
 //! ROS subscriber.
 
+use crate::foxglove::client::ClientChannel;
 use bytes::Bytes;
 use udpros::msg::dynamic::DynamicType;
 use udpros::node::{AdvertiseOptions, Node, RawPublisher};
-use udpros::wire::foxglove::client::ClientChannel;
 
 /// Channels one client may advertise at once.
 pub(crate) const MAX_CLIENT_CHANNELS: usize = 64;

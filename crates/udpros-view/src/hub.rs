@@ -2,6 +2,9 @@
 //! subscriptions, and one udpros subscription per channel that some client wants.
 
 use crate::client_publish::{ClientPublication, MAX_CLIENT_CHANNELS};
+use crate::foxglove::client::{parse_binary, parse_text, BinaryRequest, Request, RequestError};
+use crate::foxglove::server::{capability, Channel, Level, ServerMessage, Service};
+use crate::foxglove::{ChannelId, Outbox, SubscriptionId};
 use crate::params::MAX_WATCHED_PER_CLIENT;
 use crate::services::MAX_SERVICES;
 use crate::ViewOptions;
@@ -14,11 +17,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use udpros::node::{Node, SentPath, SentPaths, SubscribeOptions};
 use udpros::transport::Protocol;
-use udpros::wire::foxglove::client::{
-    parse_binary, parse_text, BinaryRequest, Request, RequestError,
-};
-use udpros::wire::foxglove::server::{capability, Channel, Level, ServerMessage, Service};
-use udpros::wire::foxglove::{ChannelId, Outbox, SubscriptionId};
 
 /// How often a forward's link counters are read for the console.
 const LINK_REFRESH: Duration = Duration::from_secs(1);
@@ -305,10 +303,10 @@ pub(crate) struct Hub {
 enum Work {
     Get(Vec<String>, Option<String>),
     Set(
-        Vec<udpros::wire::foxglove::client::ClientParameter>,
+        Vec<crate::foxglove::client::ClientParameter>,
         Option<String>,
     ),
-    Advertise(Vec<udpros::wire::foxglove::client::ClientChannel>),
+    Advertise(Vec<crate::foxglove::client::ClientChannel>),
 }
 
 impl Hub {
@@ -628,7 +626,7 @@ impl Hub {
         &self,
         client: u64,
         handle: &Client,
-        channel: udpros::wire::foxglove::client::ClientChannel,
+        channel: crate::foxglove::client::ClientChannel,
     ) {
         {
             let state = self.state();

@@ -10,7 +10,7 @@
 //! full definition as the schema); the node subscribes to a topic only while a client
 //! wants it, and stops when the last one leaves. Each client has a bounded send buffer
 //! that keeps the newest message of each subscription when the client falls behind
-//! ([`udpros::wire::foxglove::Outbox`]); a client that sends garbage is closed, and the
+//! ([`crate::foxglove::Outbox`]); a client that sends garbage is closed, and the
 //! others never notice.
 //!
 //! Beyond topics: parameters (get, set, watch), services (advertised with their
@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod client_publish;
+pub mod foxglove;
 mod frame;
 mod hub;
 mod params;
@@ -51,7 +52,7 @@ pub struct ViewOptions {
     pub port: u16,
     /// WebSocket clients at once; more are refused with 503.
     pub max_clients: usize,
-    /// Bytes one client's send buffer holds (see [`udpros::wire::foxglove::Outbox`]).
+    /// Bytes one client's send buffer holds (see [`crate::foxglove::Outbox`]).
     pub send_limit: usize,
     /// How often the master is asked for the graph's topics.
     pub graph_poll: Duration,

@@ -3,12 +3,12 @@
 //! from the node's parameter cache, which the master keeps current (`paramUpdate`), so
 //! watching a parameter costs the master nothing after the first read.
 
+use crate::foxglove::client::ClientParameter;
+use crate::foxglove::server::{Level, Parameter, ServerMessage};
 use crate::hub::{Client, Hub};
 use serde_json::{json, Value as Json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use udpros::wire::foxglove::client::ClientParameter;
-use udpros::wire::foxglove::server::{Level, Parameter, ServerMessage};
 use udpros::xmlrpc::Value;
 
 /// Parameter names one client may watch at once.

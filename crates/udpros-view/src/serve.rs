@@ -1,5 +1,6 @@
 //! HTTP and WebSocket: the console page at `/`, and the Foxglove protocol on an upgrade.
 
+use crate::foxglove::{choose_subprotocol, Outgoing};
 use crate::frame;
 use crate::hub::{Client, Hub};
 use bytes::Bytes;
@@ -17,7 +18,6 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
-use udpros::wire::foxglove::{choose_subprotocol, Outgoing};
 
 /// The console: its page, its script and the ROS1 decoder it imports, shipped inside the
 /// binary (no CDN, no build step: it works on a vehicle's network without the internet).

@@ -7,11 +7,11 @@
 //! service types udpros ships and the `.srv` files ROS installs. A service whose type no
 //! definition is found for is not advertised (said once in the log), as with topics.
 
+use crate::foxglove::server::{service_call_response, ServerMessage, Service};
 use crate::hub::{Client, Hub};
 use std::sync::Arc;
 use std::time::Duration;
 use udpros::service::ClientOptions;
-use udpros::wire::foxglove::server::{service_call_response, ServerMessage, Service};
 
 /// How long a probe of a new service may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
