@@ -1,10 +1,9 @@
 //! The programs in `examples/`, run as a user runs them, against a stock rosmaster and
-//! roscpp and rospy peers; and the README's code, which must be those files verbatim.
+//! roscpp and rospy peers; (tests/book.rs checks that the README and the book show them verbatim).
 
 use udpros_testkit as common;
 
 use common::{example, peer_script, ros_env, spawn_lines, Child};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -541,69 +540,6 @@ fn system_state(uri: &str) -> udpros::api::SystemState {
         );
         master.get_system_state().await.unwrap()
     })
-}
-
-/// The README shows these programs: they must be the files, verbatim.
-#[test]
-fn the_readme_shows_the_examples_verbatim() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let mut shown = Vec::new();
-    for (file, language) in [
-        ("talker.rs", "rust"),
-        ("listener.rs", "rust"),
-        ("service_server.rs", "rust"),
-        ("service_client.rs", "rust"),
-        ("custom_messages/Cargo.toml", "toml"),
-        ("custom_messages/build.rs", "rust"),
-        ("custom_messages/src/bin/fibonacci_server.rs", "rust"),
-        ("custom_messages/src/bin/fibonacci_client.rs", "rust"),
-    ] {
-        let source = std::fs::read_to_string(root.join("examples").join(file)).unwrap();
-        let block = format!("```{language}\n{source}```");
-        assert!(
-            readme.contains(&block),
-            "README must show examples/{file} verbatim"
-        );
-        shown.push(source);
-    }
-    // And no whole program in it is anything else: an old copy left beside the new one
-    // once read as code outside its fences.
-    let blocks = fenced_blocks(&readme);
-    for (language, body) in &blocks {
-        if language == "rust" && body.contains("fn main(") {
-            assert!(
-                shown.contains(body),
-                "a program in the README that is no example:\n{body}"
-            );
-        }
-    }
-}
-
-/// The fenced blocks of a markdown text, with their info strings; fails on a fence left
-/// open or one that opens inside a block.
-fn fenced_blocks(text: &str) -> Vec<(String, String)> {
-    let mut blocks = Vec::new();
-    let mut open: Option<(String, String)> = None;
-    for line in text.lines() {
-        match &mut open {
-            None => {
-                if let Some(info) = line.strip_prefix("```") {
-                    open = Some((info.trim().to_string(), String::new()));
-                }
-            }
-            Some(_) if line == "```" => blocks.extend(open.take()),
-            Some(_) if line.starts_with("```") => {
-                panic!("a fence opens inside a block (one before it was not closed): {line}")
-            }
-            Some((_, body)) => {
-                body.push_str(line);
-                body.push('\n');
-            }
-        }
-    }
-    assert!(open.is_none(), "a fence left open: {open:?}");
-    blocks
 }
 
 /// Whether `node` is named anywhere in the master's system state.

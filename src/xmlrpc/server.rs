@@ -3,7 +3,7 @@
 //! request bodies, `system.multicall`, and a fault reply (never a hang or a panic) for
 //! anything malformed.
 //!
-//! What a peer can make it spend is bounded (the README lists the figures):
+//! What a peer can make it spend is bounded (the book's Limits chapter, `docs/src/limits.md`, lists the figures):
 //! - connections: at most [`ServerLimits::max_connections`], the longest-idle closed to make
 //!   room, idle ones closed after [`ServerLimits::idle_timeout`];
 //! - time: a request's header must arrive within [`ServerLimits::header_timeout`] and its

@@ -19,7 +19,7 @@ pub struct ProxyArgs {
     #[arg(long, required_unless_present = "transparent")]
     upstream: Option<SocketAddr>,
     /// Relay what a TPROXY rule hands over, each datagram from its source to its original
-    /// destination (Linux, root; see the README's "Across machines").
+    /// destination (Linux, root; see the book's "Joining a ROS graph", "Across machines").
     #[arg(long, conflicts_with = "upstream")]
     transparent: bool,
     /// Loss probability in both directions (0-1); --loss-up/--loss-down override it.

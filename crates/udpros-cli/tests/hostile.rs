@@ -333,7 +333,7 @@ fn a_large_set_param_is_linear_and_other_calls_are_answered_meanwhile() {
         took.as_secs_f64() * 1e3,
         slowest.as_secs_f64() * 1e3
     );
-    // Generous: this is a debug build on a shared 2-core machine (release: see README).
+    // Generous: this is a debug build on a shared 2-core machine (release: see the book's benchmarks).
     assert!(took < Duration::from_secs(5), "setParam took {took:?}");
     assert!(
         slowest < Duration::from_secs(1),

@@ -2,7 +2,7 @@
 // DevTools protocol (with the `ws` package), loads the page that the demo's view serves
 // and is asked, from the page's own state, whether it is live: connected, echoes painted
 // on the sonar picture, depths, link reports, topics listed. It saves a screenshot for
-// the README (UDPROS_SCREENSHOT) and checks the layout at a tablet's width.
+// the book (UDPROS_SCREENSHOT) and checks the layout at a tablet's width.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
