@@ -233,22 +233,8 @@ async fn latched_topics_reach_late_subscribers_of_every_kind() {
         return;
     };
     let talker = node(&uri, "latcher").await;
-    let publisher = talker
-        .advertise::<std_msgs::String>(
-            "/latched",
-            AdvertiseOptions {
-                latch: true,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    publisher
-        .publish(&std_msgs::String {
-            data: "once".into(),
-        })
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Kept by the publication as it is published: a subscriber that connects later gets it.
+    let _publisher = common::latched_string(&talker, "/latched", "once").await;
     tokio::task::block_in_place(|| {
         for hints in ["udp", "tcp"] {
             let mut sub = Command::new(&roscpp);

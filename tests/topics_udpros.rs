@@ -134,21 +134,7 @@ async fn large_messages_over_udp_at_several_datagram_sizes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latched_message_reaches_a_late_udp_subscriber() {
     let (_m, talker, listener) = graph().await;
-    let publisher = talker
-        .advertise::<std_msgs::String>(
-            "/latched",
-            AdvertiseOptions {
-                latch: true,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    publisher
-        .publish(&std_msgs::String {
-            data: "kept".into(),
-        })
-        .unwrap();
+    let _publisher = udpros_testkit::latched_string(&talker, "/latched", "kept").await;
     for options in [SubscribeOptions::udp_only(), SubscribeOptions::tcp_only()] {
         let mut sub = listener
             .subscribe::<std_msgs::String>("/latched", options)
@@ -297,13 +283,7 @@ async fn publishing_to_nobody_serializes_nothing_unless_latched() {
     );
     // Latched: the last message must wait for late subscribers, so it is serialized.
     let latched = talker
-        .advertise::<CountedString>(
-            "/latched_nobody",
-            AdvertiseOptions {
-                latch: true,
-                ..AdvertiseOptions::default()
-            },
-        )
+        .advertise::<CountedString>("/latched_nobody", AdvertiseOptions::latched())
         .await
         .unwrap();
     latched.publish(&msg).unwrap();

@@ -97,6 +97,17 @@ impl Default for AdvertiseOptions {
     }
 }
 
+impl AdvertiseOptions {
+    /// The defaults with [`latch`](Self::latch) on: each subscriber that connects gets the
+    /// last message published (rospy's `latch=True`, roscpp's `advertise(..., true)`).
+    pub fn latched() -> Self {
+        AdvertiseOptions {
+            latch: true,
+            ..Self::default()
+        }
+    }
+}
+
 /// The range of a rate cap a user gives in bytes per second (a `~max_rate` parameter,
 /// `--max-rate`): at least 1 kB/s, below which a single large message would take minutes
 /// and the link would only ever drop; at most 10 Gbit/s.

@@ -81,9 +81,8 @@ impl Node {
         };
         let ns = format!("{}/", self.resolve_name(&ns).trim_end_matches('/'));
         let latched = AdvertiseOptions {
-            latch: true,
             queue_size: 1,
-            ..AdvertiseOptions::default()
+            ..AdvertiseOptions::latched()
         };
         let descriptions = self
             .advertise::<msg::ConfigDescription>(

@@ -292,7 +292,7 @@ const MAX_KEPT_DEFINITION: usize = 256 << 10;
 /// The receive buffer of a UDPROS link's socket (the kernel doubles it and counts each
 /// datagram's whole buffer, kilobytes on loopback): room for a few dozen datagrams. 8 KiB
 /// was too small: a new link's first message then reached the subscriber seconds late
-/// (`hostile.rs`'s 10k fan-out test, 3 runs in 3; mechanism not pinned down: what the
+/// (`hostile_master.rs`'s 10k fan-out test, 3 runs in 3; mechanism not pinned down: what the
 /// subscriber sends the publisher as the link starts may be what was dropped).
 pub(crate) const REPORT_BUFFER_BYTES: usize = 128 << 10;
 

@@ -22,14 +22,34 @@ fn ping_sonar(master: &str, name: &str) -> Command {
     cmd
 }
 
+/// Waits until `node` is up: known to the master, and publishing its device's topics
+/// (they come once the device answered), so that the signals find everything registered.
 async fn wait_registered(master: &str, node: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !registered(master, node).await {
-        assert!(Instant::now() < deadline, "{node} never registered");
+    while !(registered(master, node).await && publishes_device_topics(master, node).await) {
+        assert!(
+            Instant::now() < deadline,
+            "{node} never registered its topics"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Its topics too: what must be unregistered is there.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// Whether `node` publishes a topic of its own (one under its name), as the master says.
+async fn publishes_device_topics(master: &str, node: &str) -> bool {
+    let client = udpros::api::MasterClient::new(
+        master,
+        "/signals_test",
+        udpros::xmlrpc::XmlRpcClient::default(),
+    );
+    let Ok(state) = client.get_system_state().await else {
+        return false;
+    };
+    let own = format!("{node}/");
+    state
+        .publishers
+        .iter()
+        .any(|(topic, nodes)| topic.starts_with(&own) && nodes.iter().any(|n| n == node))
 }
 
 fn signal(pid: u32, sig: libc::c_int) {

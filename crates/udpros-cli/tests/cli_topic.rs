@@ -66,10 +66,7 @@ async fn udpros_topic_echo_prints_what_rostopic_echo_prints() {
         let ty = DynamicType::from_definition(type_name, info.definition).unwrap();
         let body = ty.encode(&random_value(&ty, type_name, &mut rng)).unwrap();
         let topic = format!("/echo_{i}");
-        let options = AdvertiseOptions {
-            latch: true,
-            ..Default::default()
-        };
+        let options = AdvertiseOptions::latched();
         let p = node
             .advertise_raw(&topic, type_name, info.md5sum, info.definition, options)
             .await

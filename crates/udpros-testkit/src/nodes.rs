@@ -119,6 +119,26 @@ pub async fn diagnostic(
     last
 }
 
+/// A latched `std_msgs/String` publisher of `topic` on `node` that has published `data`
+/// once: what a subscriber connecting later must still get.
+pub async fn latched_string(
+    node: &udpros::node::Node,
+    topic: &str,
+    data: &str,
+) -> udpros::node::Publisher<udpros::msgs::std_msgs::String> {
+    let publisher = node
+        .advertise::<udpros::msgs::std_msgs::String>(
+            topic,
+            udpros::node::AdvertiseOptions::latched(),
+        )
+        .await
+        .expect("advertise a latched topic");
+    publisher
+        .publish(&udpros::msgs::std_msgs::String { data: data.into() })
+        .expect("publish the latched message");
+    publisher
+}
+
 /// Whether the master at `master` knows `node` (its `lookupNode` succeeds).
 pub async fn registered(master: &str, node: &str) -> bool {
     use udpros::xmlrpc::{Value, XmlRpcClient};
