@@ -5,13 +5,13 @@
 use super::{Node, NodeInner, SentPath};
 use crate::api::{SlaveBackend, StatusReply};
 use crate::socket::{route_mtu, udp_headers, udp_socket};
-use crate::transport::publication::{Publication, UdpLinkError, UdpLinkTerms};
+use crate::transport::publication::{Publication, UdpLinkError};
 use crate::transport::subscription::LinkStatus;
-use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol, UDPROS_PEER_FIELD};
+use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol};
 use crate::wire::header::HeaderLimits;
+use crate::wire::link_setup::{PathFacts, SenderTerms};
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
 use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
-use crate::wire::udpros::feedback::{FEEDBACK_FIELD, FEEDBACK_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -351,42 +351,33 @@ impl NodeInner {
         let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)?;
         socket.connect(peer)?;
         let route_mtu = route_mtu(&socket);
-        let route_payload = route_mtu.map(|mtu| mtu.saturating_sub(udp_headers(peer)));
-        let max_datagram = plan.datagram_for_route(route_payload);
-        let fec = plan
-            .udpros_peer
-            .then(|| publication.fec().grant(&offer.header, max_datagram))
-            .flatten();
-        if fec.is_some() && !peer.ip().to_canonical().is_loopback() {
+        let loopback = peer.ip().to_canonical().is_loopback();
+        let path = PathFacts {
+            route_payload: route_mtu.map(|mtu| mtu.saturating_sub(udp_headers(peer))),
+            route_mtu,
+            loopback,
+        };
+        let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
+        let terms = SenderTerms::settle(
+            &plan,
+            &offer.header,
+            path,
+            &publication.fec(),
+            publication.governor(),
+            connection_id,
+            publication.max_rate(),
+        );
+        if terms.fec.is_some() && !loopback {
             crate::transport::prepare_fec_code();
         }
-        // A link off this host whose subscriber reports arrivals is governed (on loopback
-        // there is no radio to measure, and a busy machine's late reads would read as a
-        // queue).
-        let governor = publication
-            .governor()
-            .filter(|_| plan.feedback && !peer.ip().to_canonical().is_loopback());
         // Declared in the answer: roscpp treats this port as informational, udpros
         // subscribers accept datagrams only from it.
         let source_port = socket.local_addr()?.port();
-        let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
-        let terms = UdpLinkTerms {
-            connection_id,
-            max_datagram,
-            udpros_peer: plan.udpros_peer,
-            route_mtu,
-            fec,
-            governor,
-            max_rate: publication.max_rate(),
-        };
+        let max_datagram = terms.max_datagram;
+        for (field, value) in terms.answer_fields() {
+            reply.insert(field, value);
+        }
         publication.add_udp_link(socket, caller_id, terms)?;
-        reply.insert(UDPROS_PEER_FIELD, "1");
-        if fec.is_some() {
-            reply.insert(FEC_FIELD, FEC_VERSION);
-        }
-        if governor.is_some() {
-            reply.insert(FEEDBACK_FIELD, FEEDBACK_VERSION);
-        }
         Ok(Answer::Udpros(UdprosAnswer {
             host: self.id.host.clone(),
             port: source_port,

@@ -9,10 +9,10 @@ use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, Subs
 use crate::socket::SendSocket;
 use crate::wire::freshness::Cadence;
 use crate::wire::header::ConnectionHeader;
+use crate::wire::link_setup::SenderTerms;
 use crate::wire::topic::{SubscriberRefusal, TopicIdentity};
-use crate::wire::udpros::fec::{block_payload, FecPolicy, LinkFec};
+use crate::wire::udpros::fec::{FecPolicy, LinkFec};
 use crate::wire::udpros::governor::GovernorConfig;
-use crate::wire::udpros::{Fragmenter, HEADER_LEN};
 use bytes::Bytes;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -236,25 +236,6 @@ pub(crate) struct LinkLimits {
     pub max_rate: Option<f64>,
     /// The topic's messages go before bulk ones in a host's budget, whatever their size.
     pub urgent: bool,
-}
-
-/// What `requestTopic` settled for a UDPROS link to one subscriber.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UdpLinkTerms {
-    /// The id every datagram carries.
-    pub connection_id: u32,
-    /// The largest datagram, header included.
-    pub max_datagram: usize,
-    /// The subscriber is udpros.
-    pub udpros_peer: bool,
-    /// The MTU of the route to it, if known.
-    pub route_mtu: Option<usize>,
-    /// The FEC both ends agreed on (`None` when they did not).
-    pub fec: Option<LinkFec>,
-    /// The governor's limits, when the subscriber sends feedback and the link is governed.
-    pub governor: Option<GovernorConfig>,
-    /// The user's cap on the link's rate (bytes per second).
-    pub max_rate: Option<f64>,
 }
 
 /// Descriptors a node keeps for its own work when it takes a subscriber link: a
@@ -569,12 +550,8 @@ impl Publication {
         &self,
         socket: std::net::UdpSocket,
         caller_id: &str,
-        terms: UdpLinkTerms,
+        terms: SenderTerms,
     ) -> Result<Arc<SubscriberLink>, UdpLinkError> {
-        // On an FEC link the data blocks are the code's shards (see `fec::block_payload`).
-        let data_datagram = HEADER_LEN + block_payload(terms.max_datagram, terms.fec.is_some());
-        let fragmenter =
-            Fragmenter::new(terms.connection_id, data_datagram).map_err(UdpLinkError::Datagram)?;
         let peer = socket.peer_addr()?;
         let local_port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
         // All this socket receives are the subscriber's loss reports, of which only the
@@ -582,20 +559,13 @@ impl Publication {
         // subscriber's address, all a connected socket takes) can queue.
         let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(REPORT_BUFFER_BYTES);
         let socket = SendSocket::new(socket)?;
-        let counters = Arc::new(FecSendCounters::default());
-        let governor = GovernorCell::default();
-        let mut sender = LinkSender::udp(
-            socket,
-            fragmenter,
-            terms.udpros_peer,
-            terms.route_mtu,
-            terms.fec.map(|fec| (fec, counters.clone())),
-            terms.governor.map(|limits| (limits, governor.clone())),
-            terms.max_rate,
-        );
+        let counters = terms.fec.map(|_| Arc::new(FecSendCounters::default()));
+        let governor = terms.governor.map(|_| GovernorCell::default());
+        let mut sender = LinkSender::udp(socket, &terms, counters.clone(), governor.clone())
+            .map_err(UdpLinkError::Datagram)?;
         let handles = SenderHandles {
-            fec: terms.fec.map(|fec| (fec, counters)),
-            governor: terms.governor.map(|_| governor),
+            fec: terms.fec.zip(counters),
+            governor,
             closing: self.share_host(&mut sender, peer),
         };
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, handles))

@@ -12,11 +12,8 @@ use super::{FecSendCounters, GovernorCell};
 use crate::socket::{offload, SendSocket};
 use crate::wire::freshness::{Cadence, Freshness};
 use crate::wire::host_budget::Traffic;
-use crate::wire::udpros::fec::LinkFec;
-use crate::wire::udpros::governor::GovernorConfig;
-use crate::wire::udpros::{
-    AfterError, Fragmenter, SendError, UdpSender, UdpSenderConfig, FRESHNESS,
-};
+use crate::wire::link_setup::SenderTerms;
+use crate::wire::udpros::{AfterError, FragmentError, SendError, UdpSender, FRESHNESS};
 use bytes::Bytes;
 use std::io;
 use std::sync::Arc;
@@ -89,35 +86,25 @@ impl std::fmt::Debug for LinkSender {
 }
 
 impl LinkSender {
-    /// A UDP link; `route_mtu` is the MTU of the route to the subscriber, if known;
-    /// `governor`, the limits of its governor when the subscriber sends feedback;
-    /// `max_rate`, the user's cap on its rate (bytes per second).
+    /// A UDP link sending on `socket` by the `terms` its publication settled with the
+    /// subscriber (see [`SenderTerms::sender`]); `counters` and `governor` are where it
+    /// publishes its FEC counts and its governor's state, when it has them.
     pub(super) fn udp(
         socket: SendSocket,
-        fragmenter: Fragmenter,
-        udpros_peer: bool,
-        route_mtu: Option<usize>,
-        fec: Option<(LinkFec, Arc<FecSendCounters>)>,
-        governor: Option<(GovernorConfig, GovernorCell)>,
-        max_rate: Option<f64>,
-    ) -> LinkSender {
+        terms: &SenderTerms,
+        counters: Option<Arc<FecSendCounters>>,
+        governor: Option<GovernorCell>,
+    ) -> Result<LinkSender, FragmentError> {
         let loopback = socket
             .socket()
             .peer_addr()
             .is_ok_and(|peer| peer.ip().is_loopback());
-        let config = UdpSenderConfig {
-            udpros_peer,
-            route_mtu,
-            segmenting: offload::can_segment(socket.socket()),
-            loopback,
-            fec: fec.as_ref().map(|(fec, _)| *fec),
-            governor: governor.as_ref().map(|(limits, _)| *limits),
-            max_rate,
-        };
-        let mut sender = UdpLinkSender::new(socket, fragmenter, config);
-        sender.counters = fec.map(|(_, counters)| counters);
-        sender.governor = governor.map(|(_, cell)| cell);
-        LinkSender::Udp(Box::new(sender))
+        let segmenting = offload::can_segment(socket.socket());
+        let link = terms.sender(Instant::now(), segmenting, loopback)?;
+        let mut sender = UdpLinkSender::new(socket, link);
+        sender.counters = counters;
+        sender.governor = governor;
+        Ok(LinkSender::Udp(Box::new(sender)))
     }
 
     /// A TCP link; `freshness`, the rule that drops what would arrive stale (links off
@@ -362,9 +349,9 @@ fn send_error(e: &io::Error) -> SendError {
 }
 
 impl UdpLinkSender {
-    fn new(socket: SendSocket, fragmenter: Fragmenter, config: UdpSenderConfig) -> UdpLinkSender {
+    fn new(socket: SendSocket, link: UdpSender) -> UdpLinkSender {
         UdpLinkSender {
-            link: UdpSender::new(Instant::now(), fragmenter, config),
+            link,
             socket,
             counters: None,
             governor: None,
@@ -742,6 +729,19 @@ mod tests {
     use std::time::Duration;
     use udpros_core::udpros::{DatagramHeader, Opcode};
 
+    /// The terms of a plain link to a udpros subscriber, in datagrams of `max_datagram`.
+    fn terms(max_datagram: usize) -> SenderTerms {
+        SenderTerms {
+            connection_id: 7,
+            max_datagram,
+            udpros_peer: true,
+            route_mtu: None,
+            fec: None,
+            governor: None,
+            max_rate: None,
+        }
+    }
+
     /// A message sent from the publishing thread that finds the send buffer full keeps
     /// the id it took and is finished by the link's task: every message arrives whole, in
     /// order, with its own id.
@@ -757,8 +757,7 @@ mod tests {
                 .set_recv_buffer_size(4 << 20)
                 .unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
-            let fragmenter = Fragmenter::new(7, 65_000).unwrap();
-            let mut wire = LinkSender::udp(socket, fragmenter, true, None, None, None, None);
+            let mut wire = LinkSender::udp(socket, &terms(65_000), None, None).unwrap();
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -813,15 +812,7 @@ mod tests {
             .unwrap();
         let socket = sender_to(rx.local_addr().unwrap(), 4 << 20);
         let datagram = 1500;
-        let mut wire = LinkSender::udp(
-            socket,
-            Fragmenter::new(7, datagram).unwrap(),
-            true,
-            None,
-            None,
-            None,
-            None,
-        );
+        let mut wire = LinkSender::udp(socket, &terms(datagram), None, None).unwrap();
         let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
         };
@@ -855,15 +846,7 @@ mod tests {
         on_a_slow_loopback(|| async {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
-            let mut wire = LinkSender::udp(
-                socket,
-                Fragmenter::new(7, 65_000).unwrap(),
-                true,
-                None,
-                None,
-                None,
-                None,
-            );
+            let mut wire = LinkSender::udp(socket, &terms(65_000), None, None).unwrap();
             let frame = Bytes::from(vec![1u8; 60_000]);
             let mut waited = false;
             for _ in 0..100 {

@@ -15,6 +15,7 @@ pub mod freshness;
 pub mod header;
 pub mod host_budget;
 pub mod link;
+pub mod link_setup;
 pub mod negotiation;
 pub mod numeric_array;
 pub mod ros1;

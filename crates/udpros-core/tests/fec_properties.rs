@@ -10,9 +10,9 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use udpros_core::udpros::fec::{FecEncoder, FecPolicy, RepairRatio};
-use udpros_core::udpros::{Fragmenter, ReceiverEvent, UdpSender, HEADER_LEN};
+use udpros_core::udpros::{ReceiverEvent, UdpSender, HEADER_LEN};
 use util::{
-    body, check_body, data_datagram, publisher_addr, receiver_with, sender_config, Pair,
+    body, check_body, data_datagram, publisher_addr, receiver_with, sender_for, settle, Pair,
     PathConfig, Rng,
 };
 
@@ -179,9 +179,7 @@ fn is_data(datagram: &[u8], index: u16) -> bool {
 fn a_stale_block_with_a_recycled_id_never_reaches_the_subscriber() {
     for fec in [FecPolicy::Off, fixed(0.0)] {
         let now = Instant::now();
-        let config = sender_config(fec, DATAGRAM);
-        let fragmenter = Fragmenter::new(7, data_datagram(DATAGRAM, fec.enabled())).unwrap();
-        let mut tx = UdpSender::new(now, fragmenter, config);
+        let mut tx = sender_for(now, &settle(fec, DATAGRAM, None));
         let mut rx = receiver_with(now, 7, DATAGRAM, fec.enabled());
         let mut delivered = Vec::new();
         let mut stale = None;
@@ -229,9 +227,8 @@ fn a_stale_block_with_a_recycled_id_never_reaches_the_subscriber() {
 fn forged_repairs_cost_bounded_memory_and_corrupt_nothing() {
     let now = Instant::now();
     let fec = fixed(0.1);
-    let config = sender_config(fec, DATAGRAM);
     let shard = data_datagram(DATAGRAM, true) - HEADER_LEN;
-    let mut tx = UdpSender::new(now, Fragmenter::new(7, shard + HEADER_LEN).unwrap(), config);
+    let mut tx = sender_for(now, &settle(fec, DATAGRAM, None));
     let mut rx = receiver_with(now, 7, DATAGRAM, true);
     let mut rng = Rng::new(99);
     let mut forger = FecEncoder::default();
@@ -352,9 +349,8 @@ fn adaptive_repair_meets_the_delivery_and_overhead_bars() {
 fn forged_reports_cost_at_most_one_repair_per_block() {
     use udpros_core::udpros::loss::{Report, REPORT_LEN};
     let now = Instant::now();
-    let config = sender_config(FecPolicy::default(), DATAGRAM);
     let data = data_datagram(DATAGRAM, true);
-    let mut tx = UdpSender::new(now, Fragmenter::new(7, data).unwrap(), config);
+    let mut tx = sender_for(now, &settle(FecPolicy::default(), DATAGRAM, None));
     let worst = Report {
         loss: 10.0,
         long_loss: 10.0,

@@ -8,14 +8,13 @@ use crate::socket::{offload, udp_socket};
 use crate::transport::{Protocol, UDPROS_PEER_FIELD};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
+use crate::wire::link_setup::receiver_config;
 use crate::wire::negotiation::{
     subscriber_receive_buffer, GiveUpReason, Offer, SubscriberDecision, SubscriberOffer,
     TopicReply, UdprosAnswer,
 };
 use crate::wire::topic::{check_publisher, TopicEvent, TopicReceiver, TopicStreamError};
-use crate::wire::udpros::{
-    ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpStats,
-};
+use crate::wire::udpros::{ReceiverEvent, UdpReceiver, UdpStats};
 use crate::xmlrpc::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -255,35 +254,20 @@ async fn read_udp(
         Ok(sources) => sources,
         Err(e) => return Ended::Retry(e.to_string()),
     };
-    // The link carries FEC when this end asked and the publisher confirmed: its data
-    // blocks are then the code's shards.
-    let shard = sub
-        .config
-        .fec
-        .agreed(&header, answer.max_datagram)
-        .filter(|_| udpros_peer);
-    if shard.is_some() && !sources.all_loopback() {
+    // The link carries FEC when this end asked and the publisher confirmed (its data
+    // blocks are then the code's shards), feedback when the publisher reads it.
+    let config = receiver_config(
+        &header,
+        answer.max_datagram,
+        answer.connection_id,
+        &sub.config.fec,
+        sources,
+        sub.config.max_message_size,
+    );
+    if config.fec && !config.sources.all_loopback() {
         crate::transport::prepare_fec_code();
     }
     let header = Arc::new(header);
-    let config = UdpReceiverConfig {
-        reassembler: ReassemblerConfig {
-            max_message_size: sub.config.max_message_size,
-            // roscpp's ids are opaque; a udpros publisher sends the id it returned.
-            connection_id: udpros_peer.then_some(answer.connection_id as u32),
-            // The publisher cuts the stream at the size it answered.
-            block_payload: Some(crate::wire::udpros::fec::block_payload(
-                answer.max_datagram,
-                shard.is_some(),
-            )),
-            ..ReassemblerConfig::default()
-        },
-        sources,
-        expects_heartbeats: udpros_peer,
-        fec: shard.is_some(),
-        // The publisher confirmed it reads the arrivals this end reports.
-        feedback: udpros_peer && crate::wire::udpros::feedback::agreed(&header),
-    };
     let mut receiver = UdpReceiver::new(Instant::now(), config);
     link.set_status(|s| {
         *s = LinkStatus {

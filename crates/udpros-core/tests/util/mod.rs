@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 use udpros_core::freshness::Cadence;
 use udpros_core::header::ConnectionHeader;
 use udpros_core::link::AllowedSources;
+use udpros_core::link_setup::{receiver_config, PathFacts, SenderTerms};
+use udpros_core::negotiation::{UdpPlan, UdprosOffer};
+use udpros_core::topic::UDPROS_PEER_FIELD;
 use udpros_core::udpros::fec::{block_payload, FecPolicy};
-use udpros_core::udpros::feedback::Feedback;
+use udpros_core::udpros::feedback::{Feedback, FEEDBACK_FIELD, FEEDBACK_VERSION};
 use udpros_core::udpros::governor::GovernorConfig;
-use udpros_core::udpros::{
-    Fragmenter, ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpReceiverConfig, UdpSender,
-    UdpSenderConfig, HEADER_LEN,
-};
+use udpros_core::udpros::{ReassemblerConfig, ReceiverEvent, UdpReceiver, UdpSender, HEADER_LEN};
 
 /// A small deterministic generator (xorshift64*), seeded by the property test.
 #[derive(Debug, Clone)]
@@ -322,38 +322,69 @@ pub fn receiver_with(
     max_datagram: usize,
     fec: bool,
 ) -> UdpReceiver {
-    UdpReceiver::new(now, receiver_config(connection_id, max_datagram, fec))
+    let policy = if fec {
+        FecPolicy::default()
+    } else {
+        FecPolicy::Off
+    };
+    let terms = SenderTerms {
+        connection_id,
+        ..settle(policy, max_datagram, None)
+    };
+    receiver_for(now, &terms, policy)
 }
 
-/// What [`receiver_with`] makes its receiver with.
-pub fn receiver_config(connection_id: u32, max_datagram: usize, fec: bool) -> UdpReceiverConfig {
-    {
-        UdpReceiverConfig {
-            reassembler: ReassemblerConfig {
-                connection_id: Some(connection_id),
-                block_payload: Some(data_datagram(max_datagram, fec) - HEADER_LEN),
-                ..ReassemblerConfig::default()
-            },
-            sources: AllowedSources::new(vec![publisher_addr().ip()], Some(4000)),
-            expects_heartbeats: true,
-            fec,
-            feedback: false,
-        }
+/// What a udpros publisher with policy `fec` (and `governor`, if the link is governed)
+/// settles with a subscriber of the same policy, as the library's publisher settles it.
+pub fn settle(
+    fec: FecPolicy,
+    max_datagram: usize,
+    governor: Option<GovernorConfig>,
+) -> SenderTerms {
+    let mut offer = fec.ask(ConnectionHeader::new());
+    offer.insert(UDPROS_PEER_FIELD, "1");
+    if governor.is_some() {
+        offer.insert(FEEDBACK_FIELD, FEEDBACK_VERSION);
     }
-}
-
-/// What a udpros publisher with policy `fec` settles with a subscriber of the same policy.
-pub fn sender_config(fec: FecPolicy, max_datagram: usize) -> UdpSenderConfig {
-    let asked = fec.ask(ConnectionHeader::new());
-    UdpSenderConfig {
-        udpros_peer: true,
+    let plan = UdpPlan::for_offer(&UdprosOffer {
+        header: offer.clone(),
+        host: publisher_addr().ip().to_string(),
+        port: 4001,
+        max_datagram,
+        ipv6_only: false,
+    });
+    let path = PathFacts {
+        route_payload: None,
         route_mtu: None,
-        segmenting: true,
         loopback: false,
-        fec: fec.grant(&asked, max_datagram),
-        governor: None,
-        max_rate: None,
+    };
+    SenderTerms::settle(&plan, &offer, path, &fec, governor, 7, None)
+}
+
+/// The sender of a link settled on `terms`, with segmented sends.
+pub fn sender_for(now: Instant, terms: &SenderTerms) -> UdpSender {
+    terms
+        .sender(now, true, false)
+        .expect("a datagram size the link can use")
+}
+
+/// The receiver a subscriber with policy `fec` makes of the answer to `terms`, for a
+/// publisher at [`publisher_addr`], as the library's subscriber makes it.
+pub fn receiver_for(now: Instant, terms: &SenderTerms, fec: FecPolicy) -> UdpReceiver {
+    let mut answer = ConnectionHeader::new();
+    for (field, value) in terms.answer_fields() {
+        answer.insert(field, value);
     }
+    let sources = AllowedSources::new(vec![publisher_addr().ip()], Some(publisher_addr().port()));
+    let config = receiver_config(
+        &answer,
+        terms.max_datagram,
+        terms.connection_id as i32,
+        &fec,
+        sources,
+        ReassemblerConfig::default().max_message_size,
+    );
+    UdpReceiver::new(now, config)
 }
 
 /// A message body that names itself: `id` in its first 8 bytes, then bytes derived from
@@ -424,15 +455,14 @@ impl Pair {
     /// publisher settles it; the subscriber's loss reports reach the publisher.
     pub fn with_fec(path: PathConfig, seed: u64, max_datagram: usize, fec: FecPolicy) -> Pair {
         let now = Instant::now();
-        let config = sender_config(fec, max_datagram);
-        let data = data_datagram(max_datagram, fec.enabled());
+        let terms = settle(fec, max_datagram, None);
         Pair {
             started: now,
             now,
-            sender: UdpSender::new(now, Fragmenter::new(7, data).unwrap(), config),
+            sender: sender_for(now, &terms),
             queue: VecDeque::new(),
             path: Path::new(path, seed),
-            receiver: receiver_with(now, 7, max_datagram, fec.enabled()),
+            receiver: receiver_for(now, &terms, fec),
             events: Vec::new(),
             last_arrival: None,
             heartbeats: true,
@@ -504,13 +534,9 @@ impl Pair {
     /// Makes the link a governed one between peers that both have the policy `fec`: a
     /// new sender and receiver, as at the link's start.
     pub fn govern(&mut self, fec: FecPolicy) {
-        let mut config = sender_config(fec, 1472);
-        config.governor = Some(GovernorConfig::default());
-        let data = data_datagram(1472, fec.enabled());
-        self.sender = UdpSender::new(self.now, Fragmenter::new(7, data).unwrap(), config);
-        let mut receiver_config = receiver_config(7, 1472, fec.enabled());
-        receiver_config.feedback = true;
-        self.receiver = UdpReceiver::new(self.now, receiver_config);
+        let terms = settle(fec, 1472, Some(GovernorConfig::default()));
+        self.sender = sender_for(self.now, &terms);
+        self.receiver = receiver_for(self.now, &terms, fec);
     }
 
     /// Queues one message body for the link's task.

@@ -1,0 +1,313 @@
+//! A UDPROS link's setup at both ends, without I/O: what a publisher settles with a
+//! subscriber's offer ([`SenderTerms::settle`]: the datagram size for the route, FEC, the
+//! governor, the fields its answer adds) and the [`UdpSender`] it sends with, and what a
+//! subscriber makes of the publisher's answer ([`receiver_config`]) for its
+//! [`UdpReceiver`](crate::udpros::UdpReceiver). The library's drivers and the simulated
+//! pair of the core's tests build their links with these, so what is simulated is what
+//! runs.
+
+use crate::header::ConnectionHeader;
+use crate::link::AllowedSources;
+use crate::negotiation::UdpPlan;
+use crate::topic::UDPROS_PEER_FIELD;
+use crate::udpros::fec::{block_payload, FecPolicy, LinkFec, FEC_FIELD, FEC_VERSION};
+use crate::udpros::feedback::{self, FEEDBACK_FIELD, FEEDBACK_VERSION};
+use crate::udpros::governor::GovernorConfig;
+use crate::udpros::{
+    FragmentError, Fragmenter, ReassemblerConfig, UdpReceiverConfig, UdpSender, UdpSenderConfig,
+    HEADER_LEN,
+};
+use std::time::Instant;
+
+/// What a publisher knows of the path to a subscriber when it settles a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathFacts {
+    /// The largest UDP payload the route carries unfragmented (its MTU less the IP and UDP
+    /// headers), if the kernel knows it.
+    pub route_payload: Option<usize>,
+    /// The route's MTU, if known.
+    pub route_mtu: Option<usize>,
+    /// The subscriber is on this host: no radio to measure, so no governor.
+    pub loopback: bool,
+}
+
+/// What a publisher settled with one UDPROS subscriber.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SenderTerms {
+    /// The id every datagram carries.
+    pub connection_id: u32,
+    /// The largest datagram, header included.
+    pub max_datagram: usize,
+    /// The subscriber is udpros.
+    pub udpros_peer: bool,
+    /// The MTU of the route to it, if known.
+    pub route_mtu: Option<usize>,
+    /// The FEC both ends agreed on (`None` when they did not).
+    pub fec: Option<LinkFec>,
+    /// The governor's limits, when the subscriber sends feedback and the link is governed.
+    pub governor: Option<GovernorConfig>,
+    /// The user's cap on the link's rate (bytes per second).
+    pub max_rate: Option<f64>,
+}
+
+impl SenderTerms {
+    /// Settles a link with a subscriber whose offer made `plan` and whose connection
+    /// header is `offer`: the datagram is the plan's, within what the route carries; FEC is
+    /// granted to a udpros subscriber that asked, under the publication's `fec` policy; a
+    /// link off this host whose subscriber reports arrivals is governed with `governor`
+    /// (on loopback there is no radio to measure, and a busy machine's late reads would
+    /// read as a queue).
+    pub fn settle(
+        plan: &UdpPlan,
+        offer: &ConnectionHeader,
+        path: PathFacts,
+        fec: &FecPolicy,
+        governor: Option<GovernorConfig>,
+        connection_id: u32,
+        max_rate: Option<f64>,
+    ) -> SenderTerms {
+        let max_datagram = plan.datagram_for_route(path.route_payload);
+        let fec = plan
+            .udpros_peer
+            .then(|| fec.grant(offer, max_datagram))
+            .flatten();
+        let governor = governor.filter(|_| plan.feedback && !path.loopback);
+        SenderTerms {
+            connection_id,
+            max_datagram,
+            udpros_peer: plan.udpros_peer,
+            route_mtu: path.route_mtu,
+            fec,
+            governor,
+            max_rate,
+        }
+    }
+
+    /// The fields the publisher's answer adds to its connection header: that it is
+    /// udpros, and what it confirmed (FEC, reading feedback).
+    pub fn answer_fields(&self) -> Vec<(&'static str, &'static str)> {
+        let mut fields = vec![(UDPROS_PEER_FIELD, "1")];
+        if self.fec.is_some() {
+            fields.push((FEC_FIELD, FEC_VERSION));
+        }
+        if self.governor.is_some() {
+            fields.push((FEEDBACK_FIELD, FEEDBACK_VERSION));
+        }
+        fields
+    }
+
+    /// The link's sender, made at `now`. `segmenting`: the socket takes many datagrams per
+    /// send (GSO); `loopback`: the subscriber is on this host. On an FEC link the data
+    /// blocks are the code's shards ([`block_payload`]).
+    pub fn sender(
+        &self,
+        now: Instant,
+        segmenting: bool,
+        loopback: bool,
+    ) -> Result<UdpSender, FragmentError> {
+        let data_datagram = HEADER_LEN + block_payload(self.max_datagram, self.fec.is_some());
+        let fragmenter = Fragmenter::new(self.connection_id, data_datagram)?;
+        let config = UdpSenderConfig {
+            udpros_peer: self.udpros_peer,
+            route_mtu: self.route_mtu,
+            segmenting,
+            loopback,
+            fec: self.fec,
+            governor: self.governor,
+            max_rate: self.max_rate,
+        };
+        Ok(UdpSender::new(now, fragmenter, config))
+    }
+}
+
+/// How a subscriber receives a link the publisher answered: `publisher` is the
+/// publisher's connection header, `max_datagram` and `connection_id` its answer's; `fec`,
+/// the subscription's own policy (FEC holds when this end asked and the publisher
+/// confirmed); `sources`, where its datagrams may come from.
+pub fn receiver_config(
+    publisher: &ConnectionHeader,
+    max_datagram: usize,
+    connection_id: i32,
+    fec: &FecPolicy,
+    sources: AllowedSources,
+    max_message_size: usize,
+) -> UdpReceiverConfig {
+    let udpros_peer = publisher.get(UDPROS_PEER_FIELD).is_some();
+    let shard = fec.agreed(publisher, max_datagram).filter(|_| udpros_peer);
+    UdpReceiverConfig {
+        reassembler: ReassemblerConfig {
+            max_message_size,
+            // roscpp's ids are opaque; a udpros publisher sends the id it returned.
+            connection_id: udpros_peer.then_some(connection_id as u32),
+            // The publisher cuts the stream at the size it answered.
+            block_payload: Some(block_payload(max_datagram, shard.is_some())),
+            ..ReassemblerConfig::default()
+        },
+        sources,
+        expects_heartbeats: udpros_peer,
+        fec: shard.is_some(),
+        // The publisher confirmed it reads the arrivals this end reports.
+        feedback: udpros_peer && feedback::agreed(publisher),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::negotiation::UdprosOffer;
+
+    fn offer_header(fec: &FecPolicy, feedback: bool) -> ConnectionHeader {
+        let mut header = fec.ask(ConnectionHeader::new());
+        header.insert(UDPROS_PEER_FIELD, "1");
+        if feedback {
+            header.insert(FEEDBACK_FIELD, FEEDBACK_VERSION);
+        }
+        header
+    }
+
+    fn plan(header: &ConnectionHeader, max_datagram: usize) -> UdpPlan {
+        UdpPlan::for_offer(&UdprosOffer {
+            header: header.clone(),
+            host: "10.0.0.1".into(),
+            port: 4000,
+            max_datagram,
+            ipv6_only: false,
+        })
+    }
+
+    fn sources() -> AllowedSources {
+        AllowedSources::new(vec!["10.0.0.2".parse().unwrap()], Some(4000))
+    }
+
+    /// Both ends agree from each other's headers alone: the publisher's answer fields
+    /// are what the subscriber's receiver reads, FEC and feedback included, and the
+    /// sender's data blocks are the receiver's.
+    #[test]
+    fn a_udpros_pair_agrees_on_fec_feedback_and_block_size() {
+        let policy = FecPolicy::default();
+        let offer = offer_header(&policy, true);
+        let path = PathFacts {
+            route_payload: Some(1472),
+            route_mtu: Some(1500),
+            loopback: false,
+        };
+        let terms = SenderTerms::settle(
+            &plan(&offer, 65_000),
+            &offer,
+            path,
+            &policy,
+            Some(GovernorConfig::default()),
+            7,
+            None,
+        );
+        assert_eq!(terms.max_datagram, 1472, "within the route");
+        assert!(terms.fec.is_some() && terms.governor.is_some());
+        let mut answer = ConnectionHeader::new();
+        for (field, value) in terms.answer_fields() {
+            answer.insert(field, value);
+        }
+        let config = receiver_config(&answer, terms.max_datagram, 7, &policy, sources(), 1 << 20);
+        assert!(config.fec && config.feedback && config.expects_heartbeats);
+        assert_eq!(config.reassembler.connection_id, Some(7));
+        // What one end sends, the other takes whole: 30 kB in datagrams of the settled size.
+        let now = Instant::now();
+        let mut sender = terms.sender(now, true, false).unwrap();
+        let mut receiver = crate::udpros::UdpReceiver::new(now, config);
+        let body: Vec<u8> = (0..30_000u32).map(|i| i as u8).collect();
+        // A frame, as the link's queue holds it: the body after its length.
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        let frame = bytes::Bytes::from(frame);
+        assert_eq!(sender.push_queued(now, std::slice::from_ref(&frame)), Ok(1));
+        let (mut sent, mut at) = (0, now);
+        while sender.is_sending() && sent < 1000 {
+            let Some(t) = sender.poll_transmit(at) else {
+                // Paced: on at the sender's next instant, as its driver would.
+                at = sender
+                    .poll_timeout()
+                    .expect("a sending link says when")
+                    .max(at);
+                if sender.wants_reports(at) {
+                    sender.handle_reports(at, std::iter::empty());
+                }
+                continue;
+            };
+            for datagram in t.datagrams.chunks(t.segment_size) {
+                assert!(datagram.len() <= terms.max_datagram);
+                let from = "10.0.0.2:4000".parse().unwrap();
+                receiver.handle(at, from, bytes::Bytes::copy_from_slice(datagram));
+                sent += 1;
+            }
+            sender.on_transmitted(at);
+        }
+        assert!(sent > 20, "{sent} datagrams");
+        let delivered = std::iter::from_fn(|| receiver.poll_event())
+            .any(|event| matches!(event, crate::udpros::ReceiverEvent::Message(m) if m == body));
+        assert!(delivered, "the message did not arrive whole");
+    }
+
+    /// Toward roscpp (no udpros field) nothing is granted; a loopback subscriber is not
+    /// governed; a subscriber that did not ask for FEC gets none.
+    #[test]
+    fn roscpp_loopback_and_plain_subscribers_get_plain_links() {
+        let policy = FecPolicy::default();
+        let loopback = PathFacts {
+            route_payload: None,
+            route_mtu: None,
+            loopback: true,
+        };
+        let roscpp = ConnectionHeader::new();
+        let terms = SenderTerms::settle(
+            &plan(&roscpp, 1500),
+            &roscpp,
+            loopback,
+            &policy,
+            Some(GovernorConfig::default()),
+            1,
+            None,
+        );
+        assert!(!terms.udpros_peer && terms.fec.is_none() && terms.governor.is_none());
+        let udpros = offer_header(&policy, true);
+        let terms = SenderTerms::settle(
+            &plan(&udpros, 65_000),
+            &udpros,
+            loopback,
+            &policy,
+            Some(GovernorConfig::default()),
+            2,
+            None,
+        );
+        assert!(terms.governor.is_none(), "no radio on loopback");
+        assert!(terms.fec.is_some());
+        let plain = offer_header(&FecPolicy::Off, false);
+        let terms = SenderTerms::settle(
+            &plan(&plain, 65_000),
+            &plain,
+            loopback,
+            &policy,
+            None,
+            3,
+            None,
+        );
+        assert_eq!(terms.fec, None);
+        // A roscpp publisher's answer: no heartbeats expected, its ids not checked.
+        let config = receiver_config(&roscpp, 1500, 99, &policy, sources(), 1 << 20);
+        assert!(!config.expects_heartbeats && !config.fec && !config.feedback);
+        assert_eq!(config.reassembler.connection_id, None);
+    }
+
+    /// A datagram too small for a header is refused, not a panic.
+    #[test]
+    fn an_impossible_datagram_size_is_an_error() {
+        let terms = SenderTerms {
+            connection_id: 1,
+            max_datagram: 3,
+            udpros_peer: true,
+            route_mtu: None,
+            fec: None,
+            governor: None,
+            max_rate: None,
+        };
+        assert!(terms.sender(Instant::now(), false, false).is_err());
+    }
+}
