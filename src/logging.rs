@@ -256,16 +256,43 @@ pub fn ros_level_name(level: LevelFilter) -> &'static str {
     }
 }
 
+/// Why [`set_level`] refused a level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LevelError {
+    /// Not one of ROS's level names.
+    UnknownLevel(String),
+    /// A logger name is 1 to 256 characters.
+    BadLoggerName,
+    /// This many logger levels are set already, the most there can be.
+    TooManyLoggers(usize),
+}
+
+impl std::fmt::Display for LevelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LevelError::UnknownLevel(level) => write!(
+                f,
+                "unknown level '{level}' (expected debug, info, warn, error or fatal)"
+            ),
+            LevelError::BadLoggerName => f.write_str("a logger name is 1 to 256 characters"),
+            LevelError::TooManyLoggers(most) => {
+                write!(f, "at most {most} logger levels can be set")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LevelError {}
+
 /// Sets the level of `logger` (a target, or a `::` prefix of targets) and everything under
 /// it, live: what is printed and what reaches `/rosout`. `level` is a ROS level name;
 /// an unknown one is an error and changes nothing.
-pub fn set_level(logger: &str, level: &str) -> Result<(), String> {
-    let filter = parse_ros_level(level).ok_or_else(|| {
-        format!("unknown level '{level}' (expected debug, info, warn, error or fatal)")
-    })?;
+pub fn set_level(logger: &str, level: &str) -> Result<(), LevelError> {
+    let filter =
+        parse_ros_level(level).ok_or_else(|| LevelError::UnknownLevel(level.to_string()))?;
     let logger = logger.trim();
     if logger.is_empty() || logger.len() > 256 {
-        return Err("a logger name is 1 to 256 characters".into());
+        return Err(LevelError::BadLoggerName);
     }
     {
         let mut overrides = OVERRIDES.write().unwrap_or_else(|e| e.into_inner());
@@ -274,7 +301,7 @@ pub fn set_level(logger: &str, level: &str) -> Result<(), String> {
             Some(entry) => entry.1 = filter,
             // Bounded: a caller inventing names cannot grow this without limit.
             None if count >= MAX_OVERRIDES => {
-                return Err(format!("at most {MAX_OVERRIDES} logger levels can be set"))
+                return Err(LevelError::TooManyLoggers(MAX_OVERRIDES))
             }
             None => overrides.push((logger.to_string(), filter)),
         }
@@ -377,6 +404,24 @@ mod tests {
         }
         fn enter(&self, _: &Id) {}
         fn exit(&self, _: &Id) {}
+    }
+
+    /// Refusals are typed, and say what is allowed; nothing is set by one.
+    #[test]
+    fn set_level_refuses_with_a_typed_error() {
+        assert_eq!(
+            set_level("udpros_test_refusals", "loud"),
+            Err(LevelError::UnknownLevel("loud".into()))
+        );
+        assert_eq!(set_level(" ", "info"), Err(LevelError::BadLoggerName));
+        assert_eq!(
+            set_level(&"x".repeat(257), "info"),
+            Err(LevelError::BadLoggerName)
+        );
+        assert!(LevelError::UnknownLevel("loud".into())
+            .to_string()
+            .contains("debug, info, warn, error or fatal"));
+        assert!(override_for("udpros_test_refusals").is_none());
     }
 
     #[test]

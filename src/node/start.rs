@@ -331,7 +331,7 @@ impl Node {
             .await?;
         let set = self
             .advertise_service::<SetLoggerLevel, _, _>("~set_logger_level", |req| async move {
-                crate::logging::set_level(&req.logger, &req.level)?;
+                crate::logging::set_level(&req.logger, &req.level).map_err(|e| e.to_string())?;
                 tracing::info!("logger {} set to {}", req.logger, req.level);
                 Ok(SetLoggerLevelResponse {})
             })

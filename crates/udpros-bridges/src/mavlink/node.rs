@@ -12,7 +12,7 @@ use super::publish::{advertise, diagnostics, latency, time_reference, timesync_s
 use super::reconfigure::Change;
 use super::session::{Event, Session, SessionConfig};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
-use super::url::{FcuUrl, Transport};
+use super::url::{FcuUrl, Transport, UrlError};
 use crate::sim::Faults;
 use crate::Params;
 use std::future::Future;
@@ -77,7 +77,7 @@ impl Config {
     pub async fn from_node(node: &Node) -> Result<Config, String> {
         let p = Params(node);
         let url: String = p.get("~fcu_url", "sim:".to_string()).await?;
-        let mut cfg = Config::new(url.parse()?);
+        let mut cfg = Config::new(url.parse().map_err(|e: UrlError| e.to_string())?);
         cfg.links = p.link_settings().await?;
         let id = async |key: &str, default: i32| -> Result<u8, String> {
             let v = p

@@ -132,13 +132,94 @@ impl Transport {
     }
 }
 
+/// Why an `fcu_url` does not parse; its text says what was expected, as the node prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlError {
+    /// The URL as given.
+    pub url: String,
+    /// What is wrong with it.
+    pub kind: UrlErrorKind,
+}
+
+/// What is wrong with an `fcu_url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlErrorKind {
+    /// A scheme neither mavros nor the mavlink crate has (`None`: no scheme at all).
+    UnknownScheme(Option<String>),
+    /// `udp://`, `udp-b://` or `udp-pb://` without the `@` between bind and remote.
+    NoAt(String),
+    /// A network URL with a path.
+    PathNotAllowed {
+        /// The URL's scheme.
+        scheme: String,
+        /// The path it carried.
+        path: String,
+    },
+    /// `serial://host/...`: a serial URL takes three slashes.
+    SerialHost(String),
+    /// A baud rate that is not a positive number.
+    BadBaud(String),
+    /// A port that is not 0-65535.
+    BadPort(String),
+    /// `[v6` without its `]`.
+    UnclosedBracket(String),
+    /// Something after `]` other than `:PORT`.
+    NoPortAfterBracket(String),
+    /// A query other than `ids=SYSID,COMPID` within 0-255.
+    BadIds(String),
+    /// A mavlink-crate URL without `HOST:PORT` (`PATH:BAUD`).
+    NoHostPort(String),
+}
+
+impl fmt::Display for UrlErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UrlErrorKind::UnknownScheme(None) => write!(f, "no scheme: use {SYNTAXES}"),
+            UrlErrorKind::UnknownScheme(Some(scheme)) => {
+                write!(f, "unknown URL type '{scheme}': use {SYNTAXES}")
+            }
+            UrlErrorKind::NoAt(scheme) => write!(
+                f,
+                "a {scheme}:// URL needs '@' between the bind and remote addresses"
+            ),
+            UrlErrorKind::PathNotAllowed { scheme, path } => {
+                write!(f, "a {scheme}:// URL has no path ('{path}')")
+            }
+            UrlErrorKind::SerialHost(scheme) => write!(
+                f,
+                "a {scheme}:// URL is {scheme}:///dev/DEVICE[:BAUD] (three slashes)"
+            ),
+            UrlErrorKind::BadBaud(baud) => write!(f, "'{baud}' is not a baud rate"),
+            UrlErrorKind::BadPort(port) => write!(f, "'{port}' is not a port (0-65535)"),
+            UrlErrorKind::UnclosedBracket(text) => write!(f, "'{text}' has no closing ']'"),
+            UrlErrorKind::NoPortAfterBracket(text) => {
+                write!(f, "'{text}': expected :PORT after ']'")
+            }
+            UrlErrorKind::BadIds(query) => {
+                write!(f, "query '{query}' is not ids=SYSID,COMPID (each 0-255)")
+            }
+            UrlErrorKind::NoHostPort(scheme) => {
+                write!(f, "{scheme}: needs HOST:PORT (serial: PATH:BAUD)")
+            }
+        }
+    }
+}
+
+impl fmt::Display for UrlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "fcu_url '{}': {}", self.url, self.kind)
+    }
+}
+
+impl std::error::Error for UrlError {}
+
 /// What an unknown URL is told.
 const SYNTAXES: &str = "mavros's /dev/ttyACM0:57600, serial://, serial-hwfc://, udp://BIND:PORT@REMOTE:PORT, udp-b://, udp-pb://, tcp://HOST:PORT, tcp-l://BIND:PORT (each with ?ids=SYSID,COMPID), the mavlink crate's udpin:, udpout:, tcpin:, tcpout:, serial:PATH:BAUD, or sim:";
 
 impl FromStr for FcuUrl {
-    type Err = String;
+    type Err = UrlError;
 
-    fn from_str(s: &str) -> Result<FcuUrl, String> {
+    fn from_str(s: &str) -> Result<FcuUrl, UrlError> {
         if s == "sim" || s == "sim:" {
             return Ok(FcuUrl::Sim);
         }
@@ -150,7 +231,10 @@ impl FromStr for FcuUrl {
         } else {
             mavlink_crate(s).map(|t| (t, None))
         }
-        .map_err(|why| format!("fcu_url '{s}': {why}"))?;
+        .map_err(|kind| UrlError {
+            url: s.to_string(),
+            kind,
+        })?;
         Ok(FcuUrl::Device {
             transport,
             ids,
@@ -170,7 +254,7 @@ impl fmt::Display for FcuUrl {
 
 /// A URL with `://`, libmavconn's way: the host part runs to the first `/`, the path from
 /// there to `?`, the query after it.
-fn mavros(scheme: &str, rest: &str) -> Result<(Transport, Option<Ids>), String> {
+fn mavros(scheme: &str, rest: &str) -> Result<(Transport, Option<Ids>), UrlErrorKind> {
     let (before_query, query) = match rest.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (rest, None),
@@ -184,14 +268,17 @@ fn mavros(scheme: &str, rest: &str) -> Result<(Transport, Option<Ids>), String> 
         if path.is_empty() || path == "/" {
             Ok((t, ids))
         } else {
-            Err(format!("a {scheme}:// URL has no path ('{path}')"))
+            Err(UrlErrorKind::PathNotAllowed {
+                scheme: scheme.to_string(),
+                path: path.to_string(),
+            })
         }
     };
     match scheme {
         "udp" | "udp-b" | "udp-pb" => {
-            let (bind, remote) = host.split_once('@').ok_or_else(|| {
-                format!("a {scheme}:// URL needs '@' between the bind and remote addresses")
-            })?;
+            let (bind, remote) = host
+                .split_once('@')
+                .ok_or_else(|| UrlErrorKind::NoAt(scheme.to_string()))?;
             let bind = host_port(bind, defaults::UDP_BIND_HOST, defaults::UDP_BIND_PORT)?;
             let remote = host_port(remote, "", defaults::UDP_REMOTE_PORT)?;
             let (remote, broadcast) = match scheme {
@@ -230,26 +317,24 @@ fn mavros(scheme: &str, rest: &str) -> Result<(Transport, Option<Ids>), String> 
         )?)),
         "serial" | "serial-hwfc" => {
             if !host.is_empty() {
-                return Err(format!(
-                    "a {scheme}:// URL is {scheme}:///dev/DEVICE[:BAUD] (three slashes)"
-                ));
+                return Err(UrlErrorKind::SerialHost(scheme.to_string()));
             }
             Ok((serial(path, scheme == "serial-hwfc")?, ids))
         }
-        other => Err(format!("unknown URL type '{other}://': use {SYNTAXES}")),
+        other => Err(UrlErrorKind::UnknownScheme(Some(format!("{other}://")))),
     }
 }
 
 /// `PATH[:BAUD]`, libmavconn's defaults for what is missing. A path may hold colons
 /// (`/dev/serial/by-id/…`): only digits after the last one are a rate.
-fn serial(text: &str, hardware_flow: bool) -> Result<Transport, String> {
+fn serial(text: &str, hardware_flow: bool) -> Result<Transport, UrlErrorKind> {
     let (path, baud) = match text.rsplit_once(':') {
         Some((path, baud)) if !baud.is_empty() && baud.bytes().all(|b| b.is_ascii_digit()) => {
             let baud = baud
                 .parse::<u32>()
                 .ok()
                 .filter(|b| *b > 0)
-                .ok_or_else(|| format!("'{baud}' is not a baud rate"))?;
+                .ok_or_else(|| UrlErrorKind::BadBaud(baud.to_string()))?;
             (path, baud)
         }
         _ => (text, defaults::SERIAL_BAUD),
@@ -266,17 +351,17 @@ fn serial(text: &str, hardware_flow: bool) -> Result<Transport, String> {
 }
 
 /// `HOST[:PORT]`, `:PORT`, `[V6][:PORT]` or nothing, with the defaults for what is missing.
-fn host_port(text: &str, default_host: &str, default_port: u16) -> Result<HostPort, String> {
+fn host_port(text: &str, default_host: &str, default_port: u16) -> Result<HostPort, UrlErrorKind> {
     let (host, port) = if let Some(v6) = text.strip_prefix('[') {
         let (host, after) = v6
             .split_once(']')
-            .ok_or_else(|| format!("'{text}' has no closing ']'"))?;
+            .ok_or_else(|| UrlErrorKind::UnclosedBracket(text.to_string()))?;
         let port = match after {
             "" => None,
             _ => Some(
                 after
                     .strip_prefix(':')
-                    .ok_or_else(|| format!("'{text}': expected :PORT after ']'"))?,
+                    .ok_or_else(|| UrlErrorKind::NoPortAfterBracket(text.to_string()))?,
             ),
         };
         (host, port)
@@ -290,7 +375,7 @@ fn host_port(text: &str, default_host: &str, default_port: u16) -> Result<HostPo
         None => default_port,
         Some(p) => p
             .parse()
-            .map_err(|_| format!("'{p}' is not a port (0-65535)"))?,
+            .map_err(|_| UrlErrorKind::BadPort(p.to_string()))?,
     };
     Ok(HostPort {
         host: if host.is_empty() {
@@ -304,8 +389,8 @@ fn host_port(text: &str, default_host: &str, default_port: u16) -> Result<HostPo
 
 /// `ids=SYSID,COMPID`. libmavconn only warns about another query; here it is an error, so a
 /// typo cannot leave the ids unchanged unnoticed.
-fn parse_ids(query: &str) -> Result<Ids, String> {
-    let bad = || format!("query '{query}' is not ids=SYSID,COMPID (each 0-255)");
+fn parse_ids(query: &str) -> Result<Ids, UrlErrorKind> {
+    let bad = || UrlErrorKind::BadIds(query.to_string());
     let (system, component) = query
         .strip_prefix("ids=")
         .and_then(|ids| ids.split_once(','))
@@ -317,23 +402,21 @@ fn parse_ids(query: &str) -> Result<Ids, String> {
 }
 
 /// `udpin:`, `udpout:`, `tcpin:`, `tcpout:` and `serial:` with `HOST:PORT` (`PATH:BAUD`).
-fn mavlink_crate(s: &str) -> Result<Transport, String> {
-    let (scheme, rest) = s
-        .split_once(':')
-        .ok_or_else(|| format!("no scheme: use {SYNTAXES}"))?;
+fn mavlink_crate(s: &str) -> Result<Transport, UrlErrorKind> {
+    let (scheme, rest) = s.split_once(':').ok_or(UrlErrorKind::UnknownScheme(None))?;
     if !matches!(scheme, "udpin" | "udpout" | "tcpin" | "tcpout" | "serial") {
-        return Err(format!("unknown URL type '{scheme}:': use {SYNTAXES}"));
+        return Err(UrlErrorKind::UnknownScheme(Some(format!("{scheme}:"))));
     }
     let (host, port) = rest
         .rsplit_once(':')
         .filter(|(host, _)| !host.is_empty())
-        .ok_or_else(|| format!("{scheme}: needs HOST:PORT (serial: PATH:BAUD)"))?;
+        .ok_or_else(|| UrlErrorKind::NoHostPort(scheme.to_string()))?;
     if scheme == "serial" {
         let baud = port
             .parse::<u32>()
             .ok()
             .filter(|b| *b > 0)
-            .ok_or_else(|| format!("'{port}' is not a baud rate"))?;
+            .ok_or_else(|| UrlErrorKind::BadBaud(port.to_string()))?;
         return Ok(Transport::Serial {
             path: host.into(),
             baud,
@@ -344,7 +427,7 @@ fn mavlink_crate(s: &str) -> Result<Transport, String> {
         host: udpros::host::unbracketed(host).into(),
         port: port
             .parse()
-            .map_err(|_| format!("'{port}' is not a port (0-65535)"))?,
+            .map_err(|_| UrlErrorKind::BadPort(port.to_string()))?,
     };
     Ok(match scheme {
         // Bound where it says, answering whoever sent last: libmavconn's udp:// with an
@@ -541,24 +624,71 @@ mod tests {
 
     #[test]
     fn what_is_not_a_url_is_one_line_naming_it_and_both_syntaxes() {
-        for (bad, says) in [
-            ("", "no scheme"),
-            ("file://x", "unknown URL type 'file://'"),
-            ("foo:x:1", "unknown URL type 'foo:'"),
-            ("udp://:14540", "needs '@'"),
-            ("udp://:port@", "'port' is not a port"),
-            ("udp://:70000@", "not a port"),
-            ("tcp://h:5760/x", "has no path"),
-            ("udp://@?ids=1", "not ids=SYSID,COMPID"),
-            ("udp://@?ids=1,256", "not ids=SYSID,COMPID"),
-            ("udp://@?sysid=1", "not ids=SYSID,COMPID"),
-            ("serial://dev/ttyS0", "three slashes"),
-            ("/dev/ttyS0:0", "not a baud rate"),
-            ("udpin:14540", "needs HOST:PORT"),
-            ("serial:/dev/ttyS0:fast", "not a baud rate"),
-            ("udp://[::1@", "no closing ']'"),
+        use UrlErrorKind as K;
+        let s = |text: &str| text.to_string();
+        for (bad, kind, says) in [
+            ("", K::UnknownScheme(None), "no scheme"),
+            (
+                "file://x",
+                K::UnknownScheme(Some(s("file://"))),
+                "unknown URL type 'file://'",
+            ),
+            (
+                "foo:x:1",
+                K::UnknownScheme(Some(s("foo:"))),
+                "unknown URL type 'foo:'",
+            ),
+            ("udp://:14540", K::NoAt(s("udp")), "needs '@'"),
+            (
+                "udp://:port@",
+                K::BadPort(s("port")),
+                "'port' is not a port",
+            ),
+            ("udp://:70000@", K::BadPort(s("70000")), "not a port"),
+            (
+                "tcp://h:5760/x",
+                K::PathNotAllowed {
+                    scheme: s("tcp"),
+                    path: s("/x"),
+                },
+                "has no path",
+            ),
+            (
+                "udp://@?ids=1",
+                K::BadIds(s("ids=1")),
+                "not ids=SYSID,COMPID",
+            ),
+            (
+                "udp://@?ids=1,256",
+                K::BadIds(s("ids=1,256")),
+                "not ids=SYSID,COMPID",
+            ),
+            (
+                "udp://@?sysid=1",
+                K::BadIds(s("sysid=1")),
+                "not ids=SYSID,COMPID",
+            ),
+            (
+                "serial://dev/ttyS0",
+                K::SerialHost(s("serial")),
+                "three slashes",
+            ),
+            ("/dev/ttyS0:0", K::BadBaud(s("0")), "not a baud rate"),
+            ("udpin:14540", K::NoHostPort(s("udpin")), "needs HOST:PORT"),
+            (
+                "serial:/dev/ttyS0:fast",
+                K::BadBaud(s("fast")),
+                "not a baud rate",
+            ),
+            (
+                "udp://[::1@",
+                K::UnclosedBracket(s("[::1")),
+                "no closing ']'",
+            ),
         ] {
             let e = bad.parse::<FcuUrl>().unwrap_err();
+            assert_eq!((e.url.as_str(), &e.kind), (bad, &kind));
+            let e = e.to_string();
             assert!(e.contains(says), "{bad}: {e}");
             assert!(!e.contains('\n'), "{e}");
             if says.starts_with("unknown") || says == "no scheme" {
