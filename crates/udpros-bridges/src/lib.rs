@@ -70,6 +70,57 @@ pub async fn node_main<C>(
     }
 }
 
+/// Why a bridge refused a parameter: which one, what kind of refusal (for a caller that
+/// branches), and the one line a user reads (naming the key and what is allowed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamError {
+    /// The parameter (`~range`), or `~` for the node's parameters as a whole.
+    pub key: String,
+    /// What is wrong.
+    pub kind: ParamErrorKind,
+    text: String,
+}
+
+/// What is wrong with a bridge's parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParamErrorKind {
+    /// The parameter server could not be asked.
+    Unreachable,
+    /// The value is not of the parameter's type.
+    WrongType,
+    /// A number outside what is allowed.
+    OutOfRange,
+    /// A name that is none of the choices.
+    NotAChoice,
+    /// Private parameters the node does not have (misspelt, or another node's).
+    Unknown(Vec<String>),
+}
+
+impl ParamError {
+    fn new(key: &str, kind: ParamErrorKind, text: String) -> ParamError {
+        ParamError {
+            key: key.to_string(),
+            kind,
+            text,
+        }
+    }
+}
+
+impl std::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
+/// A bridge's `configure` and `run` speak in lines of text (see [`node_main`]).
+impl From<ParamError> for String {
+    fn from(e: ParamError) -> String {
+        e.text
+    }
+}
+
 /// Refuses the node's private parameters that `known` does not name (the first part of a
 /// nested name counts), in one line that names them, `whose` parameters they are not,
 /// and the ones there are: a misspelt `_rnage:=30` would otherwise be ignored without a
@@ -78,12 +129,14 @@ pub async fn refuse_unknown_parameters(
     node: &Node,
     known: &[&str],
     whose: &str,
-) -> Result<(), String> {
-    let names = node
-        .master()
-        .get_param_names()
-        .await
-        .map_err(|e| format!("cannot list parameters: {e}"))?;
+) -> Result<(), ParamError> {
+    let names = node.master().get_param_names().await.map_err(|e| {
+        ParamError::new(
+            "~",
+            ParamErrorKind::Unreachable,
+            format!("cannot list parameters: {e}"),
+        )
+    })?;
     let prefix = format!("{}/", node.name());
     let mut unknown: Vec<&str> = names
         .iter()
@@ -96,13 +149,17 @@ pub async fn refuse_unknown_parameters(
     unknown.sort_unstable();
     match unknown.as_slice() {
         [] => Ok(()),
-        names => Err(format!(
-            "~{} not a parameter of {whose}; it has: {}",
-            match names {
-                [one] => format!("{one} is"),
-                many => format!("{} are", many.join(", ~")),
-            },
-            known.join(", ")
+        names => Err(ParamError::new(
+            "~",
+            ParamErrorKind::Unknown(names.iter().map(|n| format!("~{n}")).collect()),
+            format!(
+                "~{} not a parameter of {whose}; it has: {}",
+                match names {
+                    [one] => format!("{one} is"),
+                    many => format!("{} are", many.join(", ~")),
+                },
+                known.join(", ")
+            ),
         )),
     }
 }
@@ -226,37 +283,58 @@ pub struct Params<'a>(pub &'a Node);
 
 impl Params<'_> {
     /// `key`'s value, or `default` when it is not set.
-    pub async fn get<T: FromParam>(&self, key: &str, default: T) -> Result<T, String> {
-        self.0.param(key, default).await.map_err(|e| e.to_string())
+    pub async fn get<T: FromParam>(&self, key: &str, default: T) -> Result<T, ParamError> {
+        self.0.param(key, default).await.map_err(|e| {
+            let kind = match e {
+                udpros::api::ApiError::WrongType(_) => ParamErrorKind::WrongType,
+                _ => ParamErrorKind::Unreachable,
+            };
+            ParamError::new(key, kind, e.to_string())
+        })
+    }
+
+    /// [`get`](Self::get), its refusal saying what is allowed.
+    async fn get_allowed<T: FromParam>(
+        &self,
+        key: &str,
+        default: T,
+        allowed: impl FnOnce(String) -> String,
+    ) -> Result<T, ParamError> {
+        self.get(key, default).await.map_err(|mut e| {
+            e.text = allowed(e.text);
+            e
+        })
     }
 
     /// `key`'s value (`default` when it is not set), which must lie in `min..=max`: a value
     /// outside (or NaN) is refused with one line naming the key and the range, never
     /// clamped silently.
-    pub async fn within<T>(&self, key: &str, default: T, min: T, max: T) -> Result<T, String>
+    pub async fn within<T>(&self, key: &str, default: T, min: T, max: T) -> Result<T, ParamError>
     where
         T: FromParam + PartialOrd + std::fmt::Display + Copy,
     {
         let value = self
-            .get(key, default)
-            .await
-            .map_err(|e| format!("{e} (from {min} to {max})"))?;
+            .get_allowed(key, default, |e| format!("{e} (from {min} to {max})"))
+            .await?;
         if value >= min && value <= max {
             Ok(value)
         } else {
-            Err(format!(
-                "{key} {value} is out of range: expected {min} to {max}"
+            Err(ParamError::new(
+                key,
+                ParamErrorKind::OutOfRange,
+                format!("{key} {value} is out of range: expected {min} to {max}"),
             ))
         }
     }
 
     /// A rate in Hz (`default` when it is not set): 0 turns what it paces off, anything else
     /// lies in [`MIN_RATE`]`..=max` (see [`check_rate`]).
-    pub async fn rate(&self, key: &str, default: f64, max: f64) -> Result<f64, String> {
+    pub async fn rate(&self, key: &str, default: f64, max: f64) -> Result<f64, ParamError> {
         let rate = self
-            .get(key, default)
-            .await
-            .map_err(|e| format!("{e} (Hz: 0, off, or {MIN_RATE:.6} to {max})"))?;
+            .get_allowed(key, default, |e| {
+                format!("{e} (Hz: 0, off, or {MIN_RATE:.6} to {max})")
+            })
+            .await?;
         check_rate(key, rate, max)
     }
 
@@ -267,15 +345,20 @@ impl Params<'_> {
         key: &str,
         default: &str,
         choices: &[(&str, T)],
-    ) -> Result<T, String> {
+    ) -> Result<T, ParamError> {
         let names = || choices.iter().map(|(n, _)| *n).collect::<Vec<&str>>();
         let name: String = self
-            .get(key, default.to_string())
-            .await
-            .map_err(|e| format!("{e} ({})", either(&names())))?;
+            .get_allowed(key, default.to_string(), |e| {
+                format!("{e} ({})", either(&names()))
+            })
+            .await?;
         match choices.iter().find(|(n, _)| *n == name) {
             Some(&(_, value)) => Ok(value),
-            None => Err(format!("{key} '{name}' is not {}", either(&names()))),
+            None => Err(ParamError::new(
+                key,
+                ParamErrorKind::NotAChoice,
+                format!("{key} '{name}' is not {}", either(&names())),
+            )),
         }
     }
 }
@@ -337,13 +420,14 @@ impl Params<'_> {
     /// per second, 0 for none, the default: caps for a radio narrower than what the bridge
     /// publishes, toward roscpp and rospy subscribers too), refused with their names and
     /// what is allowed.
-    pub async fn link_settings(&self) -> Result<LinkSettings, String> {
+    pub async fn link_settings(&self) -> Result<LinkSettings, ParamError> {
         Ok(LinkSettings {
             fec: self.fec().await?,
             governor: self
-                .get("~governor", true)
-                .await
-                .map_err(|e| format!("~governor: {e} (true or false)"))?,
+                .get_allowed("~governor", true, |e| {
+                    format!("~governor: {e} (true or false)")
+                })
+                .await?,
             max_rate: self.rate_cap("~max_rate").await?,
             max_rate_per_host: self.rate_cap("~max_rate_per_host").await?,
         })
@@ -351,18 +435,18 @@ impl Params<'_> {
 
     /// A rate cap in bytes per second (0, the default, for none), checked by
     /// [`udpros::node::max_rate_from`].
-    async fn rate_cap(&self, key: &str) -> Result<Option<f64>, String> {
+    async fn rate_cap(&self, key: &str) -> Result<Option<f64>, ParamError> {
         let rate: f64 = self
-            .get(key, 0.0)
-            .await
-            .map_err(|e| format!("{key}: {e} (bytes per second)"))?;
-        udpros::node::max_rate_from(rate).map_err(|e| format!("{key}: {e}"))
+            .get_allowed(key, 0.0, |e| format!("{key}: {e} (bytes per second)"))
+            .await?;
+        udpros::node::max_rate_from(rate)
+            .map_err(|e| ParamError::new(key, ParamErrorKind::OutOfRange, format!("{key}: {e}")))
     }
 
     /// `~fec`: forward error correction toward udpros subscribers of the bridge's topics
     /// on UDPROS (`adaptive`, the default; `adaptive:TARGET`; a fixed repair ratio from 0
     /// to 1; `off`), refused with its name and what is allowed.
-    pub async fn fec(&self) -> Result<FecPolicy, String> {
+    pub async fn fec(&self) -> Result<FecPolicy, ParamError> {
         use udpros::xmlrpc::Value;
         let default = Value::from(FecPolicy::default().to_string());
         // `_fec:=0.25` arrives as a double and `_fec:=1` as an integer, `_fec:=off` as a
@@ -371,9 +455,16 @@ impl Params<'_> {
             Value::String(text) => text,
             Value::Double(ratio) => ratio.to_string(),
             Value::Int(ratio) => ratio.to_string(),
-            other => return Err(format!("~fec: {other:?} is not a FEC setting")),
+            other => {
+                return Err(ParamError::new(
+                    "~fec",
+                    ParamErrorKind::WrongType,
+                    format!("~fec: {other:?} is not a FEC setting"),
+                ))
+            }
         };
-        text.parse().map_err(|e| format!("~fec: {e}"))
+        text.parse()
+            .map_err(|e| ParamError::new("~fec", ParamErrorKind::NotAChoice, format!("~fec: {e}")))
     }
 }
 
@@ -385,12 +476,14 @@ pub const MIN_RATE: f64 = 1.0 / 900.0;
 /// `rate` (Hz) if it is 0 (off) or a finite number in [`MIN_RATE`]`..=max`; otherwise one line
 /// naming `key`, the value and what is allowed. Checked where a rate enters (parameters at
 /// start, dynamic_reconfigure), so the period derived from it is always a finite duration.
-pub fn check_rate(key: &str, rate: f64, max: f64) -> Result<f64, String> {
+pub fn check_rate(key: &str, rate: f64, max: f64) -> Result<f64, ParamError> {
     if rate == 0.0 || (MIN_RATE..=max).contains(&rate) {
         Ok(rate)
     } else {
-        Err(format!(
-            "{key} {rate} Hz is out of range: expected 0 (off) or {MIN_RATE:.6} to {max}"
+        Err(ParamError::new(
+            key,
+            ParamErrorKind::OutOfRange,
+            format!("{key} {rate} Hz is out of range: expected 0 (off) or {MIN_RATE:.6} to {max}"),
         ))
     }
 }
@@ -466,7 +559,7 @@ fn either(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_rate, either, LinkSettings, MIN_RATE};
+    use super::{check_rate, either, LinkSettings, ParamErrorKind, MIN_RATE};
 
     /// A bridge's links are governed as the library's are, and `~governor:=false` takes
     /// the governor off and nothing else.
@@ -507,6 +600,11 @@ mod tests {
             f64::MAX,
         ] {
             let e = check_rate("~ping_rate", bad, 1000.0).unwrap_err();
+            assert_eq!(
+                (e.key.as_str(), &e.kind),
+                ("~ping_rate", &ParamErrorKind::OutOfRange)
+            );
+            let e = String::from(e);
             assert!(e.starts_with("~ping_rate ") && e.contains("0 (off)"), "{e}");
         }
     }

@@ -195,7 +195,7 @@ async fn read_gain(
         },
         _ => {
             // The parameter reader's own words for a value of another type.
-            return p.get::<i64>("~gain", 1).await.map(|_| 1);
+            return Ok(p.get::<i64>("~gain", 1).await.map(|_| 1)?);
         }
     };
     let most = if ping360 { 2 } else { 6 };

@@ -190,7 +190,7 @@ fn device(text: &str, baud: u32) -> Result<LinkSpec, String> {
 
 /// Stops the node when a private parameter is set that neither the driver nor udpros has:
 /// a typo, or the ROS2 driver's names, would otherwise be ignored without a word.
-async fn refuse_unknown(node: &Node) -> Result<(), String> {
+async fn refuse_unknown(node: &Node) -> Result<(), crate::ParamError> {
     crate::refuse_unknown_parameters(
         node,
         PARAMETERS,
