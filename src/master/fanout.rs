@@ -1051,18 +1051,6 @@ mod tests {
         assert_eq!(sim.fanout.apis.len(), 1);
     }
 
-    /// A small deterministic generator: the property test's inputs come from one seed.
-    struct XorShift(u64);
-
-    impl XorShift {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n.max(1)
-        }
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 6, ..Default::default() })]
 
@@ -1084,7 +1072,7 @@ mod tests {
         ) {
             const APIS: usize = 10_000;
             let pacing = Pacing::for_descriptor_limit(1024);
-            let mut rng = XorShift(seed);
+            let mut rng = udpros_testkit::random::Rng::new(seed);
             let mut sim = Sim::new(pacing);
             let mut apis: Vec<(String, Node)> = (0..APIS)
                 .map(|i| {

@@ -207,18 +207,18 @@ impl<P: AsRef<[u8]> + Clone> ClientGoals<P> {
     /// links should be looked at again. Ask again after every other call.
     #[must_use = "call handle_timeout at this instant"]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let link_check = self.next_link_check.filter(|_| self.in_flight());
-        [self.held.next_due(), link_check]
+        // A look due after the last goal ended costs one wake, at which the look ends.
+        [self.held.next_due(), self.next_link_check]
             .into_iter()
             .flatten()
             .min()
     }
 
     /// Whether the driver should look at its status links now, and report them with
-    /// [`ClientGoals::on_status_links`]: goals are in flight and the last look is
-    /// [`LINK_CHECK`] old, or a goal was sent since.
+    /// [`ClientGoals::on_status_links`]: the last look is [`LINK_CHECK`] old, or a goal was
+    /// sent since. A look with no goal in flight ends the looks.
     pub fn wants_link_check(&self, now: Instant) -> bool {
-        self.next_link_check.is_some_and(|at| at <= now) && self.in_flight()
+        self.next_link_check.is_some_and(|at| at <= now)
     }
 
     /// Whether a held result is due by `now`: the driver then takes the feedback its links
