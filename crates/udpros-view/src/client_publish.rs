@@ -9,9 +9,6 @@ use bytes::Bytes;
 use udpros::msg::dynamic::DynamicType;
 use udpros::node::{AdvertiseOptions, Node, RawPublisher};
 
-/// Channels one client may advertise at once.
-pub(crate) const MAX_CLIENT_CHANNELS: usize = 64;
-
 /// One channel a client publishes on.
 pub(crate) struct ClientPublication {
     pub(crate) topic: String,

@@ -26,13 +26,18 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod client;
 mod client_publish;
+mod forward;
 pub mod foxglove;
 mod frame;
+mod graph;
 mod hub;
+mod links;
 mod params;
 mod serve;
 mod services;
+mod table;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -91,8 +96,8 @@ impl View {
         let local_addr = listener.local_addr()?;
         let hub = hub::Hub::new(node, options.clone());
         let tasks = vec![
-            tokio::spawn(hub.clone().track_graph(options.graph_poll)),
-            tokio::spawn(hub.clone().track_clock()),
+            tokio::spawn(graph::track(hub.clone(), options.graph_poll)),
+            tokio::spawn(graph::track_clock(hub.clone())),
             tokio::spawn(serve::accept(listener, hub.clone())),
         ];
         Ok(View {

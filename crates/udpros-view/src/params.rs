@@ -3,16 +3,13 @@
 //! from the node's parameter cache, which the master keeps current (`paramUpdate`), so
 //! watching a parameter costs the master nothing after the first read.
 
+use crate::client::Client;
 use crate::foxglove::client::ClientParameter;
 use crate::foxglove::server::{Level, Parameter, ServerMessage};
-use crate::hub::{Client, Hub};
 use serde_json::{json, Value as Json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use udpros::node::Node;
 use udpros::xmlrpc::Value;
-
-/// Parameter names one client may watch at once.
-pub(crate) const MAX_WATCHED_PER_CLIENT: usize = 1000;
 
 /// A parameter value as the protocol carries it: JSON, typed where JSON cannot tell
 /// (`float64` for a whole double, `float64_array`, `byte_array` as base64).
@@ -107,104 +104,74 @@ fn from_json(value: &Json, depth: usize) -> Result<Value, String> {
     })
 }
 
-impl Hub {
-    /// `getParameters`: the values asked for (every parameter when none is named).
-    pub(crate) async fn get_parameters(
-        self: Arc<Self>,
-        client: Arc<Client>,
-        names: Vec<String>,
-        id: Option<String>,
-    ) {
-        let master = self.node().master();
-        let names = if names.is_empty() {
-            match master.get_param_names().await {
-                Ok(all) => all,
-                Err(e) => {
-                    client.status(Level::Error, format!("cannot list the parameters: {e}"));
-                    return;
-                }
+/// `getParameters`: the values asked for (every parameter when none is named).
+pub(crate) async fn get(node: &Node, client: &Client, names: Vec<String>, id: Option<String>) {
+    let master = node.master();
+    let names = if names.is_empty() {
+        match master.get_param_names().await {
+            Ok(all) => all,
+            Err(e) => {
+                client.status(Level::Error, format!("cannot list the parameters: {e}"));
+                return;
             }
-        } else {
-            names
+        }
+    } else {
+        names
+    };
+    let mut parameters = Vec::new();
+    for name in names {
+        match master.get_param(&name).await {
+            Ok(Some(value)) => parameters.push(to_protocol(&name, &value)),
+            Ok(None) => {} // not set: left out, as the protocol's servers do
+            Err(e) => client.status(Level::Warning, format!("cannot read {name}: {e}")),
+        }
+    }
+    client.say(&ServerMessage::ParameterValues { parameters, id });
+}
+
+/// `setParameters`: sets (or deletes, for null) each, then answers with the values as
+/// they now stand when the request had an id.
+pub(crate) async fn set(
+    node: &Node,
+    client: &Client,
+    parameters: Vec<ClientParameter>,
+    id: Option<String>,
+) {
+    let master = node.master();
+    let mut names = Vec::new();
+    for parameter in parameters {
+        let outcome = match from_protocol(&parameter) {
+            Ok(Some(value)) => master.set_param(&parameter.name, value).await,
+            Ok(None) => master.delete_param(&parameter.name).await.map(|_| ()),
+            Err(e) => {
+                client.status(Level::Error, format!("{}: {e}", parameter.name));
+                continue;
+            }
         };
-        let mut parameters = Vec::new();
-        for name in names {
-            match master.get_param(&name).await {
-                Ok(Some(value)) => parameters.push(to_protocol(&name, &value)),
-                Ok(None) => {} // not set: left out, as the protocol's servers do
-                Err(e) => client.status(Level::Warning, format!("cannot read {name}: {e}")),
-            }
-        }
-        client.say(&ServerMessage::ParameterValues { parameters, id });
-    }
-
-    /// `setParameters`: sets (or deletes, for null) each, then answers with the values
-    /// as they now stand when the request had an id.
-    pub(crate) async fn set_parameters(
-        self: Arc<Self>,
-        client: Arc<Client>,
-        parameters: Vec<ClientParameter>,
-        id: Option<String>,
-    ) {
-        let master = self.node().master();
-        let mut names = Vec::new();
-        for parameter in parameters {
-            let outcome = match from_protocol(&parameter) {
-                Ok(Some(value)) => master.set_param(&parameter.name, value).await,
-                Ok(None) => master.delete_param(&parameter.name).await.map(|_| ()),
-                Err(e) => {
-                    client.status(Level::Error, format!("{}: {e}", parameter.name));
-                    continue;
-                }
-            };
-            match outcome {
-                Ok(()) => names.push(parameter.name),
-                Err(e) => {
-                    client.status(Level::Error, format!("cannot set {}: {e}", parameter.name))
-                }
-            }
-        }
-        if id.is_some() {
-            self.get_parameters(client, names, id).await;
+        match outcome {
+            Ok(()) => names.push(parameter.name),
+            Err(e) => client.status(Level::Error, format!("cannot set {}: {e}", parameter.name)),
         }
     }
+    if id.is_some() {
+        get(node, client, names, id).await;
+    }
+}
 
-    /// Sends each client the parameters it watches that changed since the last look.
-    pub(crate) async fn push_parameter_updates(&self) {
-        let watched = self.watched_parameters();
-        // Names no client watches any more leave the node's cache and the master's list
-        // of its subscriptions: what is cached is only what is watched now.
-        for name in self.unwatched_parameters(&watched) {
-            let _ = self.node().forget_cached_param(&name).await;
-        }
-        if watched.is_empty() {
-            return;
-        }
-        let mut changed = Vec::new();
-        for name in watched {
-            // Cached by the node once read: a master's paramUpdate keeps it current.
-            let now = self.node().get_param_cached(&name).await.ok().flatten();
-            if self.remember_parameter(&name, now.clone()) {
-                changed.push((name, now));
-            }
-        }
-        for (name, value) in changed {
-            let parameter = match &value {
-                Some(v) => to_protocol(&name, v),
-                // Deleted: the protocol has no word for it; an absent value says so.
-                None => Parameter {
-                    name: name.clone(),
-                    value: Json::Null,
-                    value_type: None,
-                },
-            };
-            for client in self.parameter_watchers(&name) {
-                client.say(&ServerMessage::ParameterValues {
-                    parameters: vec![parameter.clone()],
-                    id: None,
-                });
-            }
-        }
+/// The update a watcher is sent of `name`: its value, or, when it was deleted, no value
+/// (the protocol has no word for a deleted parameter).
+pub(crate) fn update(name: &str, value: Option<&Value>) -> ServerMessage {
+    let parameter = match value {
+        Some(v) => to_protocol(name, v),
+        None => Parameter {
+            name: name.to_string(),
+            value: Json::Null,
+            value_type: None,
+        },
+    };
+    ServerMessage::ParameterValues {
+        parameters: vec![parameter],
+        id: None,
     }
 }
 

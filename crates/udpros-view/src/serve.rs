@@ -1,8 +1,9 @@
 //! HTTP and WebSocket: the console page at `/`, and the Foxglove protocol on an upgrade.
 
+use crate::client::Client;
 use crate::foxglove::{choose_subprotocol, Outgoing};
 use crate::frame;
-use crate::hub::{Client, Hub};
+use crate::hub::Hub;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::Full;
@@ -321,7 +322,7 @@ where
     let read = async {
         let mut budget = RequestBudget::new();
         while let Some(Ok(frame)) = stream.next().await {
-            client.heard();
+            hub.heard(id);
             if let Some(wait) = budget.spend(frame.len()) {
                 tokio::time::sleep(wait).await;
             }

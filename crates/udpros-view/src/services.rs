@@ -7,33 +7,23 @@
 //! service types udpros ships and the `.srv` files ROS installs. A service whose type no
 //! definition is found for is not advertised (said once in the log), as with topics.
 
+use crate::client::Client;
 use crate::foxglove::server::{service_call_response, ServerMessage, Service};
-use crate::hub::{Client, Hub};
-use std::sync::Arc;
+use crate::table::Description;
 use std::time::Duration;
+use udpros::node::Node;
 use udpros::service::ClientOptions;
 
 /// How long a probe of a new service may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Services advertised at most (a graph with more is cut, said once).
-pub(crate) const MAX_SERVICES: usize = 4096;
-
 /// How long a client's call may wait for its answer.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What a client needs to call a service: its type and the definitions of its request
-/// and response.
-pub(crate) struct Description {
-    pub(crate) service_type: String,
-    pub(crate) request_schema: String,
-    pub(crate) response_schema: String,
-}
-
 /// A service's type and definitions, probed and looked up.
-pub(crate) async fn describe(hub: &Hub, name: &str) -> Option<Description> {
+pub(crate) async fn describe(node: &Node, name: &str) -> Option<Description> {
     let options = ClientOptions::default().with_timeout(PROBE_TIMEOUT);
-    let client = hub.node().service_client_raw(name, "*", options);
+    let client = node.service_client_raw(name, "*", options);
     let header = match client.probe().await {
         Ok(header) => header,
         Err(e) => {
@@ -66,39 +56,39 @@ pub(crate) async fn describe(hub: &Hub, name: &str) -> Option<Description> {
     }
 }
 
-impl Hub {
-    /// A client's call of service `id`: the response frame, or `serviceCallFailure`.
-    pub(crate) async fn call_service(
-        self: Arc<Self>,
-        client: Arc<Client>,
-        service: Service,
-        call: u32,
-        encoding: String,
-        request: Vec<u8>,
-    ) {
-        let fail = |message: String| ServerMessage::ServiceCallFailure {
-            service_id: service.id,
-            call_id: call,
-            message,
-        };
-        if encoding != "ros1" {
-            client.say(&fail(format!(
-                "encoding {encoding:?}: this server takes ros1 only"
-            )));
-            return;
+/// A client's call of `service` (`call` is the client's id for it): the response frame,
+/// or `serviceCallFailure`. The answer may be at most `max_response` bytes: it must fit
+/// in the client's send buffer with room to spare.
+pub(crate) async fn call(
+    node: &Node,
+    max_response: usize,
+    client: &Client,
+    service: Service,
+    call: u32,
+    encoding: &str,
+    request: &[u8],
+) {
+    let fail = |message: String| ServerMessage::ServiceCallFailure {
+        service_id: service.id,
+        call_id: call,
+        message,
+    };
+    if encoding != "ros1" {
+        client.say(&fail(format!(
+            "encoding {encoding:?}: this server takes ros1 only"
+        )));
+        return;
+    }
+    let options = ClientOptions {
+        max_response,
+        ..ClientOptions::default().with_timeout(CALL_TIMEOUT)
+    };
+    let caller = node.service_client_raw(&service.name, "*", options);
+    match caller.call(request).await {
+        Ok(response) => {
+            let frame = service_call_response(service.id, call, "ros1", &response);
+            client.send_binary(frame);
         }
-        let options = ClientOptions {
-            // An answer must fit in the client's send buffer with room to spare.
-            max_response: self.options.send_limit / 2,
-            ..ClientOptions::default().with_timeout(CALL_TIMEOUT)
-        };
-        let caller = self.node().service_client_raw(&service.name, "*", options);
-        match caller.call(&request).await {
-            Ok(response) => {
-                let frame = service_call_response(service.id, call, "ros1", &response);
-                client.send_binary(frame);
-            }
-            Err(e) => client.say(&fail(e.to_string())),
-        }
+        Err(e) => client.say(&fail(e.to_string())),
     }
 }

@@ -102,6 +102,24 @@ pub enum Request {
     UnsubscribeConnectionGraph,
 }
 
+impl Request {
+    /// The request's `op`, as the client wrote it.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Subscribe { .. } => "subscribe",
+            Request::Unsubscribe { .. } => "unsubscribe",
+            Request::Advertise { .. } => "advertise",
+            Request::Unadvertise { .. } => "unadvertise",
+            Request::GetParameters { .. } => "getParameters",
+            Request::SetParameters { .. } => "setParameters",
+            Request::SubscribeParameterUpdates { .. } => "subscribeParameterUpdates",
+            Request::UnsubscribeParameterUpdates { .. } => "unsubscribeParameterUpdates",
+            Request::SubscribeConnectionGraph => "subscribeConnectionGraph",
+            Request::UnsubscribeConnectionGraph => "unsubscribeConnectionGraph",
+        }
+    }
+}
+
 /// A binary frame from a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinaryRequest<'a> {
