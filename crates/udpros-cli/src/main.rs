@@ -12,6 +12,8 @@ mod param_cmd;
 mod ping_cmd;
 mod proxy_cmd;
 mod service_cmd;
+#[cfg(test)]
+mod shown_commands;
 mod tool_node;
 mod topic;
 mod view_cmd;
