@@ -240,6 +240,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_request_names_the_op_it_was_parsed_from() {
+        for text in [
+            r#"{"op":"subscribe","subscriptions":[]}"#,
+            r#"{"op":"unsubscribe","subscriptionIds":[]}"#,
+            r#"{"op":"advertise","channels":[]}"#,
+            r#"{"op":"unadvertise","channelIds":[]}"#,
+            r#"{"op":"getParameters","parameterNames":[]}"#,
+            r#"{"op":"setParameters","parameters":[]}"#,
+            r#"{"op":"subscribeParameterUpdates","parameterNames":[]}"#,
+            r#"{"op":"unsubscribeParameterUpdates","parameterNames":[]}"#,
+            r#"{"op":"subscribeConnectionGraph"}"#,
+            r#"{"op":"unsubscribeConnectionGraph"}"#,
+        ] {
+            let request = parse_text(text).unwrap();
+            assert!(
+                text.contains(&format!(r#""op":"{}""#, request.op())),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn requests_parse_as_the_spec_writes_them() {
         assert_eq!(
             parse_text(r#"{"op":"subscribe","subscriptions":[{"id":7,"channelId":3}]}"#),
