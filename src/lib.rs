@@ -54,6 +54,8 @@
 //! - [`codegen`] (the `udpros-codegen` crate): `.msg` parsing, md5sums and full definitions
 //!   as genmsg computes them, Rust code generation for build scripts.
 //! - [`host`], [`names`]: host names and addresses, ROS names and remappings.
+//! - [`secure`]: secure links' settings: the graph key from its file, the policy, the
+//!   mode (what they do on the wire is [`wire::secure`]'s).
 //! - [`xmlrpc`], [`yaml`]: XML-RPC as the graph speaks it, and rosparam's YAML.
 //! - [`msg`] and [`msgs`]: the [`Message`](msg::Message) and [`Service`](msg::Service)
 //!   traits, ROS time, the shipped message types, and [dynamic messages](msg::dynamic)
@@ -128,6 +130,7 @@ pub mod node;
 mod python;
 pub mod reconfigure;
 pub mod rosout;
+pub mod secure;
 pub mod service;
 pub(crate) mod socket;
 pub mod time;

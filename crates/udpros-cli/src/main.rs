@@ -4,6 +4,7 @@ mod action_cmd;
 mod bench;
 
 mod demo_cmd;
+mod key_cmd;
 mod master_cmd;
 mod msg_cmd;
 mod msg_export;
@@ -77,6 +78,9 @@ enum Command {
     /// Actions: list them, send a goal and print its feedback and result.
     #[command(subcommand)]
     Action(action_cmd::ActionCommand),
+    /// The graph key of secure links: make one, print a key file's id.
+    #[command(subcommand)]
+    Key(key_cmd::KeyCommand),
 }
 
 /// A failure the user should read: printed as one line, exit status 1.
@@ -118,6 +122,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => proxy_cmd::run(args),
         Command::View(args) => view_cmd::run(args),
         Command::Action(cmd) => action_cmd::run(cmd),
+        Command::Key(cmd) => key_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

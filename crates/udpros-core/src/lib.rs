@@ -19,6 +19,7 @@ pub mod link_setup;
 pub mod negotiation;
 pub mod numeric_array;
 pub mod ros1;
+pub mod secure;
 pub mod service;
 pub mod tcpros;
 pub mod topic;
