@@ -1,7 +1,8 @@
 //! Fragmenting and reassembling UDPROS messages, beside a plain copy of the same bytes; and
 //! serializing a message into its frame, beside allocating and copying the same bytes; and
 //! a LaserScan's float arrays written and read as blocks; and forward error correction:
-//! making a message's repair datagrams, checking its checksum, rebuilding lost blocks.
+//! making a message's repair datagrams, checking its checksum, rebuilding lost blocks; and
+//! a secure link's sealing and opening of a datagram.
 //!
 //! `cargo bench --bench udpros_wire` prints a table; `-- --quick` runs a few iterations only
 //! (CI uses it so the benchmark cannot rot). Timings are printed, never asserted.
@@ -92,6 +93,48 @@ fn main() {
     numeric_arrays(quick);
     forward_error_correction(quick);
     sender_per_message(quick);
+    sealing(quick);
+}
+
+/// What a secure link adds per datagram: sealing at the publisher, opening at the
+/// subscriber (ChaCha20-Poly1305, or the tag alone in auth mode), beside a memcpy.
+fn sealing(quick: bool) {
+    use udpros::wire::secure::datagram::{Opener, Sealer};
+    use udpros::wire::secure::Mode;
+    println!();
+    println!("Secure links: one datagram sealed and opened");
+    println!();
+    println!("| datagram | mode | memcpy | seal | open | seal + open throughput |");
+    println!("|---:|---|---:|---:|---:|---:|");
+    for size in [64usize, 1472, 8972] {
+        let plain: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        let iterations = if quick { 3 } else { 200_000 };
+        let mut destination = vec![0u8; size];
+        let copy = per_iteration(iterations, || {
+            destination.copy_from_slice(black_box(&plain));
+            black_box(&destination);
+        });
+        for mode in [Mode::Encrypt, Mode::Authenticate] {
+            let mut sealer = Sealer::new(&[7; 32], mode);
+            let mut out = Vec::with_capacity(size + 64);
+            let seal = per_iteration(iterations, || {
+                out.clear();
+                sealer.seal_into(black_box(&plain), &mut out);
+                black_box(&out);
+            });
+            // Each opened once, as a receiver takes them.
+            let mut sealer = Sealer::new(&[7; 32], mode);
+            let sealed: Vec<Vec<u8>> = (0..=iterations).map(|_| sealer.seal(&plain)).collect();
+            let mut opener = Opener::new(&[7; 32], mode);
+            let mut next = sealed.iter();
+            let open = per_iteration(iterations, || {
+                let datagram = next.next().expect("one per iteration");
+                black_box(opener.open(black_box(datagram)).expect("sealed here"));
+            });
+            let throughput = size as f64 / (seal + open).as_secs_f64() / 1e9;
+            println!("| {size} B | {mode} | {copy:.2?} | {seal:.2?} | {open:.2?} | {throughput:.2} GB/s |");
+        }
+    }
 }
 
 /// What a publisher's link does per 100 kB message, sends left out: lay out the datagrams
@@ -134,6 +177,7 @@ fn sender_per_message(quick: bool) {
             fec,
             governor: None,
             max_rate: None,
+            secure: None,
         };
         let now = Instant::now();
         let mut tx = UdpSender::new(now, Fragmenter::new(1, datagram).expect("size"), config);

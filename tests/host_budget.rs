@@ -7,14 +7,13 @@
 use udpros_testkit as common;
 
 use bytes::Bytes;
-use common::{spawn_lines, Child, Lines};
+use common::{node_with, spawn_lines, Child, Lines};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use udpros::master::Master;
 use udpros::msgs::std_msgs::UInt8MultiArray;
-use udpros::node::args::{NodeArgs, NodeIdentity};
 use udpros::node::{AdvertiseOptions, Node, NodeOptions, Publisher, SubscribeOptions};
 use udpros::transport::Protocol;
 
@@ -42,18 +41,6 @@ fn age(message: &UInt8MultiArray) -> Duration {
     let mut micros = [0u8; 8];
     micros.copy_from_slice(&message.data[..8]);
     since_start().saturating_sub(Duration::from_micros(u64::from_le_bytes(micros)))
-}
-
-/// A node named `name` on `master`, with `options`.
-async fn node_with(master: &str, name: &str, options: NodeOptions) -> Node {
-    let args = NodeArgs::parse([
-        format!("__master:={master}"),
-        "__ip:=127.0.0.1".to_string(),
-        format!("__name:={name}"),
-    ])
-    .unwrap();
-    let id = NodeIdentity::from_args(name, &args).unwrap();
-    Node::with_options(id, options).await.unwrap()
 }
 
 /// The publishing node: its budget per host is [`CAP`].

@@ -334,20 +334,13 @@ async fn registered(node: &Node, topic: &str) -> (Vec<String>, Vec<String>) {
 /// A node named `name` on `master` that registers nothing of its own (no /rosout, no
 /// logger services) and leaves signals alone: what a shutdown test sees is only its own.
 async fn bare_node(master: &str, name: &str) -> Node {
-    let args = vec![
-        format!("__master:={master}"),
-        "__ip:=127.0.0.1".into(),
-        format!("__name:={name}"),
-    ];
-    let args = udpros::node::args::NodeArgs::parse(args).unwrap();
-    let id = udpros::node::args::NodeIdentity::from_args(name, &args).unwrap();
     let options = udpros::node::NodeOptions {
         rosout: false,
         logger_services: false,
         handle_signals: false,
         ..Default::default()
     };
-    Node::with_options(id, options).await.unwrap()
+    udpros_testkit::node_with(master, name, options).await
 }
 
 /// `publish` works from any thread, so publishers (and subscribers) end up dropped on

@@ -34,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         expects_heartbeats: true,
         fec: true,
         feedback: true,
+        secure: None,
     };
     let mut rx = UdpReceiver::new(now, config);
     let mut rest = data;

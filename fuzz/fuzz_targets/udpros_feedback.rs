@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
         fec: None,
         governor: Some(limits),
         max_rate: None,
+        secure: None,
     };
     let mut tx = UdpSender::new(now, Fragmenter::new(7, 1472).unwrap(), config);
     let frame = Bytes::from(vec![0u8; 20_000]);

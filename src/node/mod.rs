@@ -60,6 +60,9 @@ pub enum NodeError {
     /// This node already publishes the topic with another type: topic, its type, the
     /// type asked for.
     TypeMismatch(String, String, String),
+    /// The node's security settings cannot be used (a key file others may read, a
+    /// policy that needs a key and has none).
+    Security(crate::secure::SecurityError),
 }
 
 impl fmt::Display for NodeError {
@@ -76,6 +79,7 @@ impl fmt::Display for NodeError {
                 f,
                 "this node publishes {topic} as {published}; it cannot advertise it as {asked}"
             ),
+            NodeError::Security(e) => write!(f, "security: {e}"),
         }
     }
 }
@@ -109,6 +113,8 @@ impl WeakNode {
 
 pub(crate) struct NodeInner {
     pub(crate) id: NodeIdentity,
+    /// How the node secures its links (see [`NodeOptions::security`]).
+    pub(crate) security: crate::secure::Security,
     uri: OnceLock<String>,
     pub(crate) master: MasterClient,
     pub(crate) client: XmlRpcClient,

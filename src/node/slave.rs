@@ -11,6 +11,9 @@ use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol};
 use crate::wire::header::HeaderLimits;
 use crate::wire::link_setup::{PathFacts, SenderTerms};
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
+use crate::wire::secure::handshake::{self, Refused, Settled};
+use crate::wire::secure::proof;
+use crate::wire::secure::Policy;
 use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
@@ -292,6 +295,11 @@ impl NodeInner {
                 &HeaderLimits::default(),
             );
             match offer {
+                // TCPROS links are not secured yet (issue 50): under `require` only a
+                // secure UDPROS link will do.
+                Ok(Some(Offer::Tcpros)) if self.security.policy == Policy::Require => {
+                    udp_refused.get_or_insert(UdpLinkError::Secure(Refused::PeerPlain));
+                }
                 Ok(Some(Offer::Tcpros)) => {
                     let host = self.id.host.clone();
                     let port = self.tcp_port.get().copied().unwrap_or(0);
@@ -358,7 +366,7 @@ impl NodeInner {
             loopback,
         };
         let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
-        let terms = SenderTerms::settle(
+        let mut terms = SenderTerms::settle(
             &plan,
             &offer.header,
             path,
@@ -367,6 +375,23 @@ impl NodeInner {
             connection_id,
             publication.max_rate(),
         );
+        // A secure link when the subscriber offered one and this node holds the same key;
+        // under `require` a plain subscriber is refused here, told why.
+        let side = handshake::Side {
+            policy: self.security.policy,
+            key: self.security.active_key(),
+            mode: self.security.mode,
+        };
+        let nonce = crate::secure::new_nonce().map_err(UdpLinkError::Random)?;
+        let context = handshake::link_context(&publication.info.topic, connection_id);
+        let (settled, subscriber_nonce) = handshake::settle(side, &offer.header, &context, &nonce)
+            .map_err(UdpLinkError::Secure)?;
+        if let (Settled::Secure(link), Some(key)) = (settled, side.key) {
+            for (field, value) in handshake::answer_fields(key, link.mode, &nonce) {
+                reply.insert(field, value);
+            }
+            terms.secure = Some(link);
+        }
         if terms.fec.is_some() && !loopback {
             crate::transport::prepare_fec_code();
         }
@@ -376,6 +401,15 @@ impl NodeInner {
         let max_datagram = terms.max_datagram;
         for (field, value) in terms.answer_fields() {
             reply.insert(field, value);
+        }
+        // Signed once every field is in: nothing of the answer can change on the way.
+        if let (Some(_), Some(key)) = (&terms.secure, side.key) {
+            proof::sign(
+                key,
+                proof::Role::Publisher,
+                &mut reply,
+                subscriber_nonce.as_ref(),
+            );
         }
         publication.add_udp_link(socket, caller_id, terms)?;
         Ok(Answer::Udpros(UdprosAnswer {

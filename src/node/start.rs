@@ -57,6 +57,11 @@ pub struct NodeOptions {
     /// [`AdvertiseOptions::max_rate`]: super::AdvertiseOptions::max_rate
     /// [`AdvertiseOptions::urgent`]: super::AdvertiseOptions::urgent
     pub max_rate_per_host: Option<f64>,
+    /// How the node secures its links with udpros peers that hold the graph key (see
+    /// [`crate::secure`]). `None` (the default): from the environment
+    /// (`UDPROS_KEY_FILE`, `UDPROS_SECURITY`, `UDPROS_SECURE_MODE`); with no key file
+    /// named there, security is off, as in ROS1.
+    pub security: Option<crate::secure::Security>,
 }
 
 impl Default for NodeOptions {
@@ -67,6 +72,7 @@ impl Default for NodeOptions {
             rosout: true,
             master_wait: MasterWait::Forever,
             max_rate_per_host: None,
+            security: None,
         }
     }
 }
@@ -141,10 +147,23 @@ impl Node {
     pub async fn with_options(id: NodeIdentity, options: NodeOptions) -> Result<Node, NodeError> {
         let master_wait = MasterWait::from_env_or(options.master_wait)
             .map_err(|e| NodeError::Args(super::args::ArgError(e)))?;
+        let security = match options.security.clone() {
+            Some(security) => security,
+            None => crate::secure::Security::from_env().map_err(NodeError::Security)?,
+        };
+        if let Some(key) = security.active_key() {
+            tracing::info!(
+                "secure links: policy {}, mode {}, graph key {}",
+                security.policy,
+                security.mode,
+                key.id()
+            );
+        }
         let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
         let master = MasterClient::new(&id.master_uri, &id.name, client.clone());
         let inner = Arc::new(NodeInner {
             id,
+            security,
             uri: OnceLock::new(),
             master,
             client,

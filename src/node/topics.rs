@@ -398,6 +398,7 @@ impl Node {
             bind: self.inner.id.bind,
             client: self.inner.client.clone(),
             link_ids: self.inner.link_ids.clone(),
+            security: self.inner.security.clone(),
         }
     }
 }

@@ -72,6 +72,10 @@ pub(crate) enum UdpLinkError {
     Socket(std::io::Error),
     /// The datagram size the plan chose is unusable.
     Datagram(crate::wire::udpros::FragmentError),
+    /// The secure link's handshake refused the subscriber (said to it, and logged).
+    Secure(crate::wire::secure::handshake::Refused),
+    /// The OS gave no random bytes for the link's nonce.
+    Random(crate::secure::KeyFileError),
 }
 
 impl std::fmt::Display for UdpLinkError {
@@ -85,6 +89,8 @@ impl std::fmt::Display for UdpLinkError {
             ),
             UdpLinkError::Socket(e) => write!(f, "UDP socket: {e}"),
             UdpLinkError::Datagram(e) => e.fmt(f),
+            UdpLinkError::Secure(refused) => write!(f, "secure link refused: {refused}"),
+            UdpLinkError::Random(e) => e.fmt(f),
         }
     }
 }

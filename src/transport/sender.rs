@@ -739,6 +739,7 @@ mod tests {
             fec: None,
             governor: None,
             max_rate: None,
+            secure: None,
         }
     }
 

@@ -9,6 +9,8 @@
 use crate::header::ConnectionHeader;
 use crate::link::AllowedSources;
 use crate::negotiation::UdpPlan;
+use crate::secure::datagram::OVERHEAD;
+use crate::secure::LinkSecurity;
 use crate::topic::UDPROS_PEER_FIELD;
 use crate::udpros::fec::{block_payload, FecPolicy, LinkFec, FEC_FIELD, FEC_VERSION};
 use crate::udpros::feedback::{self, FEEDBACK_FIELD, FEEDBACK_VERSION};
@@ -32,7 +34,7 @@ pub struct PathFacts {
 }
 
 /// What a publisher settled with one UDPROS subscriber.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SenderTerms {
     /// The id every datagram carries.
     pub connection_id: u32,
@@ -48,6 +50,19 @@ pub struct SenderTerms {
     pub governor: Option<GovernorConfig>,
     /// The user's cap on the link's rate (bytes per second).
     pub max_rate: Option<f64>,
+    /// A secure link's mode and keys, when both ends settled on one
+    /// ([`secure::handshake`](crate::secure::handshake)); [`SenderTerms::settle`] leaves
+    /// it to the caller, which holds the key.
+    pub secure: Option<LinkSecurity>,
+}
+
+/// The bytes of a datagram that carry UDPROS (header and payload): all of `max_datagram`,
+/// less the seal on a secure link. Both ends cut blocks from this.
+fn unsealed(max_datagram: usize, secure: bool) -> usize {
+    match secure {
+        true => max_datagram.saturating_sub(OVERHEAD),
+        false => max_datagram,
+    }
 }
 
 impl SenderTerms {
@@ -80,6 +95,7 @@ impl SenderTerms {
             fec,
             governor,
             max_rate,
+            secure: None,
         }
     }
 
@@ -105,7 +121,8 @@ impl SenderTerms {
         segmenting: bool,
         loopback: bool,
     ) -> Result<UdpSender, FragmentError> {
-        let data_datagram = HEADER_LEN + block_payload(self.max_datagram, self.fec.is_some());
+        let carried = unsealed(self.max_datagram, self.secure.is_some());
+        let data_datagram = HEADER_LEN + block_payload(carried, self.fec.is_some());
         let fragmenter = Fragmenter::new(self.connection_id, data_datagram)?;
         let config = UdpSenderConfig {
             udpros_peer: self.udpros_peer,
@@ -115,6 +132,7 @@ impl SenderTerms {
             fec: self.fec,
             governor: self.governor,
             max_rate: self.max_rate,
+            secure: self.secure.clone(),
         };
         Ok(UdpSender::new(now, fragmenter, config))
     }
@@ -123,7 +141,8 @@ impl SenderTerms {
 /// How a subscriber receives a link the publisher answered: `publisher` is the
 /// publisher's connection header, `max_datagram` and `connection_id` its answer's; `fec`,
 /// the subscription's own policy (FEC holds when this end asked and the publisher
-/// confirmed); `sources`, where its datagrams may come from.
+/// confirmed); `sources`, where its datagrams may come from; `secure`, what the
+/// subscriber's [`accept`](crate::secure::handshake::accept) settled.
 pub fn receiver_config(
     publisher: &ConnectionHeader,
     max_datagram: usize,
@@ -131,6 +150,7 @@ pub fn receiver_config(
     fec: &FecPolicy,
     sources: AllowedSources,
     max_message_size: usize,
+    secure: Option<LinkSecurity>,
 ) -> UdpReceiverConfig {
     let udpros_peer = publisher.get(UDPROS_PEER_FIELD).is_some();
     let shard = fec.agreed(publisher, max_datagram).filter(|_| udpros_peer);
@@ -140,7 +160,10 @@ pub fn receiver_config(
             // roscpp's ids are opaque; a udpros publisher sends the id it returned.
             connection_id: udpros_peer.then_some(connection_id as u32),
             // The publisher cuts the stream at the size it answered.
-            block_payload: Some(block_payload(max_datagram, shard.is_some())),
+            block_payload: Some(block_payload(
+                unsealed(max_datagram, secure.is_some()),
+                shard.is_some(),
+            )),
             ..ReassemblerConfig::default()
         },
         sources,
@@ -148,6 +171,7 @@ pub fn receiver_config(
         fec: shard.is_some(),
         // The publisher confirmed it reads the arrivals this end reports.
         feedback: udpros_peer && feedback::agreed(publisher),
+        secure: secure.filter(|_| udpros_peer),
     }
 }
 
@@ -179,6 +203,45 @@ mod tests {
         AllowedSources::new(vec!["10.0.0.2".parse().unwrap()], Some(4000))
     }
 
+    /// Carries what `sender` has to send into `receiver` (from the publisher's address),
+    /// as the drivers would, pacing on the sender's clock from `at`; each datagram goes
+    /// through `on_the_way` (its number and bytes) first. The datagrams carried and the
+    /// time reached.
+    fn carry(
+        sender: &mut UdpSender,
+        receiver: &mut crate::udpros::UdpReceiver,
+        mut at: Instant,
+        mut on_the_way: impl FnMut(usize, &mut Vec<u8>),
+    ) -> (usize, Instant) {
+        let from = "10.0.0.2:4000".parse().unwrap();
+        let mut sent = 0;
+        while sender.is_sending() && sent < 1000 {
+            let Some(t) = sender.poll_transmit(at) else {
+                // Paced: on at the sender's next instant, as its driver would.
+                at = sender
+                    .poll_timeout()
+                    .expect("a sending link says when")
+                    .max(at);
+                if sender.wants_reports(at) {
+                    sender.handle_reports(at, std::iter::empty());
+                }
+                continue;
+            };
+            let datagrams: Vec<Vec<u8>> = t
+                .datagrams
+                .chunks(t.segment_size)
+                .map(<[u8]>::to_vec)
+                .collect();
+            sender.on_transmitted(at);
+            for mut datagram in datagrams {
+                on_the_way(sent, &mut datagram);
+                receiver.handle(at, from, bytes::Bytes::from(datagram));
+                sent += 1;
+            }
+        }
+        (sent, at)
+    }
+
     /// Both ends agree from each other's headers alone: the publisher's answer fields
     /// are what the subscriber's receiver reads, FEC and feedback included, and the
     /// sender's data blocks are the receiver's.
@@ -206,7 +269,15 @@ mod tests {
         for (field, value) in terms.answer_fields() {
             answer.insert(field, value);
         }
-        let config = receiver_config(&answer, terms.max_datagram, 7, &policy, sources(), 1 << 20);
+        let config = receiver_config(
+            &answer,
+            terms.max_datagram,
+            7,
+            &policy,
+            sources(),
+            1 << 20,
+            None,
+        );
         assert!(config.fec && config.feedback && config.expects_heartbeats);
         assert_eq!(config.reassembler.connection_id, Some(7));
         // What one end sends, the other takes whole: 30 kB in datagrams of the settled size.
@@ -219,31 +290,136 @@ mod tests {
         frame.extend_from_slice(&body);
         let frame = bytes::Bytes::from(frame);
         assert_eq!(sender.push_queued(now, std::slice::from_ref(&frame)), Ok(1));
-        let (mut sent, mut at) = (0, now);
-        while sender.is_sending() && sent < 1000 {
-            let Some(t) = sender.poll_transmit(at) else {
-                // Paced: on at the sender's next instant, as its driver would.
-                at = sender
-                    .poll_timeout()
-                    .expect("a sending link says when")
-                    .max(at);
-                if sender.wants_reports(at) {
-                    sender.handle_reports(at, std::iter::empty());
-                }
-                continue;
-            };
-            for datagram in t.datagrams.chunks(t.segment_size) {
-                assert!(datagram.len() <= terms.max_datagram);
-                let from = "10.0.0.2:4000".parse().unwrap();
-                receiver.handle(at, from, bytes::Bytes::copy_from_slice(datagram));
-                sent += 1;
-            }
-            sender.on_transmitted(at);
-        }
+        let (sent, _) = carry(&mut sender, &mut receiver, now, |_, datagram| {
+            assert!(datagram.len() <= terms.max_datagram);
+        });
         assert!(sent > 20, "{sent} datagrams");
         let delivered = std::iter::from_fn(|| receiver.poll_event())
             .any(|event| matches!(event, crate::udpros::ReceiverEvent::Message(m) if m == body));
         assert!(delivered, "the message did not arrive whole");
+    }
+
+    /// Two udpros ends with the graph key: the handshake settles the same keys at both
+    /// ends, every datagram leaves sealed within the settled size, a datagram changed on
+    /// the way is refused and FEC rebuilds the message without it, and one forged
+    /// outright is refused and counted.
+    #[test]
+    fn a_secure_pair_seals_every_datagram_and_fec_rebuilds_around_a_forged_one() {
+        use crate::secure::handshake::{self, Settled, Side};
+        use crate::secure::proof::{self, Role};
+        use crate::secure::{GraphKey, Mode, Policy};
+        let key = GraphKey::from_bytes([42; 32]);
+        let side = Side {
+            policy: Policy::Require,
+            key: Some(&key),
+            mode: Mode::Encrypt,
+        };
+        let policy = FecPolicy::default();
+        let mut offer = offer_header(&policy, false);
+        let sub_nonce = [1; 16];
+        for (field, value) in handshake::offer_fields(side, &sub_nonce) {
+            offer.insert(field, value);
+        }
+        proof::sign(&key, Role::Subscriber, &mut offer, None);
+        let path = PathFacts {
+            route_payload: Some(1472),
+            route_mtu: Some(1500),
+            loopback: false,
+        };
+        let mut terms =
+            SenderTerms::settle(&plan(&offer, 65_000), &offer, path, &policy, None, 7, None);
+        let pub_nonce = [2; 16];
+        let (settled, peer) = handshake::settle(side, &offer, b"/t 7", &pub_nonce).unwrap();
+        let Settled::Secure(link) = settled else {
+            panic!("plain")
+        };
+        terms.secure = Some(link.clone());
+        let mut answer = ConnectionHeader::new();
+        for (field, value) in terms.answer_fields() {
+            answer.insert(field, value);
+        }
+        for (field, value) in handshake::answer_fields(&key, link.mode, &pub_nonce) {
+            answer.insert(field, value);
+        }
+        proof::sign(&key, Role::Publisher, &mut answer, peer.as_ref());
+        let accepted = handshake::accept(side, &sub_nonce, &answer, b"/t 7").unwrap();
+        assert_eq!(
+            accepted,
+            Settled::Secure(link.clone()),
+            "the same keys at both ends"
+        );
+        let config = receiver_config(
+            &answer,
+            terms.max_datagram,
+            7,
+            &policy,
+            sources(),
+            1 << 20,
+            Some(link),
+        );
+        let now = Instant::now();
+        let mut sender = terms.sender(now, true, false).unwrap();
+        let mut receiver = crate::udpros::UdpReceiver::new(now, config);
+        let body: Vec<u8> = (0..30_000u32).map(|i| (i * 7) as u8).collect();
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        let frame = bytes::Bytes::from(frame);
+        // Three messages: enough datagrams for the receiver to report the link's loss.
+        let (mut sent, mut at) = (0, now);
+        for _ in 0..3 {
+            assert_eq!(sender.push_queued(at, std::slice::from_ref(&frame)), Ok(1));
+            let (carried, reached) = carry(&mut sender, &mut receiver, at, |n, datagram| {
+                assert!(datagram.len() <= terms.max_datagram, "{}", datagram.len());
+                // Nothing of the body is readable on the wire.
+                assert!(!datagram
+                    .windows(16)
+                    .any(|w| body.windows(16).next() == Some(w)));
+                if sent + n == 3 {
+                    let last = datagram.len() - 1;
+                    datagram[last] ^= 1; // changed on the way: an erasure
+                }
+            });
+            sent += carried;
+            at = reached;
+        }
+        let from = "10.0.0.2:4000".parse().unwrap();
+        // A datagram forged with the link's header and no seal.
+        let mut forged = crate::udpros::DatagramHeader {
+            connection_id: 7,
+            opcode: crate::udpros::Opcode::Data0,
+            message_id: 9,
+            block: 1,
+        }
+        .encode()
+        .to_vec();
+        // A counter ahead of all sent, so that the window lets it through to its tag.
+        forged.extend_from_slice(&[0x7f; 8]);
+        forged.extend_from_slice(&[0u8; 64]);
+        receiver.handle(at, from, bytes::Bytes::from(forged));
+        let delivered: Vec<_> = std::iter::from_fn(|| receiver.poll_event()).collect();
+        let whole = delivered
+            .iter()
+            .filter(|e| matches!(e, crate::udpros::ReceiverEvent::Message(m) if *m == body));
+        assert_eq!(
+            whole.count(),
+            3,
+            "not every message arrived whole: {delivered:?}"
+        );
+        assert_eq!(delivered.len(), 3, "{delivered:?}");
+        let refused = receiver.secure_stats().unwrap();
+        assert_eq!((refused.bad_tag, refused.opened), (2, sent as u64 - 1));
+        assert!(
+            receiver.stats().rebuilt >= 1,
+            "FEC rebuilt what the tag refused"
+        );
+        // The receiver's loss report goes back sealed, and the sender opens it; the same
+        // bytes again are a replay.
+        let later = at + std::time::Duration::from_secs(1);
+        let report = receiver.poll_transmit(later).expect("a loss report is due");
+        assert!(sender.handle_report(later, &report));
+        assert!(!sender.handle_report(later, &report));
+        let opened = sender.secure_stats().unwrap();
+        assert_eq!((opened.opened, opened.replayed), (1, 1));
     }
 
     /// Toward roscpp (no udpros field) nothing is granted; a loopback subscriber is not
@@ -291,7 +467,7 @@ mod tests {
         );
         assert_eq!(terms.fec, None);
         // A roscpp publisher's answer: no heartbeats expected, its ids not checked.
-        let config = receiver_config(&roscpp, 1500, 99, &policy, sources(), 1 << 20);
+        let config = receiver_config(&roscpp, 1500, 99, &policy, sources(), 1 << 20, None);
         assert!(!config.expects_heartbeats && !config.fec && !config.feedback);
         assert_eq!(config.reassembler.connection_id, None);
     }
@@ -307,6 +483,7 @@ mod tests {
             fec: None,
             governor: None,
             max_rate: None,
+            secure: None,
         };
         assert!(terms.sender(Instant::now(), false, false).is_err());
     }

@@ -3,14 +3,31 @@
 
 /// A udpros node named `name` on `master`, on loopback.
 pub async fn node(master: &str, name: &str) -> udpros::node::Node {
-    let args = [
+    udpros::node::Node::new(name, node_args(master, name))
+        .await
+        .expect("node starts")
+}
+
+/// A node named `name` on `master`, on loopback, with `options` of the test's own.
+pub async fn node_with(
+    master: &str,
+    name: &str,
+    options: udpros::node::NodeOptions,
+) -> udpros::node::Node {
+    use udpros::node::args::{NodeArgs, NodeIdentity};
+    let args = NodeArgs::parse(node_args(master, name)).expect("ROS arguments");
+    let id = NodeIdentity::from_args(name, &args).expect("a node identity");
+    udpros::node::Node::with_options(id, options)
+        .await
+        .expect("node starts")
+}
+
+fn node_args(master: &str, name: &str) -> [String; 3] {
+    [
         format!("__master:={master}"),
         "__ip:=127.0.0.1".to_string(),
         format!("__name:={name}"),
-    ];
-    udpros::node::Node::new(name, args)
-        .await
-        .expect("node starts")
+    ]
 }
 
 /// Publishes `message` every `period` on the current runtime until the returned task is

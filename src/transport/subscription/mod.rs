@@ -7,6 +7,7 @@ use super::queue::DropOldest;
 use super::{LinkStats, LinkTotals, Protocol};
 use crate::wire::header::ConnectionHeader;
 use crate::wire::negotiation::{Offer, UdprosOffer};
+use crate::wire::secure::NONCE_LEN;
 use crate::wire::topic::TopicIdentity;
 use crate::wire::udpros::fec::FecPolicy;
 use crate::wire::udpros::UdpStats;
@@ -143,6 +144,8 @@ pub(crate) struct LocalNode {
     pub bind: IpAddr,
     pub client: XmlRpcClient,
     pub link_ids: Arc<AtomicU32>,
+    /// How the node secures its links.
+    pub security: crate::secure::Security,
 }
 
 pub(crate) struct Subscription {
@@ -318,9 +321,30 @@ impl Subscription {
         }
     }
 
-    fn udp_offer(&self, port: u16, ipv6_only: bool) -> Offer {
+    /// This end's settings as a secure link's handshake takes them.
+    fn secure_side(&self) -> crate::wire::secure::handshake::Side<'_> {
+        let security = &self.local.security;
+        crate::wire::secure::handshake::Side {
+            policy: security.policy,
+            key: security.active_key(),
+            mode: security.mode,
+        }
+    }
+
+    /// The UDPROS offer: the subscriber's header (with FEC asked for, and on a node with
+    /// the graph key, a secure link offered under `nonce` and the header signed).
+    fn udp_offer(&self, port: u16, ipv6_only: bool, nonce: &[u8; NONCE_LEN]) -> Offer {
+        use crate::wire::secure::{handshake, proof};
+        let mut header = self.config.fec.ask(self.identity().udp_subscriber_header());
+        let side = self.secure_side();
+        for (field, value) in handshake::offer_fields(side, nonce) {
+            header.insert(field, value);
+        }
+        if let Some(key) = side.key {
+            proof::sign(key, proof::Role::Subscriber, &mut header, None);
+        }
         Offer::Udpros(UdprosOffer {
-            header: self.config.fec.ask(self.identity().udp_subscriber_header()),
+            header,
             host: self.local.host.clone(),
             port,
             max_datagram: self.config.max_datagram_size,

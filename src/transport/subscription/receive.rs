@@ -13,6 +13,8 @@ use crate::wire::negotiation::{
     subscriber_receive_buffer, GiveUpReason, Offer, SubscriberDecision, SubscriberOffer,
     TopicReply, UdprosAnswer,
 };
+use crate::wire::secure::handshake::{self, Settled};
+use crate::wire::secure::Policy;
 use crate::wire::topic::{check_publisher, TopicEvent, TopicReceiver, TopicStreamError};
 use crate::wire::udpros::{ReceiverEvent, UdpReceiver, UdpStats};
 use crate::xmlrpc::Value;
@@ -75,6 +77,9 @@ struct UdpOffer {
     port: u16,
     socket: UdpSocket,
     reader: offload::Reader,
+    /// This end's nonce for a secure link's handshake (drawn for every offer; unused
+    /// when security is off).
+    nonce: [u8; crate::wire::secure::NONCE_LEN],
 }
 
 impl UdpOffer {
@@ -97,10 +102,12 @@ fn open_udp(sub: &Subscription) -> std::io::Result<UdpOffer> {
     let port = socket.local_addr()?.port();
     offload::enable_coalescing(&socket);
     offload::enable_arrival_stamps(&socket);
+    let nonce = crate::secure::new_nonce().map_err(std::io::Error::other)?;
     Ok(UdpOffer {
         port,
         socket,
         reader: offload::Reader::default(),
+        nonce,
     })
 }
 
@@ -118,7 +125,9 @@ async fn connect_and_read(
                 Ok(offer) => {
                     let ipv6_only = !sub.local.bind.is_ipv4()
                         && !crate::transport::has_ipv4_address(&sub.local.host).await;
-                    let entry = sub.udp_offer(offer.port, ipv6_only).to_params();
+                    let entry = sub
+                        .udp_offer(offer.port, ipv6_only, &offer.nonce)
+                        .to_params();
                     offers.push(crate::xmlrpc::entry(entry));
                     udp = Some(offer);
                 }
@@ -129,6 +138,9 @@ async fn connect_and_read(
                     )
                 }
             },
+            // TCPROS links are not secured yet (issue 50): under `require` this end offers
+            // only UDPROS, which it can seal.
+            Protocol::Tcp if sub.local.security.policy == Policy::Require => {}
             Protocol::Tcp => offers.push(crate::xmlrpc::entry(Offer::Tcpros.to_params())),
         }
     }
@@ -249,6 +261,14 @@ async fn read_udp(
     if let Err(refusal) = check_publisher(&header) {
         return Ended::GiveUp(refusal.to_string());
     }
+    // A secure link when both ends hold the key; under `require`, a plain answer is
+    // refused here, and the log says why.
+    let context = handshake::link_context(&sub.config.topic, answer.connection_id as u32);
+    let secure = match handshake::accept(sub.secure_side(), &offer.nonce, &header, &context) {
+        Ok(Settled::Secure(link)) => Some(link),
+        Ok(Settled::Plain) => None,
+        Err(refused) => return Ended::GiveUp(format!("UDPROS link refused: {refused}")),
+    };
     let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
     let sources = match allowed_sources(&link.uri, &answer.host, answer.port, udpros_peer).await {
         Ok(sources) => sources,
@@ -263,6 +283,7 @@ async fn read_udp(
         &sub.config.fec,
         sources,
         sub.config.max_message_size,
+        secure,
     );
     if config.fec && !config.sources.all_loopback() {
         crate::transport::prepare_fec_code();

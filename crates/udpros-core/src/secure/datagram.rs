@@ -78,17 +78,18 @@ impl Sealer {
         out.extend_from_slice(&datagram[..HEADER_LEN]);
         out.extend_from_slice(&counter.to_be_bytes());
         out.extend_from_slice(&datagram[HEADER_LEN..]);
-        let (front, body) = out[start..].split_at_mut(HEADER_LEN + COUNTER_LEN);
         let nonce = nonce(counter);
         // Encrypting at most a datagram (far below ChaCha20's 256 GB per nonce) and
         // writing into a slice cannot fail.
         let tag = match self.mode {
-            Mode::Encrypt => self.cipher.encrypt_in_place_detached(&nonce, front, body),
+            Mode::Encrypt => {
+                let (front, body) = out[start..].split_at_mut(HEADER_LEN + COUNTER_LEN);
+                self.cipher.encrypt_in_place_detached(&nonce, front, body)
+            }
+            // The whole datagram is the associated data of an empty message: a tag, no copy.
             Mode::Authenticate => {
-                let mut aad = Vec::with_capacity(front.len() + body.len());
-                aad.extend_from_slice(front);
-                aad.extend_from_slice(body);
-                self.cipher.encrypt_in_place_detached(&nonce, &aad, &mut [])
+                self.cipher
+                    .encrypt_in_place_detached(&nonce, &out[start..], &mut [])
             }
         }
         .expect("a datagram is within the AEAD's limits");

@@ -9,7 +9,9 @@
 //! covers the subscriber's nonce, so an answer recorded from one link fails on another.
 
 use super::proof::{self, ProofError, Role};
-use super::{nonce_text, parse_nonce, GraphKey, KeyId, LinkKeys, Mode, Policy, NONCE_LEN};
+use super::{
+    nonce_text, parse_nonce, GraphKey, KeyId, LinkKeys, LinkSecurity, Mode, Policy, NONCE_LEN,
+};
 use crate::header::ConnectionHeader;
 use std::fmt;
 
@@ -36,13 +38,8 @@ pub struct Side<'a> {
 pub enum Settled {
     /// A plain ROS1 link (a stock peer under [`Policy::Prefer`], or security off).
     Plain,
-    /// A secure link in `mode`, under `keys`.
-    Secure {
-        /// Encrypted or authenticated.
-        mode: Mode,
-        /// The link's keys.
-        keys: LinkKeys,
-    },
+    /// A secure link.
+    Secure(LinkSecurity),
 }
 
 /// Why an end refuses a link: said to the other end as the header's `error`, and
@@ -88,6 +85,12 @@ impl fmt::Display for Refused {
 }
 
 impl std::error::Error for Refused {}
+
+/// What names a topic's link in its keys' derivation: its topic and connection id, which
+/// both ends know once the publisher has answered.
+pub fn link_context(topic: &str, connection_id: u32) -> Vec<u8> {
+    format!("topic {topic} connection {connection_id}").into_bytes()
+}
 
 /// The fields a subscriber's offer adds under `side` with its fresh `nonce` (none when
 /// its policy is off). Sign the whole header with [`proof::sign`] as
@@ -165,7 +168,7 @@ pub fn settle(
             };
             let mode = theirs.max(side.mode);
             let keys = LinkKeys::derive(key, &peer, nonce, context);
-            Ok((Settled::Secure { mode, keys }, Some(peer)))
+            Ok((Settled::Secure(LinkSecurity { mode, keys }), Some(peer)))
         }
     }
 }
@@ -208,7 +211,7 @@ pub fn accept(
                 return Err(Refused::Malformed(SECURE_FIELD));
             }
             let keys = LinkKeys::derive(key, nonce, &peer, context);
-            Ok(Settled::Secure { mode, keys })
+            Ok(Settled::Secure(LinkSecurity { mode, keys }))
         }
     }
 }
@@ -249,9 +252,9 @@ mod tests {
         let (settled, peer) = settle(pub_side, offer, CONTEXT, &nonce)?;
         let mut header =
             ConnectionHeader::from_pairs([("topic", "/chatter"), ("callerid", "/pub")]);
-        if let Settled::Secure { mode, .. } = &settled {
+        if let Settled::Secure(link) = &settled {
             let key = pub_side.key.unwrap();
-            for (field, value) in answer_fields(key, *mode, &nonce) {
+            for (field, value) in answer_fields(key, link.mode, &nonce) {
                 header.insert(field, value);
             }
             proof::sign(key, Role::Publisher, &mut header, peer.as_ref());
@@ -275,7 +278,7 @@ mod tests {
                 answer(side(Policy::Require, Some(&k), pub_mode), &offered).unwrap();
             let sub_settled = accept(sub, &sub_nonce, &answered, CONTEXT).unwrap();
             assert_eq!(pub_settled, sub_settled, "both ends hold the same keys");
-            assert!(matches!(sub_settled, Settled::Secure { mode, .. } if mode == expected));
+            assert!(matches!(sub_settled, Settled::Secure(link) if link.mode == expected));
         }
     }
 

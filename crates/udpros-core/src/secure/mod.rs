@@ -160,6 +160,35 @@ impl LinkKeys {
     }
 }
 
+/// What a secure link's two ends agreed: the mode and the link's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSecurity {
+    /// Encrypted or authenticated.
+    pub mode: Mode,
+    /// The link's keys, one per direction.
+    pub keys: LinkKeys,
+}
+
+impl LinkSecurity {
+    /// The publisher's sealer of what it sends, and its opener of what the subscriber
+    /// sends back.
+    pub fn publisher_end(&self) -> (datagram::Sealer, datagram::Opener) {
+        (
+            datagram::Sealer::new(&self.keys.downstream, self.mode),
+            datagram::Opener::new(&self.keys.upstream, self.mode),
+        )
+    }
+
+    /// The subscriber's opener of what the publisher sends, and its sealer of what it
+    /// sends back.
+    pub fn subscriber_end(&self) -> (datagram::Opener, datagram::Sealer) {
+        (
+            datagram::Opener::new(&self.keys.downstream, self.mode),
+            datagram::Sealer::new(&self.keys.upstream, self.mode),
+        )
+    }
+}
+
 /// Reads a nonce written in hex in a connection header.
 pub fn parse_nonce(text: &str) -> Option<[u8; NONCE_LEN]> {
     let bytes = key::from_hex(text)?;

@@ -21,6 +21,8 @@ use super::{
     is_newer, message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig,
     UdpStats,
 };
+use crate::secure::datagram::{OpenStats, Opener, Sealer};
+use crate::secure::LinkSecurity;
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -43,6 +45,10 @@ pub struct UdpReceiverConfig {
     /// Both ends agreed on [`feedback`](super::feedback): arrivals are sampled and
     /// reported to the publisher's governor.
     pub feedback: bool,
+    /// Both ends hold the graph key and agreed on a secure link: only datagrams sealed
+    /// for it are taken (the rest are counted and dropped before anything reads them),
+    /// and reports leave sealed.
+    pub secure: Option<LinkSecurity>,
 }
 
 /// What happened on the link, in the order it happened.
@@ -85,6 +91,8 @@ pub struct UdpReceiver {
     loss: LossMeter,
     /// Arrival samples for the publisher's governor, on links that agreed on feedback.
     arrivals: Option<ArrivalLog>,
+    /// A secure link's opener of the publisher's datagrams and sealer of this end's.
+    sealing: Option<Box<(Opener, Sealer)>>,
 }
 
 /// What a receiver holds for FEC: the repair shards of the message they may rebuild, and
@@ -188,6 +196,10 @@ impl UdpReceiver {
             events_dropped: 0,
             loss: LossMeter::default(),
             arrivals: config.feedback.then(|| ArrivalLog::new(now)),
+            sealing: config
+                .secure
+                .as_ref()
+                .map(|link| Box::new(link.subscriber_end())),
             fec: config
                 .fec
                 .then_some(config.reassembler.block_payload)
@@ -231,6 +243,15 @@ impl UdpReceiver {
             }
             self.peer = Some(from);
         }
+        let datagram = match self.sealing.as_deref_mut() {
+            Some((opener, _)) => match opener.open(&datagram) {
+                Ok(plain) => Bytes::from(plain),
+                // Forged, replayed or of another link: nothing of it is read. To FEC it
+                // is a lost datagram.
+                Err(_) => return,
+            },
+            None => datagram,
+        };
         let header = DatagramHeader::parse(&datagram);
         let ours = |h: &DatagramHeader| {
             let checked = self.reassembler.config().connection_id;
@@ -478,6 +499,14 @@ impl UdpReceiver {
     /// from the socket the link reads on to [`UdpReceiver::peer`]. Call after handling
     /// datagrams, until it returns `None`.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let plain = self.poll_plain_transmit(now)?;
+        match self.sealing.as_deref_mut() {
+            Some((_, sealer)) => Some(sealer.seal(&plain)),
+            None => Some(plain),
+        }
+    }
+
+    fn poll_plain_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         let connection_id = self.reassembler.config().connection_id?;
         if let Some(feedback) = self.arrivals.as_mut().and_then(|a| a.poll_feedback(now)) {
             let mut out = Vec::with_capacity(super::feedback::MAX_FEEDBACK_LEN);
@@ -488,6 +517,12 @@ impl UdpReceiver {
         self.loss
             .poll_report(now, connection_id)
             .map(|report| report.to_vec())
+    }
+
+    /// What a secure link opened and refused of the publisher's datagrams, by reason
+    /// (`None`: the link is plain).
+    pub fn secure_stats(&self) -> Option<OpenStats> {
+        self.sealing.as_ref().map(|s| s.0.stats())
     }
 
     /// Counts `reads` the socket could not hand over whole (a datagram larger than the
@@ -620,6 +655,7 @@ mod tests {
                 expects_heartbeats: heartbeats,
                 fec: false,
                 feedback: false,
+                secure: None,
             },
         )
     }

@@ -16,6 +16,10 @@
 //! - on a heartbeat tick, [`UdpSender::poll_heartbeat`]; when the link closes,
 //!   [`UdpSender::goodbye`].
 //!
+//! On a secure link (both ends hold the graph key: [`UdpSenderConfig::secure`]) every
+//! datagram leaves sealed, [`OVERHEAD`] bytes longer (the fragmenter's datagrams are that
+//! much smaller), and the subscriber's reports are opened before they are read.
+//!
 //! Toward roscpp the policy is conservative: roscpp reads a datagram per call into a
 //! kernel-default receive buffer and drops a link on PING or ERR, so it gets neither, and
 //! large messages are spread over its publishing period.
@@ -26,6 +30,8 @@ use super::governor::{Governor, GovernorConfig, GovernorStats, SendLog, START_TR
 use super::liveness::HEARTBEAT;
 use super::loss::Report;
 use super::{ExtraPlace, FragmentError, Fragmenter, Pacer, FILLER_FIRST_BLOCK, HEADER_LEN};
+use crate::secure::datagram::{OpenStats, Opener, Sealer, OVERHEAD};
+use crate::secure::LinkSecurity;
 use bytes::Bytes;
 use std::time::Instant;
 
@@ -81,7 +87,7 @@ pub const FRESHNESS: std::time::Duration = std::time::Duration::from_millis(200)
 pub const GOVERNED_BURST: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// What the driver knows about a link when it opens it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UdpSenderConfig {
     /// The subscriber is udpros: it sizes its receive buffer for whole messages, and
     /// expects heartbeats and a goodbye.
@@ -106,6 +112,9 @@ pub struct UdpSenderConfig {
     /// the only way to know). Bursts are at most [`GOVERNED_BURST`] of it; a governed
     /// link is paced at the lower of this and its governor's rate. `None`: no cap.
     pub max_rate: Option<f64>,
+    /// A secure link's mode and keys (udpros peers that both hold the graph key):
+    /// datagrams leave sealed. Build the fragmenter with [`OVERHEAD`] bytes less.
+    pub secure: Option<LinkSecurity>,
 }
 
 /// Datagrams to send in one call: `datagrams` holds them back to back, each
@@ -254,6 +263,17 @@ pub struct UdpSender {
     filler_sent: u64,
     /// The last filler datagram's number.
     filler_number: u16,
+    /// A secure link's seals (boxed: plain links carry only the pointer).
+    sealing: Option<Box<Sealing>>,
+}
+
+/// What a secure link's send side keeps: its sealer, the opener of the subscriber's
+/// reports, and the sealed copy of the datagrams handed out last.
+#[derive(Debug)]
+struct Sealing {
+    sealer: Sealer,
+    opener: Opener,
+    sealed: Vec<u8>,
 }
 
 /// A governed link's controller and the record of its sends it reads.
@@ -314,6 +334,14 @@ impl UdpSender {
             filler: false,
             filler_sent: 0,
             filler_number: 0,
+            sealing: config.secure.filter(|_| config.udpros_peer).map(|link| {
+                let (sealer, opener) = link.publisher_end();
+                Box::new(Sealing {
+                    sealer,
+                    opener,
+                    sealed: Vec::new(),
+                })
+            }),
         };
         if let Some(cap) = sender.rate_cap {
             sender.pace_at(now, cap);
@@ -508,6 +536,18 @@ impl UdpSender {
         let mut newest_feedback = None;
         let mut taken = false;
         for datagram in datagrams {
+            // On a secure link only what the subscriber sealed is read.
+            let opened;
+            let datagram = match self.sealing.as_deref_mut() {
+                Some(sealing) => match sealing.opener.open(datagram) {
+                    Ok(plain) => {
+                        opened = plain;
+                        &opened[..]
+                    }
+                    Err(_) => continue,
+                },
+                None => datagram,
+            };
             if self.governed.is_some() {
                 if let Some(feedback) = Feedback::parse(datagram, connection_id) {
                     newest_feedback = Some(feedback);
@@ -709,10 +749,12 @@ impl UdpSender {
             return None;
         }
         let len = self.next_send_len();
+        let segment = self.segment();
         if !self.paced_whole {
+            let wire = self.wire_len(len, segment);
             let at = *self
                 .granted
-                .get_or_insert_with(|| self.pacer.reserve(now, len));
+                .get_or_insert_with(|| self.pacer.reserve(now, wire));
             if at > now {
                 if let Some(g) = self.governed.as_mut() {
                     g.governor.on_held();
@@ -720,10 +762,46 @@ impl UdpSender {
                 return None;
             }
         }
+        let plain = &self.out[self.sent..self.sent + len];
+        let Some(sealing) = self.sealing.as_deref_mut() else {
+            return Some(Transmit {
+                datagrams: plain,
+                segment_size: segment,
+            });
+        };
+        // Sealed again when asked again: fresh counters for the same datagrams, of which
+        // the subscriber takes whichever arrives.
+        sealing.sealed.clear();
+        for datagram in plain.chunks(segment.max(1)) {
+            sealing.sealer.seal_into(datagram, &mut sealing.sealed);
+        }
         Some(Transmit {
-            datagrams: &self.out[self.sent..self.sent + len],
-            segment_size: self.segment(),
+            datagrams: &sealing.sealed,
+            segment_size: segment + OVERHEAD,
         })
+    }
+
+    /// Bytes `len` bytes of `segment`-byte datagrams of `out` take on the wire: as many,
+    /// or sealed.
+    fn wire_len(&self, len: usize, segment: usize) -> usize {
+        match self.sealing {
+            Some(_) => len + len.div_ceil(segment.max(1)) * OVERHEAD,
+            None => len,
+        }
+    }
+
+    /// What a secure link opened and refused of the subscriber's reports (`None`: the
+    /// link is plain).
+    pub fn secure_stats(&self) -> Option<OpenStats> {
+        self.sealing.as_ref().map(|s| s.opener.stats())
+    }
+
+    /// A control datagram (PING, ERR) as it leaves: sealed on a secure link.
+    fn control(&mut self, datagram: [u8; HEADER_LEN]) -> Vec<u8> {
+        match self.sealing.as_deref_mut() {
+            Some(sealing) => sealing.sealer.seal(&datagram),
+            None => datagram.to_vec(),
+        }
     }
 
     /// When the driver must next act, covering every timer of the link: while it
@@ -805,27 +883,34 @@ impl UdpSender {
     /// (roscpp drops a link on PING); the link is otherwise idle then. The next is due a
     /// period after it ([`poll_timeout`](Self::poll_timeout)).
     #[must_use = "a heartbeat handed out counts as sent"]
-    pub fn poll_heartbeat(&mut self, now: Instant) -> Option<[u8; HEADER_LEN]> {
+    pub fn poll_heartbeat(&mut self, now: Instant) -> Option<Vec<u8>> {
         let idle = !self.is_sending() && now.saturating_duration_since(self.last_sent) >= HEARTBEAT;
         if !(self.udpros_peer && idle) {
             return None;
         }
         self.last_sent = now;
-        Some(self.fragmenter.ping())
+        let ping = self.fragmenter.ping();
+        Some(self.control(ping))
     }
 
     /// The ERR that tells a udpros subscriber the link is closing (roscpp gets nothing: it
     /// sees the link stop).
-    pub fn goodbye(&self) -> Option<[u8; HEADER_LEN]> {
-        self.udpros_peer.then(|| self.fragmenter.err())
+    pub fn goodbye(&mut self) -> Option<Vec<u8>> {
+        let err = self.udpros_peer.then(|| self.fragmenter.err())?;
+        Some(self.control(err))
     }
 
     /// Bytes a frame of `frame_len` bytes takes on the wire, headers and repair included.
     fn wire_bytes(&mut self, frame_len: usize) -> usize {
         let blocks = self.fragmenter.blocks_for(frame_len);
         let data = frame_len + blocks * HEADER_LEN;
+        // A secure link's seal, on each datagram.
+        let seal = match self.sealing {
+            Some(_) => OVERHEAD,
+            None => 0,
+        };
         if self.fec.is_none() {
-            return data;
+            return data + blocks * seal;
         }
         let shard = match blocks {
             // A one-block message's repair is a copy of it (padded to even).
@@ -833,9 +918,12 @@ impl UdpSender {
             _ => self.fragmenter.max_datagram_size() - HEADER_LEN,
         };
         match self.repairs(blocks) {
-            0 if blocks < 2 => data,
-            0 => data + HEADER_LEN + FEC_HEADER_LEN,
-            r => data + usize::from(r) * (HEADER_LEN + FEC_HEADER_LEN + shard),
+            0 if blocks < 2 => data + blocks * seal,
+            0 => data + HEADER_LEN + FEC_HEADER_LEN + (blocks + 1) * seal,
+            r => {
+                let r = usize::from(r);
+                data + r * (HEADER_LEN + FEC_HEADER_LEN + shard) + (blocks + r) * seal
+            }
         }
     }
 
@@ -1070,12 +1158,16 @@ impl UdpSender {
             (cap / run.segment.max(1)).max(1) * run.segment.max(1)
         });
         // A run's last datagram may be shorter than its segment: the rest of the run goes
-        // in one send when it fits one, the short datagram included.
-        let fits = left <= MAX_SEND && left.div_ceil(run.segment.max(1)) <= MAX_SEGMENTS;
+        // in one send when it fits one, the short datagram included. Sealed, each datagram
+        // is OVERHEAD bytes longer on the wire.
+        let fits = self.wire_len(left, run.segment) <= MAX_SEND
+            && left.div_ceil(run.segment.max(1)) <= MAX_SEGMENTS;
         if fits && left <= cap {
             left
         } else {
-            left.min(max_send(run.segment)).min(cap)
+            let sealed = self.wire_len(run.segment, run.segment);
+            let datagrams = max_send(sealed) / sealed.max(1);
+            left.min(datagrams * run.segment).min(cap)
         }
     }
 }
@@ -1095,6 +1187,7 @@ mod tests {
             fec: None,
             governor: None,
             max_rate: None,
+            secure: None,
         };
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }
@@ -1141,6 +1234,7 @@ mod tests {
             fec: None,
             governor: None,
             max_rate: Some(500_000.0), // 4 Mbit/s
+            secure: None,
         };
         let mut tx = UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config);
         let image = Bytes::from(vec![1u8; 100_000]);
@@ -1253,6 +1347,7 @@ mod tests {
                 fec: Some(fec),
                 governor: None,
                 max_rate: None,
+                secure: None,
             };
             UdpSender::new(now, Fragmenter::new(7, datagram).unwrap(), config)
         };
@@ -1411,6 +1506,7 @@ mod tests {
             fec: None,
             governor: Some(governor),
             max_rate: None,
+            secure: None,
         };
         UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config)
     }

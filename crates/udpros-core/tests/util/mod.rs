@@ -383,6 +383,7 @@ pub fn receiver_for(now: Instant, terms: &SenderTerms, fec: FecPolicy) -> UdpRec
         &fec,
         sources,
         ReassemblerConfig::default().max_message_size,
+        terms.secure.clone(),
     );
     UdpReceiver::new(now, config)
 }

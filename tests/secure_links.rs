@@ -1,0 +1,296 @@
+//! Secure UDPROS links between udpros nodes (issue 50): two nodes with the graph key link
+//! sealed, a publisher that requires security refuses plain subscribers and other keys
+//! and says why, `prefer` still serves roscpp, and what crosses the wire is sealed for
+//! this link only.
+
+use udpros_testkit as common;
+
+use std::sync::Arc;
+use std::time::Duration;
+use udpros::msgs::std_msgs;
+use udpros::node::{AdvertiseOptions, Node, NodeOptions, SubscribeOptions};
+use udpros::secure::{GraphKey, Mode, Policy, Security};
+use udpros::wire::header::ConnectionHeader;
+use udpros::wire::secure::datagram::Opener;
+use udpros::wire::secure::handshake::{self, Settled, Side};
+use udpros::wire::secure::proof::{self, Role};
+use udpros::xmlrpc::{Value, XmlRpcClient};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn security(policy: Policy, key: Option<&GraphKey>, mode: Mode) -> Security {
+    Security {
+        policy,
+        mode,
+        key: key.map(|k| Arc::new(k.clone())),
+    }
+}
+
+async fn node(master: &str, name: &str, security: Security) -> Node {
+    let options = NodeOptions {
+        security: Some(security),
+        ..NodeOptions::default()
+    };
+    common::node_with(master, name, options).await
+}
+
+async fn embedded_master() -> udpros::master::Master {
+    udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap()
+}
+
+fn text(n: u32) -> std_msgs::String {
+    std_msgs::String {
+        data: format!("secret message {n}"),
+    }
+}
+
+/// Publishes on `/secret` every 20 ms until aborted.
+async fn talker(master: &str, security: Security) -> (Node, tokio::task::JoinHandle<()>) {
+    let node = node(master, "talker", security).await;
+    let publisher = node
+        .advertise::<std_msgs::String>("/secret", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let sending = tokio::spawn(async move {
+        for n in 0u32.. {
+            if publisher.publish(&text(n)).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    (node, sending)
+}
+
+/// How many messages a UDPROS-only subscriber under `security` hears within `within`, and
+/// what the publisher's answer said of security.
+async fn listen(master: &str, security: Security, within: Duration) -> (usize, Option<String>) {
+    let node = node(master, "listener", security).await;
+    let mut sub = node
+        .subscribe::<std_msgs::String>("/secret", SubscribeOptions::udp_only())
+        .await
+        .unwrap();
+    let mut heard = 0;
+    let deadline = tokio::time::Instant::now() + within;
+    while heard < 10 {
+        match tokio::time::timeout_at(deadline, sub.recv()).await {
+            Ok(Some(m)) => {
+                assert!(m.data.starts_with("secret message "), "{m:?}");
+                heard += 1;
+            }
+            _ => break,
+        }
+    }
+    let said = sub
+        .links()
+        .into_iter()
+        .filter_map(|l| l.header)
+        .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
+    node.shutdown().await;
+    (heard, said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_with_the_graph_key_link_sealed_in_the_stronger_mode() {
+    let master = embedded_master().await;
+    let key = GraphKey::from_bytes([11; 32]);
+    let (_talker, sending) = talker(
+        master.uri(),
+        security(Policy::Require, Some(&key), Mode::Authenticate),
+    )
+    .await;
+    let (heard, said) = listen(
+        master.uri(),
+        security(Policy::Prefer, Some(&key), Mode::Encrypt),
+        WAIT,
+    )
+    .await;
+    sending.abort();
+    assert_eq!(heard, 10);
+    assert_eq!(
+        said.as_deref(),
+        Some("encrypt"),
+        "the stronger of the two modes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_refuses_plain_subscribers_and_other_keys_and_prefer_links_plainly() {
+    let master = embedded_master().await;
+    let key = GraphKey::from_bytes([11; 32]);
+    let other = GraphKey::from_bytes([12; 32]);
+    let (_talker, sending) = talker(
+        master.uri(),
+        security(Policy::Require, Some(&key), Mode::Encrypt),
+    )
+    .await;
+    let quiet = Duration::from_secs(3);
+    let (heard, _) = listen(master.uri(), Security::default(), quiet).await;
+    assert_eq!(heard, 0, "a subscriber with security off is refused");
+    let (heard, _) = listen(
+        master.uri(),
+        security(Policy::Prefer, Some(&other), Mode::Encrypt),
+        quiet,
+    )
+    .await;
+    assert_eq!(heard, 0, "another key is refused");
+    sending.abort();
+
+    // A publisher that prefers security serves the plain subscriber plainly.
+    let (_talker2, sending) = talker(
+        master.uri(),
+        security(Policy::Prefer, Some(&key), Mode::Encrypt),
+    )
+    .await;
+    let (heard, said) = listen(master.uri(), Security::default(), WAIT).await;
+    sending.abort();
+    assert_eq!(heard, 10);
+    assert_eq!(said, None, "a plain link");
+}
+
+/// requestTopic by hand, as a plain subscriber and as one holding the key: the refusal
+/// says why, and the datagrams of the secure link open only under this link's keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_crosses_the_wire_is_sealed_for_this_link_and_a_plain_offer_is_told_why() {
+    let master = embedded_master().await;
+    let key = GraphKey::from_bytes([11; 32]);
+    let (talker, sending) = talker(
+        master.uri(),
+        security(Policy::Require, Some(&key), Mode::Encrypt),
+    )
+    .await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let offer = |header: &ConnectionHeader| {
+        Value::Array(vec![Value::Array(vec![
+            Value::from("UDPROS"),
+            Value::Base64(header.encode_fields()),
+            Value::from("127.0.0.1"),
+            Value::Int(i32::from(port)),
+            Value::Int(1500),
+        ])])
+    };
+    let mut header = ConnectionHeader::from_pairs([
+        ("callerid", "/by_hand"),
+        ("topic", "/secret"),
+        ("type", "std_msgs/String"),
+        ("md5sum", "992ce8a1687cec8c8bd883ec73ca41d1"),
+        ("udpros", "1"),
+    ]);
+    let client = XmlRpcClient::default();
+    let call = |header: ConnectionHeader| {
+        let client = client.clone();
+        let uri = talker.uri().to_string();
+        async move {
+            let params = vec!["/by_hand".into(), "/secret".into(), offer(&header)];
+            client.call(&uri, "requestTopic", params).await.unwrap()
+        }
+    };
+    let plain = call(header.clone()).await;
+    let plain = plain.as_array().unwrap();
+    assert_eq!(plain[0], Value::Int(0), "{plain:?}");
+    assert!(
+        plain[1]
+            .as_str()
+            .unwrap()
+            .contains("secure links are required here"),
+        "{plain:?}"
+    );
+
+    let side = Side {
+        policy: Policy::Require,
+        key: Some(&key),
+        mode: Mode::Encrypt,
+    };
+    let nonce = [0x5a; 16];
+    for (field, value) in handshake::offer_fields(side, &nonce) {
+        header.insert(field, value);
+    }
+    proof::sign(&key, Role::Subscriber, &mut header, None);
+    let reply = call(header).await;
+    let reply = reply.as_array().unwrap();
+    assert_eq!(reply[0], Value::Int(1), "{reply:?}");
+    let answer = reply[2].as_array().unwrap();
+    let connection_id = answer[3].as_i32().unwrap() as u32;
+    let Value::Base64(fields) = &answer[5] else {
+        panic!("{answer:?}")
+    };
+    let answered = ConnectionHeader::decode_fields(fields, &Default::default()).unwrap();
+    let context = handshake::link_context("/secret", connection_id);
+    let Settled::Secure(link) = handshake::accept(side, &nonce, &answered, &context).unwrap()
+    else {
+        panic!("a plain answer to a secure offer")
+    };
+    let (mut opener, _) = link.subscriber_end();
+    // Under keys of another link (another connection id) nothing opens.
+    let wrong = handshake::link_context("/secret", connection_id + 1);
+    let wrong_keys = udpros::wire::secure::LinkKeys::derive(&key, &nonce, &[0; 16], &wrong);
+    let mut other_link = Opener::new(&wrong_keys.downstream, Mode::Encrypt);
+    let mut buffer = vec![0u8; 2048];
+    let mut opened = 0;
+    while opened < 5 {
+        let len = tokio::time::timeout(WAIT, socket.recv(&mut buffer))
+            .await
+            .expect("datagrams arrive")
+            .unwrap();
+        let datagram = &buffer[..len];
+        assert!(
+            !datagram.windows(14).any(|w| w == b"secret message"),
+            "a payload readable on the wire"
+        );
+        assert!(other_link.open(datagram).is_err());
+        let plain = opener.open(datagram).expect("sealed for this link");
+        if plain.windows(14).any(|w| w == b"secret message") {
+            opened += 1;
+        }
+    }
+    assert_eq!(opener.stats().refused(), 0);
+    sending.abort();
+}
+
+/// `prefer` with a stock roscpp subscriber that asks for UDPROS only: a plain UDPROS link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_serves_a_roscpp_udp_subscriber_plainly() {
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let Some(binary) = common::roscpp_peer() else {
+        return;
+    };
+    let key = GraphKey::from_bytes([11; 32]);
+    let node = node(
+        &uri,
+        "talker",
+        security(Policy::Prefer, Some(&key), Mode::Encrypt),
+    )
+    .await;
+    let publisher = node
+        .advertise::<std_msgs::UInt8MultiArray>("/data", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let mut cmd = std::process::Command::new(binary);
+    cmd.args(["sub", "/data", "--type", "bytes", "--hints", "udp"]);
+    common::ros_env(&mut cmd, &uri);
+    let (_child, mut lines) = common::spawn_lines(cmd);
+    let sending = tokio::spawn(async move {
+        for n in 0u32.. {
+            let mut data: Vec<u8> = (0..3000).map(|i| (n as usize * 31 + i * 7) as u8).collect();
+            data[..4].copy_from_slice(&n.to_le_bytes());
+            let message = std_msgs::UInt8MultiArray {
+                data: data.into(),
+                ..Default::default()
+            };
+            if publisher.publish(&message).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let good = tokio::task::block_in_place(|| {
+        lines.count(10, WAIT, |l| l.starts_with("RECV ") && l.ends_with(" ok"))
+    });
+    sending.abort();
+    assert_eq!(good, 10, "{:?}", lines.seen);
+}
