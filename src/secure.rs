@@ -158,6 +158,15 @@ impl Security {
         Security::from_settings(key_file.as_deref(), policy.as_deref(), mode.as_deref())
     }
 
+    /// A fresh nonce for one end of a link when the policy uses the key; with security
+    /// off none is needed (nor drawn: link setup makes no syscall for it).
+    pub fn link_nonce(&self) -> Result<[u8; NONCE_LEN], KeyFileError> {
+        match self.active_key() {
+            Some(_) => new_nonce(),
+            None => Ok([0; NONCE_LEN]),
+        }
+    }
+
     /// The key, when the policy uses one.
     pub fn active_key(&self) -> Option<&GraphKey> {
         match self.policy {

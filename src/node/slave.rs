@@ -382,7 +382,7 @@ impl NodeInner {
             key: self.security.active_key(),
             mode: self.security.mode,
         };
-        let nonce = crate::secure::new_nonce().map_err(UdpLinkError::Random)?;
+        let nonce = self.security.link_nonce().map_err(UdpLinkError::Random)?;
         let context = handshake::link_context(&publication.info.topic, connection_id);
         let (settled, subscriber_nonce) = handshake::settle(side, &offer.header, &context, &nonce)
             .map_err(UdpLinkError::Secure)?;

@@ -102,7 +102,11 @@ fn open_udp(sub: &Subscription) -> std::io::Result<UdpOffer> {
     let port = socket.local_addr()?.port();
     offload::enable_coalescing(&socket);
     offload::enable_arrival_stamps(&socket);
-    let nonce = crate::secure::new_nonce().map_err(std::io::Error::other)?;
+    let nonce = sub
+        .local
+        .security
+        .link_nonce()
+        .map_err(std::io::Error::other)?;
     Ok(UdpOffer {
         port,
         socket,
