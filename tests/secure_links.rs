@@ -34,10 +34,20 @@ async fn node(master: &str, name: &str, security: Security) -> Node {
     common::node_with(master, name, options).await
 }
 
+/// The graph's key in these tests.
+const KEY: [u8; 32] = [11; 32];
+
+/// A master that checks proofs of [`KEY`] and takes plain callers (`prefer`): a node under
+/// `require` takes only signed answers from its master.
 async fn embedded_master() -> udpros::master::Master {
-    udpros::master::Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
-        .await
-        .unwrap()
+    let key = GraphKey::from_bytes(KEY);
+    udpros::master::Master::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        "127.0.0.1",
+        &security(Policy::Prefer, Some(&key), Mode::Encrypt),
+    )
+    .await
+    .unwrap()
 }
 
 fn text(n: u32) -> std_msgs::String {
@@ -95,7 +105,7 @@ async fn listen(master: &str, security: Security, within: Duration) -> (usize, O
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_with_the_graph_key_link_sealed_in_the_stronger_mode() {
     let master = embedded_master().await;
-    let key = GraphKey::from_bytes([11; 32]);
+    let key = GraphKey::from_bytes(KEY);
     let (_talker, sending) = talker(
         master.uri(),
         security(Policy::Require, Some(&key), Mode::Authenticate),
@@ -119,7 +129,7 @@ async fn nodes_with_the_graph_key_link_sealed_in_the_stronger_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn require_refuses_plain_subscribers_and_other_keys_and_prefer_links_plainly() {
     let master = embedded_master().await;
-    let key = GraphKey::from_bytes([11; 32]);
+    let key = GraphKey::from_bytes(KEY);
     let other = GraphKey::from_bytes([12; 32]);
     let (_talker, sending) = talker(
         master.uri(),
@@ -129,13 +139,20 @@ async fn require_refuses_plain_subscribers_and_other_keys_and_prefer_links_plain
     let quiet = Duration::from_secs(3);
     let (heard, _) = listen(master.uri(), Security::default(), quiet).await;
     assert_eq!(heard, 0, "a subscriber with security off is refused");
-    let (heard, _) = listen(
+    // Another key does not even join: the master refuses its signed calls as wrong.
+    let refused = common::try_node_with(
         master.uri(),
-        security(Policy::Prefer, Some(&other), Mode::Encrypt),
-        quiet,
+        "other_key",
+        NodeOptions {
+            security: Some(security(Policy::Prefer, Some(&other), Mode::Encrypt)),
+            ..NodeOptions::default()
+        },
     )
-    .await;
-    assert_eq!(heard, 0, "another key is refused");
+    .await
+    .err()
+    .expect("a node with another key is refused")
+    .to_string();
+    assert!(refused.contains("proof of the key is wrong"), "{refused}");
     sending.abort();
 
     // A publisher that prefers security serves the plain subscriber plainly.
@@ -155,7 +172,7 @@ async fn require_refuses_plain_subscribers_and_other_keys_and_prefer_links_plain
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_crosses_the_wire_is_sealed_for_this_link_and_a_plain_offer_is_told_why() {
     let master = embedded_master().await;
-    let key = GraphKey::from_bytes([11; 32]);
+    let key = GraphKey::from_bytes(KEY);
     let (talker, sending) = talker(
         master.uri(),
         security(Policy::Require, Some(&key), Mode::Encrypt),
@@ -179,7 +196,26 @@ async fn what_crosses_the_wire_is_sealed_for_this_link_and_a_plain_offer_is_told
         ("md5sum", "992ce8a1687cec8c8bd883ec73ca41d1"),
         ("udpros", "1"),
     ]);
-    let client = XmlRpcClient::default();
+    // Unsigned, requestTopic itself is refused, and says why.
+    let unsigned = XmlRpcClient::default()
+        .call(
+            talker.uri(),
+            "requestTopic",
+            vec!["/by_hand".into(), "/secret".into(), offer(&header)],
+        )
+        .await
+        .unwrap();
+    let unsigned = unsigned.as_array().unwrap();
+    assert_eq!(unsigned[0], Value::Int(-1), "{unsigned:?}");
+    assert!(
+        unsigned[1]
+            .as_str()
+            .unwrap()
+            .contains("carries no proof of the graph key"),
+        "{unsigned:?}"
+    );
+    let client =
+        XmlRpcClient::default().signed(&security(Policy::Require, Some(&key), Mode::Encrypt));
     let call = |header: ConnectionHeader| {
         let client = client.clone();
         let uri = talker.uri().to_string();
@@ -259,7 +295,7 @@ async fn prefer_serves_a_roscpp_udp_subscriber_plainly() {
     let Some(binary) = common::roscpp_peer() else {
         return;
     };
-    let key = GraphKey::from_bytes([11; 32]);
+    let key = GraphKey::from_bytes(KEY);
     let node = node(
         &uri,
         "talker",

@@ -60,6 +60,12 @@ impl MasterClient {
         &self.caller_id
     }
 
+    /// The XML-RPC client it calls with (signing as its node's security says): for calls
+    /// to other nodes' slave APIs on the same terms.
+    pub fn xmlrpc(&self) -> &XmlRpcClient {
+        &self.client
+    }
+
     /// A raw call with the caller id prepended; the status triplet checked.
     pub async fn call(&self, method: &str, args: Vec<Value>) -> Result<Value, ApiError> {
         let mut params = Vec::with_capacity(args.len() + 1);

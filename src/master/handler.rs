@@ -9,7 +9,7 @@ use super::registrations::{Kind, RegistrationManager};
 use crate::api::validate::{validate, Check};
 use crate::api::StatusReply;
 use crate::names::resolve;
-use crate::xmlrpc::{Fault, Handler, HandlerFuture, Value};
+use crate::xmlrpc::{Caller, Fault, Handler, HandlerFuture, Value};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::watch;
@@ -24,6 +24,12 @@ struct State {
 pub(super) struct MasterHandler {
     uri: String,
     state: Mutex<State>,
+    /// Nodes that registered something without proof of the graph key while the master
+    /// checks proofs under `prefer` (stock ROS nodes, or udpros without the key), at most
+    /// [`MAX_UNPROVEN`] of them.
+    unproven: Mutex<std::collections::BTreeSet<String>>,
+    /// The server checks proofs of the key: an unproven call is one to name.
+    guarded: bool,
     notifier: Notifier,
     shutdown: watch::Sender<Option<String>>,
 }
@@ -36,6 +42,10 @@ struct Call<'a> {
     args: &'a [Value],
     default: Value,
 }
+
+/// Unauthenticated nodes the master names at most (each logged once): a flood of names
+/// costs bounded memory.
+const MAX_UNPROVEN: usize = 10_000;
 
 fn string_list(items: Vec<String>) -> Value {
     Value::Array(items.into_iter().map(Value::String).collect())
@@ -64,7 +74,9 @@ fn arg(args: &[Value], i: usize) -> &str {
 }
 
 impl MasterHandler {
-    pub(super) fn new(uri: String) -> Arc<MasterHandler> {
+    /// The handler of a master reached at `uri`, whose server checks proofs when
+    /// `security` uses a key; its calls to nodes are signed then.
+    pub(super) fn new(uri: String, security: &crate::secure::Security) -> Arc<MasterHandler> {
         Arc::new_cyclic(|me: &Weak<MasterHandler>| {
             let me = me.clone();
             let on_rejected = Arc::new(move |caller_id: &str, api: &str, key: &str| {
@@ -78,11 +90,14 @@ impl MasterHandler {
             MasterHandler {
                 uri,
                 state: Mutex::default(),
+                unproven: Mutex::default(),
+                guarded: security.active_key().is_some(),
                 notifier: Notifier::new(
                     Pacing::for_descriptor_limit(
                         crate::connections::descriptor_limit().unwrap_or(1024),
                     ),
                     on_rejected,
+                    security,
                 ),
                 shutdown: watch::channel(None).0,
             }
@@ -92,6 +107,28 @@ impl MasterHandler {
     /// Resolves when a `shutdown` call asks the master to stop, with its reason.
     pub(super) fn shutdown_requests(&self) -> watch::Receiver<Option<String>> {
         self.shutdown.subscribe()
+    }
+
+    /// Nodes that registered without proof of the graph key (under `prefer`), by name.
+    pub(super) fn unproven_nodes(&self) -> Vec<String> {
+        let unproven = self.unproven.lock().unwrap_or_else(|e| e.into_inner());
+        unproven.iter().cloned().collect()
+    }
+
+    /// Notes a registration by a caller that did not prove the key: logged once per node,
+    /// so an operator sees which publishers of a secured graph are plain.
+    fn note_unproven(&self, method: &str, params: &[Value]) {
+        let Some(caller_id) = params.first().and_then(Value::as_str) else {
+            return;
+        };
+        let what = params.get(1).and_then(Value::as_str).unwrap_or("");
+        let mut unproven = self.unproven.lock().unwrap_or_else(|e| e.into_inner());
+        if unproven.len() < MAX_UNPROVEN && unproven.insert(caller_id.to_string()) {
+            tracing::warn!(
+                "{caller_id} calls {method}({what}) without proof of the graph key: its \
+                 registrations are unauthenticated"
+            );
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -491,5 +528,14 @@ impl Handler for MasterHandler {
     fn call(&self, method: &str, params: Vec<Value>) -> HandlerFuture {
         let result = self.dispatch(method, params);
         Box::pin(async move { result })
+    }
+
+    /// Behind a guard (security `prefer`), registrations without proof are taken and
+    /// named; under `require` they never reach here.
+    fn call_from(&self, caller: Caller, method: &str, params: Vec<Value>) -> HandlerFuture {
+        if caller == Caller::Unproven && self.guarded && method.starts_with("register") {
+            self.note_unproven(method, &params);
+        }
+        self.call(method, params)
     }
 }

@@ -34,9 +34,14 @@ struct State {
 }
 
 impl Notifier {
-    pub(super) fn new(pacing: Pacing, on_rejected: Rejected) -> Notifier {
+    pub(super) fn new(
+        pacing: Pacing,
+        on_rejected: Rejected,
+        security: &crate::secure::Security,
+    ) -> Notifier {
         // The deadlines are per call; the client's own are only a backstop.
-        let client = XmlRpcClient::unpooled(pacing.retry_deadline, pacing.retry_deadline);
+        let client =
+            XmlRpcClient::unpooled(pacing.retry_deadline, pacing.retry_deadline).signed(security);
         Notifier {
             shared: Arc::new(Shared {
                 client,
@@ -235,7 +240,7 @@ mod tests {
                     .push(format!("{caller} {api} {key}"));
             })
         };
-        let notifier = Notifier::new(pacing(), on_rejected);
+        let notifier = Notifier::new(pacing(), on_rejected, &Default::default());
         let publishers = Arc::new(vec!["http://p:1/".to_string()]);
         let topic = "/t".to_string();
         notifier.queue(&api, Task::PublisherUpdate { topic, publishers });
@@ -266,7 +271,11 @@ mod tests {
         let (_server, refusing, calls) = node_api(Err(Fault::new(1, "no such topic"))).await;
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let silent = format!("http://{}/", silent.local_addr().unwrap());
-        let notifier = Notifier::new(pacing(), Arc::new(|_: &str, _: &str, _: &str| {}));
+        let notifier = Notifier::new(
+            pacing(),
+            Arc::new(|_: &str, _: &str, _: &str| {}),
+            &Default::default(),
+        );
         for api in [&refusing, &silent] {
             let publishers = Arc::new(Vec::new());
             notifier.queue(

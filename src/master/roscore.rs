@@ -26,6 +26,9 @@ pub struct RoscoreOptions {
     pub rosout: bool,
     /// `/rosdistro` (roslaunch writes the distribution's name and a newline).
     pub rosdistro: String,
+    /// The master's and the `/rosout` node's security; `None` reads it from the
+    /// environment as nodes do ([`crate::secure::Security::from_env`]).
+    pub security: Option<crate::secure::Security>,
 }
 
 impl Default for RoscoreOptions {
@@ -33,6 +36,7 @@ impl Default for RoscoreOptions {
         RoscoreOptions {
             rosout: true,
             rosdistro: "noetic\n".into(),
+            security: None,
         }
     }
 }
@@ -56,8 +60,15 @@ impl Roscore {
         host: &str,
         options: RoscoreOptions,
     ) -> Result<Roscore, NodeError> {
-        let master = Master::start(addr, host).await.map_err(NodeError::Bind)?;
-        let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
+        let security = match options.security.clone() {
+            Some(security) => security,
+            None => crate::secure::Security::from_env().map_err(NodeError::Security)?,
+        };
+        let master = Master::start_with(addr, host, &security)
+            .await
+            .map_err(NodeError::Bind)?;
+        let client =
+            XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10)).signed(&security);
         let api = MasterClient::new(master.uri(), "/roscore", client);
         for (key, value) in [
             ("/rosdistro", options.rosdistro.clone()),
@@ -68,7 +79,7 @@ impl Roscore {
         }
         let aggregated = Arc::new(AtomicU64::new(0));
         let rosout = match options.rosout {
-            true => Some(aggregate_rosout(master.uri(), host, aggregated.clone()).await?),
+            true => Some(aggregate_rosout(master.uri(), host, aggregated.clone(), security).await?),
             false => None,
         };
         Ok(Roscore {
@@ -136,6 +147,7 @@ async fn aggregate_rosout(
     master_uri: &str,
     host: &str,
     aggregated: Arc<AtomicU64>,
+    security: crate::secure::Security,
 ) -> Result<Node, NodeError> {
     let args = [
         format!("__master:={master_uri}"),
@@ -151,6 +163,7 @@ async fn aggregate_rosout(
         // The master's program decides what its signals do.
         handle_signals: false,
         rosout: false,
+        security: Some(security),
         ..NodeOptions::default()
     };
     let node = Node::with_options(id, options).await?;

@@ -71,6 +71,10 @@ impl fmt::Display for NodeError {
             NodeError::Args(e) => write!(f, "bad node arguments: {e}"),
             NodeError::Bind(e) => write!(f, "cannot start the node's XML-RPC server: {e}"),
             NodeError::Api(e) => write!(f, "master call failed: {e}"),
+            // Reached, and it said no (a refusal, a bad argument): not "cannot reach".
+            NodeError::Master(uri, e @ (ApiError::Status { .. } | ApiError::Shape(_))) => {
+                write!(f, "the master at {uri} refused: {e}")
+            }
             NodeError::Master(uri, e) => write!(f, "cannot reach the master at {uri}: {e}"),
             NodeError::ServiceExists(name) => {
                 write!(f, "this node already advertises the service {name}")

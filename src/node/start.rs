@@ -159,7 +159,9 @@ impl Node {
                 key.id()
             );
         }
-        let client = XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10));
+        let client =
+            XmlRpcClient::new(Duration::from_secs(2), Duration::from_secs(10)).signed(&security);
+        let guard = crate::xmlrpc::CallGuard::new(&security);
         let master = MasterClient::new(&id.master_uri, &id.name, client.clone());
         let inner = Arc::new(NodeInner {
             id,
@@ -206,11 +208,15 @@ impl Node {
         let _ = inner.tcp_port.set(tcp.port());
         *lock(&inner.tcp_server) = Some(tcp);
         let backend: Arc<dyn SlaveBackend> = Arc::new(Backend(Arc::downgrade(&inner)));
-        let server = XmlRpcServer::bind(
-            SocketAddr::new(bind, 0),
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(bind, 0))
+            .await
+            .map_err(NodeError::Bind)?;
+        let server = XmlRpcServer::serve_guarded(
+            listener,
             Arc::new(SlaveHandler::new(backend)),
+            Default::default(),
+            guard,
         )
-        .await
         .map_err(NodeError::Bind)?;
         let _ = inner.uri.set(server.uri(&inner.id.host));
         *lock(&inner.slave) = Some(server);

@@ -2,6 +2,7 @@
 //! and no `Accept-Encoding` (Python servers gzip large replies for clients that ask).
 
 use super::parse::{parse_response, ParseError, ParseLimits};
+use super::proof::{CallRefused, CallSigner, PROOF_HEADER};
 use super::write::write_call;
 use super::{Fault, Value};
 use bytes::Bytes;
@@ -30,6 +31,11 @@ pub enum CallError {
     Parse(ParseError),
     /// The server answered with a fault.
     Fault(Fault),
+    /// The answer's proof of the graph key is wrong, or missing where the policy is
+    /// `require`: it is not taken.
+    Unproven(CallRefused),
+    /// No random nonce could be drawn to sign the call.
+    NoRandomness(String),
 }
 
 impl fmt::Display for CallError {
@@ -44,6 +50,12 @@ impl fmt::Display for CallError {
             CallError::Http(status) => write!(f, "XML-RPC server answered HTTP {status}"),
             CallError::Parse(e) => write!(f, "bad XML-RPC response: {e}"),
             CallError::Fault(fault) => fault.fmt(f),
+            CallError::Unproven(CallRefused::Missing) => f.write_str(
+                "XML-RPC answer refused: it carries no proof of the graph key (a stock ROS \
+                 peer, or udpros without the key) and this node's security policy is require",
+            ),
+            CallError::Unproven(why) => write!(f, "XML-RPC answer refused: {why}"),
+            CallError::NoRandomness(e) => write!(f, "cannot sign the XML-RPC call: {e}"),
         }
     }
 }
@@ -55,6 +67,7 @@ impl std::error::Error for CallError {}
 pub struct XmlRpcClient {
     client: Client<HttpConnector, Full<Bytes>>,
     request_timeout: Duration,
+    signer: Option<CallSigner>,
 }
 
 impl fmt::Debug for XmlRpcClient {
@@ -95,6 +108,7 @@ impl XmlRpcClient {
         XmlRpcClient {
             client,
             request_timeout,
+            signer: None,
         }
     }
 
@@ -103,7 +117,15 @@ impl XmlRpcClient {
         XmlRpcClient {
             client: self.client.clone(),
             request_timeout,
+            signer: self.signer.clone(),
         }
+    }
+
+    /// The same pool, signing every call with the graph key and checking the answers as
+    /// `security`'s policy says ([`super::proof`]); with security off, unchanged.
+    pub fn signed(mut self, security: &crate::secure::Security) -> XmlRpcClient {
+        self.signer = CallSigner::new(security);
+        self
     }
 
     /// Calls `method` at `uri` (`http://host:port/`) and returns its value, or the fault.
@@ -119,10 +141,23 @@ impl XmlRpcClient {
         if parsed.scheme_str() != Some("http") || parsed.authority().is_none() {
             return Err(CallError::InvalidUri(uri.to_string()));
         }
-        let request = hyper::Request::post(parsed)
+        let body = Bytes::from(write_call(method, &params));
+        let signed = match &self.signer {
+            Some(signer) => Some(
+                signer
+                    .sign(&body)
+                    .map_err(|e| CallError::NoRandomness(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let mut request = hyper::Request::post(parsed)
             .header(hyper::header::CONTENT_TYPE, "text/xml")
-            .header(hyper::header::USER_AGENT, "udpros")
-            .body(Full::new(Bytes::from(write_call(method, &params))))
+            .header(hyper::header::USER_AGENT, "udpros");
+        if let Some(signed) = &signed {
+            request = request.header(PROOF_HEADER, signed.header.as_str());
+        }
+        let request = request
+            .body(Full::new(body))
             .map_err(|e| CallError::InvalidUri(e.to_string()))?;
         let limits = ParseLimits::CLIENT;
         let exchange = async {
@@ -132,6 +167,10 @@ impl XmlRpcClient {
                 .await
                 .map_err(|e| transport_error(&e))?;
             let status = response.status();
+            let proof = response
+                .headers()
+                .get(PROOF_HEADER)
+                .map(|v| v.to_str().unwrap_or("").to_string());
             let body = Limited::new(response.into_body(), limits.max_body)
                 .collect()
                 .await
@@ -140,14 +179,28 @@ impl XmlRpcClient {
             if !status.is_success() {
                 return Err(CallError::Http(status.as_u16()));
             }
-            Ok(body)
+            Ok((proof, body))
         };
-        let body = tokio::time::timeout(self.request_timeout, exchange)
+        let (proof, body) = tokio::time::timeout(self.request_timeout, exchange)
             .await
             .map_err(|_| CallError::Timeout)??;
-        parse_response(&body, &limits)
-            .map_err(CallError::Parse)?
-            .map_err(CallError::Fault)
+        let answer = parse_response(&body, &limits).map_err(CallError::Parse)?;
+        if let (Some(signer), Some(signed)) = (&self.signer, &signed) {
+            signer
+                .check_answer(signed, proof.as_deref(), &body, is_refusal(&answer))
+                .map_err(CallError::Unproven)?;
+        }
+        answer.map_err(CallError::Fault)
+    }
+}
+
+/// Whether an answer says the call failed (a fault, or a ROS status triple whose code is
+/// not 1): such an answer is passed on unsigned, as the peer's word, never as data.
+fn is_refusal(answer: &Result<Value, super::Fault>) -> bool {
+    match answer {
+        Err(_) => true,
+        Ok(Value::Array(triple)) => triple.first().and_then(Value::as_i32) != Some(1),
+        Ok(_) => false,
     }
 }
 

@@ -5,6 +5,7 @@
 mod base64;
 mod client;
 mod parse;
+pub mod proof;
 mod server;
 mod value;
 mod write;
@@ -12,6 +13,7 @@ mod write;
 pub use base64::{decode_base64, encode_base64};
 pub use client::{CallError, XmlRpcClient};
 pub use parse::{parse_call, parse_response, ParseError, ParseLimits};
+pub use proof::{CallGuard, CallSigner, Caller};
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use server::serve_stream;

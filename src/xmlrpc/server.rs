@@ -19,6 +19,7 @@
 //! milliseconds in the parser while other calls wait.
 
 use super::parse::{parse_call, ParseLimits};
+use super::proof::{CallGuard, Caller, Checked, PROOF_HEADER};
 use super::write::{write_fault, write_response};
 use super::{Fault, MethodCall, Value};
 use crate::connections::{accept_with_backoff, Activity, ConnectionSet};
@@ -43,6 +44,14 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, Fault>> + Sen
 pub trait Handler: Send + Sync + 'static {
     /// Answers one call.
     fn call(&self, method: &str, params: Vec<Value>) -> HandlerFuture;
+
+    /// Answers one call from a caller that proved the graph key or did not (always
+    /// [`Caller::Unproven`] on a server without a [`CallGuard`]): what a handler overrides
+    /// when it treats them apart, as the master marks unauthenticated registrations.
+    fn call_from(&self, caller: Caller, method: &str, params: Vec<Value>) -> HandlerFuture {
+        let _ = caller;
+        self.call(method, params)
+    }
 }
 
 /// Bodies up to this size are read without taking from the large-body budget: ROS calls
@@ -110,9 +119,21 @@ impl XmlRpcServer {
         handler: Arc<dyn Handler>,
         limits: ServerLimits,
     ) -> std::io::Result<XmlRpcServer> {
+        XmlRpcServer::serve_guarded(listener, handler, limits, None)
+    }
+
+    /// Serves with `guard` checking every call's proof of the graph key before its body is
+    /// parsed (`None`: every call taken, as stock ROS servers do), and signing the answers
+    /// to proven calls.
+    pub fn serve_guarded(
+        listener: TcpListener,
+        handler: Arc<dyn Handler>,
+        limits: ServerLimits,
+        guard: Option<Arc<CallGuard>>,
+    ) -> std::io::Result<XmlRpcServer> {
         let local_addr = listener.local_addr()?;
         let connections = ConnectionSet::new(limits.max_connections);
-        let shared = Shared::new(handler, limits);
+        let shared = Shared::new(handler, limits, guard);
         let accept = tokio::spawn(accept_loop(listener, shared, connections.clone()));
         Ok(XmlRpcServer {
             local_addr,
@@ -150,15 +171,21 @@ impl Drop for XmlRpcServer {
 struct Shared {
     handler: Arc<dyn Handler>,
     limits: ServerLimits,
+    guard: Option<Arc<CallGuard>>,
     /// Permits are bytes of large bodies.
     large_bodies: Semaphore,
 }
 
 impl Shared {
-    fn new(handler: Arc<dyn Handler>, limits: ServerLimits) -> Arc<Shared> {
+    fn new(
+        handler: Arc<dyn Handler>,
+        limits: ServerLimits,
+        guard: Option<Arc<CallGuard>>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             handler,
             limits,
+            guard,
             large_bodies: Semaphore::new(limits.large_body_budget),
         })
     }
@@ -221,7 +248,15 @@ pub async fn serve_stream<IO>(io: IO, handler: Arc<dyn Handler>, limits: ServerL
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    serve_connection(io, Shared::new(handler, limits), None).await;
+    serve_connection(io, Shared::new(handler, limits, None), None).await;
+}
+
+/// A refused call's answer: a ROS status triple `[-1, text, 0]`, which every ROS API
+/// caller reports as one line (rospy's tools print `ERROR: text`, roscpp logs it), where a
+/// fault would end a Python tool in a traceback.
+fn refusal_reply(text: String) -> Response<Full<Bytes>> {
+    let triple = Value::Array(vec![Value::Int(-1), Value::String(text), Value::Int(0)]);
+    reply(StatusCode::OK, write_response(&triple))
 }
 
 fn fault_reply(message: impl Into<String>) -> Response<Full<Bytes>> {
@@ -247,6 +282,10 @@ async fn serve(
             "request body of {len} bytes is over the limit of {max_body} bytes"
         )));
     }
+    let proof = req
+        .headers()
+        .get(PROOF_HEADER)
+        .map(|v| v.to_str().map(str::to_owned).map_err(|_| ()));
     // A body of unknown length counts as a large one of the largest size.
     let size = declared.map_or(max_body, |len| len as usize);
     let _permit = if size > LARGE_BODY {
@@ -268,21 +307,46 @@ async fn serve(
         }
         Err(_) => return Ok(fault_reply("request body not received in time")),
     };
+    // The proof is checked before the body is parsed: under `require`, a caller without
+    // the key costs an HMAC, never the parser.
+    let checked = match &shared.guard {
+        None => Checked::Unproven,
+        Some(guard) => {
+            let proof = match &proof {
+                Some(Err(())) => Some(""), // not text: malformed
+                Some(Ok(text)) => Some(text.as_str()),
+                None => None,
+            };
+            match guard.check(proof, &body) {
+                Ok(checked) => checked,
+                Err(why) => return Ok(refusal_reply(guard.refusal_text(why))),
+            }
+        }
+    };
     let call = match decode(body, limits.parse).await {
         Ok(call) => call,
         Err(message) => return Ok(fault_reply(message)),
     };
     let handler = &*shared.handler;
+    let caller = checked.caller();
     let result = if call.method == "system.multicall" {
-        multicall(handler, call.params).await
+        multicall(handler, caller, call.params).await
     } else {
-        handler.call(&call.method, call.params).await
+        handler.call_from(caller, &call.method, call.params).await
     };
     let text = match result {
         Ok(value) => write_response(&value),
         Err(fault) => write_fault(&fault),
     };
-    Ok(reply(StatusCode::OK, text))
+    let answer_proof = shared
+        .guard
+        .as_ref()
+        .and_then(|guard| guard.sign_answer(checked, text.as_bytes()));
+    let mut response = reply(StatusCode::OK, text);
+    if let Some(value) = answer_proof.and_then(|p| hyper::header::HeaderValue::from_str(&p).ok()) {
+        response.headers_mut().insert(PROOF_HEADER, value);
+    }
+    Ok(response)
 }
 
 /// Reads a body into one buffer sized from its declared length (collecting frames and
@@ -324,7 +388,11 @@ fn reply(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 
 /// `system.multicall([{methodName, params}, ...])`: each result wrapped in a one-element
 /// array, each failure as a fault struct, as Python's and XmlRpc++'s servers do.
-async fn multicall(handler: &dyn Handler, params: Vec<Value>) -> Result<Value, Fault> {
+async fn multicall(
+    handler: &dyn Handler,
+    caller: Caller,
+    params: Vec<Value>,
+) -> Result<Value, Fault> {
     let Some(Value::Array(calls)) = params.into_iter().next() else {
         return Err(Fault::new(-1, "system.multicall expects an array of calls"));
     };
@@ -337,7 +405,7 @@ async fn multicall(handler: &dyn Handler, params: Vec<Value>) -> Result<Value, F
             Some(("system.multicall", _)) => {
                 Err(Fault::new(-1, "recursive system.multicall forbidden"))
             }
-            Some((method, params)) => handler.call(method, params.to_vec()).await,
+            Some((method, params)) => handler.call_from(caller, method, params.to_vec()).await,
             None => Err(Fault::new(
                 -1,
                 "multicall entries need methodName and params",

@@ -44,7 +44,10 @@ fn master_uri() -> String {
 
 /// Whether a master answers at `uri` (getPid within a second).
 async fn master_answers(uri: &str) -> bool {
-    let client = udpros::xmlrpc::XmlRpcClient::new(Duration::from_secs(1), Duration::from_secs(1));
+    // Signed when a key is configured: a master under `require` answers nothing else.
+    let security = udpros::secure::Security::from_env().unwrap_or_default();
+    let client = udpros::xmlrpc::XmlRpcClient::new(Duration::from_secs(1), Duration::from_secs(1))
+        .signed(&security);
     let master = udpros::api::MasterClient::new(uri, "/udpros_demo", client);
     master.get_pid().await.is_ok()
 }

@@ -5,7 +5,7 @@ use super::CliResult;
 use clap::{Args, Subcommand};
 use std::time::{Duration, Instant};
 use udpros::node::Node;
-use udpros::xmlrpc::{Value, XmlRpcClient};
+use udpros::xmlrpc::Value;
 
 #[derive(Subcommand)]
 pub enum NodeCommand {
@@ -81,8 +81,14 @@ async fn list(tool: &Node) -> CliResult {
 }
 
 /// A slave API call; the value of a [code, status, value] answer with code 1.
-async fn slave_call(uri: &str, method: &str, args: Vec<Value>) -> Result<Value, String> {
-    let client = XmlRpcClient::new(Duration::from_secs(3), Duration::from_secs(3));
+async fn slave_call(
+    tool: &Node,
+    uri: &str,
+    method: &str,
+    args: Vec<Value>,
+) -> Result<Value, String> {
+    // The tool's own client: it signs as the tool's security says.
+    let client = tool.master().xmlrpc().with_timeout(Duration::from_secs(3));
     let reply = client
         .call(uri, method, args)
         .await
@@ -143,11 +149,11 @@ async fn info(tool: &Node, name: &str) -> CliResult {
         println!();
     }
     println!("\ncontacting node {uri} ...");
-    let pid = slave_call(&uri, "getPid", vec![tool.name().into()])
+    let pid = slave_call(tool, &uri, "getPid", vec![tool.name().into()])
         .await
         .map_err(|e| format!("ERROR: Communication with node[{uri}] failed! {e}"))?;
     println!("Pid: {}", pid.as_i32().unwrap_or(0));
-    let bus = slave_call(&uri, "getBusInfo", vec![tool.name().into()])
+    let bus = slave_call(tool, &uri, "getBusInfo", vec![tool.name().into()])
         .await
         .unwrap_or(Value::Array(Vec::new()));
     let rows: Vec<Vec<Value>> = bus
@@ -191,7 +197,7 @@ async fn ping(tool: &Node, args: PingArgs) -> CliResult {
     let mut sent = 0u32;
     loop {
         let start = Instant::now();
-        slave_call(&uri, "getPid", vec![tool.name().into()])
+        slave_call(tool, &uri, "getPid", vec![tool.name().into()])
             .await
             .map_err(|e| format!("connection to [{name}] timed out or failed: {e}"))?;
         println!(
@@ -214,6 +220,7 @@ async fn kill(tool: &Node, nodes: &[String]) -> CliResult {
         let (name, uri) = lookup(tool, n).await?;
         println!("killing {name}");
         slave_call(
+            tool,
             &uri,
             "shutdown",
             vec![
@@ -233,7 +240,7 @@ async fn cleanup(tool: &Node, yes: bool) -> CliResult {
     let mut dead = Vec::new();
     for name in node_names(tool).await? {
         let uri = master.lookup_node(&name).await.unwrap_or_default();
-        if slave_call(&uri, "getPid", vec![tool.name().into()])
+        if slave_call(tool, &uri, "getPid", vec![tool.name().into()])
             .await
             .is_err()
         {
@@ -260,7 +267,7 @@ async fn cleanup(tool: &Node, yes: bool) -> CliResult {
     }
     let state = master.get_system_state().await.map_err(|e| e.to_string())?;
     for (name, uri) in &dead {
-        let as_node = udpros::api::MasterClient::new(master.uri(), name, XmlRpcClient::default());
+        let as_node = udpros::api::MasterClient::new(master.uri(), name, master.xmlrpc().clone());
         for (topic, nodes) in &state.publishers {
             if nodes.contains(name) {
                 let _ = as_node.unregister_publisher(topic, uri).await;

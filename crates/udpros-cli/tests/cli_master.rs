@@ -114,3 +114,66 @@ fn no_rosout_leaves_aggregation_to_a_stock_rosout_node() {
     let topics = tool(&python, &uri, "rostopic", &["list"]);
     assert!(!topics.contains("/rosout_agg"), "{topics}");
 }
+
+/// `udpros master` under `require` with a key file: `udpros param` with the same file sets
+/// and reads; without it, it fails in one line that names the refusal, and sets nothing.
+#[test]
+fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
+    let dir = std::env::temp_dir().join(format!("udpros-cli-master-key-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("graph.key");
+    let made = Command::new(env!("CARGO_BIN_EXE_udpros"))
+        .args(["key", "new", key.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let secured = |cmd: &mut Command| {
+        cmd.env("UDPROS_KEY_FILE", &key)
+            .env("UDPROS_SECURITY", "require");
+    };
+    let port = free_port();
+    let uri = format!("http://127.0.0.1:{port}/");
+    let port_text = port.to_string();
+    let mut cmd = udpros(
+        &uri,
+        &["master", "--host", "127.0.0.1", "--port", &port_text],
+    );
+    secured(&mut cmd);
+    let _master = Child(cmd.spawn().unwrap());
+    assert!(wait_for(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    let run = |args: &[&str], with_key: bool| {
+        let mut cmd = udpros(&uri, args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if with_key {
+            secured(&mut cmd);
+        }
+        common::run_tool(&mut cmd)
+    };
+    let mut set = run(&["param", "set", "/secured", "5"], true);
+    // The master's /rosout node may still be registering: a moment's retry.
+    for _ in 0..20 {
+        if set.ok {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        set = run(&["param", "set", "/secured", "5"], true);
+    }
+    assert!(set.ok, "{set:?}");
+    let got = run(&["param", "get", "/secured"], true);
+    assert!(got.ok && got.stdout.trim() == "5", "{got:?}");
+    let keyless = run(&["param", "set", "/secured", "6"], false);
+    assert!(!keyless.ok, "{keyless:?}");
+    let lines: Vec<&str> = keyless
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{keyless:?}");
+    assert!(lines[0].contains("call refused"), "{keyless:?}");
+    let got = run(&["param", "get", "/secured"], true);
+    assert_eq!(got.stdout.trim(), "5", "{got:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,12 +14,21 @@ pub async fn node_with(
     name: &str,
     options: udpros::node::NodeOptions,
 ) -> udpros::node::Node {
+    try_node_with(master, name, options)
+        .await
+        .expect("node starts")
+}
+
+/// As [`node_with`], for a test of a node that must fail to start.
+pub async fn try_node_with(
+    master: &str,
+    name: &str,
+    options: udpros::node::NodeOptions,
+) -> Result<udpros::node::Node, udpros::node::NodeError> {
     use udpros::node::args::{NodeArgs, NodeIdentity};
     let args = NodeArgs::parse(node_args(master, name)).expect("ROS arguments");
     let id = NodeIdentity::from_args(name, &args).expect("a node identity");
-    udpros::node::Node::with_options(id, options)
-        .await
-        .expect("node starts")
+    udpros::node::Node::with_options(id, options).await
 }
 
 fn node_args(master: &str, name: &str) -> [String; 3] {

@@ -31,7 +31,7 @@ pub(super) async fn info(node: &Node, topic: &str) -> Result<(), TopicError> {
         .map_or("<unknown>", |(_, ty)| ty.as_str());
     let state = master.get_system_state().await?;
     say!("Type: {ty}\n");
-    let client = udpros::xmlrpc::XmlRpcClient::default();
+    let client = master.xmlrpc().clone();
     for (title, table) in [
         ("Publishers", &state.publishers),
         ("Subscribers", &state.subscribers),
