@@ -98,6 +98,24 @@ async fn listen(master: &str, security: Security, within: Duration) -> (usize, O
         .into_iter()
         .filter_map(|l| l.header)
         .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
+    if let Some(mode) = &said {
+        // What the link opened and refused, in its stats and in getBusInfo (rosnode info).
+        let secure = sub.links().into_iter().find_map(|l| l.secure);
+        let secure = secure.expect("a secure link counts what it opens");
+        assert!(secure.opened >= heard as u64, "{secure:?}");
+        assert_eq!(secure.refused(), 0, "{secure:?}");
+        let bus = node
+            .master()
+            .xmlrpc()
+            .call(node.uri(), "getBusInfo", vec!["/test".into()])
+            .await
+            .unwrap();
+        let bus = format!("{bus:?}");
+        assert!(
+            bus.contains(&format!("sealed ({mode}): ")) && bus.contains(" refused (0 forged"),
+            "{bus}"
+        );
+    }
     node.shutdown().await;
     (heard, said)
 }

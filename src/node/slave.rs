@@ -165,6 +165,28 @@ fn fec_received(status: &LinkStatus) -> String {
     )
 }
 
+/// What `getBusInfo` adds to a subscriber's secure UDPROS link: its mode, and what it
+/// opened and refused (an attack on the link shows here, by kind). Never a key.
+fn secure_received(status: &LinkStatus) -> String {
+    let Some(stats) = status.secure else {
+        return String::new();
+    };
+    let mode = status
+        .header
+        .as_ref()
+        .and_then(|h| h.get(crate::wire::secure::handshake::SECURE_FIELD))
+        .unwrap_or("?");
+    format!(
+        "; sealed ({mode}): {} datagrams opened, {} refused ({} forged, {} replayed, {} too old, {} too short)",
+        stats.opened,
+        stats.refused(),
+        stats.bad_tag,
+        stats.replayed,
+        stats.too_old,
+        stats.too_short
+    )
+}
+
 impl NodeInner {
     /// `[pubStats, subStats, serviceStats]` as rospy reports them.
     pub(crate) fn bus_stats(&self) -> Value {
@@ -254,11 +276,12 @@ impl NodeInner {
                     Value::from(s.config.topic.as_str()),
                     Value::Bool(status.connected),
                     Value::String(format!(
-                        "{} connection on port {} to [{peer} on socket {}]{}",
+                        "{} connection on port {} to [{peer} on socket {}]{}{}",
                         protocol.ros_name(),
                         status.local_port,
                         l.id,
-                        fec_received(&status)
+                        fec_received(&status),
+                        secure_received(&status)
                     )),
                 ]));
             }

@@ -56,6 +56,7 @@ pub(crate) struct LinkStatus {
     pub peer: Option<SocketAddr>,
     pub header: Option<Arc<ConnectionHeader>>,
     pub udp: UdpStats,
+    pub secure: Option<crate::wire::secure::datagram::OpenStats>,
 }
 
 pub(crate) struct PublisherLink {
@@ -90,6 +91,9 @@ pub struct PublisherLinkStats {
     /// UDPROS reassembly counters (all zero on TCPROS): messages, losses by message id,
     /// incomplete and malformed datagrams, datagrams from strangers.
     pub udp: UdpStats,
+    /// On a secure link, the datagrams opened and those refused, by reason (forged,
+    /// replayed, too old, too short).
+    pub secure: Option<crate::wire::secure::datagram::OpenStats>,
 }
 
 impl PublisherLink {
@@ -109,6 +113,7 @@ impl PublisherLink {
             messages,
             bytes,
             udp: status.udp,
+            secure: status.secure,
         }
     }
 

@@ -228,6 +228,7 @@ async fn read_tcp(
                             peer,
                             header: Some(h.clone()),
                             udp: UdpStats::default(),
+                            secure: None,
                         }
                     });
                     header = Some(h);
@@ -302,6 +303,7 @@ async fn read_udp(
             peer: None,
             header: Some(header.clone()),
             udp: UdpStats::default(),
+            secure: receiver.secure_stats(),
         }
     });
     // One timer for the link's life, moved earlier when the receiver's deadline comes
@@ -368,6 +370,7 @@ async fn read_udp(
         }
         link.set_status(|s| {
             s.udp = receiver.stats();
+            s.secure = receiver.secure_stats();
             s.peer = receiver.peer();
         });
         if delivered {
