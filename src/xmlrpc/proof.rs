@@ -59,9 +59,31 @@ pub struct CallGuard {
     unproven: AtomicU64,
     refused_missing: AtomicU64,
     refused_bad: AtomicU64,
-    /// When a refusal was last logged, and how many went unlogged since: a flood of bad
-    /// calls writes a line every [`LOG_EVERY`], not one per call.
-    log: Mutex<(Option<Instant>, u64)>,
+    log: Mutex<RefusalLog>,
+}
+
+/// The pace of the refusal log: a flood of bad calls writes a line every [`LOG_EVERY`]
+/// with the count of those left unsaid, not one line per call.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    unsaid: u64,
+}
+
+impl RefusalLog {
+    /// A refusal at `now`: `Some(unsaid)` when it is to be logged (with the refusals left
+    /// unsaid since the last line), `None` when it is only counted.
+    fn refused(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last
+            .is_some_and(|at| now.saturating_duration_since(at) < LOG_EVERY)
+        {
+            self.unsaid += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.unsaid))
+    }
 }
 
 /// How often a server logs refused calls at most.
@@ -108,7 +130,7 @@ impl CallGuard {
             unproven: AtomicU64::new(0),
             refused_missing: AtomicU64::new(0),
             refused_bad: AtomicU64::new(0),
-            log: Mutex::new((None, 0)),
+            log: Mutex::default(),
         }))
     }
 
@@ -168,18 +190,16 @@ impl CallGuard {
     }
 
     fn log_refusal(&self, why: CallRefused) {
-        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        if log.0.is_some_and(|at| now.duration_since(at) < LOG_EVERY) {
-            log.1 += 1;
-            return;
-        }
-        let unlogged = std::mem::take(&mut log.1);
-        log.0 = Some(now);
-        drop(log);
-        match unlogged {
-            0 => tracing::warn!("XML-RPC call refused: {why}"),
-            n => {
+        let said = self
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .refused(now);
+        match said {
+            None => {}
+            Some(0) => tracing::warn!("XML-RPC call refused: {why}"),
+            Some(n) => {
                 tracing::warn!("XML-RPC call refused: {why} ({n} more refused since the last line)")
             }
         }
@@ -293,6 +313,22 @@ mod tests {
         );
         let stats = guard.stats();
         assert_eq!((stats.proven, stats.refused_bad), (1, 1));
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_pace_with_the_count_left_unsaid() {
+        let start = Instant::now();
+        let mut log = RefusalLog::default();
+        assert_eq!(log.refused(start), Some(0));
+        for n in 1..=500u64 {
+            assert_eq!(log.refused(start + Duration::from_millis(n)), None);
+        }
+        assert_eq!(
+            log.refused(start + LOG_EVERY - Duration::from_millis(1)),
+            None
+        );
+        assert_eq!(log.refused(start + LOG_EVERY), Some(501));
+        assert_eq!(log.refused(start + LOG_EVERY * 3), Some(0));
     }
 
     #[test]
