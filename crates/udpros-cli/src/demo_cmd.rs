@@ -101,7 +101,8 @@ async fn demo(args: DemoArgs) -> CliResult {
         viewer.clone(),
         web.clone(),
     ];
-    let view = start_view(web, args.view_port).await?;
+    let token = crate::view_cmd::token(false)?;
+    let view = start_view(web, args.view_port, token.clone()).await?;
 
     let mut tasks = tokio::task::JoinSet::new();
     let sonar = ping_node::Config::new("sim:ping1d".parse()?);
@@ -131,7 +132,7 @@ async fn demo(args: DemoArgs) -> CliResult {
     });
     tasks.spawn(async move { mavlink_node::run(fcu, autopilot).await });
 
-    let console = crate::view_cmd::addresses(view.local_addr());
+    let console = crate::view_cmd::addresses(view.local_addr(), token.as_deref());
     let result = live_view(&viewer, &uri, embedded.is_some(), &console, &args).await;
     drop(view);
     for node in &nodes {
@@ -230,9 +231,14 @@ fn udp_counts(links: &[PublisherLinkStats]) -> (u64, u64, bool) {
 
 /// The console and Foxglove server on `port`, or on any free port when that one is taken
 /// (a second demo, or a foxglove_bridge on the machine).
-async fn start_view(node: Node, port: u16) -> Result<udpros_view::View, String> {
+async fn start_view(
+    node: Node,
+    port: u16,
+    token: Option<String>,
+) -> Result<udpros_view::View, String> {
     let options = |port| udpros_view::ViewOptions {
         port,
+        token: token.clone(),
         ..udpros_view::ViewOptions::default()
     };
     match udpros_view::View::start(node.clone(), options(port)).await {

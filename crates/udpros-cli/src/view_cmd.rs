@@ -27,16 +27,46 @@ pub struct ViewArgs {
     /// default.
     #[arg(long = "allow-publish", value_name = "TOPIC")]
     allow_publish: Vec<String>,
+    /// Serve without a token: whoever reaches the port uses the view (and publishes to
+    /// the --allow-publish topics). By default clients need the token in the printed URL
+    /// (UDPROS_VIEW_TOKEN, else a fresh random one).
+    #[arg(long)]
+    open: bool,
+}
+
+/// The variable that sets the view's token (a command line would show it to `ps`).
+pub const TOKEN_VAR: &str = "UDPROS_VIEW_TOKEN";
+
+/// The token a view asks for: none when `open`, else [`TOKEN_VAR`], else 128 fresh random
+/// bits.
+pub fn token(open: bool) -> Result<Option<String>, String> {
+    if open {
+        return Ok(None);
+    }
+    if let Some(token) = std::env::var(TOKEN_VAR).ok().filter(|t| !t.is_empty()) {
+        if !token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.~".contains(&b))
+        {
+            return Err(format!(
+                "{TOKEN_VAR}: letters, digits and - _ . ~ only (it goes into a URL as it is)"
+            ));
+        }
+        return Ok(Some(token));
+    }
+    let random = udpros::secure::new_nonce().map_err(|e| format!("no token for the view: {e}"))?;
+    Ok(Some(udpros::wire::secure::nonce_text(&random)))
 }
 
 impl ViewArgs {
-    fn options(&self) -> ViewOptions {
+    fn options(&self, token: Option<String>) -> ViewOptions {
         ViewOptions {
             address: self.address,
             port: self.port,
             max_clients: self.max_clients.max(1),
             send_limit: self.send_limit,
             client_topics: self.allow_publish.clone(),
+            token,
             ..ViewOptions::default()
         }
     }
@@ -50,6 +80,7 @@ pub fn run(args: ViewArgs) -> CliResult {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let token = token(args.open)?;
     runtime.block_on(async {
         let node = Node::new("udpros_view", crate::ros_args())
             .await
@@ -58,10 +89,10 @@ pub fn run(args: ViewArgs) -> CliResult {
             .get_pid()
             .await
             .map_err(|e| format!("cannot reach the master at {}: {e}", node.master().uri()))?;
-        let view = View::start(node.clone(), args.options())
+        let view = View::start(node.clone(), args.options(token.clone()))
             .await
             .map_err(|e| format!("cannot serve the view on port {}: {e}", args.port))?;
-        for line in addresses(view.local_addr()) {
+        for line in addresses(view.local_addr(), token.as_deref()) {
             println!("{line}");
         }
         let reason = node.spin().await;
@@ -85,9 +116,10 @@ fn keep_freed_memory() {
     }
 }
 
-/// How to reach a view that listens on `local`: the console's URL and Foxglove's, with the
-/// node's advertised host name in place of an unspecified address.
-pub fn addresses(local: SocketAddr) -> [String; 2] {
+/// How to reach a view that listens on `local` and asks for `token`: the console's URL
+/// and Foxglove's, with the node's advertised host name in place of an unspecified
+/// address.
+pub fn addresses(local: SocketAddr, token: Option<&str>) -> [String; 2] {
     let host = if local.ip().is_unspecified() {
         let overrides = udpros::host::HostOverrides::from_env();
         udpros::host::advertised_host(&overrides)
@@ -95,8 +127,9 @@ pub fn addresses(local: SocketAddr) -> [String; 2] {
         local.ip().to_string()
     };
     let at = udpros::host::authority(&host, local.port());
+    let query = token.map_or(String::new(), |t| format!("?token={t}"));
     [
-        format!("console: http://{at}/"),
-        format!("Foxglove or Lichtblick: open connection → Foxglove WebSocket → ws://{at}"),
+        format!("console: http://{at}/{query}"),
+        format!("Foxglove or Lichtblick: open connection → Foxglove WebSocket → ws://{at}/{query}"),
     ]
 }

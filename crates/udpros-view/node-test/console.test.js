@@ -12,7 +12,12 @@ const VIEW = process.env.UDPROS_VIEW_URL; // ws://host:port
 const SCREENSHOT = process.env.UDPROS_SCREENSHOT;
 assert.ok(VIEW, "UDPROS_VIEW_URL names the view to test");
 
-const PAGE = VIEW.replace(/^ws/, "http") + "/";
+// The console's page at the view's address, with the view's query (its token) kept.
+const PAGE = (() => {
+  const page = new URL(VIEW);
+  page.protocol = "http:";
+  return page.toString();
+})();
 
 const until = (page, ready, ms) => untilState(page, CONSOLE_STATE, ready, ms);
 

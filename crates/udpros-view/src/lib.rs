@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access;
 mod client;
 mod client_publish;
 mod forward;
@@ -63,6 +64,11 @@ pub struct ViewOptions {
     pub graph_poll: Duration,
     /// Topics clients may publish to (capability `clientPublish`); empty: none.
     pub client_topics: Vec<String>,
+    /// The token a client presents (`?token=` in the URL, or `Authorization: Bearer`)
+    /// to use the WebSocket or `/stats.json`; `None`: an open view, as Foxglove's bridge
+    /// is. `udpros view` and the demo make a random one unless told otherwise. See
+    /// [`access`].
+    pub token: Option<String>,
 }
 
 impl Default for ViewOptions {
@@ -74,6 +80,7 @@ impl Default for ViewOptions {
             send_limit: 10 << 20,
             graph_poll: Duration::from_secs(1),
             client_topics: Vec::new(),
+            token: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! HTTP and WebSocket: the console page at `/`, and the Foxglove protocol on an upgrade.
 
+use crate::access::{self, Denied, Gate};
 use crate::client::Client;
 use crate::foxglove::{choose_subprotocol, Outgoing};
 use crate::frame;
@@ -11,7 +12,8 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, UPGRADE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
@@ -126,6 +128,7 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
         limit: hub.options.max_clients.saturating_mul(2) + 8,
         open: Default::default(),
     });
+    let gate = Arc::new(Mutex::new(Gate::new(hub.options.token.clone())));
     for id in 0u64.. {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -139,13 +142,22 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
             continue; // dropped: every connection is busy
         };
         let _ = stream.set_nodelay(true);
-        let (hub, connections) = (hub.clone(), connections.clone());
+        let from = stream
+            .peer_addr()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
+        let (hub, connections, gate) = (hub.clone(), connections.clone(), gate.clone());
         tokio::spawn(async move {
             let seen = connections.clone();
             let service = hyper::service::service_fn(move |req| {
                 seen.requested(id);
                 let hub = hub.clone();
-                async move { Ok::<_, std::convert::Infallible>(respond(hub, req)) }
+                let let_in = admit(&gate, from, &req);
+                async move {
+                    Ok::<_, std::convert::Infallible>(match let_in {
+                        Ok(()) => respond(hub, req),
+                        Err(denied) => refuse(denied),
+                    })
+                }
             });
             let serving = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -159,6 +171,40 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
             connections.closed(id);
         });
     }
+}
+
+/// Whether a request may go on: pages are open (they hold no data); the WebSocket and
+/// `/stats.json` ask for the token when the view has one.
+fn admit(gate: &Mutex<Gate>, from: IpAddr, req: &Request<Incoming>) -> Result<(), Denied> {
+    let guarded = req.headers().contains_key(UPGRADE) || req.uri().path() == "/stats.json";
+    if !guarded {
+        return Ok(());
+    }
+    let authorization = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let presented = access::presented(req.uri().query(), authorization);
+    let now = Instant::now();
+    let mut gate = gate.lock().unwrap_or_else(|e| e.into_inner());
+    if !gate.closed() {
+        return Ok(());
+    }
+    gate.forget_idle(now);
+    let checked = gate.check(now, from, presented);
+    drop(gate);
+    if let Err(denied) = checked {
+        tracing::debug!("a view client from {from} refused: {denied:?}");
+    }
+    checked
+}
+
+fn refuse(denied: Denied) -> Response<Full<Bytes>> {
+    let status = match denied {
+        Denied::TooManyTries => StatusCode::TOO_MANY_REQUESTS,
+        Denied::Missing | Denied::Wrong => StatusCode::UNAUTHORIZED,
+    };
+    plain(status, denied.text())
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {

@@ -256,3 +256,72 @@ async fn a_client_cannot_re_type_a_topic() {
     );
     drop(view_node);
 }
+
+/// A view with a token: a client without it, or with another, is refused (401) and gets
+/// nothing; wrong tries from one address are limited (429), even for the right token
+/// then; `/stats.json` asks for it too; the right token gets in, from the URL or as a
+/// bearer header. The page itself stays open (it holds no data).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_with_a_token_lets_in_only_who_presents_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let master = local_master().await;
+    let options = ViewOptions {
+        token: Some("tok-3f9a".into()),
+        ..local_view()
+    };
+    let view = View::start(node(&master, "view").await, options)
+        .await
+        .unwrap();
+    let at = view.local_addr();
+    let subprotocol = Some("foxglove.websocket.v1");
+    let refused = |e: Result<Socket, String>| match e {
+        Ok(_) => panic!("a client got in"),
+        Err(e) => e,
+    };
+    let missing = refused(connect_to(&format!("ws://{at}/"), subprotocol).await);
+    assert!(missing.contains("401"), "{missing}");
+    let get = |path: String, header: &'static str| async move {
+        let mut stream = TcpStream::connect(at).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {at}\r\n{header}Connection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    };
+    assert!(get("/".into(), "").await.starts_with("HTTP/1.1 200"));
+    assert!(get("/stats.json".into(), "")
+        .await
+        .starts_with("HTTP/1.1 401"));
+    let stats = get("/stats.json".into(), "Authorization: Bearer tok-3f9a\r\n").await;
+    assert!(
+        stats.starts_with("HTTP/1.1 200") && stats.contains("clients"),
+        "{stats}"
+    );
+    let mut client = connect_to(&format!("ws://{at}/?token=tok-3f9a"), subprotocol)
+        .await
+        .expect("the right token gets in");
+    assert_eq!(next_op(&mut client, "serverInfo").await["op"], "serverInfo");
+    // Guessing: the burst of wrong tries, then even the right token waits.
+    let mut wrong = 0;
+    for n in 0..udpros_view::access::TRIES_BURST {
+        let e = refused(connect_to(&format!("ws://{at}/?token=guess{n}"), subprotocol).await);
+        assert!(e.contains("401"), "{e}");
+        wrong += 1;
+    }
+    assert_eq!(wrong, udpros_view::access::TRIES_BURST);
+    let held = refused(connect_to(&format!("ws://{at}/?token=tok-3f9a"), subprotocol).await);
+    assert!(held.contains("429"), "{held}");
+    // The client already in is served throughout.
+    client
+        .send(Message::text(
+            json!({"op": "subscribe", "subscriptions": []}).to_string(),
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(udpros_view::access::TRY_EVERY * 2).await;
+    let mut again = connect_to(&format!("ws://{at}/?token=tok-3f9a"), subprotocol)
+        .await
+        .expect("tries come back with time");
+    assert_eq!(next_op(&mut again, "serverInfo").await["op"], "serverInfo");
+}

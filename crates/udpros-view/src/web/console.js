@@ -62,10 +62,15 @@ let socket = null;
 let nextSubscription = 1;
 
 function connect() {
-  const url = new URLSearchParams(location.search).get("ws") ??
-    `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
-  $("url").textContent = url;
-  socket = new WebSocket(url, [SUBPROTOCOL]);
+  const params = new URLSearchParams(location.search);
+  const url = new URL(params.get("ws") ??
+    `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`);
+  // The view's token, from the URL it printed, goes to the WebSocket (which can carry
+  // no header of its own); it is not shown on the page.
+  const token = params.get("token");
+  if (token !== null) url.searchParams.set("token", token);
+  $("url").textContent = `${url.protocol}//${url.host}${url.pathname}`;
+  socket = new WebSocket(url.toString(), [SUBPROTOCOL]);
   socket.binaryType = "arraybuffer";
   socket.onopen = () => {
     state.connected = true;
@@ -713,7 +718,9 @@ function age(ms) {
 /** The view's own counters of its UDPROS links, one request a second. */
 async function pollLinks() {
   try {
-    const response = await fetch("/stats.json", { cache: "no-store" });
+    const token = new URLSearchParams(location.search).get("token");
+    const headers = token === null ? {} : { Authorization: `Bearer ${token}` };
+    const response = await fetch("/stats.json", { cache: "no-store", headers });
     const stats = await response.json();
     state.links = new Map(stats.topics.map((t) => [t.topic, t]));
     const published = new Set(stats.published ?? []);

@@ -46,9 +46,12 @@ pub async fn node(master: &Master, name: &str) -> Node {
 }
 
 pub async fn connect(view: &View, subprotocol: Option<&str>) -> Result<Socket, String> {
-    let mut request = format!("ws://{}/", view.local_addr())
-        .into_client_request()
-        .unwrap();
+    connect_to(&format!("ws://{}/", view.local_addr()), subprotocol).await
+}
+
+/// A client of the view at `url` (which may carry `?token=`).
+pub async fn connect_to(url: &str, subprotocol: Option<&str>) -> Result<Socket, String> {
+    let mut request = url.into_client_request().unwrap();
     if let Some(protocol) = subprotocol {
         request
             .headers_mut()
