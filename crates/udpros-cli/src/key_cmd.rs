@@ -19,6 +19,14 @@ pub enum KeyCommand {
         /// The key file.
         file: PathBuf,
     },
+    /// Print the MAVLink 2 signing secret that mavlink_bridge derives from the key in FILE
+    /// (`~signing`), as 64 hex digits, for the autopilot's side (SETUP_SIGNING from a
+    /// ground station, or pymavlink's `setup_signing(bytes.fromhex(...))`). It is a
+    /// secret: print it only where nobody else reads.
+    Mavlink {
+        /// The key file.
+        file: PathBuf,
+    },
 }
 
 pub fn run(command: KeyCommand) -> CliResult {
@@ -31,6 +39,12 @@ pub fn run(command: KeyCommand) -> CliResult {
         KeyCommand::Id { file } => {
             let key = udpros::secure::read_key_file(&file).map_err(|e| e.to_string())?;
             println!("{}", key.id());
+        }
+        KeyCommand::Mavlink { file } => {
+            let key = udpros::secure::read_key_file(&file).map_err(|e| e.to_string())?;
+            let secret = key.derive(udpros_bridges::mavlink::node::SIGNING_PURPOSE);
+            let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+            println!("{hex}");
         }
     }
     Ok(())

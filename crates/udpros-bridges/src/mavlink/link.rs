@@ -5,8 +5,9 @@
 //! every client.
 
 use super::clock::monotonic_ns;
-use super::messages::{frame, parse_datagram, Incoming, Outgoing, StreamParser};
+use super::messages::{crc_extra, frame, Incoming, Outgoing, StreamParser};
 use super::protocol::Ids;
+use super::signing::{self, unix_us, Refused, Signer, SigningConfig, Verifier};
 use super::url::{Broadcast, HostPort, Transport};
 use mavlink::MavlinkVersion;
 use std::net::SocketAddr;
@@ -68,6 +69,15 @@ pub struct LinkStats {
     /// UDP datagrams that held no valid MAVLink frame: they neither reach the node nor
     /// move the peer.
     pub ignored_datagrams: AtomicU64,
+    /// Signed frames whose signature held (signing on).
+    pub signed: AtomicU64,
+    /// Unsigned frames refused (signing `require`).
+    pub refused_unsigned: AtomicU64,
+    /// Frames refused for a signature that does not hold (another key, a changed frame).
+    pub refused_bad_signature: AtomicU64,
+    /// Frames refused as replays (a timestamp not newer than their stream's) or as a new
+    /// stream's frame older than a minute.
+    pub refused_replayed: AtomicU64,
 }
 
 /// A running link; dropping it stops the task.
@@ -101,15 +111,18 @@ pub const SILENT_CLIENT_GRACE: Duration = Duration::from_secs(3);
 
 impl Link {
     /// Opens `transport` as `ours`, again and again while it fails, until dropped.
-    pub fn spawn(transport: Transport, ours: Ids) -> Link {
+    pub fn spawn(transport: Transport, ours: Ids, signing: Option<&SigningConfig>) -> Link {
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
         let (out, out_rx) = mpsc::channel(OUT_QUEUE);
         let stats = Arc::new(LinkStats::default());
+        let (signer, verifier) = signing.and_then(SigningConfig::start).unzip();
         let ctx = Ctx {
             ours,
             sequence: 0,
             events: events_tx,
             stats: stats.clone(),
+            signer,
+            verifier,
         };
         let task = tokio::spawn(run(transport, ctx, out_rx));
         Link {
@@ -133,13 +146,51 @@ struct Ctx {
     sequence: u8,
     events: mpsc::Sender<LinkEvent>,
     stats: Arc<LinkStats>,
+    /// Signs what we send, with signing on.
+    signer: Option<Signer>,
+    /// Checks what we receive, with signing on (a TCP server's clients: one each).
+    verifier: Option<Verifier>,
 }
 
 impl Ctx {
-    /// `msg` as the next MAVLink 2 frame.
+    /// `msg` as the next MAVLink 2 frame, signed when signing is on.
     fn encode(&mut self, msg: &Outgoing) -> Vec<u8> {
         self.sequence = self.sequence.wrapping_add(1);
-        frame(self.ours, self.sequence, MavlinkVersion::V2, msg)
+        let mut bytes = frame(self.ours, self.sequence, MavlinkVersion::V2, msg);
+        if let Some(signer) = &mut self.signer {
+            signer.sign(&mut bytes, unix_us(), crc_extra(msg));
+        }
+        bytes
+    }
+
+    /// Whether the whole frame `raw` may reach the node: with signing on, its signature
+    /// and timestamp hold (or it is unsigned and the policy takes that); counted.
+    fn admit(&mut self, raw: &[u8]) -> bool {
+        let Some(verifier) = &mut self.verifier else {
+            return true;
+        };
+        let verdict = verifier.check(raw, unix_us());
+        let signed = raw.get(2).is_some_and(|flags| flags & signing::SIGNED != 0);
+        let counter = match verdict {
+            Ok(()) if !signed => return true,
+            Ok(()) => &self.stats.signed,
+            Err(Refused::Unsigned) => &self.stats.refused_unsigned,
+            Err(Refused::BadSignature) => &self.stats.refused_bad_signature,
+            Err(Refused::Replayed | Refused::Stale) => &self.stats.refused_replayed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        verdict.is_ok()
+    }
+
+    /// The valid frames of one datagram that may reach the node, with their senders.
+    fn datagram_frames(&mut self, bytes: &[u8]) -> Vec<(Ids, Incoming)> {
+        let mut frames = Vec::new();
+        StreamParser::default().push(bytes, |raw, from, msg| {
+            if frames.len() < 64 && self.admit(raw) {
+                frames.push((from, msg));
+            }
+        });
+        frames
     }
 
     /// Counts a send; a TIMESYNC request's departure goes to the node.
@@ -178,13 +229,15 @@ impl Ctx {
 
     /// Stream bytes through `parser` to the node: how many valid frames they completed,
     /// or `None` once the node is gone.
-    fn stream_bytes(&self, parser: &mut StreamParser, bytes: &[u8]) -> Option<usize> {
+    fn stream_bytes(&mut self, parser: &mut StreamParser, bytes: &[u8]) -> Option<usize> {
         let at_ns = monotonic_ns();
         let before = parser.skipped;
         let (mut open, mut frames) = (true, 0);
-        parser.push(bytes, |_, from, msg| {
-            frames += 1;
-            open &= self.received(from, msg, at_ns)
+        parser.push(bytes, |raw, from, msg| {
+            if self.admit(raw) {
+                frames += 1;
+                open &= self.received(from, msg, at_ns)
+            }
         });
         self.stats
             .skipped_bytes
@@ -271,7 +324,7 @@ async fn udp(
             received = socket.recv_from(&mut buf) => match received {
                 Ok((n, from)) => {
                     let at_ns = monotonic_ns();
-                    let frames = parse_datagram(&buf[..n]);
+                    let frames = ctx.datagram_frames(&buf[..n]);
                     if frames.is_empty() {
                         ctx.stats.ignored_datagrams.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -490,7 +543,7 @@ struct TcpClient {
 /// One `tcp-l://` client: its frames to the node, the node's frames to it; returns its id
 /// and why it ended. `spoke` is set at its first valid frame.
 async fn serve_client(
-    ctx: Ctx,
+    mut ctx: Ctx,
     stream: tokio::net::TcpStream,
     from: SocketAddr,
     mut frames: mpsc::Receiver<Arc<[u8]>>,
@@ -581,6 +634,7 @@ mod tests {
         let mut link = Link::spawn(
             transport(format!("udpout:{}", peer.local_addr().unwrap())),
             ours,
+            None,
         );
         assert_eq!(link.events.recv().await, Some(LinkEvent::Connected));
         assert!(link.send(Outgoing::Heartbeat));
@@ -614,6 +668,7 @@ mod tests {
         let mut link = Link::spawn(
             transport(format!("tcpout:{}", listener.local_addr().unwrap())),
             ours,
+            None,
         );
         for round in 0..2 {
             let (mut stream, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())

@@ -243,19 +243,14 @@ fn checksum_holds(frame: &[u8]) -> bool {
         (u32::from_le_bytes([frame[7], frame[8], frame[9], 0]), 10)
     };
     let end = header + usize::from(frame[1]);
-    let mut crc = frame[1..end]
-        .iter()
-        .fold(0xFFFFu16, |crc, &b| crc_x25(crc, b));
-    crc = crc_x25(crc, MavMessage::extra_crc(id));
+    let crc = super::signing::frame_crc(&frame[1..end], MavMessage::extra_crc(id));
     frame[end..end + 2] == crc.to_le_bytes()
 }
 
-/// One byte into MAVLink's checksum (CRC-16/MCRF4XX).
-fn crc_x25(crc: u16, byte: u8) -> u16 {
-    let mut tmp = byte ^ (crc & 0xFF) as u8;
-    tmp ^= tmp << 4;
-    let tmp = u16::from(tmp);
-    (crc >> 8) ^ (tmp << 8) ^ (tmp << 3) ^ (tmp >> 4)
+/// The checksum seed (`CRC_EXTRA`) of the message `out` becomes.
+pub fn crc_extra(out: &Outgoing) -> u8 {
+    use mavlink::Message as _;
+    MavMessage::extra_crc(to_mavlink(out).message_id())
 }
 
 /// The length of the frame `bytes` starts with (a start byte first), once its header says.
@@ -369,6 +364,30 @@ mod tests {
             assert_eq!(seqs, (0..20).collect::<Vec<u32>>(), "chunks of {chunk}");
             assert!(parser.skipped > 0);
         }
+    }
+
+    #[test]
+    fn a_signed_frame_is_whole_to_the_stream_parser_and_decodes() {
+        use crate::mavlink::signing::{Signer, SigningKey};
+        let out = Outgoing::Timesync(Timesync {
+            tc1: 0,
+            ts1: 99,
+            target: Ids::BROADCAST,
+        });
+        let mut signed = frame(FCU, 1, MavlinkVersion::V2, &out);
+        Signer::new(SigningKey([1; 32]), 0).sign(
+            &mut signed,
+            1_795_900_000_000_000,
+            crc_extra(&out),
+        );
+        let mut parser = StreamParser::default();
+        let mut got = Vec::new();
+        parser.push(&signed, |bytes, from, msg| {
+            got.push((bytes.to_vec(), from, msg))
+        });
+        assert_eq!(got.len(), 1, "skipped {}", parser.skipped);
+        assert_eq!(got[0].0, signed, "the whole frame, signature and all");
+        assert!(matches!(got[0].2, Incoming::Timesync(t) if t.ts1 == 99));
     }
 
     #[test]

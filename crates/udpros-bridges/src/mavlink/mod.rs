@@ -12,5 +12,6 @@ mod publish;
 pub mod reconfigure;
 pub mod scenario;
 pub mod session;
+pub mod signing;
 pub mod sim;
 pub mod url;

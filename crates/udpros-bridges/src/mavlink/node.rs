@@ -11,6 +11,7 @@ use super::protocol::Ids;
 use super::publish::{advertise, diagnostics, latency, time_reference, timesync_status};
 use super::reconfigure::Change;
 use super::session::{Event, Session, SessionConfig};
+use super::signing::{SigningConfig, SigningKey, SigningPolicy};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
 use super::url::{FcuUrl, Transport, UrlError};
 use crate::sim::Faults;
@@ -48,6 +49,9 @@ pub struct Config {
     /// Hz at which SYSTEM_TIME (this host's wall clock) goes to the autopilot, as mavros's
     /// `conn/system_time_rate`; 0, the default, sends none.
     pub system_time_rate: f64,
+    /// MAVLink 2 signing on the autopilot's link (`~signing`, `~signing_key_file`,
+    /// `~signing_link_id`); `None`: off.
+    pub signing: Option<SigningConfig>,
 }
 
 impl Config {
@@ -70,6 +74,7 @@ impl Config {
             sim: SimConfig::default(),
             links: crate::LinkSettings::default(),
             system_time_rate: 0.0,
+            signing: None,
         }
     }
 
@@ -159,11 +164,52 @@ impl Config {
             )
             .await?;
         cfg.time_ref_source = p.get("~time/time_ref_source", "fcu".to_string()).await?;
+        cfg.signing = signing_config(&p).await?;
         if cfg.fcu_url == FcuUrl::Sim {
             cfg.sim = sim_config(&p).await?;
+            // The simulated autopilot shares the bridge's secret and signs as it does.
+            cfg.sim.signing = cfg
+                .signing
+                .clone()
+                .map(|s| SigningConfig { link_id: 0, ..s });
         }
         Ok(cfg)
     }
+}
+
+/// What MAVLink signing's secret is derived from the key file for: one key file can
+/// secure the ROS graph and the autopilot's link, and neither key opens the other.
+pub const SIGNING_PURPOSE: &str = "mavlink signing";
+
+/// `~signing` (`off`, `sign`, `require`), its key file (`~signing_key_file`, else the
+/// graph's, `UDPROS_KEY_FILE`) and `~signing_link_id`. The secret is derived from the
+/// key file ([`SIGNING_PURPOSE`]); it is never a parameter, so it is in no
+/// `rosparam dump` and no launch file.
+async fn signing_config(p: &Params<'_>) -> Result<Option<SigningConfig>, String> {
+    let policy: SigningPolicy = p.get("~signing", "off".to_string()).await?.parse()?;
+    let file: String = p.get("~signing_key_file", String::new()).await?;
+    let link_id: u8 = p.within("~signing_link_id", 0u32, 0, 255).await? as u8;
+    if policy == SigningPolicy::Off {
+        return Ok(None);
+    }
+    let file = match file.is_empty() {
+        false => std::path::PathBuf::from(file),
+        true => std::env::var_os(udpros::secure::KEY_FILE_VAR)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .ok_or_else(|| {
+                format!(
+                    "~signing {policy} needs a key: ~signing_key_file, or the graph's in {}",
+                    udpros::secure::KEY_FILE_VAR
+                )
+            })?,
+    };
+    let key = udpros::secure::read_key_file(&file).map_err(|e| e.to_string())?;
+    Ok(Some(SigningConfig {
+        key: SigningKey(key.derive(SIGNING_PURPOSE)),
+        policy,
+        link_id,
+    }))
 }
 
 /// `~sim/...`: the simulated autopilot's clock and link.
@@ -251,7 +297,7 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
     // dynamic_reconfigure changes go to the loop, which owns the session and the timers.
     let (changes_tx, mut changes) = tokio::sync::mpsc::channel(4);
     serve_settings(&node, &cfg, changes_tx);
-    let mut link = Link::spawn(transport, cfg.session.ours);
+    let mut link = Link::spawn(transport, cfg.session.ours, cfg.signing.as_ref());
     let mut session = Session::new(cfg.session.clone());
     let mut link_state = LinkState::default();
     let mut trouble = crate::Trouble::new(cfg.fcu_url.to_string());

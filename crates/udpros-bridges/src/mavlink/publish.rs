@@ -240,7 +240,7 @@ pub(super) fn diagnostics(
 }
 
 /// The link's counters as `/diagnostics` names them.
-fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 10] {
+fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 14] {
     [
         ("received", &s.received),
         ("sent", &s.sent),
@@ -252,6 +252,10 @@ fn link_counters(s: &super::link::LinkStats) -> [(&'static str, u64); 10] {
         ("TCP clients refused", &s.refused_clients),
         ("TCP clients closed for silence", &s.evicted_clients),
         ("datagrams without a valid frame", &s.ignored_datagrams),
+        ("signed frames verified", &s.signed),
+        ("unsigned frames refused", &s.refused_unsigned),
+        ("frames refused: bad signature", &s.refused_bad_signature),
+        ("frames refused: replayed or stale", &s.refused_replayed),
     ]
     .map(|(key, n)| (key, n.load(std::sync::atomic::Ordering::Relaxed)))
 }

@@ -5,8 +5,9 @@
 //! on plain threads and delay lines, so a delay is what was configured, to tens of µs.
 
 use super::clock::monotonic_ns;
-use super::messages::{frame, parse_datagram, Incoming, Outgoing};
+use super::messages::{crc_extra, frame, parse_datagram, Incoming, Outgoing, StreamParser};
 use super::protocol::{Ids, Ping, Timesync};
+use super::signing::{unix_us, Signer, SigningConfig, Verifier, VerifyStats};
 use crate::sim::DelayLine;
 use crate::sim::{FaultModel, Faults};
 use mavlink::MavlinkVersion;
@@ -47,6 +48,9 @@ pub struct SimConfig {
     pub answer_ping: bool,
     /// Send MAVLink 1 frames (which cannot carry TIMESYNC's target fields).
     pub mavlink1: bool,
+    /// MAVLink 2 signing, as an autopilot with `MAV_SIGN_*` set: it signs what it sends
+    /// and checks what it hears.
+    pub signing: Option<SigningConfig>,
 }
 
 impl Default for SimConfig {
@@ -61,6 +65,7 @@ impl Default for SimConfig {
             timesync: TimesyncResponder::V2,
             answer_ping: true,
             mavlink1: false,
+            signing: None,
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct SimStats {
     pub system_time_received: u64,
     /// The last SYSTEM_TIME received: its sender, time_unix_usec and time_boot_ms.
     pub last_system_time: Option<(Ids, u64, u32)>,
+    /// What its signature checks took and refused (signing on).
+    pub signatures: VerifyStats,
 }
 
 struct Shared {
@@ -102,6 +109,8 @@ struct Shared {
     requester: Mutex<Option<SocketAddr>>,
     sequence: AtomicU8,
     stop: AtomicBool,
+    /// Signing on: what signs its frames and checks the bridge's.
+    signing: Option<Mutex<(Signer, Verifier)>>,
 }
 
 impl Shared {
@@ -112,7 +121,27 @@ impl Shared {
             MavlinkVersion::V2
         };
         let seq = self.sequence.fetch_add(1, Ordering::Relaxed);
-        frame(self.config.ids, seq, version, out)
+        let mut bytes = frame(self.config.ids, seq, version, out);
+        if let Some(signing) = &self.signing {
+            lock(signing).0.sign(&mut bytes, unix_us(), crc_extra(out));
+        }
+        bytes
+    }
+
+    /// The frames of a datagram its signature checks let in (all, with signing off).
+    fn admitted(&self, bytes: &[u8]) -> Vec<(Ids, Incoming)> {
+        let Some(signing) = &self.signing else {
+            return parse_datagram(bytes);
+        };
+        let mut signing = lock(signing);
+        let mut frames = Vec::new();
+        StreamParser::default().push(bytes, |raw, from, msg| {
+            if signing.1.check(raw, unix_us()).is_ok() {
+                frames.push((from, msg));
+            }
+        });
+        lock(&self.stats).signatures = signing.1.stats();
+        frames
     }
 
     fn now_remote(&self) -> i64 {
@@ -122,7 +151,7 @@ impl Shared {
     /// The answers to one datagram, stamped now (when the request "arrives" at the autopilot).
     fn answers(&self, bytes: &[u8]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        for (from, msg) in parse_datagram(bytes) {
+        for (from, msg) in self.admitted(bytes) {
             match msg {
                 Incoming::Timesync(t) if t.tc1 == 0 => {
                     let target = match self.config.timesync {
@@ -185,8 +214,14 @@ impl SimAutopilot {
             offset: config.clock_offset_ns.unwrap_or(-now),
             drift_ppm: config.drift_ppm,
         };
+        let signing = config
+            .signing
+            .as_ref()
+            .and_then(SigningConfig::start)
+            .map(Mutex::new);
         let shared = Arc::new(Shared {
             config,
+            signing,
             clock: Mutex::new(clock),
             stats: Mutex::default(),
             requester: Mutex::new(None),

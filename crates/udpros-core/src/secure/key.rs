@@ -111,6 +111,13 @@ impl GraphKey {
         mac.finalize().into_bytes().into()
     }
 
+    /// A key for another protocol, derived from this one and named by `purpose` (HMAC
+    /// under the graph key): MAVLink signing's secret comes from the graph key this way,
+    /// so one key file secures both links and neither key opens the other's traffic.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        self.mac(&[b"udpros derived key v1\0", purpose.as_bytes()])
+    }
+
     pub(super) fn secret(&self) -> &[u8] {
         &self.0
     }
