@@ -174,6 +174,96 @@ impl Security {
             Policy::Prefer | Policy::Require => self.key.as_deref(),
         }
     }
+
+    /// This node's side of a link's handshake.
+    pub(crate) fn side(&self) -> handshake::Side<'_> {
+        handshake::Side {
+            policy: self.policy,
+            key: self.active_key(),
+            mode: self.mode,
+        }
+    }
+
+    /// A publisher's (or a service's) side of a handshake: how the link with the peer
+    /// whose header is `offer` goes, `context` naming the link. Under `require` a plain
+    /// peer is refused, with the reason to tell it.
+    pub(crate) fn settle_offer(
+        &self,
+        offer: &crate::wire::header::ConnectionHeader,
+        context: &[u8],
+    ) -> Result<Settling, SettleError> {
+        let nonce = self.link_nonce().map_err(SettleError::Random)?;
+        let (settled, peer_nonce) =
+            handshake::settle(self.side(), offer, context, &nonce).map_err(SettleError::Refused)?;
+        let link = match settled {
+            handshake::Settled::Secure(link) => Some(link),
+            handshake::Settled::Plain => None,
+        };
+        Ok(Settling {
+            key: link.as_ref().and(self.key.clone()),
+            link,
+            nonce,
+            peer_nonce,
+        })
+    }
+}
+
+use crate::wire::secure::handshake;
+
+/// Why a publisher could not settle a link's security.
+#[derive(Debug)]
+pub(crate) enum SettleError {
+    /// The peer's offer is refused (plain under `require`, another key, a bad proof).
+    Refused(handshake::Refused),
+    /// No nonce could be drawn.
+    Random(KeyFileError),
+}
+
+impl fmt::Display for SettleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettleError::Refused(refused) => write!(f, "secure link refused: {refused}"),
+            SettleError::Random(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A publisher's handshake once settled: what its answer adds, and the link's keys.
+#[derive(Debug)]
+pub(crate) struct Settling {
+    link: Option<crate::wire::secure::LinkSecurity>,
+    key: Option<Arc<GraphKey>>,
+    nonce: [u8; NONCE_LEN],
+    peer_nonce: Option<[u8; NONCE_LEN]>,
+}
+
+impl Settling {
+    /// The secure link's mode and keys; `None`: a plain link.
+    pub(crate) fn link(&self) -> Option<&crate::wire::secure::LinkSecurity> {
+        self.link.as_ref()
+    }
+
+    /// Adds the answer's security fields to `answer` (none for a plain link).
+    pub(crate) fn add_fields(&self, answer: &mut crate::wire::header::ConnectionHeader) {
+        if let (Some(link), Some(key)) = (&self.link, &self.key) {
+            for (field, value) in handshake::answer_fields(key, link.mode, &self.nonce) {
+                answer.insert(field, value);
+            }
+        }
+    }
+
+    /// Signs `answer` once every field is in: nothing of it can change on the way.
+    pub(crate) fn sign(&self, answer: &mut crate::wire::header::ConnectionHeader) {
+        if let (Some(_), Some(key)) = (&self.link, &self.key) {
+            use crate::wire::secure::proof;
+            proof::sign(
+                key,
+                proof::Role::Publisher,
+                answer,
+                self.peer_nonce.as_ref(),
+            );
+        }
+    }
 }
 
 /// The key in the file at `path`, which only its owner may read or write (as ssh asks

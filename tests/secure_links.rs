@@ -307,6 +307,17 @@ async fn what_crosses_the_wire_is_sealed_for_this_link_and_a_plain_offer_is_told
 /// `prefer` with a stock roscpp subscriber that asks for UDPROS only: a plain UDPROS link.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prefer_serves_a_roscpp_udp_subscriber_plainly() {
+    prefer_serves_roscpp("udp").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_serves_a_roscpp_tcp_subscriber_plainly() {
+    prefer_serves_roscpp("tcp").await;
+}
+
+/// A publisher under `prefer` and a roscpp subscriber with transport `hints`: a plain link,
+/// every message whole.
+async fn prefer_serves_roscpp(hints: &str) {
     let Some((_master, uri)) = common::start_rosmaster() else {
         return;
     };
@@ -325,7 +336,7 @@ async fn prefer_serves_a_roscpp_udp_subscriber_plainly() {
         .await
         .unwrap();
     let mut cmd = std::process::Command::new(binary);
-    cmd.args(["sub", "/data", "--type", "bytes", "--hints", "udp"]);
+    cmd.args(["sub", "/data", "--type", "bytes", "--hints", hints]);
     common::ros_env(&mut cmd, &uri);
     let (_child, mut lines) = common::spawn_lines(cmd);
     let sending = tokio::spawn(async move {
@@ -347,4 +358,160 @@ async fn prefer_serves_a_roscpp_udp_subscriber_plainly() {
     });
     sending.abort();
     assert_eq!(good, 10, "{:?}", lines.seen);
+}
+
+/// How many messages a TCPROS-only subscriber under `security` hears within `within`, and
+/// what the publisher's header said of security.
+async fn listen_tcp(master: &str, security: Security, within: Duration) -> (usize, Option<String>) {
+    let node = node(master, "tcp_listener", security).await;
+    let mut sub = node
+        .subscribe::<std_msgs::String>("/secret", SubscribeOptions::tcp_only())
+        .await
+        .unwrap();
+    let mut heard = 0;
+    let deadline = tokio::time::Instant::now() + within;
+    while heard < 10 {
+        match tokio::time::timeout_at(deadline, sub.recv()).await {
+            Ok(Some(m)) => {
+                assert!(m.data.starts_with("secret message "), "{m:?}");
+                heard += 1;
+            }
+            _ => break,
+        }
+    }
+    let said = sub
+        .links()
+        .into_iter()
+        .filter_map(|l| l.header)
+        .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
+    node.shutdown().await;
+    (heard, said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcpros_between_nodes_with_the_key_is_sealed_and_plain_subscribers_are_refused() {
+    let master = embedded_master().await;
+    let key = GraphKey::from_bytes(KEY);
+    let (_talker, sending) = talker(
+        master.uri(),
+        security(Policy::Require, Some(&key), Mode::Encrypt),
+    )
+    .await;
+    let (heard, said) = listen_tcp(
+        master.uri(),
+        security(Policy::Prefer, Some(&key), Mode::Authenticate),
+        WAIT,
+    )
+    .await;
+    assert_eq!(heard, 10);
+    assert_eq!(said.as_deref(), Some("encrypt"));
+    let (heard, _) = listen_tcp(master.uri(), Security::default(), Duration::from_secs(3)).await;
+    assert_eq!(
+        heard, 0,
+        "a plain TCPROS subscriber is refused under require"
+    );
+    sending.abort();
+}
+
+/// A connection header as TCPROS frames it, read from `stream`.
+async fn read_header(stream: &mut tokio::net::TcpStream) -> ConnectionHeader {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    stream.read_exact(&mut body).await.unwrap();
+    ConnectionHeader::decode_fields(&body, &Default::default()).unwrap()
+}
+
+/// A TCPROS subscriber by hand: a plain header is answered with an error that says why;
+/// a secure offer gets a signed answer, and what follows is sealed records that open
+/// under this link's keys only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_secure_tcpros_link_carries_is_sealed_records() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use udpros::wire::secure::stream::{tcp_context, StreamOpener};
+    let master = embedded_master().await;
+    let key = GraphKey::from_bytes(KEY);
+    let (talker, sending) = talker(
+        master.uri(),
+        security(Policy::Require, Some(&key), Mode::Encrypt),
+    )
+    .await;
+    let client =
+        XmlRpcClient::default().signed(&security(Policy::Require, Some(&key), Mode::Encrypt));
+    let reply = client
+        .call(
+            talker.uri(),
+            "requestTopic",
+            vec![
+                "/by_hand".into(),
+                "/secret".into(),
+                Value::Array(vec![Value::Array(vec!["TCPROS".into()])]),
+            ],
+        )
+        .await
+        .unwrap();
+    let chosen = reply.as_array().unwrap()[2].as_array().unwrap().to_vec();
+    let port = chosen[2].as_i32().unwrap() as u16;
+    let header = ConnectionHeader::from_pairs([
+        ("callerid", "/by_hand"),
+        ("topic", "/secret"),
+        ("type", "std_msgs/String"),
+        ("md5sum", "992ce8a1687cec8c8bd883ec73ca41d1"),
+    ]);
+    // Plain: refused, and told why.
+    let mut plain = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    plain.write_all(&header.encode_tcp()).await.unwrap();
+    let refusal = read_header(&mut plain).await;
+    let error = refusal.get("error").unwrap_or_default().to_string();
+    assert!(
+        error.contains("secure links are required here"),
+        "{refusal:?}"
+    );
+
+    // Secure: an offer with a nonce and a proof.
+    let side = handshake::Side {
+        policy: Policy::Require,
+        key: Some(&key),
+        mode: Mode::Encrypt,
+    };
+    let nonce = [0x33; 16];
+    let mut offer = header.clone();
+    for (field, value) in handshake::offer_fields(side, &nonce) {
+        offer.insert(field, value);
+    }
+    proof::sign(&key, Role::Subscriber, &mut offer, None);
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(&offer.encode_tcp()).await.unwrap();
+    let answer = read_header(&mut stream).await;
+    let context = tcp_context("/secret");
+    let Settled::Secure(link) = handshake::accept(side, &nonce, &answer, &context).unwrap() else {
+        panic!("a plain answer to a secure offer: {answer:?}")
+    };
+    let (mut opener, _) = link.subscriber_stream();
+    let mut stranger = StreamOpener::new(&[0; 32], Mode::Encrypt);
+    let mut opened = 0;
+    while opened < 5 {
+        let mut len = [0u8; 4];
+        tokio::time::timeout(WAIT, stream.read_exact(&mut len))
+            .await
+            .expect("records arrive")
+            .unwrap();
+        let mut record = vec![0u8; u32::from_le_bytes(len) as usize];
+        stream.read_exact(&mut record).await.unwrap();
+        assert!(
+            !record.windows(14).any(|w| w == b"secret message"),
+            "a payload readable on the wire"
+        );
+        assert!(stranger.open(&record).is_err());
+        let body = opener.open(&record).expect("sealed for this link");
+        // A std_msgs/String: its length, then the text.
+        assert!(body[4..].starts_with(b"secret message "), "{body:?}");
+        opened += 1;
+    }
+    sending.abort();
 }

@@ -4,6 +4,7 @@
 
 use super::{Node, NodeInner, SentPath};
 use crate::api::{SlaveBackend, StatusReply};
+use crate::secure::SettleError;
 use crate::socket::{route_mtu, udp_headers, udp_socket};
 use crate::transport::publication::{Publication, UdpLinkError};
 use crate::transport::subscription::LinkStatus;
@@ -11,9 +12,7 @@ use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol};
 use crate::wire::header::HeaderLimits;
 use crate::wire::link_setup::{PathFacts, SenderTerms};
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
-use crate::wire::secure::handshake::{self, Refused, Settled};
-use crate::wire::secure::proof;
-use crate::wire::secure::Policy;
+use crate::wire::secure::handshake;
 use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
@@ -32,6 +31,12 @@ impl crate::transport::tcp_server::Endpoints for Weak<NodeInner> {
         service: &str,
     ) -> Option<Arc<crate::transport::service_endpoint::ServicePublication>> {
         self.upgrade()?.service(service)
+    }
+
+    fn security(&self) -> crate::secure::Security {
+        self.upgrade()
+            .map(|node| node.security.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -318,11 +323,8 @@ impl NodeInner {
                 &HeaderLimits::default(),
             );
             match offer {
-                // TCPROS links are not secured yet (issue 50): under `require` only a
-                // secure UDPROS link will do.
-                Ok(Some(Offer::Tcpros)) if self.security.policy == Policy::Require => {
-                    udp_refused.get_or_insert(UdpLinkError::Secure(Refused::PeerPlain));
-                }
+                // Under `require` the TCPROS handshake itself refuses a plain subscriber
+                // (its header has no offer to settle), and says why.
                 Ok(Some(Offer::Tcpros)) => {
                     let host = self.id.host.clone();
                     let port = self.tcp_port.get().copied().unwrap_or(0);
@@ -400,21 +402,16 @@ impl NodeInner {
         );
         // A secure link when the subscriber offered one and this node holds the same key;
         // under `require` a plain subscriber is refused here, told why.
-        let side = handshake::Side {
-            policy: self.security.policy,
-            key: self.security.active_key(),
-            mode: self.security.mode,
-        };
-        let nonce = self.security.link_nonce().map_err(UdpLinkError::Random)?;
         let context = handshake::link_context(&publication.info.topic, connection_id);
-        let (settled, subscriber_nonce) = handshake::settle(side, &offer.header, &context, &nonce)
-            .map_err(UdpLinkError::Secure)?;
-        if let (Settled::Secure(link), Some(key)) = (settled, side.key) {
-            for (field, value) in handshake::answer_fields(key, link.mode, &nonce) {
-                reply.insert(field, value);
-            }
-            terms.secure = Some(link);
-        }
+        let settling = self
+            .security
+            .settle_offer(&offer.header, &context)
+            .map_err(|e| match e {
+                SettleError::Refused(refused) => UdpLinkError::Secure(refused),
+                SettleError::Random(e) => UdpLinkError::Random(e),
+            })?;
+        settling.add_fields(&mut reply);
+        terms.secure = settling.link().cloned();
         if terms.fec.is_some() && !loopback {
             crate::transport::prepare_fec_code();
         }
@@ -425,15 +422,7 @@ impl NodeInner {
         for (field, value) in terms.answer_fields() {
             reply.insert(field, value);
         }
-        // Signed once every field is in: nothing of the answer can change on the way.
-        if let (Some(_), Some(key)) = (&terms.secure, side.key) {
-            proof::sign(
-                key,
-                proof::Role::Publisher,
-                &mut reply,
-                subscriber_nonce.as_ref(),
-            );
-        }
+        settling.sign(&mut reply);
         publication.add_udp_link(socket, caller_id, terms)?;
         Ok(Answer::Udpros(UdprosAnswer {
             host: self.id.host.clone(),

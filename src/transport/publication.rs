@@ -500,6 +500,7 @@ impl Publication {
         stream: TcpStream,
         caller_id: &str,
         header: &crate::wire::header::ConnectionHeader,
+        sealer: Option<crate::wire::secure::stream::StreamSealer>,
     ) {
         let peer = stream
             .peer_addr()
@@ -532,7 +533,7 @@ impl Publication {
             }
             _ => None,
         };
-        let mut sender = LinkSender::tcp(writer, freshness);
+        let mut sender = LinkSender::tcp(writer, freshness, sealer);
         let handles = SenderHandles {
             closing: self.share_host(&mut sender, peer),
             ..SenderHandles::default()

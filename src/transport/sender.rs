@@ -13,6 +13,7 @@ use crate::socket::{offload, SendSocket};
 use crate::wire::freshness::{Cadence, Freshness};
 use crate::wire::host_budget::Traffic;
 use crate::wire::link_setup::SenderTerms;
+use crate::wire::secure::stream::StreamSealer;
 use crate::wire::udpros::{AfterError, FragmentError, SendError, UdpSender, FRESHNESS};
 use bytes::Bytes;
 use std::io;
@@ -108,14 +109,20 @@ impl LinkSender {
     }
 
     /// A TCP link; `freshness`, the rule that drops what would arrive stale (links off
-    /// this host, whose kernel holds little unsent).
-    pub(super) fn tcp(writer: OwnedWriteHalf, freshness: Option<Freshness>) -> LinkSender {
+    /// this host, whose kernel holds little unsent); `sealer`, on a secure link.
+    pub(super) fn tcp(
+        writer: OwnedWriteHalf,
+        freshness: Option<Freshness>,
+        sealer: Option<StreamSealer>,
+    ) -> LinkSender {
         LinkSender::Tcp(TcpLinkSender {
             writer,
             unfinished: None,
             batch: Vec::new(),
             freshness,
             host: None,
+            sealer: sealer.map(Box::new),
+            sealed: Vec::new(),
         })
     }
 
@@ -610,11 +617,20 @@ pub(super) struct TcpLinkSender {
     freshness: Option<Freshness>,
     /// The host's budget, when the node has one per host.
     host: Option<HostShare>,
+    /// On a secure link: seals each frame as a record just before it is written (a
+    /// record's number is its place in the stream, so it is sealed only once it goes).
+    /// Boxed: a plain link, the common one, stays small.
+    sealer: Option<Box<StreamSealer>>,
+    /// A sealed frame's bytes, kept for their allocation.
+    sealed: Vec<u8>,
 }
 
 impl TcpLinkSender {
     fn try_send_now(&mut self, frame: &Bytes) -> DirectSend {
-        if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES {
+        // A secure link's frames go through the queue: one sealed here would take its
+        // record number even when the kernel takes none of it.
+        if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES || self.sealer.is_some()
+        {
             return DirectSend::NotNow;
         }
         let charge = self.host.as_ref().map(|host| {
@@ -687,9 +703,10 @@ impl TcpLinkSender {
         if frames.len() > 1 && total <= TCP_BATCH_BYTES {
             let mut batch = std::mem::take(&mut self.batch);
             batch.clear();
-            frames
-                .iter()
-                .for_each(|q| batch.extend_from_slice(&q.frame));
+            frames.iter().for_each(|q| match &mut self.sealer {
+                Some(sealer) => sealer.seal_frame_into(&q.frame, &mut batch),
+                None => batch.extend_from_slice(&q.frame),
+            });
             let largest = frames.iter().map(QueuedFrame::len).max();
             let written = self.write_timed(&batch, largest).await;
             self.batch = batch;
@@ -713,7 +730,17 @@ impl TcpLinkSender {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 continue;
             }
-            self.write_timed(&queued.frame, Some(queued.len())).await?;
+            match &mut self.sealer {
+                Some(sealer) => {
+                    let mut sealed = std::mem::take(&mut self.sealed);
+                    sealed.clear();
+                    sealer.seal_frame_into(&queued.frame, &mut sealed);
+                    let written = self.write_timed(&sealed, Some(sealed.len())).await;
+                    self.sealed = sealed;
+                    written?;
+                }
+                None => self.write_timed(&queued.frame, Some(queued.len())).await?,
+            }
             stats.add_message(queued.len());
         }
         Ok(())

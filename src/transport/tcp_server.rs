@@ -17,6 +17,8 @@ pub(crate) trait Endpoints: Send + Sync {
     fn publication(&self, topic: &str) -> Option<Arc<Publication>>;
     /// An advertised service.
     fn service(&self, service: &str) -> Option<Arc<ServicePublication>>;
+    /// How the node secures its links.
+    fn security(&self) -> crate::secure::Security;
 }
 
 pub(crate) type Lookup = Arc<dyn Endpoints>;
@@ -100,8 +102,20 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
                     publication.admit_host(peer.ip())?;
                     Ok(reply)
                 })
-                .map(|reply| (publication, reply))
-                .map_err(|refusal| refusal.to_string()),
+                .map_err(|refusal| refusal.to_string())
+                .and_then(|mut reply| {
+                    // A secure link when the subscriber offered one with the same key;
+                    // under `require` a plain subscriber is refused, told why.
+                    let context = crate::wire::secure::stream::tcp_context(topic);
+                    let settling = lookup
+                        .security()
+                        .settle_offer(&header, &context)
+                        .map_err(|e| e.to_string())?;
+                    settling.add_fields(&mut reply);
+                    settling.sign(&mut reply);
+                    let sealer = settling.link().map(|link| link.publisher_stream().0);
+                    Ok((publication, reply, sealer))
+                }),
         },
         (None, Some(service)) => match lookup.service(service) {
             Some(service) => {
@@ -114,9 +128,9 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
         (None, None) => Err("no topic or service name detected".into()),
     };
     match verdict {
-        Ok((publication, reply)) => {
+        Ok((publication, reply, sealer)) => {
             if stream.write_all(&reply.encode_tcp()).await.is_ok() {
-                publication.add_tcp_link(stream, &caller, &header);
+                publication.add_tcp_link(stream, &caller, &header, sealer);
             }
         }
         Err(text) => {

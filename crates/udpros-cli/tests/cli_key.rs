@@ -50,13 +50,21 @@ fn a_new_key_is_the_owners_only_never_replaces_a_file_and_says_its_id() {
     assert_eq!(secret.len(), 64);
     assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()), "{secret}");
     assert!(secret != key && !secret.contains(&id), "{secret}");
-    assert_eq!(udpros(&["key", "mavlink", file]).stdout.trim(), secret, "derived, not drawn");
+    assert_eq!(
+        udpros(&["key", "mavlink", file]).stdout.trim(),
+        secret,
+        "derived, not drawn"
+    );
 
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
     let open = udpros(&["key", "id", file]);
     assert!(!open.ok);
     assert!(open.stderr.contains("chmod 600"), "{}", open.stderr);
     let open = udpros(&["key", "mavlink", file]);
-    assert!(!open.ok && open.stderr.contains("chmod 600"), "{}", open.stderr);
+    assert!(
+        !open.ok && open.stderr.contains("chmod 600"),
+        "{}",
+        open.stderr
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

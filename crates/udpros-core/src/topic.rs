@@ -181,6 +181,8 @@ pub enum TopicStreamError {
     Publisher(PublisherRefusal),
     /// A frame announced more than the size limit.
     TooLarge(FrameTooLarge),
+    /// On a secure link, a record failed to open: forged, changed or out of order.
+    Sealed(crate::secure::stream::StreamRefused),
 }
 
 impl fmt::Display for TopicStreamError {
@@ -188,6 +190,7 @@ impl fmt::Display for TopicStreamError {
         match self {
             TopicStreamError::Publisher(refusal) => refusal.fmt(f),
             TopicStreamError::TooLarge(e) => write!(f, "publisher sent {e}"),
+            TopicStreamError::Sealed(e) => write!(f, "secure TCPROS link: {e}"),
         }
     }
 }
@@ -203,6 +206,8 @@ pub struct TopicReceiver {
     limits: HeaderLimits,
     max_message_size: usize,
     connected: bool,
+    /// On a secure link, what opens the publisher's records after its header.
+    opener: Option<crate::secure::stream::StreamOpener>,
 }
 
 impl TopicReceiver {
@@ -215,7 +220,18 @@ impl TopicReceiver {
             limits,
             max_message_size,
             connected: false,
+            opener: None,
         }
+    }
+
+    /// Opens every message after the header with `opener`: the link is secure (the
+    /// driver settled it from the publisher's header, [`TopicEvent::Connected`]). A
+    /// record that fails to open ends the stream ([`TopicStreamError::Sealed`]).
+    pub fn open_with(&mut self, opener: crate::secure::stream::StreamOpener) {
+        self.opener = Some(opener);
+        let tag = crate::secure::stream::TAG_LEN;
+        self.decoder
+            .set_max_frame(self.max_message_size.saturating_add(tag));
     }
 
     /// Where the driver puts the bytes it reads.
@@ -233,7 +249,13 @@ impl TopicReceiver {
             return Ok(None);
         };
         if self.connected {
-            return Ok(Some(TopicEvent::Message(body)));
+            return match &mut self.opener {
+                None => Ok(Some(TopicEvent::Message(body))),
+                Some(opener) => opener
+                    .open(&body)
+                    .map(|opened| Some(TopicEvent::Message(opened.into())))
+                    .map_err(TopicStreamError::Sealed),
+            };
         }
         let header = ConnectionHeader::decode_fields(&body, &self.limits)
             .map_err(|e| TopicStreamError::Publisher(PublisherRefusal::Malformed(e.to_string())))?;

@@ -327,7 +327,7 @@ impl Subscription {
     }
 
     /// This end's settings as a secure link's handshake takes them.
-    fn secure_side(&self) -> crate::wire::secure::handshake::Side<'_> {
+    pub(crate) fn secure_side(&self) -> crate::wire::secure::handshake::Side<'_> {
         let security = &self.local.security;
         crate::wire::secure::handshake::Side {
             policy: security.policy,
@@ -336,18 +336,25 @@ impl Subscription {
         }
     }
 
-    /// The UDPROS offer: the subscriber's header (with FEC asked for, and on a node with
-    /// the graph key, a secure link offered under `nonce` and the header signed).
-    fn udp_offer(&self, port: u16, ipv6_only: bool, nonce: &[u8; NONCE_LEN]) -> Offer {
+    /// Adds to a subscriber's header (UDPROS offer or TCPROS header) a secure link's
+    /// offer under `nonce`, and signs the whole header, on a node whose policy uses the
+    /// key; leaves it as it is otherwise.
+    pub(crate) fn offer_security(&self, header: &mut ConnectionHeader, nonce: &[u8; NONCE_LEN]) {
         use crate::wire::secure::{handshake, proof};
-        let mut header = self.config.fec.ask(self.identity().udp_subscriber_header());
         let side = self.secure_side();
         for (field, value) in handshake::offer_fields(side, nonce) {
             header.insert(field, value);
         }
         if let Some(key) = side.key {
-            proof::sign(key, proof::Role::Subscriber, &mut header, None);
+            proof::sign(key, proof::Role::Subscriber, header, None);
         }
+    }
+
+    /// The UDPROS offer: the subscriber's header (with FEC asked for, and on a node with
+    /// the graph key, a secure link offered under `nonce` and the header signed).
+    fn udp_offer(&self, port: u16, ipv6_only: bool, nonce: &[u8; NONCE_LEN]) -> Offer {
+        let mut header = self.config.fec.ask(self.identity().udp_subscriber_header());
+        self.offer_security(&mut header, nonce);
         Offer::Udpros(UdprosOffer {
             header,
             host: self.local.host.clone(),

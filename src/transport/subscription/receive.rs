@@ -14,7 +14,6 @@ use crate::wire::negotiation::{
     TopicReply, UdprosAnswer,
 };
 use crate::wire::secure::handshake::{self, Settled};
-use crate::wire::secure::Policy;
 use crate::wire::topic::{check_publisher, TopicEvent, TopicReceiver, TopicStreamError};
 use crate::wire::udpros::{ReceiverEvent, UdpReceiver, UdpStats};
 use crate::xmlrpc::Value;
@@ -142,9 +141,6 @@ async fn connect_and_read(
                     )
                 }
             },
-            // TCPROS links are not secured yet (issue 50): under `require` this end offers
-            // only UDPROS, which it can seal.
-            Protocol::Tcp if sub.local.security.policy == Policy::Require => {}
             Protocol::Tcp => offers.push(crate::xmlrpc::entry(Offer::Tcpros.to_params())),
         }
     }
@@ -201,16 +197,18 @@ async fn read_tcp(
         };
     let _ = stream.set_nodelay(sub.config.tcp_nodelay);
     crate::socket::set_keepalive(&stream);
-    if let Err(e) = stream
-        .write_all(
-            &sub.identity()
-                .tcp_subscriber_header(sub.config.tcp_nodelay)
-                .encode_tcp(),
-        )
-        .await
-    {
+    // On a node with the key, the header offers a secure link and proves the key; the
+    // publisher's answer settles it.
+    let nonce = match sub.local.security.link_nonce() {
+        Ok(nonce) => nonce,
+        Err(e) => return Ended::Retry(e.to_string()),
+    };
+    let mut ours = sub.identity().tcp_subscriber_header(sub.config.tcp_nodelay);
+    sub.offer_security(&mut ours, &nonce);
+    if let Err(e) = stream.write_all(&ours.encode_tcp()).await {
         return Ended::Retry(format!("sending header: {e}"));
     }
+    let context = crate::wire::secure::stream::tcp_context(&sub.config.topic);
     let mut receiver = TopicReceiver::new(HeaderLimits::default(), sub.config.max_message_size);
     let mut header: Option<Arc<ConnectionHeader>> = None;
     loop {
@@ -218,6 +216,15 @@ async fn read_tcp(
         loop {
             match receiver.poll_event() {
                 Ok(Some(TopicEvent::Connected(h))) => {
+                    match handshake::accept(sub.secure_side(), &nonce, &h, &context) {
+                        Ok(Settled::Secure(security)) => {
+                            receiver.open_with(security.subscriber_stream().0)
+                        }
+                        Ok(Settled::Plain) => {}
+                        Err(refused) => {
+                            return Ended::GiveUp(format!("TCPROS link refused: {refused}"))
+                        }
+                    }
                     let h = Arc::new(h);
                     let (local, peer) = (stream.local_addr().ok(), stream.peer_addr().ok());
                     link.set_status(|s| {
@@ -241,7 +248,9 @@ async fn read_tcp(
                 }
                 Ok(None) => break,
                 Err(e @ TopicStreamError::Publisher(_)) => return Ended::GiveUp(e.to_string()),
-                Err(e @ TopicStreamError::TooLarge(_)) => return Ended::Retry(e.to_string()),
+                Err(e @ (TopicStreamError::TooLarge(_) | TopicStreamError::Sealed(_))) => {
+                    return Ended::Retry(e.to_string())
+                }
             }
         }
         if delivered {

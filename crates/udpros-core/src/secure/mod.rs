@@ -27,6 +27,7 @@ pub mod handshake;
 mod key;
 pub mod proof;
 pub mod request;
+pub mod stream;
 
 pub use key::{GraphKey, KeyError, KeyId, KEY_LEN};
 
@@ -185,6 +186,24 @@ impl LinkSecurity {
         (
             datagram::Opener::new(&self.keys.downstream, self.mode),
             datagram::Sealer::new(&self.keys.upstream, self.mode),
+        )
+    }
+
+    /// On a TCPROS link: the publisher's (or service's) sealer of its stream, and its
+    /// opener of the peer's.
+    pub fn publisher_stream(&self) -> (stream::StreamSealer, stream::StreamOpener) {
+        (
+            stream::StreamSealer::new(&self.keys.downstream, self.mode),
+            stream::StreamOpener::new(&self.keys.upstream, self.mode),
+        )
+    }
+
+    /// On a TCPROS link: the subscriber's (or service client's) opener of the publisher's
+    /// stream, and its sealer of its own.
+    pub fn subscriber_stream(&self) -> (stream::StreamOpener, stream::StreamSealer) {
+        (
+            stream::StreamOpener::new(&self.keys.downstream, self.mode),
+            stream::StreamSealer::new(&self.keys.upstream, self.mode),
         )
     }
 }
