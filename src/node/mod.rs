@@ -113,6 +113,11 @@ impl WeakNode {
     pub(crate) fn master(&self) -> Option<MasterClient> {
         self.0.upgrade().map(|node| node.master.clone())
     }
+
+    /// How the node secures its links, unless the node is gone.
+    pub(crate) fn security(&self) -> Option<crate::secure::Security> {
+        self.0.upgrade().map(|node| node.security.clone())
+    }
 }
 
 pub(crate) struct NodeInner {

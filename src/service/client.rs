@@ -5,6 +5,7 @@ use super::Service;
 use crate::api::ApiError;
 use crate::node::{Node, WeakNode};
 use crate::wire::header::{ConnectionHeader, HeaderLimits};
+use crate::wire::secure::stream::StreamSealer;
 use crate::wire::service::{self as rosrpc, ReplyError, Response, ResponseDecoder};
 use crate::wire::tcpros::{FrameClock, FrameDecoder, RateFloor};
 use bytes::Bytes;
@@ -128,6 +129,37 @@ struct Connection {
     responses: ResponseDecoder,
     /// The server's reply header.
     header: ConnectionHeader,
+    /// On a secure connection, what seals the requests (the decoder opens the responses).
+    sealer: Option<StreamSealer>,
+}
+
+/// A client's offer of a secure connection: its node's security and its fresh nonce.
+struct SecureOffer {
+    security: crate::secure::Security,
+    nonce: [u8; crate::secure::NONCE_LEN],
+}
+
+impl SecureOffer {
+    /// The offer for a client of `node` (a plain one when the node's policy is off).
+    fn of(node: &WeakNode) -> Result<SecureOffer, ServiceError> {
+        let security = node.security().ok_or(ServiceError::Shutdown)?;
+        let nonce = security
+            .link_nonce()
+            .map_err(|e| ServiceError::Protocol(e.to_string()))?;
+        Ok(SecureOffer { security, nonce })
+    }
+
+    /// Adds the offer to the client's `header` and signs it (nothing with security off).
+    fn add_to(&self, header: &mut ConnectionHeader) {
+        use crate::wire::secure::{handshake, proof};
+        let side = self.security.side();
+        for (field, value) in handshake::offer_fields(side, &self.nonce) {
+            header.insert(field, value);
+        }
+        if let Some(key) = side.key {
+            proof::sign(key, proof::Role::Subscriber, header, None);
+        }
+    }
 }
 
 impl Connection {
@@ -149,9 +181,14 @@ impl Connection {
         response_timeout: Option<Duration>,
         floor: RateFloor,
     ) -> Result<Bytes, ServiceError> {
-        let mut frame = Vec::with_capacity(4 + request.len());
-        frame.extend_from_slice(&(request.len() as u32).to_le_bytes());
-        frame.extend_from_slice(request);
+        let mut frame = Vec::with_capacity(4 + request.len() + 16);
+        match &mut self.sealer {
+            Some(sealer) => sealer.seal_into(request, &mut frame),
+            None => {
+                frame.extend_from_slice(&(request.len() as u32).to_le_bytes());
+                frame.extend_from_slice(request);
+            }
+        }
         self.stream.write_all(&frame).await?;
         let sent = tokio::time::Instant::now();
         let mut clock = FrameClock::new(floor);
@@ -204,14 +241,16 @@ pub(crate) fn parse_rosrpc_uri(uri: &str) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_string(), port))
 }
 
-/// Connects to the server at `uri` and exchanges headers, within `limit`.
+/// Connects to the server at `uri` and exchanges headers, within `limit`; `offer` makes
+/// the connection secure when the server holds the key too.
 async fn connect(
     uri: &str,
     header: &ConnectionHeader,
+    offer: &SecureOffer,
     max_response: usize,
     limit: Duration,
 ) -> Result<Connection, ServiceError> {
-    tokio::time::timeout(limit, connect_now(uri, header, max_response))
+    tokio::time::timeout(limit, connect_now(uri, header, offer, max_response))
         .await
         .unwrap_or_else(|_| {
             Err(ServiceError::Protocol(format!(
@@ -223,13 +262,17 @@ async fn connect(
 async fn connect_now(
     uri: &str,
     header: &ConnectionHeader,
+    offer: &SecureOffer,
     max_response: usize,
 ) -> Result<Connection, ServiceError> {
+    use crate::wire::secure::handshake::{self, Settled};
     let (host, port) = parse_rosrpc_uri(uri)
         .ok_or_else(|| ServiceError::Protocol(format!("not a rosrpc URI: {uri}")))?;
     let mut stream = TcpStream::connect((host.as_str(), port)).await?;
     let _ = stream.set_nodelay(true);
     crate::socket::set_keepalive(&stream);
+    let mut header = header.clone();
+    offer.add_to(&mut header);
     stream.write_all(&header.encode_tcp()).await?;
     let (reply, leftover) = crate::transport::read_header(&mut stream, &HeaderLimits::default())
         .await
@@ -238,12 +281,28 @@ async fn connect_now(
         ReplyError::Refused(text) => ServiceError::Refused(text),
         other => ServiceError::Protocol(other.to_string()),
     })?;
+    let service = header.get("service").unwrap_or_default();
+    let context = rosrpc::service_context(service);
     let mut responses = ResponseDecoder::new(max_response);
+    let sealer = match handshake::accept(offer.security.side(), &offer.nonce, &reply, &context) {
+        Ok(Settled::Secure(link)) => {
+            let (opener, sealer) = link.subscriber_stream();
+            responses.open_with(opener);
+            Some(sealer)
+        }
+        Ok(Settled::Plain) => None,
+        Err(refused) => {
+            return Err(ServiceError::Refused(format!(
+                "secure link refused: {refused}"
+            )))
+        }
+    };
     seed(&mut responses, leftover);
     Ok(Connection {
         stream,
         responses,
         header: reply,
+        sealer,
     })
 }
 
@@ -286,9 +345,12 @@ impl RawServiceClient {
     pub async fn probe(&self) -> Result<ConnectionHeader, ServiceError> {
         let uri = self.lookup().await?;
         let header = rosrpc::probe_header(&self.caller_id, &self.service);
-        Ok(connect(&uri, &header, 0, self.options.connect_timeout)
-            .await?
-            .header)
+        let offer = SecureOffer::of(&self.node)?;
+        Ok(
+            connect(&uri, &header, &offer, 0, self.options.connect_timeout)
+                .await?
+                .header,
+        )
     }
 
     /// Waits until the service is registered and answers a probe, or `timeout` passes
@@ -329,9 +391,11 @@ impl RawServiceClient {
             &self.md5sum,
             self.options.persistent,
         );
+        let offer = SecureOffer::of(&self.node)?;
         connect(
             &uri,
             &header,
+            &offer,
             self.options.max_response,
             self.options.connect_timeout,
         )

@@ -6,7 +6,7 @@
 
 use crate::connections::ConnectionSet;
 use crate::wire::header::ConnectionHeader;
-use crate::wire::service::{response_frame, ServiceIdentity};
+use crate::wire::service::{response_frame, sealed_response, service_context, ServiceIdentity};
 use crate::wire::tcpros::{FrameClock, FrameDecoder, RateFloor};
 use bytes::Bytes;
 use std::future::Future;
@@ -116,14 +116,29 @@ pub(crate) async fn serve_connection(
     peer: SocketAddr,
     header: &ConnectionHeader,
     leftover: FrameDecoder,
+    security: crate::secure::Security,
 ) {
-    let accepted = match service.identity.accept(header) {
+    let mut accepted = match service.identity.accept(header) {
         Ok(accepted) => accepted,
         Err(text) => {
             tracing::warn!("refused a service client from {peer}: {text}");
             return refuse(&mut stream, text).await;
         }
     };
+    // A secure connection when the client offered one with the same key; under
+    // `require` a plain client (roscpp's, rospy's, a probe of rosservice) is refused.
+    let context = service_context(&service.identity.service);
+    let settling = match security.settle_offer(header, &context) {
+        Ok(settling) => settling,
+        Err(e) => {
+            let text = e.to_string();
+            tracing::warn!("refused a service client from {peer}: {text}");
+            return refuse(&mut stream, text).await;
+        }
+    };
+    settling.add_fields(&mut accepted.reply);
+    settling.sign(&mut accepted.reply);
+    let mut sealed = settling.link().map(|link| link.publisher_stream());
     if !service.connections.make_room() {
         let text = format!(
             "service {} is busy with {} calls",
@@ -144,7 +159,10 @@ pub(crate) async fn serve_connection(
     let connections = service.connections.clone();
     connections.spawn(move |activity| async move {
         let mut requests = leftover;
-        requests.set_max_frame(service.options.max_request);
+        let tag = sealed
+            .as_ref()
+            .map_or(0, |_| crate::wire::secure::stream::TAG_LEN);
+        requests.set_max_frame(service.options.max_request.saturating_add(tag));
         loop {
             let body = match read_request(&service, &mut stream, &mut requests).await {
                 Ok(Some(request)) => request,
@@ -153,9 +171,20 @@ pub(crate) async fn serve_connection(
             };
             let _busy = activity.busy();
             let (request, _budget) = body;
+            let request = match &mut sealed {
+                Some((_, opener)) => match opener.open(&request) {
+                    Ok(opened) => Bytes::from(opened),
+                    Err(e) => return tracing::warn!("service client {peer}: {e}"),
+                },
+                None => request,
+            };
             service.calls.fetch_add(1, Ordering::Relaxed);
             let outcome = call_handler(&service.handler, request).await;
-            let frame = response_frame(outcome.as_deref().map_err(String::as_str));
+            let outcome = outcome.as_deref().map_err(String::as_str);
+            let frame = match &mut sealed {
+                Some((sealer, _)) => sealed_response(sealer, outcome),
+                None => response_frame(outcome),
+            };
             if let Err(e) = stream.write_all(&frame).await {
                 return tracing::debug!("service client {peer}: {e}");
             }

@@ -119,7 +119,8 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
         },
         (None, Some(service)) => match lookup.service(service) {
             Some(service) => {
-                return serve_connection(service, stream, peer, &header, leftover).await
+                let security = lookup.security();
+                return serve_connection(service, stream, peer, &header, leftover, security).await;
             }
             None => Err(format!(
                 "received a tcpros connection for a nonexistent service [{service}]."

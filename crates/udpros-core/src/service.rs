@@ -18,6 +18,7 @@
 use crate::header::ConnectionHeader;
 use crate::tcpros::{FrameDecoder, FrameTooLarge};
 use bytes::Bytes;
+use std::fmt;
 
 /// Who serves a service, as its reply header tells clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,6 +174,49 @@ pub fn response_frame(outcome: Result<&[u8], &str>) -> Vec<u8> {
     out
 }
 
+/// What names a service connection in its keys' derivation.
+pub fn service_context(service: &str) -> Vec<u8> {
+    format!("rosrpc service {service}").into_bytes()
+}
+
+/// A response on a secure connection: one sealed record whose body is the `ok` byte, then
+/// the response body (or the error text), so that neither can be changed on the way.
+pub fn sealed_response(
+    sealer: &mut crate::secure::stream::StreamSealer,
+    outcome: Result<&[u8], &str>,
+) -> Vec<u8> {
+    let (ok, body) = match outcome {
+        Ok(body) => (1u8, body),
+        Err(text) => (0u8, text.as_bytes()),
+    };
+    let mut plain = Vec::with_capacity(1 + body.len());
+    plain.push(ok);
+    plain.extend_from_slice(body);
+    let mut out = Vec::with_capacity(4 + plain.len() + crate::secure::stream::TAG_LEN);
+    sealer.seal_into(&plain, &mut out);
+    out
+}
+
+/// Why a response could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResponseError {
+    /// It announced more than the limit.
+    TooLarge(FrameTooLarge),
+    /// On a secure connection, its record failed to open.
+    Sealed(crate::secure::stream::StreamRefused),
+}
+
+impl fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResponseError::TooLarge(e) => e.fmt(f),
+            ResponseError::Sealed(e) => write!(f, "secure service connection: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ResponseError {}
+
 /// What a server answered to one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
@@ -186,6 +230,9 @@ pub enum Response {
 #[derive(Debug)]
 pub struct ResponseDecoder {
     frames: FrameDecoder,
+    max_response: usize,
+    /// On a secure connection: responses are sealed records ([`sealed_response`]).
+    opener: Option<crate::secure::stream::StreamOpener>,
 }
 
 impl ResponseDecoder {
@@ -193,7 +240,19 @@ impl ResponseDecoder {
     pub fn new(max_response: usize) -> ResponseDecoder {
         ResponseDecoder {
             frames: FrameDecoder::new(max_response).reserve_whole_frames(),
+            max_response,
+            opener: None,
         }
+    }
+
+    /// Reads sealed responses from now on, opened with `opener`: the connection is
+    /// secure (settled from the server's header).
+    pub fn open_with(&mut self, opener: crate::secure::stream::StreamOpener) {
+        self.opener = Some(opener);
+        let record = self
+            .max_response
+            .saturating_add(1 + crate::secure::stream::TAG_LEN);
+        self.frames.set_max_frame(record);
     }
 
     /// The decoder's buffer, to read the socket into (and to seed with bytes that came
@@ -208,14 +267,30 @@ impl ResponseDecoder {
     }
 
     /// The next complete response, `None` until one is complete.
-    pub fn next_response(&mut self) -> Result<Option<Response>, FrameTooLarge> {
-        Ok(self.frames.next_frame_after(1)?.map(|(ok, body)| {
-            if ok.first().is_some_and(|&ok| ok != 0) {
+    pub fn next_response(&mut self) -> Result<Option<Response>, ResponseError> {
+        let response = |ok: Option<&u8>, body: Bytes| {
+            if ok.is_some_and(|&ok| ok != 0) {
                 Response::Ok(body)
             } else {
                 Response::Failed(String::from_utf8_lossy(&body).into_owned())
             }
-        }))
+        };
+        let Some(opener) = &mut self.opener else {
+            return Ok(self
+                .frames
+                .next_frame_after(1)
+                .map_err(ResponseError::TooLarge)?
+                .map(|(ok, body)| response(ok.first(), body)));
+        };
+        let Some(record) = self.frames.next_frame().map_err(ResponseError::TooLarge)? else {
+            return Ok(None);
+        };
+        let plain = Bytes::from(opener.open(&record).map_err(ResponseError::Sealed)?);
+        let ok = plain.first().copied();
+        Ok(Some(response(
+            ok.as_ref(),
+            plain.slice(plain.len().min(1)..),
+        )))
     }
 }
 
@@ -324,8 +399,43 @@ mod tests {
         decoder
             .buffer_mut()
             .extend_from_slice(&[1, 0xff, 0xff, 0xff, 0x7f]);
-        let err = decoder.next_response().unwrap_err();
+        let Err(ResponseError::TooLarge(err)) = decoder.next_response() else {
+            panic!("a response over the limit was taken")
+        };
         assert_eq!(err.len, 0x7fff_ffff);
         assert!(decoder.buffer_mut().capacity() < 1 << 20);
+    }
+
+    #[test]
+    fn sealed_responses_open_to_their_outcome_and_a_changed_one_fails() {
+        use crate::secure::stream::{StreamOpener, StreamSealer};
+        use crate::secure::Mode;
+        let key = [7u8; 32];
+        let mut sealer = StreamSealer::new(&key, Mode::Encrypt);
+        let mut decoder = ResponseDecoder::new(1024);
+        decoder.open_with(StreamOpener::new(&key, Mode::Encrypt));
+        let ok = sealed_response(&mut sealer, Ok(b"answer"));
+        let failed = sealed_response(&mut sealer, Err("no such thing"));
+        assert!(!ok.windows(6).any(|w| w == b"answer"), "encrypted");
+        decoder.buffer_mut().extend_from_slice(&ok[..7]);
+        assert_eq!(decoder.next_response(), Ok(None), "not whole yet");
+        decoder.buffer_mut().extend_from_slice(&ok[7..]);
+        decoder.buffer_mut().extend_from_slice(&failed);
+        assert_eq!(
+            decoder.next_response(),
+            Ok(Some(Response::Ok(Bytes::from_static(b"answer"))))
+        );
+        assert_eq!(
+            decoder.next_response(),
+            Ok(Some(Response::Failed("no such thing".into())))
+        );
+        let mut changed = sealed_response(&mut sealer, Ok(b"x"));
+        changed[4] ^= 1; // the ok byte, encrypted
+        decoder.buffer_mut().extend_from_slice(&changed);
+        assert!(matches!(
+            decoder.next_response(),
+            Err(ResponseError::Sealed(_))
+        ));
+        assert_ne!(service_context("/a"), service_context("/b"));
     }
 }
