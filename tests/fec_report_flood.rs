@@ -5,13 +5,12 @@
 //! within a second or two, not minutes later.
 
 use bytes::Bytes;
-use socket2::{Domain, Protocol as IpProtocol, Socket, Type};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 use udpros::master::Master;
 use udpros::msgs::std_msgs;
 use udpros::node::{AdvertiseOptions, Node, SubscribeOptions};
 use udpros::wire::udpros::loss::Report;
+use udpros_testkit::spoof;
 
 async fn node(master: &Master, name: &str) -> Node {
     let args = [
@@ -34,39 +33,6 @@ fn rx_queue(port: u16) -> Option<u64> {
         let (_, rx) = fields.get(4)?.split_once(':')?;
         u64::from_str_radix(rx, 16).ok()
     })
-}
-
-/// A UDP datagram from `from` to `to` on loopback, as a raw socket sends it (the kernel
-/// writes the IP header; a zero checksum means none, as IPv4 allows).
-fn udp_packet(from: u16, to: u16, payload: &[u8]) -> Vec<u8> {
-    let mut packet = Vec::with_capacity(8 + payload.len());
-    packet.extend_from_slice(&from.to_be_bytes());
-    packet.extend_from_slice(&to.to_be_bytes());
-    packet.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
-    packet.extend_from_slice(&[0, 0]);
-    packet.extend_from_slice(payload);
-    packet
-}
-
-/// The connection id of the UDPROS datagrams going from port `from` to port `to`, read
-/// off the wire by a raw socket (which sees a copy of every UDP datagram).
-fn sniff_connection_id(raw: &std::net::UdpSocket, from: u16, to: u16) -> u32 {
-    let mut buf = [0u8; 2048];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let Ok(n) = raw.recv(&mut buf) else { continue };
-        let bytes = &buf[..n];
-        let ihl = usize::from(bytes[0] & 0x0f) * 4;
-        let udp = &bytes[ihl..];
-        let (src, dst) = (
-            u16::from_be_bytes([udp[0], udp[1]]),
-            u16::from_be_bytes([udp[2], udp[3]]),
-        );
-        if (src, dst) == (from, to) && udp.len() >= 8 + 8 {
-            return u32::from_le_bytes([udp[8], udp[9], udp[10], udp[11]]);
-        }
-    }
-    panic!("no UDPROS datagram from {from} to {to} seen");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,13 +76,10 @@ async fn a_flood_of_forged_reports_stays_small_and_the_real_ones_win_again() {
         }
     };
     let (sub_port, pub_port) = (link.local_port, link.peer.unwrap().port());
-    // A raw socket (root): std's calls on it are plain recv and sendto.
-    let raw: std::net::UdpSocket = Socket::new(Domain::IPV4, Type::RAW, Some(IpProtocol::UDP))
-        .expect("a raw socket (the test runs as root, as CI does)")
-        .into();
-    raw.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let connection_id = sniff_connection_id(&raw, pub_port, sub_port);
+    let raw = spoof::raw_socket();
+    let seen = spoof::sniff(&raw, pub_port, sub_port, 1);
+    let first = seen.first().expect("a UDPROS datagram on the wire");
+    let connection_id = u32::from_le_bytes([first[0], first[1], first[2], first[3]]);
 
     let forged = Report {
         loss: 0.4,
@@ -125,13 +88,11 @@ async fn a_flood_of_forged_reports_stays_small_and_the_real_ones_win_again() {
         mean_run: 1.0,
     }
     .encode(connection_id, 0);
-    let packet = udp_packet(sub_port, pub_port, &forged);
-    let to: SocketAddr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0).into();
     let flood = std::thread::spawn(move || {
         let (started, mut sent, mut deepest) = (Instant::now(), 0u64, 0u64);
         while started.elapsed() < Duration::from_secs(10) && sent < 10_000_000 {
             for _ in 0..1000 {
-                let _ = raw.send_to(&packet, to);
+                spoof::send_spoofed(&raw, sub_port, pub_port, &forged);
             }
             sent += 1000;
             deepest = deepest.max(rx_queue(pub_port).unwrap_or(0));

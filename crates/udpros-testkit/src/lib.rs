@@ -11,6 +11,7 @@ mod nodes;
 mod process;
 pub mod random;
 mod ros;
+pub mod spoof;
 
 pub use nodes::*;
 pub use process::*;
