@@ -163,3 +163,115 @@ async fn forged_replayed_and_unsigned_frames_are_refused_by_reason() {
         1
     );
 }
+
+/// The graph key and the MAVLink secret appear nowhere a user or another node can read:
+/// not in the bridge's log (debug level, on stderr and /rosout), its command line, its
+/// parameters, its getBusInfo, nor /rosout_agg; only the key file's path and id do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keys_are_in_no_log_parameter_bus_info_or_command_line() {
+    use std::process::{Command, Stdio};
+    use udpros::secure::{Mode, Policy, Security};
+    let dir = std::env::temp_dir().join(format!("udpros-keys-nowhere-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("graph.key");
+    let key = udpros::secure::new_key().unwrap();
+    udpros::secure::write_new_key_file(&file, &key).unwrap();
+    let key_hex = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("udpros-key-v1 ").map(str::to_string))
+        .expect("the key in its file");
+    let secret_hex = hex(&SigningKey(key.derive(SIGNING_PURPOSE)));
+    let secrets = [key_hex.as_str(), secret_hex.as_str()];
+    let leaks = |what: &str, text: &str| {
+        for secret in secrets {
+            assert!(
+                !text.to_lowercase().contains(secret),
+                "a secret in {what}: {text}"
+            );
+        }
+    };
+    let security = Security {
+        policy: Policy::Require,
+        mode: Mode::Encrypt,
+        key: Some(std::sync::Arc::new(key.clone())),
+    };
+    let options = udpros::master::RoscoreOptions {
+        security: Some(security.clone()),
+        ..Default::default()
+    };
+    let core = udpros::master::Roscore::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1", options)
+        .await
+        .unwrap();
+    let uri = core.master().uri().to_string();
+    let watcher = common::node_with(
+        &uri,
+        "watcher",
+        udpros::node::NodeOptions {
+            security: Some(security),
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut logs = watcher
+        .subscribe::<udpros::msgs::rosgraph_msgs::Log>(
+            "/rosout_agg",
+            udpros::node::SubscribeOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mavlink_bridge"));
+    cmd.args([
+        format!("__master:={uri}"),
+        "__ip:=127.0.0.1".into(),
+        "_signing:=require".into(),
+    ])
+    .env("UDPROS_KEY_FILE", &file)
+    .env("UDPROS_SECURITY", "require")
+    .env("RUST_LOG", "debug")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    // A file, not a pipe: a debug log nobody reads yet must not block the bridge.
+    .stderr(std::fs::File::create(dir.join("stderr")).unwrap());
+    let child = common::Child(cmd.spawn().unwrap());
+    let pid = child.0.id();
+    // The bridge signs and verifies with its simulated autopilot: TIMESYNC flows.
+    timesync_flows(&watcher, 10).await;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    leaks("the command line", &String::from_utf8_lossy(&cmdline));
+    let client = watcher.master().xmlrpc().clone();
+    let params = client
+        .call(&uri, "getParam", vec!["/watcher".into(), "/".into()])
+        .await
+        .unwrap();
+    leaks("the parameter server", &format!("{params:?}"));
+    let bridge_uri = watcher
+        .master()
+        .lookup_node("/mavlink_bridge")
+        .await
+        .unwrap();
+    let bus = client
+        .call(&bridge_uri, "getBusInfo", vec!["/watcher".into()])
+        .await
+        .unwrap();
+    leaks("getBusInfo", &format!("{bus:?}"));
+    let mut aggregated = 0;
+    while let Ok(Some(log)) = tokio::time::timeout(Duration::from_millis(500), logs.recv()).await {
+        leaks("/rosout_agg", &format!("{log:?}"));
+        aggregated += 1;
+    }
+    drop(child);
+    let output = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    leaks("stderr", &output);
+    assert!(
+        output.contains("policy require"),
+        "the log says the policy: {output}"
+    );
+    assert!(
+        output.contains(&key.id().to_string()),
+        "and the key's id: {output}"
+    );
+    println!("{aggregated} log messages aggregated");
+    let _ = std::fs::remove_dir_all(&dir);
+}
