@@ -132,7 +132,7 @@ async fn demo(args: DemoArgs) -> CliResult {
     });
     tasks.spawn(async move { mavlink_node::run(fcu, autopilot).await });
 
-    let console = crate::view_cmd::addresses(view.local_addr(), token.as_deref());
+    let console = crate::view_cmd::addresses(view.local_addr(), token.as_deref(), false);
     let result = live_view(&viewer, &uri, embedded.is_some(), &console, &args).await;
     drop(view);
     for node in &nodes {

@@ -32,6 +32,12 @@ pub struct ViewArgs {
     /// (UDPROS_VIEW_TOKEN, else a fresh random one).
     #[arg(long)]
     open: bool,
+    /// Serve over TLS (https://, wss://) with this PEM certificate chain; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's PEM private key (readable by its owner only); needs --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 /// The variable that sets the view's token (a command line would show it to `ps`).
@@ -59,16 +65,23 @@ pub fn token(open: bool) -> Result<Option<String>, String> {
 }
 
 impl ViewArgs {
-    fn options(&self, token: Option<String>) -> ViewOptions {
-        ViewOptions {
+    fn options(&self, token: Option<String>) -> Result<ViewOptions, String> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(udpros_view::tls::server_config(cert, key).map_err(|e| e.to_string())?)
+            }
+            _ => None,
+        };
+        Ok(ViewOptions {
             address: self.address,
             port: self.port,
             max_clients: self.max_clients.max(1),
             send_limit: self.send_limit,
             client_topics: self.allow_publish.clone(),
             token,
+            tls,
             ..ViewOptions::default()
-        }
+        })
     }
 }
 
@@ -81,6 +94,8 @@ pub fn run(args: ViewArgs) -> CliResult {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let token = token(args.open)?;
+    let options = args.options(token.clone())?;
+    let secure = options.tls.is_some();
     runtime.block_on(async {
         let node = Node::new("udpros_view", crate::ros_args())
             .await
@@ -89,10 +104,10 @@ pub fn run(args: ViewArgs) -> CliResult {
             .get_pid()
             .await
             .map_err(|e| format!("cannot reach the master at {}: {e}", node.master().uri()))?;
-        let view = View::start(node.clone(), args.options(token.clone()))
+        let view = View::start(node.clone(), options)
             .await
             .map_err(|e| format!("cannot serve the view on port {}: {e}", args.port))?;
-        for line in addresses(view.local_addr(), token.as_deref()) {
+        for line in addresses(view.local_addr(), token.as_deref(), secure) {
             println!("{line}");
         }
         let reason = node.spin().await;
@@ -116,10 +131,10 @@ fn keep_freed_memory() {
     }
 }
 
-/// How to reach a view that listens on `local` and asks for `token`: the console's URL
-/// and Foxglove's, with the node's advertised host name in place of an unspecified
-/// address.
-pub fn addresses(local: SocketAddr, token: Option<&str>) -> [String; 2] {
+/// How to reach a view that listens on `local`, asks for `token` and serves TLS when
+/// `tls`: the console's URL and Foxglove's, with the node's advertised host name in place
+/// of an unspecified address.
+pub fn addresses(local: SocketAddr, token: Option<&str>, tls: bool) -> [String; 2] {
     let host = if local.ip().is_unspecified() {
         let overrides = udpros::host::HostOverrides::from_env();
         udpros::host::advertised_host(&overrides)
@@ -128,8 +143,14 @@ pub fn addresses(local: SocketAddr, token: Option<&str>) -> [String; 2] {
     };
     let at = udpros::host::authority(&host, local.port());
     let query = token.map_or(String::new(), |t| format!("?token={t}"));
+    let (http, ws) = match tls {
+        true => ("https", "wss"),
+        false => ("http", "ws"),
+    };
     [
-        format!("console: http://{at}/{query}"),
-        format!("Foxglove or Lichtblick: open connection → Foxglove WebSocket → ws://{at}/{query}"),
+        format!("console: {http}://{at}/{query}"),
+        format!(
+            "Foxglove or Lichtblick: open connection → Foxglove WebSocket → {ws}://{at}/{query}"
+        ),
     ]
 }

@@ -39,6 +39,7 @@ mod params;
 mod serve;
 mod services;
 mod table;
+pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -69,6 +70,9 @@ pub struct ViewOptions {
     /// is. `udpros view` and the demo make a random one unless told otherwise. See
     /// [`access`].
     pub token: Option<String>,
+    /// Serve over TLS with this configuration ([`tls::server_config`] makes one from the
+    /// user's PEM certificate and key); `None`: plain HTTP and WebSocket.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ViewOptions {
@@ -81,6 +85,7 @@ impl Default for ViewOptions {
             graph_poll: Duration::from_secs(1),
             client_topics: Vec::new(),
             token: None,
+            tls: None,
         }
     }
 }

@@ -129,6 +129,7 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
         open: Default::default(),
     });
     let gate = Arc::new(Mutex::new(Gate::new(hub.options.token.clone())));
+    let tls = hub.options.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     for id in 0u64.. {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -146,7 +147,26 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
             .peer_addr()
             .map_or(IpAddr::from([0, 0, 0, 0]), |a| a.ip());
         let (hub, connections, gate) = (hub.clone(), connections.clone(), gate.clone());
+        let tls = tls.clone();
         tokio::spawn(async move {
+            // With TLS, the handshake first, within the time a request's header has.
+            let stream: Box<dyn Stream> = match tls {
+                None => Box::new(stream),
+                Some(acceptor) => {
+                    let handshake = acceptor.accept(stream);
+                    tokio::select! {
+                        shaken = tokio::time::timeout(HEADER_TIMEOUT, handshake) => match shaken {
+                            Ok(Ok(tls)) => Box::new(tls),
+                            Ok(Err(e)) => {
+                                tracing::debug!("a view client's TLS handshake failed: {e}");
+                                return connections.closed(id);
+                            }
+                            Err(_) => return connections.closed(id),
+                        },
+                        _ = evicted.notified() => return connections.closed(id),
+                    }
+                }
+            };
             let seen = connections.clone();
             let service = hyper::service::service_fn(move |req| {
                 seen.requested(id);
@@ -172,6 +192,11 @@ pub(crate) async fn accept(listener: TcpListener, hub: Arc<Hub>) {
         });
     }
 }
+
+/// A client's byte stream: a TCP connection, or TLS over one.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
 
 /// Whether a request may go on: pages are open (they hold no data); the WebSocket and
 /// `/stats.json` ask for the token when the view has one.
