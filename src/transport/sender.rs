@@ -13,7 +13,7 @@ use crate::socket::{offload, SendSocket};
 use crate::wire::freshness::{Cadence, Freshness};
 use crate::wire::host_budget::Traffic;
 use crate::wire::link_setup::SenderTerms;
-use crate::wire::secure::stream::StreamSealer;
+use crate::wire::secure::stream::{StreamSealer, TAG_LEN};
 use crate::wire::udpros::{AfterError, FragmentError, SendError, UdpSender, FRESHNESS};
 use bytes::Bytes;
 use std::io;
@@ -627,10 +627,7 @@ pub(super) struct TcpLinkSender {
 
 impl TcpLinkSender {
     fn try_send_now(&mut self, frame: &Bytes) -> DirectSend {
-        // A secure link's frames go through the queue: one sealed here would take its
-        // record number even when the kernel takes none of it.
-        if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES || self.sealer.is_some()
-        {
+        if self.unfinished.is_some() || frame.len() > DIRECT_MAX_TCP_BYTES {
             return DirectSend::NotNow;
         }
         let charge = self.host.as_ref().map(|host| {
@@ -642,6 +639,33 @@ impl TcpLinkSender {
                 return DirectSend::NotNow;
             }
         }
+        // A secure link's frame is sealed here, and so takes its record number: whatever
+        // the kernel does not take now is finished by the link's task, never dropped.
+        let frame = match &mut self.sealer {
+            Some(sealer) => {
+                let mut sealed = Vec::with_capacity(frame.len() + TAG_LEN);
+                sealer.seal_frame_into(frame, &mut sealed);
+                let sealed = Bytes::from(sealed);
+                return match self.writer.try_write(&sealed) {
+                    Ok(n) if n == sealed.len() => {
+                        self.spend_whole(sealed.len());
+                        DirectSend::Sent
+                    }
+                    Ok(n) => {
+                        self.spend_whole(sealed.len());
+                        self.unfinished = Some(sealed.slice(n..));
+                        DirectSend::Started
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.spend_whole(sealed.len());
+                        self.unfinished = Some(sealed);
+                        DirectSend::Started
+                    }
+                    Err(e) => DirectSend::Failed(e),
+                };
+            }
+            None => frame,
+        };
         let written = self.writer.try_write(frame);
         if let (Ok(1..), Some((host, traffic))) = (&written, charge) {
             // Once any of it is written, all of it will be: the frame is paid for whole.
@@ -656,6 +680,13 @@ impl TcpLinkSender {
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => DirectSend::NotNow,
             Err(e) => DirectSend::Failed(e),
+        }
+    }
+
+    /// Takes a frame of `len` bytes from the host's budget, once it is sure to go whole.
+    fn spend_whole(&self, len: usize) {
+        if let Some(host) = &self.host {
+            host.spend(len, host.traffic(len));
         }
     }
 
