@@ -77,9 +77,27 @@ async fn talker(master: &str, security: Security) -> (Node, tokio::task::JoinHan
 /// How many messages a UDPROS-only subscriber under `security` hears within `within`, and
 /// what the publisher's answer said of security.
 async fn listen(master: &str, security: Security, within: Duration) -> (usize, Option<String>) {
+    listen_over(master, security, within, SubscribeOptions::udp_only()).await
+}
+
+/// The same over TCPROS.
+async fn listen_tcp(master: &str, security: Security, within: Duration) -> (usize, Option<String>) {
+    listen_over(master, security, within, SubscribeOptions::tcp_only()).await
+}
+
+/// How many messages a subscriber with `options` under `security` hears within `within`,
+/// and what the publisher's header said of security; on a secure UDPROS link, what it
+/// opened and refused is checked in its stats and its getBusInfo.
+async fn listen_over(
+    master: &str,
+    security: Security,
+    within: Duration,
+    options: SubscribeOptions,
+) -> (usize, Option<String>) {
+    let udp = options.transports == [udpros::transport::Protocol::Udp];
     let node = node(master, "listener", security).await;
     let mut sub = node
-        .subscribe::<std_msgs::String>("/secret", SubscribeOptions::udp_only())
+        .subscribe::<std_msgs::String>("/secret", options)
         .await
         .unwrap();
     let mut heard = 0;
@@ -98,7 +116,7 @@ async fn listen(master: &str, security: Security, within: Duration) -> (usize, O
         .into_iter()
         .filter_map(|l| l.header)
         .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
-    if let Some(mode) = &said {
+    if let (Some(mode), true) = (&said, udp) {
         // What the link opened and refused, in its stats and in getBusInfo (rosnode info).
         let secure = sub.links().into_iter().find_map(|l| l.secure);
         let secure = secure.expect("a secure link counts what it opens");
@@ -358,34 +376,6 @@ async fn prefer_serves_roscpp(hints: &str) {
     });
     sending.abort();
     assert_eq!(good, 10, "{:?}", lines.seen);
-}
-
-/// How many messages a TCPROS-only subscriber under `security` hears within `within`, and
-/// what the publisher's header said of security.
-async fn listen_tcp(master: &str, security: Security, within: Duration) -> (usize, Option<String>) {
-    let node = node(master, "tcp_listener", security).await;
-    let mut sub = node
-        .subscribe::<std_msgs::String>("/secret", SubscribeOptions::tcp_only())
-        .await
-        .unwrap();
-    let mut heard = 0;
-    let deadline = tokio::time::Instant::now() + within;
-    while heard < 10 {
-        match tokio::time::timeout_at(deadline, sub.recv()).await {
-            Ok(Some(m)) => {
-                assert!(m.data.starts_with("secret message "), "{m:?}");
-                heard += 1;
-            }
-            _ => break,
-        }
-    }
-    let said = sub
-        .links()
-        .into_iter()
-        .filter_map(|l| l.header)
-        .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
-    node.shutdown().await;
-    (heard, said)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

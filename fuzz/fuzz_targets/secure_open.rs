@@ -1,8 +1,8 @@
 //! What a secure link's receiver and a secured node take from anyone: datagrams of any
 //! bytes (some sealed by the link's own sender, so the fuzzer gets past the tag into the
-//! replay window), connection headers and XML-RPC proof headers of any text. Nothing
-//! panics; a forged datagram is never opened; a sealed one opens to what was sealed,
-//! once.
+//! replay window), sealed TCPROS and service streams of any bytes, connection headers and
+//! XML-RPC proof headers of any text. Nothing panics; a forged datagram or record is
+//! never opened; a sealed one opens to what was sealed, once.
 
 #![no_main]
 
@@ -11,6 +11,8 @@ use udpros::wire::header::ConnectionHeader;
 use udpros::wire::secure::datagram::{Opener, Sealer};
 use udpros::wire::secure::proof::{self, Role};
 use udpros::wire::secure::request::RequestVerifier;
+use udpros::wire::secure::stream::{StreamOpener, StreamSealer};
+use udpros::wire::service::ResponseDecoder;
 use udpros::wire::secure::{GraphKey, Mode};
 
 fuzz_target!(|data: &[u8]| {
@@ -40,6 +42,24 @@ fuzz_target!(|data: &[u8]| {
             _ => assert!(opener.open(chunk).is_err()),
         }
     }
+    // A stream: records sealed in order open in order; anything else fails, and a
+    // response stream of any bytes is read without a panic.
+    let mut streamer = StreamSealer::new(&key, mode);
+    let mut reader = StreamOpener::new(&key, mode);
+    for chunk in data.split(|b| *b == 0xfe).take(64) {
+        if chunk.first() == Some(&0) {
+            let mut record = Vec::new();
+            streamer.seal_into(chunk, &mut record);
+            assert_eq!(reader.open(&record[4..]).as_deref(), Ok(chunk));
+        } else {
+            assert!(reader.open(chunk).is_err());
+        }
+    }
+    let mut responses = ResponseDecoder::new(1 << 16);
+    responses.open_with(StreamOpener::new(&key, mode));
+    responses.buffer_mut().extend_from_slice(data);
+    while let Ok(Some(_)) = responses.next_response() {}
+
     let text = String::from_utf8_lossy(data);
     let graph_key = GraphKey::from_bytes(key);
     let header = ConnectionHeader::from_pairs([(proof::PROOF_FIELD, text.as_ref()), ("topic", "/t")]);
