@@ -827,3 +827,68 @@ async fn forged_replayed_foreign_and_flipped_datagrams_inject_nothing() {
     assert!(stats.replayed + stats.too_old >= 900, "{stats:?}");
     sending.abort();
 }
+
+/// A udpros subscriber under `prefer` of roscpp and rospy publishers: its headers carry
+/// the offer and the proof, which stock publishers ignore; the links are plain and every
+/// message arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_hears_roscpp_and_rospy_publishers_plainly() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let Some(roscpp) = common::roscpp_peer() else {
+        return;
+    };
+    let key = GraphKey::from_bytes(KEY);
+    let peers = [
+        ("roscpp", SubscribeOptions::udp_only()),
+        ("roscpp", SubscribeOptions::tcp_only()),
+        ("rospy", SubscribeOptions::default()),
+    ];
+    for (peer, options) in peers {
+        let args = [
+            "pub", "/data", "--type", "bytes", "--size", "3000", "--rate", "50",
+        ];
+        let mut cmd = match peer {
+            "roscpp" => std::process::Command::new(&roscpp),
+            _ => {
+                let mut cmd = std::process::Command::new(&python);
+                cmd.arg(common::peer_script("rospy_peer.py"));
+                cmd
+            }
+        };
+        cmd.args(args);
+        common::ros_env(&mut cmd, &uri);
+        let (_child, _lines) = common::spawn_lines(cmd);
+        let listener = node(
+            &uri,
+            "prefer_listener",
+            security(Policy::Prefer, Some(&key), Mode::Encrypt),
+        )
+        .await;
+        let mut sub = listener
+            .subscribe::<std_msgs::UInt8MultiArray>("/data", options.clone())
+            .await
+            .unwrap();
+        let mut good = 0;
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while good < 10 {
+            let Ok(Some(m)) = tokio::time::timeout_at(deadline, sub.recv()).await else {
+                break;
+            };
+            assert_eq!(m.data.len(), 3000, "{peer}: a message cut");
+            good += 1;
+        }
+        assert_eq!(good, 10, "{peer} over {:?}", options.transports);
+        let said = sub
+            .links()
+            .into_iter()
+            .filter_map(|l| l.header)
+            .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
+        assert_eq!(said, None, "{peer}: a plain link");
+        listener.shutdown().await;
+    }
+}
