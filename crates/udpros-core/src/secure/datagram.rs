@@ -32,7 +32,9 @@ pub const OVERHEAD: usize = COUNTER_LEN + TAG_LEN;
 /// datagrams, far beyond what a path reorders.
 pub const REPLAY_WINDOW: u64 = 4096;
 
-fn nonce(counter: u64) -> Nonce {
+/// The AEAD nonce of message number `counter` in one direction under one key (datagrams
+/// and stream records alike: each key seals one direction of one link, so no nonce repeats).
+pub(super) fn nonce(counter: u64) -> Nonce {
     let mut nonce = [0u8; 12];
     nonce[4..].copy_from_slice(&counter.to_be_bytes());
     nonce.into()

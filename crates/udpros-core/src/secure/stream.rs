@@ -11,9 +11,10 @@
 //! of a record can be changed. 16 bytes per message; the keys are the link's own
 //! ([`LinkKeys`](super::LinkKeys)), from a handshake named by [`tcp_context`].
 
+use super::datagram::nonce;
 use super::Mode;
 use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce, Tag};
+use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Tag};
 use std::fmt;
 
 /// Bytes a record adds to its frame: the tag.
@@ -23,12 +24,6 @@ pub const TAG_LEN: usize = 16;
 /// connection id instead: the two never share keys).
 pub fn tcp_context(topic: &str) -> Vec<u8> {
     format!("tcpros topic {topic}").into_bytes()
-}
-
-fn nonce(record: u64) -> Nonce {
-    let mut nonce = [0u8; 12];
-    nonce[4..].copy_from_slice(&record.to_be_bytes());
-    nonce.into()
 }
 
 /// Seals one direction of a stream.
