@@ -118,8 +118,17 @@ async fn listen_over(
         .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
     if let (Some(mode), true) = (&said, udp) {
         // What the link opened and refused, in its stats and in getBusInfo (rosnode info).
-        let secure = sub.links().into_iter().find_map(|l| l.secure);
-        let secure = secure.expect("a secure link counts what it opens");
+        // The link's counters are published after each batch it reads, so they may trail
+        // the messages just delivered by a batch: wait for them (the talker goes on).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let secure = loop {
+            let secure = sub.links().into_iter().find_map(|l| l.secure);
+            let secure = secure.expect("a secure link counts what it opens");
+            if secure.opened >= heard as u64 || tokio::time::Instant::now() > deadline {
+                break secure;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
         assert!(secure.opened >= heard as u64, "{secure:?}");
         assert_eq!(secure.refused(), 0, "{secure:?}");
         let bus = node
