@@ -1,7 +1,7 @@
 //! The harness: builds the roscpp peer, starts a master, runs every cell (scenario, pair,
 //! transport) as processes, and hands the rows to the report and the plot.
 
-use super::report::{print_fan_out, print_table, read_dump, write_csv, Row};
+use super::report::{print_fan_out, print_secure_cost, print_table, read_dump, write_csv, Row};
 use super::scenarios::{scenarios, transports, Scenario, PAIRS, ROSLIBRUST_PAIRS, ROSRUST_PAIRS};
 use super::{plot, raw, CliResult, RunArgs};
 use std::collections::BTreeMap;
@@ -126,6 +126,19 @@ struct Peers {
 struct UdprosPeer {
     multi_thread: bool,
     fec: Option<String>,
+    /// With `--secure`: plain (`None`: security off, whatever the environment says) or
+    /// sealed in a mode under the throwaway key file.
+    security: Option<Option<(PathBuf, udpros::secure::Mode)>>,
+}
+
+impl UdprosPeer {
+    /// What a row's pair says besides its peers.
+    fn label(&self) -> String {
+        match &self.security {
+            Some(Some((_, mode))) => format!(" (sealed, {mode})"),
+            _ => String::new(),
+        }
+    }
 }
 
 fn peer_command(kind: &str, peers: &Peers, master: &str, udpros: &UdprosPeer) -> Command {
@@ -143,6 +156,19 @@ fn peer_command(kind: &str, peers: &Peers, master: &str, udpros: &UdprosPeer) ->
         }
         if let Some(fec) = &udpros.fec {
             c.args(["--fec", fec]);
+        }
+        match &udpros.security {
+            None => {}
+            Some(None) => {
+                c.env(udpros::secure::POLICY_VAR, "off");
+            }
+            // `prefer`: both peers hold the key, so their link is sealed; the bench's
+            // master holds none, and a node under `require` would refuse its answers.
+            Some(Some((key, mode))) => {
+                c.env(udpros::secure::KEY_FILE_VAR, key)
+                    .env(udpros::secure::POLICY_VAR, "prefer")
+                    .env(udpros::secure::MODE_VAR, mode.as_str());
+            }
         }
         c
     };
@@ -206,7 +232,7 @@ fn run_cell(
         .ok_or_else(|| format!("{publisher} publisher did not finish"))?;
     let mut row = Row {
         scenario: format!("{} ({})", s.id, s.what),
-        pair: format!("{publisher} → {subscriber}"),
+        pair: format!("{publisher} → {subscriber}{}", udpros.label()),
         transport: transport.to_uppercase(),
         sent: s.count as f64,
         publisher: fields(&pub_line),
@@ -261,6 +287,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     let udpros_peer = UdprosPeer {
         multi_thread: args.multi_thread,
         fec: args.fec.clone(),
+        security: None,
     };
     let master =
         udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")
@@ -273,6 +300,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
         .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
     let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
     std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
+    let secure_modes = secure_modes(args.secure.as_deref(), &dumps)?;
     let mut rows = Vec::new();
     let chosen: Vec<Scenario> = scenarios(args.quick)
         .into_iter()
@@ -282,23 +310,36 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     for run in 0..args.repeat.max(1) {
         for (i, s) in chosen.iter().enumerate() {
             for (j, pair) in pairs.iter().enumerate() {
-                for &transport in transports(*pair) {
-                    let topic = format!("/bench_{run}_{i}_{j}_{transport}");
-                    let (peers2, uri2, s2) = (peers.clone(), uri.clone(), s.clone());
-                    let (pair, udpros, dumps) = (*pair, udpros_peer.clone(), dumps.clone());
-                    let row = tokio::task::spawn_blocking(move || {
-                        let cell = (&s2, pair, transport);
-                        run_cell(cell, &peers2, &uri2, &topic, &udpros, &dumps)
-                    })
-                    .await
-                    .map_err(|e| e.to_string())?;
-                    match row {
-                        Ok(mut row) => {
-                            row.run = run;
-                            eprintln!("{} {} {}: done", row.scenario, row.pair, row.transport);
-                            rows.push(row);
+                // udpros → udpros plain, then sealed in each mode asked for.
+                let variants: Vec<UdprosPeer> = match (&secure_modes, *pair) {
+                    (Some(modes), ("udpros", "udpros")) => std::iter::once(None)
+                        .chain(modes.iter().cloned().map(Some))
+                        .map(|security| UdprosPeer {
+                            security: Some(security),
+                            ..udpros_peer.clone()
+                        })
+                        .collect(),
+                    _ => vec![udpros_peer.clone()],
+                };
+                for (v, udpros) in variants.into_iter().enumerate() {
+                    for &transport in transports(*pair) {
+                        let topic = format!("/bench_{run}_{i}_{j}_{v}_{transport}");
+                        let (peers2, uri2, s2) = (peers.clone(), uri.clone(), s.clone());
+                        let (pair, udpros, dumps) = (*pair, udpros.clone(), dumps.clone());
+                        let row = tokio::task::spawn_blocking(move || {
+                            let cell = (&s2, pair, transport);
+                            run_cell(cell, &peers2, &uri2, &topic, &udpros, &dumps)
+                        })
+                        .await
+                        .map_err(|e| e.to_string())?;
+                        match row {
+                            Ok(mut row) => {
+                                row.run = run;
+                                eprintln!("{} {} {}: done", row.scenario, row.pair, row.transport);
+                                rows.push(row);
+                            }
+                            Err(e) => eprintln!("{} {}→{} {transport}: {e}", s.id, pair.0, pair.1),
                         }
-                        Err(e) => eprintln!("{} {}→{} {transport}: {e}", s.id, pair.0, pair.1),
                     }
                 }
             }
@@ -307,6 +348,9 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     let services_wanted = wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == "S6"));
     if !rows.is_empty() {
         print_table(&rows);
+    }
+    if secure_modes.is_some() {
+        print_secure_cost(&rows);
     }
     // S8 only when asked for: it needs root, and takes about a quarter of an hour.
     if wanted.as_ref().is_some_and(|w| w.iter().any(|x| x == "S8")) {
@@ -377,6 +421,25 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     std::fs::write(&svg, plot::plot(&rows)).map_err(|e| format!("{}: {e}", svg.display()))?;
     println!("Latency distributions (SVG): {}", svg.display());
     Ok(())
+}
+
+/// The modes of `--secure`, each with the throwaway key file the sealed peers share
+/// (written into the run's own temporary folder, removed with it).
+fn secure_modes(
+    wanted: Option<&str>,
+    folder: &Path,
+) -> Result<Option<Vec<(PathBuf, udpros::secure::Mode)>>, String> {
+    let Some(wanted) = wanted else {
+        return Ok(None);
+    };
+    let key_file = folder.join("bench.key");
+    let key = udpros::secure::new_key().map_err(|e| e.to_string())?;
+    udpros::secure::write_new_key_file(&key_file, &key).map_err(|e| e.to_string())?;
+    let modes = wanted
+        .split(',')
+        .map(|m| m.trim().parse().map(|mode| (key_file.clone(), mode)))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Some(modes))
 }
 
 /// Raw UDP fan-out as S5's cells are laid out: each receiver a process of its own

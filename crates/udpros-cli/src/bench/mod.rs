@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// adaptive): `off` runs udpros as it was before FEC, to compare.
     #[arg(long)]
     fec: Option<String>,
+    /// Also run udpros → udpros over secure links in these modes, e.g. `encrypt,auth`:
+    /// each sweep then runs that pair plain and sealed side by side (under a throwaway
+    /// key), and a table prints what sealing costs.
+    #[arg(long)]
+    secure: Option<String>,
     /// Only these publisher → subscriber pairs, e.g. `udpros-udpros,roscpp-udpros`
     /// (default: every pair whose peers exist).
     #[arg(long)]

@@ -171,6 +171,61 @@ pub(super) fn print_table(rows: &[Row]) {
     }
 }
 
+/// What a secure link costs (`--secure`): each sealed udpros → udpros cell beside the plain
+/// one of the same scenario and transport, from the same sweeps. Latencies are the
+/// medians over the runs, as in the main table; CPU is per message.
+pub(super) fn print_secure_cost(rows: &[Row]) {
+    println!();
+    println!("Secure links: sealed udpros → udpros against plain, same sweeps");
+    println!();
+    println!("| scenario | transport | link | p50 µs | p99 µs | p50 vs plain | p99 vs plain | pub CPU µs/msg | sub CPU µs/msg |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
+    let cells = cells(rows);
+    let summary = |runs: &[&Row]| {
+        let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
+        let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
+        // s per 100k messages is 10 µs per message.
+        let (pub_cpu, sub_cpu) = (
+            m(|f| f.pub_cpu_per_100k) * 10.0,
+            m(|f| f.sub_cpu_per_100k) * 10.0,
+        );
+        (m(|f| f.p50_us), m(|f| f.p99_us), pub_cpu, sub_cpu)
+    };
+    for sealed in cells.iter().filter(|c| c[0].pair.contains("(sealed")) {
+        let r = sealed[0];
+        let Some(plain) = cells.iter().find(|c| {
+            (&c[0].scenario, &c[0].transport, c[0].pair.as_str())
+                == (&r.scenario, &r.transport, "udpros → udpros")
+        }) else {
+            continue;
+        };
+        let (p50, p99, pub_cpu, sub_cpu) = summary(plain);
+        let mode = r
+            .pair
+            .trim_start_matches("udpros → udpros (sealed, ")
+            .trim_end_matches(')');
+        println!(
+            "| {} | {} | plain | {p50:.0} | {p99:.0} | | | {pub_cpu:.1} | {sub_cpu:.1} |",
+            r.scenario, r.transport
+        );
+        let (s50, s99, spub, ssub) = summary(sealed);
+        let vs = |sealed: f64, plain: f64| {
+            if plain > 0.0 {
+                format!("{:+.0} %", 100.0 * (sealed - plain) / plain)
+            } else {
+                "-".into()
+            }
+        };
+        println!(
+            "| {} | {} | {mode} | {s50:.0} | {s99:.0} | {} | {} | {spub:.1} | {ssub:.1} |",
+            r.scenario,
+            r.transport,
+            vs(s50, p50),
+            vs(s99, p99)
+        );
+    }
+}
+
 /// The publisher's and a subscriber's CPU seconds per 100k messages of a cell, each the
 /// median over its runs, as the main table shows them.
 pub(super) fn cpu_per_100k(runs: &[&Row]) -> (f64, f64) {
