@@ -9,14 +9,20 @@
 //! - `UDPROS_KEY_FILE=FILE` names it for every node started in that environment;
 //! - `UDPROS_SECURITY=off|prefer|require` sets the policy (`prefer` when a key is named,
 //!   `off` when none is);
-//! - `UDPROS_SECURE_MODE=encrypt|auth` sets what sealing does to payloads (`encrypt`).
+//! - `UDPROS_SECURE_MODE=encrypt|auth` sets what sealing does to payloads (`encrypt`);
+//! - a node's command line overrides the first three: `__key_file:=FILE`,
+//!   `__security:=require`, `__secure_mode:=auth` ([`SecurityArgs`]), as `__master:=`
+//!   overrides `ROS_MASTER_URI`;
+//! - `UDPROS_SECURE_CIPHER=aes256gcm|chacha20poly1305` overrides the cipher this node
+//!   would rather use (by default AES-256-GCM where the CPU has AES instructions,
+//!   ChaCha20-Poly1305 elsewhere; a link takes AES only when both ends would).
 //!
 //! Per-node key pairs with an allowed-keys file were weighed and left out: a robot's
 //! nodes are deployed together by one operator, who would copy the same allowed-keys file
 //! everywhere anyway, and MAVLink signing (the other link an ROV has) is a shared key too.
 //! One key file is one thing to deploy and to rotate.
 
-pub use crate::wire::secure::{GraphKey, KeyError, KeyId, Mode, Policy, NONCE_LEN};
+pub use crate::wire::secure::{Cipher, GraphKey, KeyError, KeyId, Mode, Policy, NONCE_LEN};
 
 use std::fmt;
 use std::io::{Read, Write};
@@ -29,6 +35,8 @@ pub const KEY_FILE_VAR: &str = "UDPROS_KEY_FILE";
 pub const POLICY_VAR: &str = "UDPROS_SECURITY";
 /// The environment variable holding the mode.
 pub const MODE_VAR: &str = "UDPROS_SECURE_MODE";
+/// The environment variable overriding the cipher this node would rather use.
+pub const CIPHER_VAR: &str = "UDPROS_SECURE_CIPHER";
 
 /// A key file is one line of hex and a comment: anything much longer is no key file
 /// (and is not read into memory whole).
@@ -43,6 +51,21 @@ pub struct Security {
     pub mode: Mode,
     /// The graph's key (needed unless the policy is [`Policy::Off`]).
     pub key: Option<Arc<GraphKey>>,
+    /// The cipher this node would rather use; `None`: this host's
+    /// ([`Cipher::of_this_host`]).
+    pub cipher: Option<Cipher>,
+}
+
+/// What a node's command line says of security (ROS special arguments, read by
+/// [`NodeArgs`](crate::node::args::NodeArgs)): the key file's path, never the key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecurityArgs {
+    /// `__key_file:=FILE`, over [`KEY_FILE_VAR`].
+    pub key_file: Option<PathBuf>,
+    /// `__security:=off|prefer|require`, over [`POLICY_VAR`].
+    pub policy: Option<String>,
+    /// `__secure_mode:=encrypt|auth`, over [`MODE_VAR`].
+    pub mode: Option<String>,
 }
 
 /// Why a key file could not be used.
@@ -98,6 +121,8 @@ pub enum SecurityError {
     Policy(String),
     /// A mode that is neither `encrypt` nor `auth`.
     Mode(String),
+    /// The cipher is not one.
+    Cipher(String),
     /// A policy other than `off` with no key.
     NoKey(Policy),
 }
@@ -106,7 +131,9 @@ impl fmt::Display for SecurityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SecurityError::KeyFile(e) => e.fmt(f),
-            SecurityError::Policy(e) | SecurityError::Mode(e) => f.write_str(e),
+            SecurityError::Policy(e) | SecurityError::Mode(e) | SecurityError::Cipher(e) => {
+                f.write_str(e)
+            }
             SecurityError::NoKey(policy) => write!(
                 f,
                 "security policy {policy} needs the graph's key ({KEY_FILE_VAR}=FILE; udpros key new FILE makes one)"
@@ -145,17 +172,36 @@ impl Security {
         if policy != Policy::Off && key.is_none() {
             return Err(SecurityError::NoKey(policy));
         }
-        Ok(Security { policy, mode, key })
+        Ok(Security {
+            policy,
+            mode,
+            key,
+            cipher: None,
+        })
     }
 
-    /// Security from [`KEY_FILE_VAR`], [`POLICY_VAR`] and [`MODE_VAR`] (empty counts as
-    /// unset).
+    /// Security from [`KEY_FILE_VAR`], [`POLICY_VAR`], [`MODE_VAR`] and [`CIPHER_VAR`]
+    /// (empty counts as unset).
     pub fn from_env() -> Result<Security, SecurityError> {
+        Security::from_args_and_env(&SecurityArgs::default())
+    }
+
+    /// Security from a node's command line (`args`) over the environment
+    /// ([`Security::from_env`]'s variables): what the command line says wins.
+    pub fn from_args_and_env(args: &SecurityArgs) -> Result<Security, SecurityError> {
         let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let key_file = var(KEY_FILE_VAR).map(PathBuf::from);
-        let policy = var(POLICY_VAR);
-        let mode = var(MODE_VAR);
-        Security::from_settings(key_file.as_deref(), policy.as_deref(), mode.as_deref())
+        let key_file = args
+            .key_file
+            .clone()
+            .or_else(|| var(KEY_FILE_VAR).map(PathBuf::from));
+        let policy = args.policy.clone().or_else(|| var(POLICY_VAR));
+        let mode = args.mode.clone().or_else(|| var(MODE_VAR));
+        let cipher = var(CIPHER_VAR)
+            .map(|text| text.parse().map_err(SecurityError::Cipher))
+            .transpose()?;
+        let security =
+            Security::from_settings(key_file.as_deref(), policy.as_deref(), mode.as_deref())?;
+        Ok(Security { cipher, ..security })
     }
 
     /// A fresh nonce for one end of a link when the policy uses the key; with security
@@ -181,6 +227,7 @@ impl Security {
             policy: self.policy,
             key: self.active_key(),
             mode: self.mode,
+            cipher: self.cipher.unwrap_or_else(Cipher::of_this_host),
         }
     }
 
@@ -246,7 +293,7 @@ impl Settling {
     /// Adds the answer's security fields to `answer` (none for a plain link).
     pub(crate) fn add_fields(&self, answer: &mut crate::wire::header::ConnectionHeader) {
         if let (Some(link), Some(key)) = (&self.link, &self.key) {
-            for (field, value) in handshake::answer_fields(key, link.mode, &self.nonce) {
+            for (field, value) in handshake::answer_fields(key, link, &self.nonce) {
                 answer.insert(field, value);
             }
         }
@@ -396,6 +443,38 @@ mod tests {
         assert!(matches!(
             read_key_file(&dir.join("none")),
             Err(KeyFileError::Io(..))
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What a node's command line says wins over the environment (whatever this test's
+    /// environment holds: every setting is given).
+    #[test]
+    fn the_command_line_overrides_the_environment() {
+        let dir = dir("args");
+        let path = dir.join("graph.key");
+        write_new_key_file(&path, &new_key().unwrap()).unwrap();
+        let args = SecurityArgs {
+            key_file: Some(path.clone()),
+            policy: Some("require".into()),
+            mode: Some("auth".into()),
+        };
+        let security = Security::from_args_and_env(&args).unwrap();
+        assert_eq!(
+            (security.policy, security.mode),
+            (Policy::Require, Mode::Authenticate)
+        );
+        assert_eq!(
+            security.active_key().map(|k| k.id()),
+            Some(read_key_file(&path).unwrap().id())
+        );
+        let wrong = SecurityArgs {
+            policy: Some("strict".into()),
+            ..args
+        };
+        assert!(matches!(
+            Security::from_args_and_env(&wrong),
+            Err(SecurityError::Policy(_))
         ));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -22,6 +22,7 @@ fn security(policy: Policy, key: [u8; 32]) -> Security {
         policy,
         mode: Mode::Encrypt,
         key: Some(Arc::new(GraphKey::from_bytes(key))),
+        cipher: None,
     }
 }
 

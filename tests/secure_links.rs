@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use udpros::msgs::{std_msgs, std_srvs};
 use udpros::node::{AdvertiseOptions, Node, NodeOptions, SubscribeOptions};
-use udpros::secure::{GraphKey, Mode, Policy, Security};
+use udpros::secure::{Cipher, GraphKey, Mode, Policy, Security};
 use udpros::wire::header::ConnectionHeader;
 use udpros::wire::secure::datagram::Opener;
 use udpros::wire::secure::handshake::{self, Settled, Side};
@@ -23,6 +23,7 @@ fn security(policy: Policy, key: Option<&GraphKey>, mode: Mode) -> Security {
         policy,
         mode,
         key: key.map(|k| Arc::new(k.clone())),
+        cipher: None,
     }
 }
 
@@ -139,7 +140,8 @@ async fn listen_over(
             .unwrap();
         let bus = format!("{bus:?}");
         assert!(
-            bus.contains(&format!("sealed ({mode}): ")) && bus.contains(" refused (0 forged"),
+            bus.contains(&format!("sealed ({mode}, {}): ", Cipher::of_this_host()))
+                && bus.contains(" refused (0 forged"),
             "{bus}"
         );
     }
@@ -284,6 +286,7 @@ async fn what_crosses_the_wire_is_sealed_for_this_link_and_a_plain_offer_is_told
         policy: Policy::Require,
         key: Some(&key),
         mode: Mode::Encrypt,
+        cipher: Cipher::of_this_host(),
     };
     let nonce = [0x5a; 16];
     for (field, value) in handshake::offer_fields(side, &nonce) {
@@ -308,7 +311,7 @@ async fn what_crosses_the_wire_is_sealed_for_this_link_and_a_plain_offer_is_told
     // Under keys of another link (another connection id) nothing opens.
     let wrong = handshake::link_context("/secret", connection_id + 1);
     let wrong_keys = udpros::wire::secure::LinkKeys::derive(&key, &nonce, &[0; 16], &wrong);
-    let mut other_link = Opener::new(&wrong_keys.downstream, Mode::Encrypt);
+    let mut other_link = Opener::new(&wrong_keys.downstream, link.cipher, Mode::Encrypt);
     let mut buffer = vec![0u8; 2048];
     let mut opened = 0;
     while opened < 5 {
@@ -475,6 +478,7 @@ async fn what_a_secure_tcpros_link_carries_is_sealed_records() {
         policy: Policy::Require,
         key: Some(&key),
         mode: Mode::Encrypt,
+        cipher: Cipher::of_this_host(),
     };
     let nonce = [0x33; 16];
     let mut offer = header.clone();
@@ -492,7 +496,7 @@ async fn what_a_secure_tcpros_link_carries_is_sealed_records() {
         panic!("a plain answer to a secure offer: {answer:?}")
     };
     let (mut opener, _) = link.subscriber_stream();
-    let mut stranger = StreamOpener::new(&[0; 32], Mode::Encrypt);
+    let mut stranger = StreamOpener::new(&[0; 32], link.cipher, Mode::Encrypt);
     let mut opened = 0;
     while opened < 5 {
         let mut len = [0u8; 4];
@@ -603,6 +607,7 @@ async fn a_secure_service_connection_carries_sealed_records() {
         policy: Policy::Require,
         key: Some(&key),
         mode: Mode::Encrypt,
+        cipher: Cipher::of_this_host(),
     };
     let connect = || async {
         let nonce = [0x44; 16];

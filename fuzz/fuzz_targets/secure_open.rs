@@ -13,7 +13,7 @@ use udpros::wire::secure::proof::{self, Role};
 use udpros::wire::secure::request::RequestVerifier;
 use udpros::wire::secure::stream::{StreamOpener, StreamSealer};
 use udpros::wire::service::ResponseDecoder;
-use udpros::wire::secure::{GraphKey, Mode};
+use udpros::wire::secure::{Cipher, GraphKey, Mode};
 
 fuzz_target!(|data: &[u8]| {
     let key = [7u8; 32];
@@ -22,8 +22,13 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Mode::Encrypt
     };
-    let mut sealer = Sealer::new(&key, mode);
-    let mut opener = Opener::new(&key, mode);
+    let cipher = if data.first().is_some_and(|b| b & 2 == 2) {
+        Cipher::ChaCha20Poly1305
+    } else {
+        Cipher::Aes256Gcm
+    };
+    let mut sealer = Sealer::new(&key, cipher, mode);
+    let mut opener = Opener::new(&key, cipher, mode);
     let mut sealed_log: Vec<Vec<u8>> = Vec::new();
     for chunk in data.split(|b| *b == 0xff).take(256) {
         match chunk.first() {
@@ -44,8 +49,8 @@ fuzz_target!(|data: &[u8]| {
     }
     // A stream: records sealed in order open in order; anything else fails, and a
     // response stream of any bytes is read without a panic.
-    let mut streamer = StreamSealer::new(&key, mode);
-    let mut reader = StreamOpener::new(&key, mode);
+    let mut streamer = StreamSealer::new(&key, cipher, mode);
+    let mut reader = StreamOpener::new(&key, cipher, mode);
     for chunk in data.split(|b| *b == 0xfe).take(64) {
         if chunk.first() == Some(&0) {
             let mut record = Vec::new();
@@ -56,7 +61,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let mut responses = ResponseDecoder::new(1 << 16);
-    responses.open_with(StreamOpener::new(&key, mode));
+    responses.open_with(StreamOpener::new(&key, cipher, mode));
     responses.buffer_mut().extend_from_slice(data);
     while let Ok(Some(_)) = responses.next_response() {}
 

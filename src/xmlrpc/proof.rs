@@ -276,6 +276,7 @@ mod tests {
             policy,
             mode: Mode::default(),
             key: Some(Arc::new(GraphKey::from_bytes([byte; 32]))),
+            cipher: None,
         }
     }
 

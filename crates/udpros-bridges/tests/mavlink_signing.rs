@@ -196,6 +196,7 @@ async fn the_keys_are_in_no_log_parameter_bus_info_or_command_line() {
         policy: Policy::Require,
         mode: Mode::Encrypt,
         key: Some(std::sync::Arc::new(key.clone())),
+        cipher: None,
     };
     let options = udpros::master::RoscoreOptions {
         security: Some(security.clone()),

@@ -307,12 +307,13 @@ mod tests {
     fn a_secure_pair_seals_every_datagram_and_fec_rebuilds_around_a_forged_one() {
         use crate::secure::handshake::{self, Settled, Side};
         use crate::secure::proof::{self, Role};
-        use crate::secure::{GraphKey, Mode, Policy};
+        use crate::secure::{Cipher, GraphKey, Mode, Policy};
         let key = GraphKey::from_bytes([42; 32]);
         let side = Side {
             policy: Policy::Require,
             key: Some(&key),
             mode: Mode::Encrypt,
+            cipher: Cipher::of_this_host(),
         };
         let policy = FecPolicy::default();
         let mut offer = offer_header(&policy, false);
@@ -338,7 +339,7 @@ mod tests {
         for (field, value) in terms.answer_fields() {
             answer.insert(field, value);
         }
-        for (field, value) in handshake::answer_fields(&key, link.mode, &pub_nonce) {
+        for (field, value) in handshake::answer_fields(&key, &link, &pub_nonce) {
             answer.insert(field, value);
         }
         proof::sign(&key, Role::Publisher, &mut answer, peer.as_ref());

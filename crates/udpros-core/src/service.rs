@@ -409,11 +409,11 @@ mod tests {
     #[test]
     fn sealed_responses_open_to_their_outcome_and_a_changed_one_fails() {
         use crate::secure::stream::{StreamOpener, StreamSealer};
-        use crate::secure::Mode;
+        use crate::secure::{Cipher, Mode};
         let key = [7u8; 32];
-        let mut sealer = StreamSealer::new(&key, Mode::Encrypt);
+        let mut sealer = StreamSealer::new(&key, Cipher::Aes256Gcm, Mode::Encrypt);
         let mut decoder = ResponseDecoder::new(1024);
-        decoder.open_with(StreamOpener::new(&key, Mode::Encrypt));
+        decoder.open_with(StreamOpener::new(&key, Cipher::Aes256Gcm, Mode::Encrypt));
         let ok = sealed_response(&mut sealer, Ok(b"answer"));
         let failed = sealed_response(&mut sealer, Err("no such thing"));
         assert!(!ok.windows(6).any(|w| w == b"answer"), "encrypted");

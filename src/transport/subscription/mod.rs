@@ -328,12 +328,7 @@ impl Subscription {
 
     /// This end's settings as a secure link's handshake takes them.
     pub(crate) fn secure_side(&self) -> crate::wire::secure::handshake::Side<'_> {
-        let security = &self.local.security;
-        crate::wire::secure::handshake::Side {
-            policy: security.policy,
-            key: security.active_key(),
-            mode: security.mode,
-        }
+        self.local.security.side()
     }
 
     /// Adds to a subscriber's header (UDPROS offer or TCPROS header) a secure link's

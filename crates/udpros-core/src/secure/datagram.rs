@@ -1,5 +1,5 @@
-//! Sealed datagrams: each carries its direction's counter and a Poly1305 tag, and is
-//! taken once.
+//! Sealed datagrams: each carries its direction's counter and an AEAD tag, and is taken
+//! once.
 //!
 //! ```text
 //! UDPROS header (8) │ counter (8, big-endian) │ body (as sent, or encrypted) │ tag (16)
@@ -12,9 +12,8 @@
 //! it: to FEC it is an erasure like a lost one, which repair shards (sealed the same way)
 //! rebuild.
 
+use super::cipher::{Cipher, SealingKey};
 use super::Mode;
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce, Tag};
 use std::fmt;
 
 /// Bytes of the UDPROS header at the front of every datagram (`udpros::HEADER_LEN`;
@@ -23,7 +22,7 @@ pub const HEADER_LEN: usize = 8;
 /// Bytes of the counter after the header.
 pub const COUNTER_LEN: usize = 8;
 /// Bytes of the tag at the end.
-pub const TAG_LEN: usize = 16;
+pub const TAG_LEN: usize = super::cipher::TAG_LEN;
 /// What sealing adds to a datagram: the largest body a link sends is this much smaller.
 pub const OVERHEAD: usize = COUNTER_LEN + TAG_LEN;
 
@@ -32,36 +31,26 @@ pub const OVERHEAD: usize = COUNTER_LEN + TAG_LEN;
 /// datagrams, far beyond what a path reorders.
 pub const REPLAY_WINDOW: u64 = 4096;
 
-/// The AEAD nonce of message number `counter` in one direction under one key (datagrams
-/// and stream records alike: each key seals one direction of one link, so no nonce repeats).
-pub(super) fn nonce(counter: u64) -> Nonce {
-    let mut nonce = [0u8; 12];
-    nonce[4..].copy_from_slice(&counter.to_be_bytes());
-    nonce.into()
-}
-
 /// Seals the datagrams of one direction of a link.
 pub struct Sealer {
-    cipher: ChaCha20Poly1305,
-    mode: Mode,
+    key: SealingKey,
     next: u64,
 }
 
 impl fmt::Debug for Sealer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sealer")
-            .field("mode", &self.mode)
+            .field("key", &self.key)
             .field("sealed", &self.next)
             .finish_non_exhaustive()
     }
 }
 
 impl Sealer {
-    /// A sealer under `key` (one direction's key of a link).
-    pub fn new(key: &[u8; 32], mode: Mode) -> Sealer {
+    /// A sealer under `key` (one direction's key of a link) and the link's cipher.
+    pub fn new(key: &[u8; 32], cipher: Cipher, mode: Mode) -> Sealer {
         Sealer {
-            cipher: ChaCha20Poly1305::new(key.into()),
-            mode,
+            key: SealingKey::new(key, cipher, mode),
             next: 0,
         }
     }
@@ -80,21 +69,9 @@ impl Sealer {
         out.extend_from_slice(&datagram[..HEADER_LEN]);
         out.extend_from_slice(&counter.to_be_bytes());
         out.extend_from_slice(&datagram[HEADER_LEN..]);
-        let nonce = nonce(counter);
-        // Encrypting at most a datagram (far below ChaCha20's 256 GB per nonce) and
-        // writing into a slice cannot fail.
-        let tag = match self.mode {
-            Mode::Encrypt => {
-                let (front, body) = out[start..].split_at_mut(HEADER_LEN + COUNTER_LEN);
-                self.cipher.encrypt_in_place_detached(&nonce, front, body)
-            }
-            // The whole datagram is the associated data of an empty message: a tag, no copy.
-            Mode::Authenticate => {
-                self.cipher
-                    .encrypt_in_place_detached(&nonce, &out[start..], &mut [])
-            }
-        }
-        .expect("a datagram is within the AEAD's limits");
+        let tag = self
+            .key
+            .seal(counter, HEADER_LEN + COUNTER_LEN, &mut out[start..]);
         out.extend_from_slice(&tag);
     }
 
@@ -233,8 +210,7 @@ impl ReplayWindow {
 
 /// Opens the datagrams of one direction of a link.
 pub struct Opener {
-    cipher: ChaCha20Poly1305,
-    mode: Mode,
+    key: SealingKey,
     window: ReplayWindow,
     stats: OpenStats,
 }
@@ -242,18 +218,18 @@ pub struct Opener {
 impl fmt::Debug for Opener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Opener")
-            .field("mode", &self.mode)
+            .field("key", &self.key)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
 impl Opener {
-    /// An opener under `key` (the sending end's key of this direction).
-    pub fn new(key: &[u8; 32], mode: Mode) -> Opener {
+    /// An opener under `key` (the sending end's key of this direction) and the link's
+    /// cipher.
+    pub fn new(key: &[u8; 32], cipher: Cipher, mode: Mode) -> Opener {
         Opener {
-            cipher: ChaCha20Poly1305::new(key.into()),
-            mode,
+            key: SealingKey::new(key, cipher, mode),
             window: ReplayWindow::default(),
             stats: OpenStats::default(),
         }
@@ -280,23 +256,19 @@ impl Opener {
         counter.copy_from_slice(&front[HEADER_LEN..]);
         let counter = u64::from_be_bytes(counter);
         self.window.check(counter)?;
-        let nonce = nonce(counter);
-        let tag = Tag::from_slice(tag);
+        // Opened straight into the plain datagram the link reads (header, then body; the
+        // batch's buffer it came in is shared, so a copy is made anyway).
         let mut out = Vec::with_capacity(HEADER_LEN + body.len());
         out.extend_from_slice(&front[..HEADER_LEN]);
         out.extend_from_slice(body);
-        let opened = match self.mode {
-            Mode::Encrypt => {
-                self.cipher
-                    .decrypt_in_place_detached(&nonce, front, &mut out[HEADER_LEN..], tag)
-            }
-            Mode::Authenticate => {
-                let aad = &sealed[..sealed.len() - TAG_LEN];
-                self.cipher
-                    .decrypt_in_place_detached(&nonce, aad, &mut [], tag)
-            }
+        let aad = match self.key.mode() {
+            Mode::Encrypt => front,
+            // The whole datagram is the associated data of an empty message.
+            Mode::Authenticate => &sealed[..sealed.len() - TAG_LEN],
         };
-        opened.map_err(|_| Refusal::BadTag)?;
+        self.key
+            .open(counter, aad, &mut out[HEADER_LEN..], tag)
+            .map_err(|_| Refusal::BadTag)?;
         self.window.take(counter);
         Ok(out)
     }
@@ -312,6 +284,9 @@ mod tests {
     use super::*;
 
     const KEY: [u8; 32] = [9; 32];
+    const CIPHERS: [Cipher; 2] = [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305];
+    const AES: Cipher = Cipher::Aes256Gcm;
+    const MODES: [Mode; 2] = [Mode::Encrypt, Mode::Authenticate];
 
     fn datagram(n: u8, len: usize) -> Vec<u8> {
         let mut d = vec![0x11, 0, 0, 0, 0, n, 1, 0];
@@ -326,9 +301,9 @@ mod tests {
 
     #[test]
     fn sealed_datagrams_open_to_what_was_sealed_in_both_modes() {
-        for mode in [Mode::Encrypt, Mode::Authenticate] {
-            let mut sealer = Sealer::new(&KEY, mode);
-            let mut opener = Opener::new(&KEY, mode);
+        for (cipher, mode) in CIPHERS.into_iter().flat_map(|c| MODES.map(|m| (c, m))) {
+            let mut sealer = Sealer::new(&KEY, cipher, mode);
+            let mut opener = Opener::new(&KEY, cipher, mode);
             for (n, len) in [(0, 0), (1, 1), (2, 1464), (3, 65_000)] {
                 let plain = datagram(n, len);
                 let sealed = sealer.seal(&plain);
@@ -352,28 +327,35 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_bit_anywhere_or_another_key_or_mode_is_refused() {
-        for mode in [Mode::Encrypt, Mode::Authenticate] {
-            let mut sealer = Sealer::new(&KEY, mode);
+    fn a_changed_bit_anywhere_or_another_key_or_mode_or_cipher_is_refused() {
+        for (cipher, mode) in CIPHERS.into_iter().flat_map(|c| MODES.map(|m| (c, m))) {
+            let mut sealer = Sealer::new(&KEY, cipher, mode);
             let sealed = sealer.seal(&datagram(7, 100));
             for byte in 0..sealed.len() {
                 let mut changed = sealed.clone();
                 changed[byte] ^= 0x10;
-                let mut opener = Opener::new(&KEY, mode);
+                let mut opener = Opener::new(&KEY, cipher, mode);
                 let refused = opener.open(&changed);
                 // A changed counter may also fall behind nothing: it is still refused.
-                assert_eq!(refused, Err(Refusal::BadTag), "byte {byte}, {mode}");
+                assert_eq!(
+                    refused,
+                    Err(Refusal::BadTag),
+                    "byte {byte}, {cipher} {mode}"
+                );
             }
-            let mut other_key = Opener::new(&[8; 32], mode);
+            let mut other_key = Opener::new(&[8; 32], cipher, mode);
             assert_eq!(other_key.open(&sealed), Err(Refusal::BadTag));
+            let other = CIPHERS.into_iter().find(|&c| c != cipher).unwrap();
+            let mut other_cipher = Opener::new(&KEY, other, mode);
+            assert_eq!(other_cipher.open(&sealed), Err(Refusal::BadTag));
         }
-        let sealed = Sealer::new(&KEY, Mode::Encrypt).seal(&datagram(7, 100));
+        let sealed = Sealer::new(&KEY, AES, Mode::Encrypt).seal(&datagram(7, 100));
         assert_eq!(
-            Opener::new(&KEY, Mode::Authenticate).open(&sealed),
+            Opener::new(&KEY, AES, Mode::Authenticate).open(&sealed),
             Err(Refusal::BadTag)
         );
         // A plain datagram is refused by its (missing) tag, a runt by its length.
-        let mut opener = Opener::new(&KEY, Mode::Encrypt);
+        let mut opener = Opener::new(&KEY, AES, Mode::Encrypt);
         assert_eq!(opener.open(&datagram(1, 200)), Err(Refusal::BadTag));
         assert_eq!(opener.open(&[0; 31]), Err(Refusal::TooShort));
         assert_eq!(opener.stats().refused(), 2);
@@ -382,11 +364,11 @@ mod tests {
 
     #[test]
     fn each_datagram_is_taken_once_in_any_order_within_the_window() {
-        let mut sealer = Sealer::new(&KEY, Mode::Authenticate);
+        let mut sealer = Sealer::new(&KEY, AES, Mode::Authenticate);
         let sealed: Vec<Vec<u8>> = (0..6000)
             .map(|i| sealer.seal(&datagram(i as u8, 4)))
             .collect();
-        let mut opener = Opener::new(&KEY, Mode::Authenticate);
+        let mut opener = Opener::new(&KEY, AES, Mode::Authenticate);
         // Out of order within the window: every one taken, each once.
         for i in [5, 3, 4, 0, 1, 2] {
             assert!(opener.open(&sealed[i]).is_ok(), "{i}");

@@ -4,13 +4,15 @@
 //! subscriber checks the answer ([`accept`]). A stock ROS peer ignores the fields and
 //! sends none, so under [`Policy::Prefer`] it gets a plain link.
 //!
-//! The link uses the stronger of the two ends' modes: encryption when either asks for it.
-//! Each end signs its whole header ([`proof`]); the publisher's proof
+//! The link uses the stronger of the two ends' modes: encryption when either asks for it;
+//! and AES-256-GCM when both ends would rather use it, ChaCha20-Poly1305 otherwise
+//! ([`Cipher::agree`]). Each end signs its whole header ([`proof`]); the publisher's proof
 //! covers the subscriber's nonce, so an answer recorded from one link fails on another.
 
 use super::proof::{self, ProofError, Role};
 use super::{
-    nonce_text, parse_nonce, GraphKey, KeyId, LinkKeys, LinkSecurity, Mode, Policy, NONCE_LEN,
+    nonce_text, parse_nonce, Cipher, GraphKey, KeyId, LinkKeys, LinkSecurity, Mode, Policy,
+    NONCE_LEN,
 };
 use crate::header::ConnectionHeader;
 use std::fmt;
@@ -21,6 +23,8 @@ pub const SECURE_FIELD: &str = "secure";
 pub const NONCE_FIELD: &str = "secure_nonce";
 /// The end's key's id, so that "another key" can be told from "no key".
 pub const KEY_ID_FIELD: &str = "secure_key";
+/// The offer's preferred cipher, or the answer's chosen one (absent: ChaCha20-Poly1305).
+pub const CIPHER_FIELD: &str = "secure_cipher";
 
 /// One end's settings, as the handshake needs them.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +35,8 @@ pub struct Side<'a> {
     pub key: Option<&'a GraphKey>,
     /// The mode this end asks for.
     pub mode: Mode,
+    /// The cipher this end would rather use ([`Cipher::of_this_host`]).
+    pub cipher: Cipher,
 }
 
 /// How a link goes, as one end settled it.
@@ -103,6 +109,7 @@ pub fn offer_fields(side: Side<'_>, nonce: &[u8; NONCE_LEN]) -> Vec<(&'static st
         (SECURE_FIELD, side.mode.to_string()),
         (NONCE_FIELD, nonce_text(nonce)),
         (KEY_ID_FIELD, key.id().to_string()),
+        (CIPHER_FIELD, side.cipher.to_string()),
     ]
 }
 
@@ -114,6 +121,15 @@ fn asked(header: &ConnectionHeader) -> Result<Option<Mode>, Refused> {
             .parse()
             .map(Some)
             .map_err(|_| Refused::Malformed(SECURE_FIELD)),
+    }
+}
+
+/// The cipher the peer's header names: ChaCha20-Poly1305 when it names none (or one this
+/// end does not know, in an offer: a later version's that only it can use).
+fn named_cipher(header: &ConnectionHeader) -> Option<Cipher> {
+    match header.get(CIPHER_FIELD) {
+        None => Some(Cipher::ChaCha20Poly1305),
+        Some(text) => text.parse().ok(),
     }
 }
 
@@ -167,24 +183,34 @@ pub fn settle(
                 Err(refused) => return Err(refused),
             };
             let mode = theirs.max(side.mode);
-            let keys = LinkKeys::derive(key, &peer, nonce, context);
-            Ok((Settled::Secure(LinkSecurity { mode, keys }), Some(peer)))
+            let theirs = named_cipher(offer).unwrap_or(Cipher::ChaCha20Poly1305);
+            let cipher = Cipher::agree(side.cipher, theirs);
+            let keys = LinkKeys::derive(key, &peer, nonce, &cipher_context(context, cipher));
+            let link = LinkSecurity { mode, cipher, keys };
+            Ok((Settled::Secure(link), Some(peer)))
         }
     }
 }
 
-/// The fields a publisher's answer adds for a secure link it settled in `mode` with its
+/// What names a link in its keys' derivation: `context` and the link's cipher (the keys of
+/// one link under two ciphers would have nothing in common).
+fn cipher_context(context: &[u8], cipher: Cipher) -> Vec<u8> {
+    [context, b" ", cipher.as_str().as_bytes()].concat()
+}
+
+/// The fields a publisher's answer adds for the secure `link` it settled, with its
 /// `nonce`. Sign the whole answer with [`proof::sign`] as [`Role::Publisher`], answering
 /// the subscriber's nonce.
 pub fn answer_fields(
     key: &GraphKey,
-    mode: Mode,
+    link: &LinkSecurity,
     nonce: &[u8; NONCE_LEN],
 ) -> Vec<(&'static str, String)> {
     vec![
-        (SECURE_FIELD, mode.to_string()),
+        (SECURE_FIELD, link.mode.to_string()),
         (NONCE_FIELD, nonce_text(nonce)),
         (KEY_ID_FIELD, key.id().to_string()),
+        (CIPHER_FIELD, link.cipher.to_string()),
     ]
 }
 
@@ -210,8 +236,10 @@ pub fn accept(
             if mode < side.mode {
                 return Err(Refused::Malformed(SECURE_FIELD));
             }
-            let keys = LinkKeys::derive(key, nonce, &peer, context);
-            Ok(Settled::Secure(LinkSecurity { mode, keys }))
+            // Either cipher is strong: the publisher's choice stands, if it is one.
+            let cipher = named_cipher(answer).ok_or(Refused::Malformed(CIPHER_FIELD))?;
+            let keys = LinkKeys::derive(key, nonce, &peer, &cipher_context(context, cipher));
+            Ok(Settled::Secure(LinkSecurity { mode, cipher, keys }))
         }
     }
 }
@@ -227,7 +255,12 @@ mod tests {
     }
 
     fn side(policy: Policy, key: Option<&GraphKey>, mode: Mode) -> Side<'_> {
-        Side { policy, key, mode }
+        Side {
+            policy,
+            key,
+            mode,
+            cipher: Cipher::Aes256Gcm,
+        }
     }
 
     /// The subscriber's signed offer, as its driver builds it.
@@ -254,7 +287,7 @@ mod tests {
             ConnectionHeader::from_pairs([("topic", "/chatter"), ("callerid", "/pub")]);
         if let Settled::Secure(link) = &settled {
             let key = pub_side.key.unwrap();
-            for (field, value) in answer_fields(key, link.mode, &nonce) {
+            for (field, value) in answer_fields(key, link, &nonce) {
                 header.insert(field, value);
             }
             proof::sign(key, Role::Publisher, &mut header, peer.as_ref());
@@ -280,6 +313,75 @@ mod tests {
             assert_eq!(pub_settled, sub_settled, "both ends hold the same keys");
             assert!(matches!(sub_settled, Settled::Secure(link) if link.mode == expected));
         }
+    }
+
+    /// AES-256-GCM only when both ends would rather use it; ChaCha20-Poly1305 when either
+    /// lacks AES instructions, or names no cipher (or one this end does not know).
+    #[test]
+    fn the_link_takes_aes_only_when_both_ends_prefer_it() {
+        use Cipher::*;
+        let k = key(1);
+        let with = |cipher| Side {
+            cipher,
+            ..side(Policy::Prefer, Some(&k), Mode::Encrypt)
+        };
+        for (sub_cipher, pub_cipher, expected) in [
+            (Aes256Gcm, Aes256Gcm, Aes256Gcm),
+            (Aes256Gcm, ChaCha20Poly1305, ChaCha20Poly1305),
+            (ChaCha20Poly1305, Aes256Gcm, ChaCha20Poly1305),
+            (ChaCha20Poly1305, ChaCha20Poly1305, ChaCha20Poly1305),
+        ] {
+            let offered = offer(with(sub_cipher), &[0x11; 16]);
+            let (pub_settled, answered) = answer(with(pub_cipher), &offered).unwrap();
+            let sub_settled = accept(with(sub_cipher), &[0x11; 16], &answered, CONTEXT);
+            assert_eq!(Ok(&pub_settled), sub_settled.as_ref());
+            let Settled::Secure(link) = pub_settled else {
+                panic!("a secure link")
+            };
+            assert_eq!(
+                link.cipher, expected,
+                "{sub_cipher} offered, {pub_cipher} here"
+            );
+            assert_eq!(answered.get(CIPHER_FIELD), Some(expected.as_str()));
+        }
+        // The same nonces under the two ciphers make unrelated keys.
+        let settled = |sub_cipher| {
+            let offered = offer(with(sub_cipher), &[0x11; 16]);
+            match answer(with(Aes256Gcm), &offered).unwrap().0 {
+                Settled::Secure(link) => link.keys,
+                Settled::Plain => panic!("a secure link"),
+            }
+        };
+        assert_ne!(
+            settled(Aes256Gcm).downstream,
+            settled(ChaCha20Poly1305).downstream
+        );
+        // An offer that names no cipher, or a cipher unknown here: ChaCha20-Poly1305.
+        for named in [None, Some("aes512ocb")] {
+            let mut offered = ConnectionHeader::from_pairs([("topic", "/chatter")]);
+            for (field, value) in offer_fields(with(Aes256Gcm), &[0x11; 16]) {
+                match (field, named) {
+                    (CIPHER_FIELD, None) => {}
+                    (CIPHER_FIELD, Some(name)) => offered.insert(field, name),
+                    _ => offered.insert(field, value),
+                }
+            }
+            proof::sign(&k, Role::Subscriber, &mut offered, None);
+            let (settled, _) = answer(with(Aes256Gcm), &offered).unwrap();
+            assert!(
+                matches!(settled, Settled::Secure(ref l) if l.cipher == ChaCha20Poly1305),
+                "{named:?}"
+            );
+        }
+        // An answer naming a cipher the subscriber does not know is refused.
+        let offered = offer(with(Aes256Gcm), &[0x11; 16]);
+        let (_, mut answered) = answer(with(Aes256Gcm), &offered).unwrap();
+        answered.insert(CIPHER_FIELD, "aes512ocb");
+        proof::sign(&k, Role::Publisher, &mut answered, Some(&[0x11; 16]));
+        assert_eq!(
+            accept(with(Aes256Gcm), &[0x11; 16], &answered, CONTEXT),
+            Err(Refused::Malformed(CIPHER_FIELD))
+        );
     }
 
     #[test]
@@ -347,7 +449,12 @@ mod tests {
         // An answer that downgrades the mode this end asked for is refused.
         let weak = side(Policy::Prefer, Some(&k), Mode::Authenticate);
         let mut downgraded = ConnectionHeader::new();
-        for (field, value) in answer_fields(&k, Mode::Authenticate, &[0x22; 16]) {
+        let weak_link = LinkSecurity {
+            mode: Mode::Authenticate,
+            cipher: Cipher::Aes256Gcm,
+            keys: LinkKeys::derive(&k, &[0x11; 16], &[0x22; 16], CONTEXT),
+        };
+        for (field, value) in answer_fields(&k, &weak_link, &[0x22; 16]) {
             downgraded.insert(field, value);
         }
         proof::sign(&k, Role::Publisher, &mut downgraded, Some(&[0x11; 16]));

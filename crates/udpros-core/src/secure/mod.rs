@@ -13,15 +13,17 @@
 //!   ([`LinkKeys::derive`]): one key per direction, fresh for every link, so nothing
 //!   sealed for one link opens on another, and a replayed handshake yields keys the
 //!   replayer cannot use.
-//! - Each datagram carries its direction's counter and a Poly1305 tag
-//!   ([`datagram::Sealer`]); the receiver keeps a window of counters seen
-//!   ([`datagram::ReplayWindow`]), so a datagram is taken once. [`Mode::Encrypt`] hides
-//!   the payload too (ChaCha20-Poly1305); [`Mode::Authenticate`] leaves it readable and
-//!   costs only the MAC.
+//! - Each datagram carries its direction's counter and an AEAD tag
+//!   ([`datagram::Sealer`]) under the link's [`Cipher`] (AES-256-GCM where both ends have
+//!   AES instructions, ChaCha20-Poly1305 otherwise); the receiver keeps a window of
+//!   counters seen ([`datagram::ReplayWindow`]), so a datagram is taken once.
+//!   [`Mode::Encrypt`] hides the payload too; [`Mode::Authenticate`] leaves it readable
+//!   and costs only the MAC.
 //!
 //! The node library reads the key file (refusing one that others may read), draws the
 //! nonces from the OS and applies the [`Policy`]; this module only computes.
 
+mod cipher;
 pub mod datagram;
 pub mod handshake;
 mod key;
@@ -29,6 +31,7 @@ pub mod proof;
 pub mod request;
 pub mod stream;
 
+pub use cipher::Cipher;
 pub use key::{GraphKey, KeyError, KeyId, KEY_LEN};
 
 use hkdf::Hkdf;
@@ -81,7 +84,7 @@ pub enum Mode {
     /// A tag proves who sent it and that it is whole; the payload stays readable (a
     /// tether the operator trusts not to be listened to, at the cost of a MAC only).
     Authenticate,
-    /// The payload is encrypted as well (ChaCha20-Poly1305). The default: the cost over
+    /// The payload is encrypted as well. The default: the cost over
     /// [`Mode::Authenticate`] is small, and nobody on the path reads the topics.
     #[default]
     Encrypt,
@@ -161,11 +164,13 @@ impl LinkKeys {
     }
 }
 
-/// What a secure link's two ends agreed: the mode and the link's keys.
+/// What a secure link's two ends agreed: the mode, the cipher and the link's keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkSecurity {
     /// Encrypted or authenticated.
     pub mode: Mode,
+    /// The AEAD under the link's seals.
+    pub cipher: Cipher,
     /// The link's keys, one per direction.
     pub keys: LinkKeys,
 }
@@ -175,8 +180,8 @@ impl LinkSecurity {
     /// sends back.
     pub fn publisher_end(&self) -> (datagram::Sealer, datagram::Opener) {
         (
-            datagram::Sealer::new(&self.keys.downstream, self.mode),
-            datagram::Opener::new(&self.keys.upstream, self.mode),
+            datagram::Sealer::new(&self.keys.downstream, self.cipher, self.mode),
+            datagram::Opener::new(&self.keys.upstream, self.cipher, self.mode),
         )
     }
 
@@ -184,8 +189,8 @@ impl LinkSecurity {
     /// sends back.
     pub fn subscriber_end(&self) -> (datagram::Opener, datagram::Sealer) {
         (
-            datagram::Opener::new(&self.keys.downstream, self.mode),
-            datagram::Sealer::new(&self.keys.upstream, self.mode),
+            datagram::Opener::new(&self.keys.downstream, self.cipher, self.mode),
+            datagram::Sealer::new(&self.keys.upstream, self.cipher, self.mode),
         )
     }
 
@@ -193,8 +198,8 @@ impl LinkSecurity {
     /// opener of the peer's.
     pub fn publisher_stream(&self) -> (stream::StreamSealer, stream::StreamOpener) {
         (
-            stream::StreamSealer::new(&self.keys.downstream, self.mode),
-            stream::StreamOpener::new(&self.keys.upstream, self.mode),
+            stream::StreamSealer::new(&self.keys.downstream, self.cipher, self.mode),
+            stream::StreamOpener::new(&self.keys.upstream, self.cipher, self.mode),
         )
     }
 
@@ -202,8 +207,8 @@ impl LinkSecurity {
     /// stream, and its sealer of its own.
     pub fn subscriber_stream(&self) -> (stream::StreamOpener, stream::StreamSealer) {
         (
-            stream::StreamOpener::new(&self.keys.downstream, self.mode),
-            stream::StreamSealer::new(&self.keys.upstream, self.mode),
+            stream::StreamOpener::new(&self.keys.downstream, self.cipher, self.mode),
+            stream::StreamSealer::new(&self.keys.upstream, self.cipher, self.mode),
         )
     }
 }

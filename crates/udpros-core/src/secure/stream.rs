@@ -11,14 +11,12 @@
 //! of a record can be changed. 16 bytes per message; the keys are the link's own
 //! ([`LinkKeys`](super::LinkKeys)), from a handshake named by [`tcp_context`].
 
-use super::datagram::nonce;
+use super::cipher::{Cipher, SealingKey};
 use super::Mode;
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Tag};
 use std::fmt;
 
 /// Bytes a record adds to its frame: the tag.
-pub const TAG_LEN: usize = 16;
+pub const TAG_LEN: usize = super::cipher::TAG_LEN;
 
 /// What names a TCPROS link in its keys' derivation (a datagram link's context names its
 /// connection id instead: the two never share keys).
@@ -28,26 +26,24 @@ pub fn tcp_context(topic: &str) -> Vec<u8> {
 
 /// Seals one direction of a stream.
 pub struct StreamSealer {
-    cipher: ChaCha20Poly1305,
-    mode: Mode,
+    key: SealingKey,
     next: u64,
 }
 
 impl fmt::Debug for StreamSealer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StreamSealer")
-            .field("mode", &self.mode)
+            .field("key", &self.key)
             .field("sealed", &self.next)
             .finish_non_exhaustive()
     }
 }
 
 impl StreamSealer {
-    /// A sealer under `key` (this direction's key of the link).
-    pub fn new(key: &[u8; 32], mode: Mode) -> StreamSealer {
+    /// A sealer under `key` (this direction's key of the link) and the link's cipher.
+    pub fn new(key: &[u8; 32], cipher: Cipher, mode: Mode) -> StreamSealer {
         StreamSealer {
-            cipher: ChaCha20Poly1305::new(key.into()),
-            mode,
+            key: SealingKey::new(key, cipher, mode),
             next: 0,
         }
     }
@@ -58,20 +54,8 @@ impl StreamSealer {
         let start = out.len();
         out.extend_from_slice(&length.to_le_bytes());
         out.extend_from_slice(body);
-        let nonce = nonce(self.next);
+        let tag = self.key.seal(self.next, 4, &mut out[start..]);
         self.next += 1;
-        // A frame is within TCPROS's 4 GB, far below ChaCha20's limit per nonce.
-        let tag = match self.mode {
-            Mode::Encrypt => {
-                let (front, body) = out[start..].split_at_mut(4);
-                self.cipher.encrypt_in_place_detached(&nonce, front, body)
-            }
-            Mode::Authenticate => {
-                self.cipher
-                    .encrypt_in_place_detached(&nonce, &out[start..], &mut [])
-            }
-        }
-        .expect("a frame is within the AEAD's limits");
         out.extend_from_slice(&tag);
     }
 
@@ -110,27 +94,30 @@ impl std::error::Error for StreamRefused {}
 
 /// Opens one direction of a stream.
 pub struct StreamOpener {
-    cipher: ChaCha20Poly1305,
-    mode: Mode,
+    key: SealingKey,
     next: u64,
+    /// In [`Mode::Authenticate`]: a record's length and body laid end to end, as its tag
+    /// covers them (kept for its allocation).
+    authenticated: Vec<u8>,
 }
 
 impl fmt::Debug for StreamOpener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StreamOpener")
-            .field("mode", &self.mode)
+            .field("key", &self.key)
             .field("opened", &self.next)
             .finish_non_exhaustive()
     }
 }
 
 impl StreamOpener {
-    /// An opener under `key` (the sending end's key of this direction).
-    pub fn new(key: &[u8; 32], mode: Mode) -> StreamOpener {
+    /// An opener under `key` (the sending end's key of this direction) and the link's
+    /// cipher.
+    pub fn new(key: &[u8; 32], cipher: Cipher, mode: Mode) -> StreamOpener {
         StreamOpener {
-            cipher: ChaCha20Poly1305::new(key.into()),
-            mode,
+            key: SealingKey::new(key, cipher, mode),
             next: 0,
+            authenticated: Vec::new(),
         }
     }
 
@@ -144,22 +131,21 @@ impl StreamOpener {
             .unwrap_or(u32::MAX)
             .to_le_bytes();
         let (body, tag) = record.split_at(record.len() - TAG_LEN);
-        let tag = Tag::from_slice(tag);
-        let nonce = nonce(self.next);
+        // Opened straight into the copy handed on (no shifting of a megabyte message).
         let mut out = body.to_vec();
-        let opened = match self.mode {
-            Mode::Encrypt => self
-                .cipher
-                .decrypt_in_place_detached(&nonce, &length, &mut out, tag),
+        let aad = match self.key.mode() {
+            Mode::Encrypt => &length[..],
+            // The length prefix and the body, as sealed, are the associated data.
             Mode::Authenticate => {
-                let mut aad = Vec::with_capacity(4 + body.len());
-                aad.extend_from_slice(&length);
-                aad.extend_from_slice(body);
-                self.cipher
-                    .decrypt_in_place_detached(&nonce, &aad, &mut [], tag)
+                self.authenticated.clear();
+                self.authenticated.extend_from_slice(&length);
+                self.authenticated.extend_from_slice(body);
+                &self.authenticated
             }
         };
-        opened.map_err(|_| StreamRefused::BadTag)?;
+        self.key
+            .open(self.next, aad, &mut out, tag)
+            .map_err(|_| StreamRefused::BadTag)?;
         self.next += 1;
         Ok(out)
     }
@@ -175,6 +161,7 @@ mod tests {
     use super::*;
 
     const KEY: [u8; 32] = [3; 32];
+    const AES: Cipher = Cipher::Aes256Gcm;
 
     /// The records in `bytes`, each without its length prefix.
     fn records(mut bytes: &[u8]) -> Vec<&[u8]> {
@@ -189,8 +176,12 @@ mod tests {
 
     #[test]
     fn records_open_in_order_to_what_was_sealed_in_both_modes() {
-        for mode in [Mode::Encrypt, Mode::Authenticate] {
-            let mut sealer = StreamSealer::new(&KEY, mode);
+        let both = [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305];
+        for (cipher, mode) in both
+            .into_iter()
+            .flat_map(|c| [Mode::Encrypt, Mode::Authenticate].map(|m| (c, m)))
+        {
+            let mut sealer = StreamSealer::new(&KEY, cipher, mode);
             let mut wire = Vec::new();
             let bodies: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 * i as usize]).collect();
             for body in &bodies {
@@ -204,7 +195,7 @@ mod tests {
             );
             let readable = wire.windows(100).any(|w| w == [4u8; 100].as_slice());
             assert_eq!(readable, mode == Mode::Authenticate, "{mode}");
-            let mut opener = StreamOpener::new(&KEY, mode);
+            let mut opener = StreamOpener::new(&KEY, cipher, mode);
             for (record, body) in records(&wire).into_iter().zip(&bodies) {
                 assert_eq!(&opener.open(record).unwrap(), body);
             }
@@ -214,7 +205,7 @@ mod tests {
 
     #[test]
     fn a_record_changed_dropped_repeated_or_under_another_key_fails() {
-        let mut sealer = StreamSealer::new(&KEY, Mode::Encrypt);
+        let mut sealer = StreamSealer::new(&KEY, AES, Mode::Encrypt);
         let mut wire = Vec::new();
         for body in [b"one".as_slice(), b"two", b"three"] {
             sealer.seal_into(body, &mut wire);
@@ -224,24 +215,29 @@ mod tests {
         let mut changed = records[0].to_vec();
         changed[0] ^= 1;
         assert_eq!(
-            StreamOpener::new(&KEY, Mode::Encrypt).open(&changed),
+            StreamOpener::new(&KEY, AES, Mode::Encrypt).open(&changed),
             Err(StreamRefused::BadTag)
         );
         // Dropped (the second first) and repeated.
-        let mut opener = StreamOpener::new(&KEY, Mode::Encrypt);
+        let mut opener = StreamOpener::new(&KEY, AES, Mode::Encrypt);
         assert_eq!(opener.open(records[1]), Err(StreamRefused::BadTag));
         assert_eq!(opener.open(records[0]).unwrap(), b"one");
         assert_eq!(opener.open(records[0]), Err(StreamRefused::BadTag));
         assert_eq!(opener.open(records[1]).unwrap(), b"two");
-        // Another key, the other mode, a stub.
-        assert!(StreamOpener::new(&[4; 32], Mode::Encrypt)
+        // Another key, the other mode, the other cipher, a stub.
+        assert!(StreamOpener::new(&[4; 32], AES, Mode::Encrypt)
             .open(records[0])
             .is_err());
-        assert!(StreamOpener::new(&KEY, Mode::Authenticate)
+        assert!(StreamOpener::new(&KEY, AES, Mode::Authenticate)
             .open(records[0])
             .is_err());
+        assert!(
+            StreamOpener::new(&KEY, Cipher::ChaCha20Poly1305, Mode::Encrypt)
+                .open(records[0])
+                .is_err()
+        );
         assert_eq!(
-            StreamOpener::new(&KEY, Mode::Encrypt).open(&[0; 15]),
+            StreamOpener::new(&KEY, AES, Mode::Encrypt).open(&[0; 15]),
             Err(StreamRefused::TooShort)
         );
     }
