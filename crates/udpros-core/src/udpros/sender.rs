@@ -37,6 +37,10 @@ use std::time::Instant;
 
 /// Most datagrams one segmented send carries (Linux's UDP_MAX_SEGMENTS).
 pub const MAX_SEGMENTS: usize = 64;
+/// Most datagrams one segmented send of a secure link carries: each is sealed just before
+/// its send, so smaller sends let the subscriber open the first datagrams of a message
+/// while the publisher still seals the last ones.
+const SEALED_SEGMENTS: usize = 16;
 /// Most bytes one UDP send over IPv4 may carry, segmented or not.
 pub const MAX_SEND: usize = 65_507;
 
@@ -1160,13 +1164,17 @@ impl UdpSender {
         // A run's last datagram may be shorter than its segment: the rest of the run goes
         // in one send when it fits one, the short datagram included. Sealed, each datagram
         // is OVERHEAD bytes longer on the wire.
+        let most = match self.sealing {
+            Some(_) => SEALED_SEGMENTS,
+            None => MAX_SEGMENTS,
+        };
         let fits = self.wire_len(left, run.segment) <= MAX_SEND
-            && left.div_ceil(run.segment.max(1)) <= MAX_SEGMENTS;
+            && left.div_ceil(run.segment.max(1)) <= most;
         if fits && left <= cap {
             left
         } else {
             let sealed = self.wire_len(run.segment, run.segment);
-            let datagrams = max_send(sealed) / sealed.max(1);
+            let datagrams = (max_send(sealed) / sealed.max(1)).min(most);
             left.min(datagrams * run.segment).min(cap)
         }
     }
@@ -1286,6 +1294,50 @@ mod tests {
         let (sends, _) = drain(&mut plain, now);
         assert_eq!(sends.len(), 8);
         assert!(!plain.push_now(now, &Bytes::from(vec![0u8; 8 * 1492 + 1])));
+    }
+
+    /// A secure link seals each datagram as it leaves, so its sends are smaller: the
+    /// subscriber opens the first datagrams of a frame while the rest are sealed. Every
+    /// datagram still opens, in order, to what a plain link would have sent.
+    #[test]
+    fn a_secure_link_sends_a_frame_in_sends_of_few_sealed_datagrams() {
+        use crate::secure::{Cipher, LinkKeys, Mode};
+        let now = Instant::now();
+        let link = LinkSecurity {
+            mode: Mode::Encrypt,
+            cipher: Cipher::Aes256Gcm,
+            keys: LinkKeys {
+                downstream: [1; 32],
+                upstream: [2; 32],
+            },
+        };
+        let config = UdpSenderConfig {
+            udpros_peer: true,
+            route_mtu: None,
+            segmenting: true,
+            loopback: false,
+            fec: None,
+            governor: None,
+            max_rate: None,
+            secure: Some(link.clone()),
+        };
+        let fragmenter = Fragmenter::new(7, 1500 - OVERHEAD).unwrap();
+        let mut tx = UdpSender::new(now, fragmenter, config);
+        assert!(tx.push_now(now, &Bytes::from(vec![3u8; 100_000])));
+        let (sends, _) = drain(&mut tx, now);
+        let datagrams = 100_000usize.div_ceil(1500 - OVERHEAD - 8);
+        assert_eq!(sends.len(), datagrams.div_ceil(SEALED_SEGMENTS));
+        let (mut opener, _) = link.subscriber_end();
+        let mut body = Vec::new();
+        for send in &sends {
+            assert!(send.len() <= SEALED_SEGMENTS * 1500, "{}", send.len());
+            for sealed in send.chunks(1500) {
+                let datagram = opener.open(sealed).expect("sealed by the link");
+                body.extend_from_slice(&datagram[8..]);
+            }
+        }
+        assert_eq!(opener.stats().opened as usize, datagrams);
+        assert_eq!(body, vec![3u8; 100_000], "the frame whole, in order");
     }
 
     #[test]
