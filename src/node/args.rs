@@ -1,10 +1,12 @@
 //! A node's command line and environment, read as roscpp and rospy read them: remappings
 //! (`from:=to`), special arguments (`__name`, `__ns`, `__master`, `__ip`, `__hostname`,
 //! `__log`), private parameters (`_rate:=10`, typed as YAML), `ROS_NAMESPACE` and
-//! `ROS_MASTER_URI`.
+//! `ROS_MASTER_URI`; and udpros's own special arguments for secure links (`__key_file`,
+//! `__security`, `__secure_mode`: [`SecurityArgs`]).
 
 use crate::host::{advertised_host, bind_address, HostOverrides};
 use crate::names::{canonicalize, is_legal_base, ns_join, Remappings};
+use crate::secure::SecurityArgs;
 use crate::xmlrpc::Value;
 use std::fmt;
 use std::net::IpAddr;
@@ -24,6 +26,8 @@ pub struct NodeArgs {
     pub hostname: Option<String>,
     /// `__log:=` (accepted and ignored, as roslaunch passes it).
     pub log: Option<String>,
+    /// `__key_file:=`, `__security:=`, `__secure_mode:=`.
+    pub security: SecurityArgs,
     /// `from:=to` remappings and `_param:=value` private parameters, in order.
     pub remaps: Vec<(String, String)>,
     /// Private parameters, without their leading `_`, with YAML-typed values.
@@ -61,6 +65,12 @@ impl NodeArgs {
                 "__ip" => &mut out.ip,
                 "__hostname" => &mut out.hostname,
                 "__log" => &mut out.log,
+                "__key_file" => {
+                    out.security.key_file = Some(to.into());
+                    continue;
+                }
+                "__security" => &mut out.security.policy,
+                "__secure_mode" => &mut out.security.mode,
                 _ if from.starts_with("__") => continue, // other special arguments: roslaunch's own
                 _ if from.len() > 1 && from.starts_with('_') => {
                     let value = crate::yaml::load(to)
@@ -99,6 +109,8 @@ pub struct NodeIdentity {
     pub params: Vec<(String, Value)>,
     /// The command line's arguments that are not ROS arguments.
     pub rest: Vec<String>,
+    /// What the command line says of security, over the environment.
+    pub security: SecurityArgs,
 }
 
 /// The default master when neither `__master` nor `ROS_MASTER_URI` says otherwise.
@@ -165,6 +177,7 @@ impl NodeIdentity {
             remaps,
             params,
             rest: args.rest.clone(),
+            security: args.security.clone(),
         })
     }
 
@@ -245,5 +258,27 @@ mod tests {
         let bad = NodeArgs::parse(["__name:=a/b"]).unwrap();
         assert!(NodeIdentity::resolve("x", &bad, &env(&[])).is_err());
         assert!(NodeArgs::parse(["_p:=[1,"]).is_err());
+    }
+
+    /// Secure links' special arguments name the key file (never the key), the policy and
+    /// the mode; roslaunch's own special arguments are still passed over.
+    #[test]
+    fn security_arguments_are_read_and_carried_to_the_identity() {
+        let args = NodeArgs::parse([
+            "__key_file:=/etc/robot/graph.key",
+            "__security:=require",
+            "__secure_mode:=auth",
+            "__id:=/roslaunch_id",
+        ])
+        .unwrap();
+        let expected = SecurityArgs {
+            key_file: Some("/etc/robot/graph.key".into()),
+            policy: Some("require".into()),
+            mode: Some("auth".into()),
+        };
+        assert_eq!(args.security, expected);
+        assert!(args.rest.is_empty() && args.remaps.is_empty() && args.params.is_empty());
+        let id = NodeIdentity::resolve("n", &args, &env(&[])).unwrap();
+        assert_eq!(id.security, expected);
     }
 }

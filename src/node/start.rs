@@ -58,9 +58,10 @@ pub struct NodeOptions {
     /// [`AdvertiseOptions::urgent`]: super::AdvertiseOptions::urgent
     pub max_rate_per_host: Option<f64>,
     /// How the node secures its links with udpros peers that hold the graph key (see
-    /// [`crate::secure`]). `None` (the default): from the environment
+    /// [`crate::secure`]). `None` (the default): from the node's command line
+    /// (`__key_file:=`, `__security:=`, `__secure_mode:=`) over the environment
     /// (`UDPROS_KEY_FILE`, `UDPROS_SECURITY`, `UDPROS_SECURE_MODE`); with no key file
-    /// named there, security is off, as in ROS1.
+    /// named in either, security is off, as in ROS1.
     pub security: Option<crate::secure::Security>,
 }
 
@@ -149,7 +150,8 @@ impl Node {
             .map_err(|e| NodeError::Args(super::args::ArgError(e)))?;
         let security = match options.security.clone() {
             Some(security) => security,
-            None => crate::secure::Security::from_env().map_err(NodeError::Security)?,
+            None => crate::secure::Security::from_args_and_env(&id.security)
+                .map_err(NodeError::Security)?,
         };
         if let Some(key) = security.active_key() {
             tracing::info!(
