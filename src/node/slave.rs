@@ -170,19 +170,18 @@ fn fec_received(status: &LinkStatus) -> String {
     )
 }
 
-/// What `getBusInfo` adds to a subscriber's secure UDPROS link: its mode, and what it
-/// opened and refused (an attack on the link shows here, by kind). Never a key.
+/// What `getBusInfo` adds to a subscriber's secure UDPROS link: its mode and cipher, and
+/// what it opened and refused (an attack on the link shows here, by kind). Never a key.
 fn secure_received(status: &LinkStatus) -> String {
     let Some(stats) = status.secure else {
         return String::new();
     };
-    let mode = status
-        .header
-        .as_ref()
-        .and_then(|h| h.get(crate::wire::secure::handshake::SECURE_FIELD))
-        .unwrap_or("?");
+    let said = |field| status.header.as_ref().and_then(|h| h.get(field));
+    let mode = said(handshake::SECURE_FIELD).unwrap_or("?");
+    // An answer that names no cipher settled ChaCha20-Poly1305.
+    let cipher = said(handshake::CIPHER_FIELD).unwrap_or("chacha20poly1305");
     format!(
-        "; sealed ({mode}): {} datagrams opened, {} refused ({} forged, {} replayed, {} too old, {} too short)",
+        "; sealed ({mode}, {cipher}): {} datagrams opened, {} refused ({} forged, {} replayed, {} too old, {} too short)",
         stats.opened,
         stats.refused(),
         stats.bad_tag,
