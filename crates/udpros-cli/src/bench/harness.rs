@@ -432,14 +432,23 @@ fn secure_modes(
     let Some(wanted) = wanted else {
         return Ok(None);
     };
-    let key_file = folder.join("bench.key");
-    let key = udpros::secure::new_key().map_err(|e| e.to_string())?;
-    udpros::secure::write_new_key_file(&key_file, &key).map_err(|e| e.to_string())?;
+    let key_file = throwaway_key(folder)?;
     let modes = wanted
         .split(',')
         .map(|m| m.trim().parse().map(|mode| (key_file.clone(), mode)))
         .collect::<Result<Vec<_>, String>>()?;
     Ok(Some(modes))
+}
+
+/// The graph key of a run's sealed peers, made once in the run's temporary `folder` (and
+/// removed with it): a key of no use beyond the run.
+pub(super) fn throwaway_key(folder: &Path) -> Result<PathBuf, String> {
+    let key_file = folder.join("bench.key");
+    if !key_file.exists() {
+        let key = udpros::secure::new_key().map_err(|e| e.to_string())?;
+        udpros::secure::write_new_key_file(&key_file, &key).map_err(|e| e.to_string())?;
+    }
+    Ok(key_file)
 }
 
 /// Raw UDP fan-out as S5's cells are laid out: each receiver a process of its own

@@ -32,9 +32,11 @@ struct Way {
     fec: Option<&'static str>,
     /// The publisher governs its UDPROS links (udpros, by default).
     governor: bool,
+    /// Both ends hold a graph key: the link is sealed (encrypted), its repair too.
+    sealed: bool,
 }
 
-const WAYS: [Way; 6] = [
+const WAYS: [Way; 7] = [
     Way {
         name: "udpros FEC adaptive",
         publisher: "udpros",
@@ -42,6 +44,16 @@ const WAYS: [Way; 6] = [
         transport: "udp",
         fec: Some("adaptive"),
         governor: true,
+        sealed: false,
+    },
+    Way {
+        name: "udpros FEC adaptive, sealed",
+        publisher: "udpros",
+        subscriber: "udpros",
+        transport: "udp",
+        fec: Some("adaptive"),
+        governor: true,
+        sealed: true,
     },
     Way {
         name: "udpros FEC adaptive, governor off",
@@ -50,6 +62,7 @@ const WAYS: [Way; 6] = [
         transport: "udp",
         fec: Some("adaptive"),
         governor: false,
+        sealed: false,
     },
     Way {
         name: "udpros FEC off",
@@ -58,6 +71,7 @@ const WAYS: [Way; 6] = [
         transport: "udp",
         fec: Some("off"),
         governor: true,
+        sealed: false,
     },
     Way {
         name: "roscpp UDPROS",
@@ -66,6 +80,7 @@ const WAYS: [Way; 6] = [
         transport: "udp",
         fec: None,
         governor: false,
+        sealed: false,
     },
     Way {
         name: "udpros TCPROS",
@@ -74,6 +89,7 @@ const WAYS: [Way; 6] = [
         transport: "tcp",
         fec: None,
         governor: false,
+        sealed: false,
     },
     Way {
         name: "roscpp TCPROS",
@@ -82,6 +98,7 @@ const WAYS: [Way; 6] = [
         transport: "tcp",
         fec: None,
         governor: false,
+        sealed: false,
     },
 ];
 
@@ -259,7 +276,19 @@ fn run_cell(
     loss.apply(b, way.transport);
     let dump: PathBuf = dumps.join(format!("{}.txt", topic.trim_start_matches('/')));
     let count_s = count.to_string();
+    // Sealed rows: both peers hold a throwaway key, under prefer (the master has none).
+    let key_file = match way.sealed {
+        true => Some(super::harness::throwaway_key(dumps)?),
+        false => None,
+    };
+    let seal = |cmd: &mut Command| {
+        if let Some(key_file) = &key_file {
+            cmd.env(udpros::secure::KEY_FILE_VAR, key_file)
+                .env(udpros::secure::POLICY_VAR, "prefer");
+        }
+    };
     let mut sub = peers.command(way.subscriber, b);
+    seal(&mut sub);
     sub.args([
         "sub",
         topic,
@@ -276,6 +305,7 @@ fn run_cell(
     sub.wait_line("READY", Duration::from_secs(30))
         .ok_or("the subscriber did not start")?;
     let mut publisher = peers.command(way.publisher, a);
+    seal(&mut publisher);
     publisher.args(["pub", topic, "--size", &load.size.to_string()]);
     publisher.args(["--rate", &load.rate.to_string(), "--count", &count_s]);
     publisher.args(["--subscribers", "1"]);
