@@ -13,7 +13,7 @@ use crate::socket::{offload, SendSocket};
 use crate::wire::freshness::{Cadence, Freshness};
 use crate::wire::host_budget::Traffic;
 use crate::wire::link_setup::SenderTerms;
-use crate::wire::secure::stream::{StreamSealer, TAG_LEN};
+use crate::wire::secure::stream::StreamSealer;
 use crate::wire::udpros::{AfterError, FragmentError, SendError, UdpSender, FRESHNESS};
 use bytes::Bytes;
 use std::io;
@@ -643,26 +643,28 @@ impl TcpLinkSender {
         // the kernel does not take now is finished by the link's task, never dropped.
         let frame = match &mut self.sealer {
             Some(sealer) => {
-                let mut sealed = Vec::with_capacity(frame.len() + TAG_LEN);
+                // Sealed into the link's kept buffer (no allocation, no fresh pages for a
+                // large frame); only what the kernel leaves is copied out to finish later.
+                let mut sealed = std::mem::take(&mut self.sealed);
+                sealed.clear();
                 sealer.seal_frame_into(frame, &mut sealed);
-                let sealed = Bytes::from(sealed);
-                return match self.writer.try_write(&sealed) {
-                    Ok(n) if n == sealed.len() => {
-                        self.spend_whole(sealed.len());
-                        DirectSend::Sent
-                    }
+                let sent = match self.writer.try_write(&sealed) {
+                    Ok(n) if n == sealed.len() => DirectSend::Sent,
                     Ok(n) => {
-                        self.spend_whole(sealed.len());
-                        self.unfinished = Some(sealed.slice(n..));
+                        self.unfinished = Some(Bytes::copy_from_slice(&sealed[n..]));
                         DirectSend::Started
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        self.spend_whole(sealed.len());
-                        self.unfinished = Some(sealed);
+                        self.unfinished = Some(Bytes::copy_from_slice(&sealed));
                         DirectSend::Started
                     }
                     Err(e) => DirectSend::Failed(e),
                 };
+                if !matches!(sent, DirectSend::Failed(_)) {
+                    self.spend_whole(sealed.len());
+                }
+                self.sealed = sealed;
+                return sent;
             }
             None => frame,
         };

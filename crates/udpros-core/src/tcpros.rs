@@ -99,6 +99,20 @@ impl FrameDecoder {
         &mut self,
         lead: usize,
     ) -> Result<Option<(Bytes, Bytes)>, FrameTooLarge> {
+        let frame = self.next_frame_after_mut(lead)?;
+        Ok(frame.map(|(lead, body)| (lead.freeze(), body.freeze())))
+    }
+
+    /// [`next_frame`](Self::next_frame), the body still writable (a sealed record is
+    /// opened where it lies).
+    pub fn next_frame_mut(&mut self) -> Result<Option<BytesMut>, FrameTooLarge> {
+        Ok(self.next_frame_after_mut(0)?.map(|(_, body)| body))
+    }
+
+    fn next_frame_after_mut(
+        &mut self,
+        lead: usize,
+    ) -> Result<Option<(BytesMut, BytesMut)>, FrameTooLarge> {
         let Some(prefix) = self.buf.get(lead..lead + 4) else {
             return Ok(None);
         };
@@ -119,9 +133,9 @@ impl FrameDecoder {
             self.buf.reserve(ahead);
             return Ok(None);
         }
-        let lead_bytes = self.buf.split_to(lead).freeze();
+        let lead_bytes = self.buf.split_to(lead);
         self.buf.advance(4);
-        Ok(Some((lead_bytes, self.buf.split_to(len).freeze())))
+        Ok(Some((lead_bytes, self.buf.split_to(len))))
     }
 }
 

@@ -241,21 +241,20 @@ impl TopicReceiver {
 
     /// The next header or message from the bytes read so far.
     pub fn poll_event(&mut self) -> Result<Option<TopicEvent>, TopicStreamError> {
-        let Some(body) = self
+        let Some(mut body) = self
             .decoder
-            .next_frame()
+            .next_frame_mut()
             .map_err(TopicStreamError::TooLarge)?
         else {
             return Ok(None);
         };
         if self.connected {
-            return match &mut self.opener {
-                None => Ok(Some(TopicEvent::Message(body))),
-                Some(opener) => opener
-                    .open(&body)
-                    .map(|opened| Some(TopicEvent::Message(opened.into())))
-                    .map_err(TopicStreamError::Sealed),
-            };
+            if let Some(opener) = &mut self.opener {
+                opener
+                    .open_in_place(&mut body)
+                    .map_err(TopicStreamError::Sealed)?;
+            }
+            return Ok(Some(TopicEvent::Message(body.freeze())));
         }
         let header = ConnectionHeader::decode_fields(&body, &self.limits)
             .map_err(|e| TopicStreamError::Publisher(PublisherRefusal::Malformed(e.to_string())))?;
