@@ -1186,8 +1186,9 @@ mod tests {
     use crate::udpros::{DatagramHeader, Opcode};
     use std::time::Duration;
 
-    fn sender(now: Instant, udpros_peer: bool, segmenting: bool) -> UdpSender {
-        let config = UdpSenderConfig {
+    /// A link's settings with nothing on: no FEC, governor, cap or sealing.
+    fn plain_config(udpros_peer: bool, segmenting: bool) -> UdpSenderConfig {
+        UdpSenderConfig {
             udpros_peer,
             route_mtu: None,
             segmenting,
@@ -1196,7 +1197,11 @@ mod tests {
             governor: None,
             max_rate: None,
             secure: None,
-        };
+        }
+    }
+
+    fn sender(now: Instant, udpros_peer: bool, segmenting: bool) -> UdpSender {
+        let config = plain_config(udpros_peer, segmenting);
         UdpSender::new(now, Fragmenter::new(7, 1500).unwrap(), config)
     }
 
@@ -1312,14 +1317,8 @@ mod tests {
             },
         };
         let config = UdpSenderConfig {
-            udpros_peer: true,
-            route_mtu: None,
-            segmenting: true,
-            loopback: false,
-            fec: None,
-            governor: None,
-            max_rate: None,
             secure: Some(link.clone()),
+            ..plain_config(true, true)
         };
         let fragmenter = Fragmenter::new(7, 1500 - OVERHEAD).unwrap();
         let mut tx = UdpSender::new(now, fragmenter, config);
@@ -1551,14 +1550,8 @@ mod tests {
     /// A governed link to a udpros subscriber, opened at `t0`.
     fn governed_sender(t0: Instant, governor: GovernorConfig) -> UdpSender {
         let config = UdpSenderConfig {
-            udpros_peer: true,
-            route_mtu: None,
-            segmenting: true,
-            loopback: false,
-            fec: None,
             governor: Some(governor),
-            max_rate: None,
-            secure: None,
+            ..plain_config(true, true)
         };
         UdpSender::new(t0, Fragmenter::new(7, 1500).unwrap(), config)
     }
