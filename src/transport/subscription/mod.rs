@@ -326,17 +326,12 @@ impl Subscription {
         }
     }
 
-    /// This end's settings as a secure link's handshake takes them.
-    pub(crate) fn secure_side(&self) -> crate::wire::secure::handshake::Side<'_> {
-        self.local.security.side()
-    }
-
     /// Adds to a subscriber's header (UDPROS offer or TCPROS header) a secure link's
     /// offer under `nonce`, and signs the whole header, on a node whose policy uses the
     /// key; leaves it as it is otherwise.
     pub(crate) fn offer_security(&self, header: &mut ConnectionHeader, nonce: &[u8; NONCE_LEN]) {
         use crate::wire::secure::{handshake, proof};
-        let side = self.secure_side();
+        let side = self.local.security.side();
         for (field, value) in handshake::offer_fields(side, nonce) {
             header.insert(field, value);
         }

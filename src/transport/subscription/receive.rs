@@ -216,7 +216,7 @@ async fn read_tcp(
         loop {
             match receiver.poll_event() {
                 Ok(Some(TopicEvent::Connected(h))) => {
-                    match handshake::accept(sub.secure_side(), &nonce, &h, &context) {
+                    match handshake::accept(sub.local.security.side(), &nonce, &h, &context) {
                         Ok(Settled::Secure(security)) => {
                             receiver.open_with(security.subscriber_stream().0)
                         }
@@ -278,7 +278,8 @@ async fn read_udp(
     // A secure link when both ends hold the key; under `require`, a plain answer is
     // refused here, and the log says why.
     let context = handshake::link_context(&sub.config.topic, answer.connection_id as u32);
-    let secure = match handshake::accept(sub.secure_side(), &offer.nonce, &header, &context) {
+    let secure = match handshake::accept(sub.local.security.side(), &offer.nonce, &header, &context)
+    {
         Ok(Settled::Secure(link)) => Some(link),
         Ok(Settled::Plain) => None,
         Err(refused) => return Ended::GiveUp(format!("UDPROS link refused: {refused}")),
