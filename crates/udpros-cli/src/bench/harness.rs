@@ -126,16 +126,28 @@ struct Peers {
 struct UdprosPeer {
     multi_thread: bool,
     fec: Option<String>,
-    /// With `--secure`: plain (`None`: security off, whatever the environment says) or
-    /// sealed in a mode under the throwaway key file.
-    security: Option<Option<(PathBuf, udpros::secure::Mode)>>,
+    security: PeerSecurity,
+}
+
+/// How a udpros peer secures its links.
+#[derive(Clone)]
+enum PeerSecurity {
+    /// As the environment the bench runs in says (no `--secure`).
+    FromEnvironment,
+    /// Off, whatever the environment says: `--secure`'s plain rows.
+    Off,
+    /// Sealed in `mode` under the run's throwaway key.
+    Sealed {
+        key_file: PathBuf,
+        mode: udpros::secure::Mode,
+    },
 }
 
 impl UdprosPeer {
     /// What a row's pair says besides its peers.
     fn label(&self) -> String {
         match &self.security {
-            Some(Some((_, mode))) => format!(" (sealed, {mode})"),
+            PeerSecurity::Sealed { mode, .. } => format!(" (sealed, {mode})"),
             _ => String::new(),
         }
     }
@@ -158,14 +170,14 @@ fn peer_command(kind: &str, peers: &Peers, master: &str, udpros: &UdprosPeer) ->
             c.args(["--fec", fec]);
         }
         match &udpros.security {
-            None => {}
-            Some(None) => {
+            PeerSecurity::FromEnvironment => {}
+            PeerSecurity::Off => {
                 c.env(udpros::secure::POLICY_VAR, "off");
             }
             // `prefer`: both peers hold the key, so their link is sealed; the bench's
             // master holds none, and a node under `require` would refuse its answers.
-            Some(Some((key, mode))) => {
-                c.env(udpros::secure::KEY_FILE_VAR, key)
+            PeerSecurity::Sealed { key_file, mode } => {
+                c.env(udpros::secure::KEY_FILE_VAR, key_file)
                     .env(udpros::secure::POLICY_VAR, "prefer")
                     .env(udpros::secure::MODE_VAR, mode.as_str());
             }
@@ -287,7 +299,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     let udpros_peer = UdprosPeer {
         multi_thread: args.multi_thread,
         fec: args.fec.clone(),
-        security: None,
+        security: PeerSecurity::FromEnvironment,
     };
     let master =
         udpros::master::Master::start("127.0.0.1:0".parse().map_err(|_| "address")?, "127.0.0.1")
@@ -300,7 +312,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
         .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
     let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
     std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
-    let secure_modes = secure_modes(args.secure.as_deref(), &dumps)?;
+    let secure_variants = secure_variants(args.secure.as_deref(), &dumps)?;
     let mut rows = Vec::new();
     let chosen: Vec<Scenario> = scenarios(args.quick)
         .into_iter()
@@ -311,11 +323,11 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
         for (i, s) in chosen.iter().enumerate() {
             for (j, pair) in pairs.iter().enumerate() {
                 // udpros → udpros plain, then sealed in each mode asked for.
-                let variants: Vec<UdprosPeer> = match (&secure_modes, *pair) {
-                    (Some(modes), ("udpros", "udpros")) => std::iter::once(None)
-                        .chain(modes.iter().cloned().map(Some))
+                let variants: Vec<UdprosPeer> = match (&secure_variants, *pair) {
+                    (Some(variants), ("udpros", "udpros")) => variants
+                        .iter()
                         .map(|security| UdprosPeer {
-                            security: Some(security),
+                            security: security.clone(),
                             ..udpros_peer.clone()
                         })
                         .collect(),
@@ -349,7 +361,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     if !rows.is_empty() {
         print_table(&rows);
     }
-    if secure_modes.is_some() {
+    if secure_variants.is_some() {
         print_secure_cost(&rows);
     }
     // S8 only when asked for: it needs root, and takes about a quarter of an hour.
@@ -423,21 +435,25 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     Ok(())
 }
 
-/// The modes of `--secure`, each with the throwaway key file the sealed peers share
-/// (written into the run's own temporary folder, removed with it).
-fn secure_modes(
+/// What `--secure` runs udpros → udpros as: plain, then sealed in each mode it names,
+/// under a throwaway key (written into the run's own temporary folder, removed with it).
+fn secure_variants(
     wanted: Option<&str>,
     folder: &Path,
-) -> Result<Option<Vec<(PathBuf, udpros::secure::Mode)>>, String> {
+) -> Result<Option<Vec<PeerSecurity>>, String> {
     let Some(wanted) = wanted else {
         return Ok(None);
     };
     let key_file = throwaway_key(folder)?;
-    let modes = wanted
-        .split(',')
-        .map(|m| m.trim().parse().map(|mode| (key_file.clone(), mode)))
+    let sealed = wanted.split(',').map(|m| {
+        let mode = m.trim().parse()?;
+        let key_file = key_file.clone();
+        Ok(PeerSecurity::Sealed { key_file, mode })
+    });
+    let variants = std::iter::once(Ok(PeerSecurity::Off))
+        .chain(sealed)
         .collect::<Result<Vec<_>, String>>()?;
-    Ok(Some(modes))
+    Ok(Some(variants))
 }
 
 /// The graph key of a run's sealed peers, made once in the run's temporary `folder` (and
