@@ -8,7 +8,7 @@
 //!
 //! Elsewhere, and where the kernel refuses, everything goes one datagram per call.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use std::io;
 use std::net::SocketAddr;
 use tokio::net::UdpSocket;
@@ -159,8 +159,9 @@ pub(crate) const READ_BATCH: usize = 4;
 /// A datagram, or a run of datagrams that arrived together, as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Received {
-    /// Datagrams of `segment` bytes each (the last may be shorter).
-    pub datagrams: Bytes,
+    /// Datagrams of `segment` bytes each (the last may be shorter). This read's alone
+    /// (split off the reader's buffer), so a sealed datagram is opened where it lies.
+    pub datagrams: BytesMut,
     pub segment: usize,
     pub from: SocketAddr,
     /// When the kernel received them, on a socket with
@@ -169,15 +170,14 @@ pub(crate) struct Received {
 }
 
 impl Received {
-    /// The datagrams one at a time.
-    pub(crate) fn datagrams(&self) -> impl Iterator<Item = Bytes> + '_ {
+    /// The datagrams one at a time, each still writable and its own.
+    pub(crate) fn into_datagrams(self) -> impl Iterator<Item = BytesMut> {
         let segment = self.segment.max(1);
-        (0..self.datagrams.len())
-            .step_by(segment)
-            .map(move |start| {
-                self.datagrams
-                    .slice(start..(start + segment).min(self.datagrams.len()))
-            })
+        let mut rest = self.datagrams;
+        std::iter::from_fn(move || {
+            let take = segment.min(rest.len());
+            (take > 0).then(|| rest.split_to(take))
+        })
     }
 }
 
@@ -248,7 +248,7 @@ impl Reader {
             let mut batch = Batch::default();
             batch.reads = 1;
             batch.received[0] = Some(Received {
-                datagrams: slot.split().freeze(),
+                datagrams: slot.split(),
                 segment: len,
                 from,
                 arrived: None,
@@ -337,7 +337,7 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
             // The kernel wrote `len` bytes into the slot's spare room.
             slot.set_len(slot.len() + len);
         }
-        let datagrams = slot.split().freeze();
+        let datagrams = slot.split();
         // A source of an unknown family cannot be checked against the publisher's.
         let Some(from) = socket_addr(&addrs[i]) else {
             batch.dropped += 1;
@@ -413,7 +413,7 @@ mod tests {
         reader: &mut Reader,
         rx: &UdpSocket,
         tx: &std::net::UdpSocket,
-    ) -> Vec<(Bytes, usize)> {
+    ) -> Vec<(BytesMut, usize)> {
         let batch = reader.recv(rx).await.unwrap();
         assert_eq!(batch.dropped, 0);
         batch
@@ -493,8 +493,10 @@ mod tests {
             from: tx.local_addr().unwrap(),
             arrived: None,
         };
-        let sizes: Vec<usize> = read.datagrams().map(|d| d.len()).collect();
+        let pieces: Vec<BytesMut> = read.into_datagrams().collect();
+        let sizes: Vec<usize> = pieces.iter().map(|d| d.len()).collect();
         assert_eq!(sizes, [1000, 1000, 500]);
+        assert!(pieces.iter().all(|d| d[..] == contents[..d.len()]));
     }
 
     /// A batch short of full tells the runtime the socket is drained without reading it

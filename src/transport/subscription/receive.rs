@@ -342,9 +342,11 @@ async fn read_udp(
                 receiver.on_truncated(batch.dropped);
                 let now = Instant::now();
                 for read in batch {
-                    let arrived = read.arrived.unwrap_or(now);
-                    for datagram in read.datagrams() {
-                        receiver.handle_arrived(now, arrived, read.from, datagram);
+                    let (arrived, from) = (read.arrived.unwrap_or(now), read.from);
+                    // Each datagram is handed over as its own piece of the read's buffer: a
+                    // sealed one is opened where it lies.
+                    for datagram in read.into_datagrams() {
+                        receiver.handle_arrived_mut(now, arrived, from, datagram);
                     }
                 }
             }

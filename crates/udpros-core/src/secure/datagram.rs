@@ -15,6 +15,7 @@
 use super::cipher::{Cipher, SealingKey};
 use super::Mode;
 use std::fmt;
+use std::ops::Range;
 
 /// Bytes of the UDPROS header at the front of every datagram (`udpros::HEADER_LEN`;
 /// written here so that sealing sits below the link that uses it).
@@ -238,7 +239,18 @@ impl Opener {
     /// The datagram inside `sealed` (its UDPROS header and its body, decrypted), or why
     /// it is refused (counted in [`stats`](Self::stats)).
     pub fn open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, Refusal> {
-        let opened = self.try_open(sealed);
+        let mut out = sealed.to_vec();
+        let plain = self.open_in_place(&mut out)?;
+        out.truncate(plain.end);
+        out.drain(..plain.start);
+        Ok(out)
+    }
+
+    /// [`open`](Self::open) where the datagram lies: the body is decrypted in place and
+    /// the header moved up against it, so the plain datagram is `sealed[range]` (a
+    /// receiver that owns its read buffer copies nothing and allocates nothing).
+    pub fn open_in_place(&mut self, sealed: &mut [u8]) -> Result<Range<usize>, Refusal> {
+        let opened = self.try_open_in_place(sealed);
         match &opened {
             Ok(_) => self.stats.opened += 1,
             Err(refusal) => self.stats.count(*refusal),
@@ -246,31 +258,29 @@ impl Opener {
         opened
     }
 
-    fn try_open(&mut self, sealed: &[u8]) -> Result<Vec<u8>, Refusal> {
+    fn try_open_in_place(&mut self, sealed: &mut [u8]) -> Result<Range<usize>, Refusal> {
         if sealed.len() < HEADER_LEN + OVERHEAD {
             return Err(Refusal::TooShort);
         }
-        let (front, rest) = sealed.split_at(HEADER_LEN + COUNTER_LEN);
-        let (body, tag) = rest.split_at(rest.len() - TAG_LEN);
+        let end = sealed.len() - TAG_LEN;
         let mut counter = [0u8; COUNTER_LEN];
-        counter.copy_from_slice(&front[HEADER_LEN..]);
+        counter.copy_from_slice(&sealed[HEADER_LEN..HEADER_LEN + COUNTER_LEN]);
         let counter = u64::from_be_bytes(counter);
         self.window.check(counter)?;
-        // Opened straight into the plain datagram the link reads (header, then body; the
-        // batch's buffer it came in is shared, so a copy is made anyway).
-        let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-        out.extend_from_slice(&front[..HEADER_LEN]);
-        out.extend_from_slice(body);
-        let aad = match self.key.mode() {
-            Mode::Encrypt => front,
+        let (covered, tag) = sealed.split_at_mut(end);
+        let opened = match self.key.mode() {
+            Mode::Encrypt => {
+                let (front, body) = covered.split_at_mut(HEADER_LEN + COUNTER_LEN);
+                self.key.open(counter, front, body, tag)
+            }
             // The whole datagram is the associated data of an empty message.
-            Mode::Authenticate => &sealed[..sealed.len() - TAG_LEN],
+            Mode::Authenticate => self.key.open(counter, covered, &mut [], tag),
         };
-        self.key
-            .open(counter, aad, &mut out[HEADER_LEN..], tag)
-            .map_err(|_| Refusal::BadTag)?;
+        opened.map_err(|_| Refusal::BadTag)?;
         self.window.take(counter);
-        Ok(out)
+        // The header over the counter: header and body are then one run of bytes.
+        sealed.copy_within(..HEADER_LEN, COUNTER_LEN);
+        Ok(COUNTER_LEN..end)
     }
 
     /// What this opener took and refused.
@@ -304,6 +314,7 @@ mod tests {
         for (cipher, mode) in CIPHERS.into_iter().flat_map(|c| MODES.map(|m| (c, m))) {
             let mut sealer = Sealer::new(&KEY, cipher, mode);
             let mut opener = Opener::new(&KEY, cipher, mode);
+            let mut in_place = Opener::new(&KEY, cipher, mode);
             for (n, len) in [(0, 0), (1, 1), (2, 1464), (3, 65_000)] {
                 let plain = datagram(n, len);
                 let sealed = sealer.seal(&plain);
@@ -319,10 +330,18 @@ mod tests {
                     Mode::Encrypt if len > 16 => assert_ne!(body, &plain[HEADER_LEN..]),
                     Mode::Encrypt => {}
                 }
+                let mut where_it_lies = sealed.clone();
+                let range = in_place.open_in_place(&mut where_it_lies).unwrap();
+                assert_eq!(where_it_lies[range], plain[..]);
                 assert_eq!(opener.open(&sealed), Ok(plain));
             }
             assert_eq!(opener.stats().opened, 4);
             assert_eq!(sealer.sealed(), 4);
+            // Cut short, its tag is read from the wrong bytes.
+            let mut cut = sealer.seal(&datagram(9, 30));
+            assert_eq!(in_place.open_in_place(&mut cut[..40]), Err(Refusal::BadTag));
+            let stats = in_place.stats();
+            assert_eq!((stats.opened, stats.refused()), (4, 1));
         }
     }
 

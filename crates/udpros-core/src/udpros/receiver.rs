@@ -23,7 +23,7 @@ use super::{
 };
 use crate::secure::datagram::{OpenStats, Opener, Sealer};
 use crate::secure::LinkSecurity;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -233,6 +233,24 @@ impl UdpReceiver {
         from: SocketAddr,
         datagram: Bytes,
     ) {
+        // Shared, it is copied to be opened (a sealed link's driver hands its own).
+        self.take(now, arrived, from, Arrival::Shared(datagram));
+    }
+
+    /// [`handle_arrived`](Self::handle_arrived) for a datagram the driver owns alone (a
+    /// piece of its read buffer): on a secure link it is opened where it lies, with no
+    /// copy and no allocation.
+    pub fn handle_arrived_mut(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        from: SocketAddr,
+        datagram: BytesMut,
+    ) {
+        self.take(now, arrived, from, Arrival::Owned(datagram));
+    }
+
+    fn take(&mut self, now: Instant, arrived: Instant, from: SocketAddr, datagram: Arrival) {
         if self.peer != Some(from) {
             if !self.sources.allows(from) {
                 self.strangers += 1;
@@ -243,14 +261,21 @@ impl UdpReceiver {
             }
             self.peer = Some(from);
         }
-        let datagram = match self.sealing.as_deref_mut() {
-            Some((opener, _)) => match opener.open(&datagram) {
-                Ok(plain) => Bytes::from(plain),
-                // Forged, replayed or of another link: nothing of it is read. To FEC it
-                // is a lost datagram.
-                Err(_) => return,
-            },
-            None => datagram,
+        let datagram = match (self.sealing.as_deref_mut(), datagram) {
+            (Some((opener, _)), datagram) => {
+                let mut datagram = match datagram {
+                    Arrival::Owned(owned) => owned,
+                    Arrival::Shared(shared) => BytesMut::from(&shared[..]),
+                };
+                match opener.open_in_place(&mut datagram) {
+                    Ok(plain) => datagram.freeze().slice(plain),
+                    // Forged, replayed or of another link: nothing of it is read. To FEC
+                    // it is a lost datagram.
+                    Err(_) => return,
+                }
+            }
+            (None, Arrival::Owned(owned)) => owned.freeze(),
+            (None, Arrival::Shared(shared)) => shared,
         };
         let header = DatagramHeader::parse(&datagram);
         let ours = |h: &DatagramHeader| {
@@ -633,6 +658,14 @@ impl UdpReceiver {
     }
 }
 
+/// A datagram as its driver hands it over.
+enum Arrival {
+    /// Part of a buffer others hold too: opening it takes a copy.
+    Shared(Bytes),
+    /// The driver's alone: opened where it lies.
+    Owned(BytesMut),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -642,22 +675,24 @@ mod tests {
 
     const PUBLISHER: &str = "10.0.0.2:4000";
 
-    fn receiver(now: Instant, heartbeats: bool) -> UdpReceiver {
-        UdpReceiver::new(
-            now,
-            UdpReceiverConfig {
-                reassembler: ReassemblerConfig {
-                    connection_id: Some(7),
-                    block_payload: Some(1492),
-                    ..ReassemblerConfig::default()
-                },
-                sources: AllowedSources::new(vec!["10.0.0.2".parse().unwrap()], Some(4000)),
-                expects_heartbeats: heartbeats,
-                fec: false,
-                feedback: false,
-                secure: None,
+    /// A plain link's settings: connection 7 from [`PUBLISHER`].
+    fn config(heartbeats: bool) -> UdpReceiverConfig {
+        UdpReceiverConfig {
+            reassembler: ReassemblerConfig {
+                connection_id: Some(7),
+                block_payload: Some(1492),
+                ..ReassemblerConfig::default()
             },
-        )
+            sources: AllowedSources::new(vec!["10.0.0.2".parse().unwrap()], Some(4000)),
+            expects_heartbeats: heartbeats,
+            fec: false,
+            feedback: false,
+            secure: None,
+        }
+    }
+
+    fn receiver(now: Instant, heartbeats: bool) -> UdpReceiver {
+        UdpReceiver::new(now, config(heartbeats))
     }
 
     fn datagrams(fragmenter: &mut Fragmenter, body: &[u8]) -> Vec<Bytes> {
@@ -669,6 +704,63 @@ mod tests {
 
     fn events(rx: &mut UdpReceiver) -> Vec<ReceiverEvent> {
         std::iter::from_fn(|| rx.poll_event()).collect()
+    }
+
+    /// A secure link takes datagrams shared (copied to be opened) and owned (opened where
+    /// they lie) alike; a forged one among them is refused and counted, and the message
+    /// still arrives whole.
+    #[test]
+    fn a_secure_link_opens_shared_and_owned_datagrams_alike() {
+        use crate::secure::{Cipher, LinkKeys, Mode};
+        for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+            for mode in [Mode::Encrypt, Mode::Authenticate] {
+                let link = LinkSecurity {
+                    mode,
+                    cipher,
+                    keys: LinkKeys {
+                        downstream: [5; 32],
+                        upstream: [6; 32],
+                    },
+                };
+                let now = Instant::now();
+                let datagram = 1500 - crate::secure::datagram::OVERHEAD;
+                let plain = config(true);
+                let mut rx = UdpReceiver::new(
+                    now,
+                    UdpReceiverConfig {
+                        reassembler: ReassemblerConfig {
+                            block_payload: Some(datagram - crate::udpros::HEADER_LEN),
+                            ..plain.reassembler
+                        },
+                        secure: Some(link.clone()),
+                        ..plain
+                    },
+                );
+                let (mut sealer, _) = link.publisher_end();
+                let mut tx = Fragmenter::new(7, datagram).unwrap();
+                let publisher: SocketAddr = PUBLISHER.parse().unwrap();
+                let body: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+                for (i, d) in datagrams(&mut tx, &body).iter().enumerate() {
+                    let sealed = sealer.seal(d);
+                    let mut forged = sealed.clone();
+                    *forged.last_mut().unwrap() ^= 1;
+                    rx.handle_arrived_mut(now, now, publisher, BytesMut::from(&forged[..]));
+                    if i % 2 == 0 {
+                        rx.handle(now, publisher, Bytes::from(sealed));
+                    } else {
+                        rx.handle_arrived_mut(now, now, publisher, BytesMut::from(&sealed[..]));
+                    }
+                }
+                let got = events(&mut rx);
+                assert_eq!(got.len(), 1, "{cipher} {mode}");
+                assert!(
+                    got[0] == ReceiverEvent::Message(Bytes::from(body)),
+                    "{cipher} {mode}: not the message sent"
+                );
+                let stats = rx.secure_stats().unwrap();
+                assert_eq!((stats.opened, stats.bad_tag), (7, 7), "{cipher} {mode}");
+            }
+        }
     }
 
     #[test]
