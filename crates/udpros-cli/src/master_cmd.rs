@@ -26,9 +26,16 @@ pub fn run(args: MasterArgs) -> CliResult {
         let bind = args
             .host
             .unwrap_or_else(|| udpros::host::bind_address(&overrides));
+        // The key as a node reads it: `__key_file:=`, `__security:=`, `__secure_mode:=`
+        // over the environment.
+        let ros_args =
+            udpros::node::args::NodeArgs::parse(crate::ros_args()).map_err(|e| e.to_string())?;
+        let security = udpros::secure::Security::from_args_and_env(&ros_args.security)
+            .map_err(|e| format!("cannot use the master's key: {e}"))?;
         // A roscore: its parameters, and the /rosout node unless told otherwise.
         let options = udpros::master::RoscoreOptions {
             rosout: !args.no_rosout,
+            security: Some(security),
             ..udpros::master::RoscoreOptions::default()
         };
         let addr = SocketAddr::new(bind, args.port);

@@ -115,8 +115,8 @@ fn no_rosout_leaves_aggregation_to_a_stock_rosout_node() {
     assert!(!topics.contains("/rosout_agg"), "{topics}");
 }
 
-/// `udpros master` under `require` with a key file: `udpros param` with the same file sets
-/// and reads; without it, it fails in one line that names the refusal, and sets nothing.
+/// `udpros master __key_file:=F __security:=require`: `udpros param` with the same file
+/// sets and reads; without it, it fails in one line that names the refusal, and sets nothing.
 #[test]
 fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
     let dir = std::env::temp_dir().join(format!("udpros-cli-master-key-{}", std::process::id()));
@@ -135,11 +135,21 @@ fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
     let port = free_port();
     let uri = format!("http://127.0.0.1:{port}/");
     let port_text = port.to_string();
-    let mut cmd = udpros(
+    // The master takes its key from its command line as a node does; the tools from the
+    // environment.
+    let key_arg = format!("__key_file:={}", key.display());
+    let cmd = &mut udpros(
         &uri,
-        &["master", "--host", "127.0.0.1", "--port", &port_text],
+        &[
+            "master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port_text,
+            &key_arg,
+            "__security:=require",
+        ],
     );
-    secured(&mut cmd);
     let _master = Child(cmd.spawn().unwrap());
     assert!(wait_for(Duration::from_secs(20), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
