@@ -87,8 +87,9 @@ async fn listen_tcp(master: &str, security: Security, within: Duration) -> (usiz
 }
 
 /// How many messages a subscriber with `options` under `security` hears within `within`,
-/// and what the publisher's header said of security; on a secure UDPROS link, what it
-/// opened and refused is checked in its stats and its getBusInfo.
+/// and what the publisher's header said of security; on a secure link, both ends'
+/// getBusInfo say how it is sealed and, on UDPROS, what each sealed, opened and refused
+/// (checked in the subscriber's stats too).
 async fn listen_over(
     master: &str,
     security: Security,
@@ -117,6 +118,29 @@ async fn listen_over(
         .into_iter()
         .filter_map(|l| l.header)
         .find_map(|h| h.get(handshake::SECURE_FIELD).map(String::from));
+    if let Some(mode) = &said {
+        let sealed = format!("sealed ({mode}, {})", Cipher::of_this_host());
+        let publisher = sub.links().into_iter().map(|l| l.publisher_uri).next();
+        let bus_of = |uri: String| {
+            let client = node.master().xmlrpc();
+            async move {
+                let bus = client.call(&uri, "getBusInfo", vec!["/test".into()]);
+                format!("{:?}", bus.await.unwrap())
+            }
+        };
+        let publisher_bus = bus_of(publisher.expect("a link")).await;
+        let subscriber_bus = bus_of(node.uri().to_string()).await;
+        assert!(publisher_bus.contains(&sealed), "{publisher_bus}");
+        assert!(subscriber_bus.contains(&sealed), "{subscriber_bus}");
+        if udp {
+            // The publisher's counters follow its sends: it has sealed what was heard.
+            assert!(
+                publisher_bus.contains("datagrams sealed, ")
+                    && publisher_bus.contains(" refused (0 forged"),
+                "{publisher_bus}"
+            );
+        }
+    }
     if let (Some(mode), true) = (&said, udp) {
         // What the link opened and refused, in its stats and in getBusInfo (rosnode info).
         // The link's counters are published after each batch it reads, so they may trail

@@ -222,6 +222,7 @@ mod tests {
             fec: None,
             governor,
             subscriber_type: None,
+            secure: None,
         }
     }
 

@@ -8,7 +8,7 @@ use crate::secure::SettleError;
 use crate::socket::{route_mtu, udp_headers, udp_socket};
 use crate::transport::publication::{Publication, UdpLinkError};
 use crate::transport::subscription::LinkStatus;
-use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol};
+use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol, SecureSendLink};
 use crate::wire::header::HeaderLimits;
 use crate::wire::link_setup::{PathFacts, SenderTerms};
 use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
@@ -170,16 +170,43 @@ fn fec_received(status: &LinkStatus) -> String {
     )
 }
 
-/// What `getBusInfo` adds to a subscriber's secure UDPROS link: its mode and cipher, and
-/// what it opened and refused (an attack on the link shows here, by kind). Never a key.
+/// What `getBusInfo` adds to a publisher's secure link: its mode and cipher and, on
+/// UDPROS, what it sealed and what it refused of the subscriber's reports. Never a key.
+fn secure_sent(link: SecureSendLink) -> String {
+    let SecureSendLink {
+        mode,
+        cipher,
+        datagrams,
+    } = link;
+    let Some(sent) = datagrams else {
+        return format!("; sealed ({mode}, {cipher})");
+    };
+    let reports = sent.reports;
+    format!(
+        "; sealed ({mode}, {cipher}): {} datagrams sealed, {} reports opened, {} refused ({} forged, {} replayed, {} too old, {} too short)",
+        sent.sealed,
+        reports.opened,
+        reports.refused(),
+        reports.bad_tag,
+        reports.replayed,
+        reports.too_old,
+        reports.too_short
+    )
+}
+
+/// What `getBusInfo` adds to a subscriber's secure link: its mode and cipher and, on
+/// UDPROS, what it opened and refused (an attack on the link shows here, by kind; on
+/// TCPROS a refused record ends the stream). Never a key.
 fn secure_received(status: &LinkStatus) -> String {
-    let Some(stats) = status.secure else {
+    let said = |field| status.header.as_ref().and_then(|h| h.get(field));
+    let Some(mode) = said(handshake::SECURE_FIELD) else {
         return String::new();
     };
-    let said = |field| status.header.as_ref().and_then(|h| h.get(field));
-    let mode = said(handshake::SECURE_FIELD).unwrap_or("?");
     // An answer that names no cipher settled ChaCha20-Poly1305.
     let cipher = said(handshake::CIPHER_FIELD).unwrap_or("chacha20poly1305");
+    let Some(stats) = status.secure else {
+        return format!("; sealed ({mode}, {cipher})");
+    };
     format!(
         "; sealed ({mode}, {cipher}): {} datagrams opened, {} refused ({} forged, {} replayed, {} too old, {} too short)",
         stats.opened,
@@ -261,7 +288,8 @@ impl NodeInner {
                         {
                             let snapshot = l.snapshot();
                             let fec = snapshot.fec.map(fec_sent).unwrap_or_default();
-                            format!("{fec}{}", SentPath::describe(&snapshot))
+                            let secure = snapshot.secure.map(secure_sent).unwrap_or_default();
+                            format!("{fec}{}{secure}", SentPath::describe(&snapshot))
                         }
                     )),
                 ]));

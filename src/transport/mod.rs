@@ -12,7 +12,7 @@ pub(crate) mod subscription;
 pub(crate) mod tcp_server;
 
 pub use crate::wire::udpros::governor::GovernorStats;
-pub use crate::wire::udpros::UdpStats;
+pub use crate::wire::udpros::{SecureSendStats, UdpStats};
 pub use subscription::{PublisherLinkStats, Received};
 
 use std::net::SocketAddr;
@@ -84,11 +84,15 @@ impl LinkStats {
     }
 }
 
-/// What a UDPROS link to a udpros subscriber with FEC has sent and heard, shared by its
-/// sender and the statistics calls.
 /// Where a governed link's sender leaves what its governor knows, for the statistics calls.
 pub(crate) type GovernorCell = Arc<std::sync::Mutex<Option<GovernorStats>>>;
 
+/// Where a secure UDPROS link's sender leaves what it sealed and refused, for the
+/// statistics calls.
+pub(crate) type SecureCell = Arc<std::sync::Mutex<Option<SecureSendStats>>>;
+
+/// What a UDPROS link to a udpros subscriber with FEC has sent and heard, shared by its
+/// sender and the statistics calls.
 #[derive(Debug)]
 pub(crate) struct FecSendCounters {
     repairs_sent: AtomicU64,
@@ -177,6 +181,21 @@ pub struct SubscriberLinkStats {
     /// The subscriber's type and full definition, from its connection header: kept by a
     /// publication of any type (md5sum `*`) only, to learn a type this machine lacks.
     pub subscriber_type: Option<(String, String)>,
+    /// How the link is sealed, on a secure link (see [`crate::secure`]).
+    pub secure: Option<SecureSendLink>,
+}
+
+/// The publisher's end of a secure link: how it is sealed and, on UDPROS, what its sender
+/// sealed and made of the subscriber's reports (forged or replayed reports are counted
+/// here). Never a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecureSendLink {
+    /// Encrypted or authenticated.
+    pub mode: crate::wire::secure::Mode,
+    /// The AEAD under the seals.
+    pub cipher: crate::wire::secure::Cipher,
+    /// On UDPROS, once the link has sent: its datagrams and the reports it took.
+    pub datagrams: Option<SecureSendStats>,
 }
 
 /// A link's counters at one moment.

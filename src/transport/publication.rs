@@ -4,8 +4,11 @@
 
 use super::host_share::HostBudgets;
 use super::queue::DropOldest;
-use super::sender::{DirectSend, LinkSender, QueuedFrame};
-use super::{FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, SubscriberLinkStats};
+use super::sender::{DirectSend, LinkSender, QueuedFrame, SenderCells};
+use super::{
+    FecSendCounters, GovernorCell, LinkStats, LinkTotals, Protocol, SecureCell, SecureSendLink,
+    SubscriberLinkStats,
+};
 use crate::socket::SendSocket;
 use crate::wire::freshness::Cadence;
 use crate::wire::header::ConnectionHeader;
@@ -121,6 +124,8 @@ pub(crate) struct SubscriberLink {
     pub fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     /// What the link's governor knows, on a governed link.
     pub governor: Option<GovernorCell>,
+    /// How a secure link is sealed, and on UDPROS what its sender counted.
+    pub secure: Option<SecureSend>,
     /// The type and full definition the subscriber's header carried, kept only by a
     /// publication of any type (md5sum `*`), which is there to learn them.
     pub subscriber_type: std::sync::Mutex<Option<(String, String)>>,
@@ -154,6 +159,7 @@ impl SubscriberLink {
                 .governor
                 .as_ref()
                 .and_then(|cell| *cell.lock().unwrap_or_else(|e| e.into_inner())),
+            secure: self.secure.as_ref().map(SecureSend::snapshot),
             subscriber_type: self
                 .subscriber_type
                 .lock()
@@ -208,6 +214,36 @@ enum Handoff {
     Queue,
 }
 
+/// A secure link's seal, as the rest of the link knows it.
+#[derive(Debug)]
+pub(crate) struct SecureSend {
+    mode: crate::wire::secure::Mode,
+    cipher: crate::wire::secure::Cipher,
+    /// Where a UDPROS link's sender counts (none on TCPROS).
+    counts: Option<SecureCell>,
+}
+
+impl SecureSend {
+    fn new(link: &crate::wire::secure::LinkSecurity, counts: Option<SecureCell>) -> SecureSend {
+        SecureSend {
+            mode: link.mode,
+            cipher: link.cipher,
+            counts,
+        }
+    }
+
+    fn snapshot(&self) -> SecureSendLink {
+        SecureSendLink {
+            mode: self.mode,
+            cipher: self.cipher,
+            datagrams: self
+                .counts
+                .as_ref()
+                .and_then(|cell| *cell.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+}
+
 /// What the rest of the link holds of its sender, which its task keeps locked while it
 /// sends: where the statistics calls read what a UDPROS link's sender knows of its FEC and
 /// its governor (nothing, on a TCPROS link), and how closing the link ends a wait for the
@@ -216,6 +252,7 @@ enum Handoff {
 struct SenderHandles {
     fec: Option<(LinkFec, Arc<FecSendCounters>)>,
     governor: Option<GovernorCell>,
+    secure: Option<SecureSend>,
     /// Set to true as the link closes (when it shares its host's budget).
     closing: Option<tokio::sync::watch::Sender<bool>>,
 }
@@ -452,6 +489,7 @@ impl Publication {
         let SenderHandles {
             fec,
             governor,
+            secure,
             closing,
         } = handles;
         let link = Arc::new(SubscriberLink {
@@ -463,6 +501,7 @@ impl Publication {
             stats: LinkStats::default(),
             fec,
             governor,
+            secure,
             subscriber_type: std::sync::Mutex::new(None),
             queue: DropOldest::bounded(
                 self.limits.queue_size,
@@ -500,7 +539,7 @@ impl Publication {
         stream: TcpStream,
         caller_id: &str,
         header: &crate::wire::header::ConnectionHeader,
-        sealer: Option<crate::wire::secure::stream::StreamSealer>,
+        secure: Option<&crate::wire::secure::LinkSecurity>,
     ) {
         let peer = stream
             .peer_addr()
@@ -533,8 +572,10 @@ impl Publication {
             }
             _ => None,
         };
+        let sealer = secure.map(|link| link.publisher_stream().0);
         let mut sender = LinkSender::tcp(writer, freshness, sealer);
         let handles = SenderHandles {
+            secure: secure.map(|link| SecureSend::new(link, None)),
             closing: self.share_host(&mut sender, peer),
             ..SenderHandles::default()
         };
@@ -568,11 +609,23 @@ impl Publication {
         let socket = SendSocket::new(socket)?;
         let counters = terms.fec.map(|_| Arc::new(FecSendCounters::default()));
         let governor = terms.governor.map(|_| GovernorCell::default());
-        let mut sender = LinkSender::udp(socket, &terms, counters.clone(), governor.clone())
-            .map_err(UdpLinkError::Datagram)?;
+        // Sealed only toward a udpros subscriber (as the core's sender does).
+        let secure = terms.secure.as_ref().filter(|_| terms.udpros_peer);
+        let secure_counts = secure.map(|_| SecureCell::default());
+        let mut sender = LinkSender::udp(
+            socket,
+            &terms,
+            SenderCells {
+                fec: counters.clone(),
+                governor: governor.clone(),
+                secure: secure_counts.clone(),
+            },
+        )
+        .map_err(UdpLinkError::Datagram)?;
         let handles = SenderHandles {
             fec: terms.fec.zip(counters),
             governor,
+            secure: secure.map(|link| SecureSend::new(link, secure_counts)),
             closing: self.share_host(&mut sender, peer),
         };
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, handles))

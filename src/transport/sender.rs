@@ -8,7 +8,7 @@
 
 use super::host_share::HostShare;
 use super::LinkStats;
-use super::{FecSendCounters, GovernorCell};
+use super::{FecSendCounters, GovernorCell, SecureCell};
 use crate::socket::{offload, SendSocket};
 use crate::wire::freshness::{Cadence, Freshness};
 use crate::wire::host_budget::Traffic;
@@ -88,13 +88,12 @@ impl std::fmt::Debug for LinkSender {
 
 impl LinkSender {
     /// A UDP link sending on `socket` by the `terms` its publication settled with the
-    /// subscriber (see [`SenderTerms::sender`]); `counters` and `governor` are where it
-    /// publishes its FEC counts and its governor's state, when it has them.
+    /// subscriber (see [`SenderTerms::sender`]); `cells` are where it publishes what the
+    /// statistics calls show.
     pub(super) fn udp(
         socket: SendSocket,
         terms: &SenderTerms,
-        counters: Option<Arc<FecSendCounters>>,
-        governor: Option<GovernorCell>,
+        cells: SenderCells,
     ) -> Result<LinkSender, FragmentError> {
         let loopback = socket
             .socket()
@@ -103,8 +102,7 @@ impl LinkSender {
         let segmenting = offload::can_segment(socket.socket());
         let link = terms.sender(Instant::now(), segmenting, loopback)?;
         let mut sender = UdpLinkSender::new(socket, link);
-        sender.counters = counters;
-        sender.governor = governor;
+        sender.cells = cells;
         Ok(LinkSender::Udp(Box::new(sender)))
     }
 
@@ -314,14 +312,24 @@ fn late_from(frames: &[QueuedFrame], now: Instant, bound: Duration) -> usize {
         .count()
 }
 
+/// Where a UDP link's sender leaves what the statistics calls show, each when the link
+/// has it.
+#[derive(Debug, Default)]
+pub(super) struct SenderCells {
+    /// The link's FEC.
+    pub fec: Option<Arc<FecSendCounters>>,
+    /// Its governor.
+    pub governor: Option<GovernorCell>,
+    /// Its seals.
+    pub secure: Option<SecureCell>,
+}
+
 /// A UDP link's socket and the core's [`UdpSender`], which decides what leaves when.
 pub(super) struct UdpLinkSender {
     socket: SendSocket,
     link: UdpSender,
-    /// Where the statistics calls see the link's FEC.
-    counters: Option<Arc<FecSendCounters>>,
-    /// Where they see its governor.
-    governor: Option<GovernorCell>,
+    /// Where the statistics calls see the link.
+    cells: SenderCells,
     /// The frames [`LinkSender::send_all`] hands on, kept for their allocation.
     frames: Vec<Bytes>,
     /// The reports one look reads, a [`REPORT_SLOT`] each (its length, then its bytes),
@@ -360,8 +368,7 @@ impl UdpLinkSender {
         UdpLinkSender {
             link,
             socket,
-            counters: None,
-            governor: None,
+            cells: SenderCells::default(),
             frames: Vec::new(),
             reports: Vec::new(),
             host: None,
@@ -372,10 +379,13 @@ impl UdpLinkSender {
 
     /// Shows the statistics calls what the link's FEC did and what its governor knows.
     fn publish_counters(&self) {
-        if let Some(counters) = &self.counters {
+        if let Some(counters) = &self.cells.fec {
             counters.update(&self.link);
         }
-        if let Some(cell) = &self.governor {
+        if let Some(cell) = &self.cells.secure {
+            *cell.lock().unwrap_or_else(|e| e.into_inner()) = self.link.secure_stats();
+        }
+        if let Some(cell) = &self.cells.governor {
             // Once anything came back: reports taken, or ignored (a link whose every
             // report is ignored shows so, rather than looking ungoverned).
             *cell.lock().unwrap_or_else(|e| e.into_inner()) = self
@@ -818,7 +828,7 @@ mod tests {
                 .set_recv_buffer_size(4 << 20)
                 .unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
-            let mut wire = LinkSender::udp(socket, &terms(65_000), None, None).unwrap();
+            let mut wire = LinkSender::udp(socket, &terms(65_000), SenderCells::default()).unwrap();
             let frames: Vec<Bytes> = (0..MESSAGES)
                 .map(|i| Bytes::from(vec![i as u8; 60_000]))
                 .collect();
@@ -873,7 +883,7 @@ mod tests {
             .unwrap();
         let socket = sender_to(rx.local_addr().unwrap(), 4 << 20);
         let datagram = 1500;
-        let mut wire = LinkSender::udp(socket, &terms(datagram), None, None).unwrap();
+        let mut wire = LinkSender::udp(socket, &terms(datagram), SenderCells::default()).unwrap();
         let LinkSender::Udp(w) = &wire else {
             unreachable!("a UDP wire")
         };
@@ -907,7 +917,7 @@ mod tests {
         on_a_slow_loopback(|| async {
             let rx = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let socket = sender_to(rx.local_addr().unwrap(), 64 << 10);
-            let mut wire = LinkSender::udp(socket, &terms(65_000), None, None).unwrap();
+            let mut wire = LinkSender::udp(socket, &terms(65_000), SenderCells::default()).unwrap();
             let frame = Bytes::from(vec![1u8; 60_000]);
             let mut waited = false;
             for _ in 0..100 {

@@ -113,8 +113,7 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
                         .map_err(|e| e.to_string())?;
                     settling.add_fields(&mut reply);
                     settling.sign(&mut reply);
-                    let sealer = settling.link().map(|link| link.publisher_stream().0);
-                    Ok((publication, reply, sealer))
+                    Ok((publication, reply, settling.link().cloned()))
                 }),
         },
         (None, Some(service)) => match lookup.service(service) {
@@ -129,9 +128,9 @@ async fn handshake(mut stream: TcpStream, peer: SocketAddr, lookup: Lookup) {
         (None, None) => Err("no topic or service name detected".into()),
     };
     match verdict {
-        Ok((publication, reply, sealer)) => {
+        Ok((publication, reply, secure)) => {
             if stream.write_all(&reply.encode_tcp()).await.is_ok() {
-                publication.add_tcp_link(stream, &caller, &header, sealer);
+                publication.add_tcp_link(stream, &caller, &header, secure.as_ref());
             }
         }
         Err(text) => {

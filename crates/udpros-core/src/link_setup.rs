@@ -419,8 +419,9 @@ mod tests {
         let report = receiver.poll_transmit(later).expect("a loss report is due");
         assert!(sender.handle_report(later, &report));
         assert!(!sender.handle_report(later, &report));
-        let opened = sender.secure_stats().unwrap();
-        assert_eq!((opened.opened, opened.replayed), (1, 1));
+        let stats = sender.secure_stats().unwrap();
+        assert_eq!((stats.reports.opened, stats.reports.replayed), (1, 1));
+        assert!(stats.sealed >= sent as u64, "{stats:?}");
     }
 
     /// Toward roscpp (no udpros field) nothing is granted; a loopback subscriber is not

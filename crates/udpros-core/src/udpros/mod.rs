@@ -23,9 +23,9 @@ pub use pacing::Pacer;
 pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};
 pub use sender::{
-    max_send, AfterError, SendError, Transmit, UdpSender, UdpSenderConfig, DIRECT_MAX_DATAGRAMS,
-    DIRECT_MAX_SENDS, FEEDBACK_CHECK, FRESHNESS, GOVERNED_BURST, MAX_SEGMENTS, MAX_SEND,
-    REPORT_CHECK, START_FEEDBACK_CHECK,
+    max_send, AfterError, SecureSendStats, SendError, Transmit, UdpSender, UdpSenderConfig,
+    DIRECT_MAX_DATAGRAMS, DIRECT_MAX_SENDS, FEEDBACK_CHECK, FRESHNESS, GOVERNED_BURST,
+    MAX_SEGMENTS, MAX_SEND, REPORT_CHECK, START_FEEDBACK_CHECK,
 };
 
 /// Bytes of the datagram header.

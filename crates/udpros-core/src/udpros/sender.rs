@@ -271,6 +271,16 @@ pub struct UdpSender {
     sealing: Option<Box<Sealing>>,
 }
 
+/// What the publisher's end of a secure link did: the datagrams it sealed, and what it
+/// made of the subscriber's sealed reports (a forged report is refused and counted here).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SecureSendStats {
+    /// Datagrams sealed: data, repair, heartbeats and filler.
+    pub sealed: u64,
+    /// The subscriber's reports opened and refused.
+    pub reports: OpenStats,
+}
+
 /// What a secure link's send side keeps: its sealer, the opener of the subscriber's
 /// reports, and the sealed copy of the datagrams handed out last.
 #[derive(Debug)]
@@ -794,10 +804,13 @@ impl UdpSender {
         }
     }
 
-    /// What a secure link opened and refused of the subscriber's reports (`None`: the
-    /// link is plain).
-    pub fn secure_stats(&self) -> Option<OpenStats> {
-        self.sealing.as_ref().map(|s| s.opener.stats())
+    /// What a secure link sealed, and opened and refused of the subscriber's reports
+    /// (`None`: the link is plain).
+    pub fn secure_stats(&self) -> Option<SecureSendStats> {
+        self.sealing.as_ref().map(|s| SecureSendStats {
+            sealed: s.sealer.sealed(),
+            reports: s.opener.stats(),
+        })
     }
 
     /// A control datagram (PING, ERR) as it leaves: sealed on a secure link.
