@@ -93,7 +93,7 @@ async fn stock_tools_work_beside_nodes_with_the_key_under_prefer() {
     };
     let master = master(Policy::Prefer).await;
     let uri = master.uri().to_string();
-    let (_talker, sending) = talker(&uri, Policy::Prefer).await;
+    let (talker_node, sending) = talker(&uri, Policy::Prefer).await;
 
     // rostopic echo: a rospy subscriber, served plainly by a publisher under prefer.
     let echo = common::run_tool(&mut tool(
@@ -136,6 +136,15 @@ async fn stock_tools_work_beside_nodes_with_the_key_under_prefer() {
     let _publishing = common::Child(publishing.spawn().unwrap());
     let heard = first_heard(&uri, "tool_listener", "/from_tool").await;
     assert_eq!(heard.as_deref(), Some("from rostopic"));
+    // The master names the rospy publisher, which registered without a proof, as
+    // unauthenticated (`udpros node list` prints the names); the udpros talker proved the
+    // key and is not named.
+    let unproven = talker_node.master().unauthenticated_nodes().await.unwrap();
+    assert!(
+        unproven.iter().any(|n| n.starts_with("/rostopic_")),
+        "{unproven:?}"
+    );
+    assert!(!unproven.iter().any(|n| n == "/talker"), "{unproven:?}");
 
     // roslaunch: a node it starts against the master with the key, heard by udpros.
     let dir = std::env::temp_dir().join(format!("udpros-secure-launch-{}", std::process::id()));

@@ -193,6 +193,17 @@ impl MasterClient {
         pairs(&self.call("getTopicTypes", vec![]).await?)
     }
 
+    /// The nodes that registered without proof of the graph key, when the master is
+    /// udpros's and checks proofs under `prefer` ([`crate::master::UNAUTHENTICATED_NODES`]);
+    /// an error from a master that has no such call (rosmaster's).
+    pub async fn unauthenticated_nodes(&self) -> Result<Vec<String>, ApiError> {
+        strings(
+            &self
+                .call(crate::master::UNAUTHENTICATED_NODES, vec![])
+                .await?,
+        )
+    }
+
     /// `getSystemState`: every publisher, subscriber and service registration.
     pub async fn get_system_state(&self) -> Result<SystemState, ApiError> {
         let v = self.call("getSystemState", vec![]).await?;

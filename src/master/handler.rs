@@ -43,6 +43,11 @@ struct Call<'a> {
     default: Value,
 }
 
+/// The master API call of udpros's master (not rosmaster's) that names the nodes that
+/// registered without proof of the graph key: `getUnauthenticatedNodes(caller_id)` →
+/// `[1, text, [names]]` ([`Master::unproven_nodes`](super::Master::unproven_nodes)).
+pub const UNAUTHENTICATED_NODES: &str = "getUnauthenticatedNodes";
+
 /// Unauthenticated nodes the master names at most (each logged once): a flood of names
 /// costs bounded memory.
 const MAX_UNPROVEN: usize = 10_000;
@@ -174,6 +179,7 @@ impl MasterHandler {
             "lookupNode" => (Value::from(""), &[ValidName("node")]),
             "getPublishedTopics" => (zero, &[EmptyOrValidName("subgraph")]),
             "getSystemState" => (Value::from(vec![empty(), empty(), empty()]), &[]),
+            UNAUTHENTICATED_NODES => (empty(), &[]),
             _ => {
                 return Err(Fault::new(
                     1,
@@ -198,6 +204,13 @@ impl MasterHandler {
                 let reason = arg(&args, 0).to_string();
                 self.shutdown.send_replace(Some(reason));
                 return StatusReply::ok("shutdown", Value::Int(0));
+            }
+            UNAUTHENTICATED_NODES => {
+                let names = self.unproven_nodes().into_iter().map(Value::from);
+                return StatusReply::ok(
+                    "nodes that registered without proof of the graph key",
+                    Value::Array(names.collect()),
+                );
             }
             _ => {}
         }

@@ -74,8 +74,22 @@ async fn node_names(tool: &Node) -> Result<Vec<String>, String> {
 }
 
 async fn list(tool: &Node) -> CliResult {
-    for name in node_names(tool).await? {
+    let names = node_names(tool).await?;
+    for name in &names {
         println!("{name}");
+    }
+    // The names stay rosnode's list on standard output; a udpros master under `prefer`
+    // also says which of them registered without the graph key (rosmaster has no such
+    // call, and says nothing here). The master remembers nodes that left too: only
+    // those listed are named.
+    if let Ok(mut unproven) = tool.master().unauthenticated_nodes().await {
+        unproven.retain(|n| names.contains(n));
+        if !unproven.is_empty() {
+            eprintln!(
+                "registered without proof of the graph key (unauthenticated): {}",
+                unproven.join(" ")
+            );
+        }
     }
     Ok(())
 }

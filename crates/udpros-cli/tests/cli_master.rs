@@ -115,11 +115,9 @@ fn no_rosout_leaves_aggregation_to_a_stock_rosout_node() {
     assert!(!topics.contains("/rosout_agg"), "{topics}");
 }
 
-/// `udpros master __key_file:=F __security:=require`: `udpros param` with the same file
-/// sets and reads; without it, it fails in one line that names the refusal, and sets nothing.
-#[test]
-fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
-    let dir = std::env::temp_dir().join(format!("udpros-cli-master-key-{}", std::process::id()));
+/// A fresh key file in a folder of this test's own (`udpros key new`).
+fn new_key(test: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("udpros-cli-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("graph.key");
@@ -128,32 +126,22 @@ fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
+    (dir, key)
+}
+
+/// `udpros master __key_file:=F __security:=require`: `udpros param` with the same file
+/// sets and reads; without it, it fails in one line that names the refusal, and sets nothing.
+#[test]
+fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
+    let (dir, key) = new_key("master-key");
     let secured = |cmd: &mut Command| {
         cmd.env("UDPROS_KEY_FILE", &key)
             .env("UDPROS_SECURITY", "require");
     };
-    let port = free_port();
-    let uri = format!("http://127.0.0.1:{port}/");
-    let port_text = port.to_string();
     // The master takes its key from its command line as a node does; the tools from the
     // environment.
     let key_arg = format!("__key_file:={}", key.display());
-    let cmd = &mut udpros(
-        &uri,
-        &[
-            "master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &port_text,
-            &key_arg,
-            "__security:=require",
-        ],
-    );
-    let _master = Child(cmd.spawn().unwrap());
-    assert!(wait_for(Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    }));
+    let (_master, uri) = master(&[&key_arg, "__security:=require"]);
     let run = |args: &[&str], with_key: bool| {
         let mut cmd = udpros(&uri, args);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -185,5 +173,57 @@ fn a_master_under_require_serves_udpros_tools_holding_the_key_only() {
     assert!(lines[0].contains("call refused"), "{keyless:?}");
     let got = run(&["param", "get", "/secured"], true);
     assert_eq!(got.stdout.trim(), "5", "{got:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under `prefer`, `udpros node list` prints the node names as `rosnode list` does, and
+/// says on standard error which of them registered without the graph key.
+#[test]
+fn node_list_names_the_nodes_without_the_key_under_prefer() {
+    let (dir, key) = new_key("node-list");
+    let key_arg = format!("__key_file:={}", key.display());
+    let (_master, uri) = master(&[&key_arg, "__security:=prefer"]);
+    // A keyless publisher, registered unauthenticated.
+    let mut publishing = udpros(
+        &uri,
+        &[
+            "topic",
+            "pub",
+            "-r",
+            "5",
+            "/plain",
+            "std_msgs/String",
+            "data: hi",
+        ],
+    );
+    publishing.stderr(Stdio::null());
+    let _publishing = Child(publishing.spawn().unwrap());
+    let list = |with_key: bool| {
+        let mut cmd = udpros(&uri, &["node", "list"]);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if with_key {
+            cmd.env("UDPROS_KEY_FILE", &key);
+        }
+        common::run_tool(&mut cmd)
+    };
+    let mut listed = list(true);
+    for _ in 0..40 {
+        if listed.stdout.lines().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        listed = list(true);
+    }
+    assert!(listed.ok, "{listed:?}");
+    let names: Vec<&str> = listed.stdout.lines().collect();
+    let publisher = names.iter().find(|n| **n != "/rosout");
+    let publisher = publisher.unwrap_or_else(|| panic!("{listed:?}"));
+    let said = listed.stderr.trim();
+    assert!(
+        said.starts_with("registered without proof of the graph key")
+            && said.split_whitespace().any(|w| w == *publisher)
+            && !said.contains("/rosout"),
+        "{listed:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
