@@ -32,6 +32,11 @@ impl SystemState {
     }
 }
 
+/// The master API call of udpros's master (not rosmaster's) that names the nodes that
+/// registered without proof of the graph key: `getUnauthenticatedNodes(caller_id)` →
+/// `[1, text, [names]]` ([`Master::unproven_nodes`](crate::master::Master::unproven_nodes)).
+pub const UNAUTHENTICATED_NODES: &str = "getUnauthenticatedNodes";
+
 /// Calls to one master as one caller.
 #[derive(Debug, Clone)]
 pub struct MasterClient {
@@ -194,14 +199,10 @@ impl MasterClient {
     }
 
     /// The nodes that registered without proof of the graph key, when the master is
-    /// udpros's and checks proofs under `prefer` ([`crate::master::UNAUTHENTICATED_NODES`]);
-    /// an error from a master that has no such call (rosmaster's).
+    /// udpros's and checks proofs under `prefer` ([`UNAUTHENTICATED_NODES`]); an error
+    /// from a master that has no such call (rosmaster's).
     pub async fn unauthenticated_nodes(&self) -> Result<Vec<String>, ApiError> {
-        strings(
-            &self
-                .call(crate::master::UNAUTHENTICATED_NODES, vec![])
-                .await?,
-        )
+        strings(&self.call(UNAUTHENTICATED_NODES, vec![]).await?)
     }
 
     /// `getSystemState`: every publisher, subscriber and service registration.

@@ -4,7 +4,7 @@ mod master;
 mod slave;
 pub(crate) mod validate;
 
-pub use master::{MasterClient, SystemState, TopicType};
+pub use master::{MasterClient, SystemState, TopicType, UNAUTHENTICATED_NODES};
 pub use slave::{SlaveBackend, SlaveHandler};
 
 use crate::xmlrpc::{CallError, Value};

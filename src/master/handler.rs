@@ -7,7 +7,7 @@ use super::ordered::OrderedMap;
 use super::params::{compute_updates, DeleteError, Param, ParamTree};
 use super::registrations::{Kind, RegistrationManager};
 use crate::api::validate::{validate, Check};
-use crate::api::StatusReply;
+use crate::api::{StatusReply, UNAUTHENTICATED_NODES};
 use crate::names::resolve;
 use crate::xmlrpc::{Caller, Fault, Handler, HandlerFuture, Value};
 use std::collections::BTreeMap;
@@ -42,11 +42,6 @@ struct Call<'a> {
     args: &'a [Value],
     default: Value,
 }
-
-/// The master API call of udpros's master (not rosmaster's) that names the nodes that
-/// registered without proof of the graph key: `getUnauthenticatedNodes(caller_id)` →
-/// `[1, text, [names]]` ([`Master::unproven_nodes`](super::Master::unproven_nodes)).
-pub const UNAUTHENTICATED_NODES: &str = "getUnauthenticatedNodes";
 
 /// Unauthenticated nodes the master names at most (each logged once): a flood of names
 /// costs bounded memory.

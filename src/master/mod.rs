@@ -12,7 +12,6 @@ mod params;
 mod registrations;
 mod roscore;
 
-pub use handler::UNAUTHENTICATED_NODES;
 pub use params::{compute_updates, Param, ParamTree, ParamUpdate};
 pub use roscore::{Roscore, RoscoreOptions};
 
