@@ -433,13 +433,15 @@ impl UdpLinkSender {
             self.paid = self.link.unsent_bytes();
             host.spend(self.paid, self.traffic);
         }
-        self.publish_counters();
         while let Some(t) = self.link.poll_transmit(now) {
             self.paid = self.paid.saturating_sub(t.datagrams.len());
             match offload::try_send_segments(self.socket.socket(), t.datagrams, t.segment_size) {
                 Ok(()) => self.link.on_transmitted(now),
                 // The message id is taken: the rest must follow under it.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return DirectSend::Started,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.publish_counters();
+                    return DirectSend::Started;
+                }
                 Err(e) => {
                     if let Err(e) = self.recover(e) {
                         return DirectSend::Failed(e);
@@ -447,6 +449,8 @@ impl UdpLinkSender {
                 }
             }
         }
+        // Shown once the message's datagrams are laid out, sealed and sent.
+        self.publish_counters();
         DirectSend::Sent
     }
 
@@ -613,6 +617,8 @@ impl UdpLinkSender {
             batch.iter().for_each(|f| stats.add_message(f.len()));
             next += taken;
         }
+        // What the sends sealed (the counts above were taken as each load began).
+        self.publish_counters();
         frames.clear();
         Ok(())
     }
