@@ -12,6 +12,7 @@ mod node_cmd;
 mod param_cmd;
 mod ping_cmd;
 mod proxy_cmd;
+mod record;
 mod service_cmd;
 #[cfg(test)]
 mod shown_commands;
@@ -78,6 +79,8 @@ enum Command {
     /// Actions: list them, send a goal and print its feedback and result.
     #[command(subcommand)]
     Action(action_cmd::ActionCommand),
+    /// Record topics into MCAP or a ROS bag (like `rosbag record`, over UDPROS first).
+    Record(record::RecordArgs),
     /// The graph key of secure links: make one, print a key file's id.
     #[command(subcommand)]
     Key(key_cmd::KeyCommand),
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::View(args) => view_cmd::run(args),
         Command::Action(cmd) => action_cmd::run(cmd),
         Command::Key(cmd) => key_cmd::run(cmd),
+        Command::Record(args) => record::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -113,9 +113,9 @@ pub struct PubArgs {
 
 /// Transport preferences: `udp`, `tcp`, `udp,tcp` or `tcp,udp`.
 #[derive(Clone, Debug)]
-pub struct Transports(Vec<Protocol>);
+pub struct Transports(pub(crate) Vec<Protocol>);
 
-fn parse_transports(text: &str) -> Result<Transports, String> {
+pub(crate) fn parse_transports(text: &str) -> Result<Transports, String> {
     let list: Result<Vec<Protocol>, String> = text
         .split(',')
         .map(|t| match t.trim() {

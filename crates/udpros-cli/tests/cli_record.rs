@@ -1,0 +1,337 @@
+//! `udpros record` beside ROS's own readers: a bag it writes passes Debian's `rosbag info`
+//! and plays through `rosbag play` into `rostopic echo` with every message equal; an MCAP
+//! it writes decodes with the `mcap` Python package from the stored schemas; a file is never
+//! overwritten, and a recording stopped by SIGTERM is closed whole.
+
+use udpros_testkit as common;
+
+use common::random::{random_value, Rng};
+use common::ros_tool;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use udpros::msg::dynamic::DynamicType;
+use udpros::node::{AdvertiseOptions, Node, RawPublisher};
+
+fn udpros_cmd(master: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_udpros"));
+    cmd.args(args)
+        .env("ROS_MASTER_URI", master)
+        .env("ROS_IP", "127.0.0.1");
+    cmd
+}
+
+/// A scratch directory of this test's own, removed when it ends.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("udpros-record-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn talker(uri: &str, name: &str) -> Node {
+    Node::new(
+        name,
+        [format!("__master:={uri}"), "__ip:=127.0.0.1".to_string()],
+    )
+    .await
+    .unwrap()
+}
+
+/// Waits until `publisher` has `n` subscribers.
+async fn subscribed(publisher: &RawPublisher, n: usize) {
+    let start = Instant::now();
+    while publisher.num_subscribers() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no recorder subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bag_recorded_over_udpros_plays_through_rosbag_into_rostopic_echo() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let scratch = Scratch::new("bag");
+    let bag = scratch.path("dive.bag");
+    let node = talker(&uri, "talker").await;
+    let info = udpros::msg::builtin("std_msgs/String").unwrap();
+    let publisher = node
+        .advertise_raw(
+            "/chatter",
+            "std_msgs/String",
+            info.md5sum,
+            info.definition,
+            AdvertiseOptions::default(),
+        )
+        .await
+        .unwrap();
+    let ty = DynamicType::from_definition("std_msgs/String", info.definition).unwrap();
+    let texts: Vec<String> = (0..60)
+        .map(|i| format!("message {i} of the dive"))
+        .collect();
+    let mut recorder = udpros_cmd(
+        &uri,
+        &[
+            "record",
+            "--bag",
+            "--lz4",
+            "-l",
+            "60",
+            "-O",
+            &scratch.path("dive"),
+            "/chatter",
+        ],
+    );
+    recorder.stdout(Stdio::null()).stderr(Stdio::piped());
+    let recorder = recorder.spawn().unwrap();
+    subscribed(&publisher, 1).await;
+    // The link is UDPROS (the recorder's first choice with a udpros publisher).
+    let links = publisher.links();
+    assert!(
+        links
+            .iter()
+            .all(|l| l.protocol == udpros::transport::Protocol::Udp),
+        "{links:?}"
+    );
+    for text in &texts {
+        let value = udpros::msg::dynamic::Value::Message(vec![(
+            "data".into(),
+            udpros::msg::dynamic::Value::String(text.clone()),
+        )]);
+        publisher.publish_body(&ty.encode(&value).unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let out = tokio::task::block_in_place(|| recorder.wait_with_output()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(Path::new(&bag).exists() && !Path::new(&format!("{bag}.active")).exists());
+
+    let mut rosbag = ros_tool(&python, "rosbag", &uri);
+    rosbag.args(["info", "--yaml", &bag]);
+    let info = rosbag.output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("messages: 60"), "{info}");
+    assert!(info.contains("compression: lz4"), "{info}");
+    assert!(info.contains("indexed: True"), "{info}");
+
+    // Played into a master of its own, heard by rostopic echo.
+    let Some((_player_master, player_uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let mut echo = ros_tool(&python, "rostopic", &player_uri);
+    echo.args(["echo", "-p", "-n", "60", "/chatter"]);
+    let (_echo, mut lines) = common::spawn_lines(echo);
+    tokio::task::block_in_place(|| {
+        std::thread::sleep(Duration::from_secs(2));
+        let mut play = ros_tool(&python, "rosbag", &player_uri);
+        play.args(["play", "-q", "-d", "2", &bag]);
+        let played = play.output().unwrap();
+        assert!(
+            played.status.success(),
+            "{}",
+            String::from_utf8_lossy(&played.stderr)
+        );
+        let text = lines.rest(Duration::from_secs(30));
+        let heard: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('%'))
+            .map(|l| l.split_once(',').map(|(_, data)| data).unwrap_or(l))
+            .collect();
+        assert_eq!(heard, texts, "{text}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcap_recording_decodes_in_python_from_its_stored_schemas() {
+    let Some(python) = common::venv_python("mcap_ros1") else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let scratch = Scratch::new("mcap");
+    let file = scratch.path("survey.mcap");
+    let node = talker(&uri, "survey").await;
+    let types = [
+        "sensor_msgs/Range",
+        "sensor_msgs/Imu",
+        "diagnostic_msgs/DiagnosticArray",
+    ];
+    let mut rng = Rng::new(51);
+    let mut publishers = Vec::new();
+    for (i, type_name) in types.iter().enumerate() {
+        let info = udpros::msg::builtin(type_name).unwrap();
+        let ty = DynamicType::from_definition(type_name, info.definition).unwrap();
+        let publisher = node
+            .advertise_raw(
+                &format!("/survey/{i}"),
+                type_name,
+                info.md5sum,
+                info.definition,
+                AdvertiseOptions::default(),
+            )
+            .await
+            .unwrap();
+        publishers.push((ty, publisher, *type_name));
+    }
+    let mut recorder = udpros_cmd(
+        &uri,
+        &["record", "-l", "20", "-O", &file, "-e", "/survey/.*"],
+    );
+    recorder.stdout(Stdio::null()).stderr(Stdio::piped());
+    let recorder = recorder.spawn().unwrap();
+    for (_, publisher, _) in &publishers {
+        subscribed(publisher, 1).await;
+    }
+    let mut sent = Vec::new();
+    for _ in 0..20 {
+        for (i, (ty, publisher, type_name)) in publishers.iter().enumerate() {
+            let body = ty.encode(&random_value(ty, type_name, &mut rng)).unwrap();
+            publisher.publish_body(&body);
+            sent.push(format!("/survey/{i} {type_name} {}", common::to_hex(&body)));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = tokio::task::block_in_place(|| recorder.wait_with_output()).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each message decoded by mcap_ros1 from the schema in the file, serialized again by
+    // the class it made: the same bytes as were published.
+    let script = r#"
+import io, sys
+from mcap.reader import make_reader
+from mcap_ros1.decoder import DecoderFactory
+with open(sys.argv[1], "rb") as f:
+    reader = make_reader(f, decoder_factories=[DecoderFactory()])
+    summary = reader.get_summary()
+    assert summary.statistics.message_count == 60, summary.statistics
+    last = 0
+    for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=False):
+        assert schema.encoding == "ros1msg" and channel.message_encoding == "ros1"
+        assert channel.metadata["md5sum"] == decoded._md5sum, channel.metadata
+        assert message.log_time >= last
+        last = message.log_time
+        out = io.BytesIO()
+        decoded.serialize(out)
+        print(channel.topic, schema.name, out.getvalue().hex())
+"#;
+    let decoded = Command::new(&python)
+        .args(["-c", script, &file])
+        .output()
+        .unwrap();
+    assert!(
+        decoded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&decoded.stderr)
+    );
+    let mut got: Vec<String> = String::from_utf8_lossy(&decoded.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // Per topic, in order; topics interleave as the subscribers' tasks ran.
+    // Each type starts with a Header, whose seq the publisher numbers as it sends (as
+    // roscpp does): compared from the stamp on.
+    let comparable = |lines: &mut Vec<String>| {
+        lines.sort_by(|a, b| a.split(' ').next().cmp(&b.split(' ').next()));
+        lines
+            .iter()
+            .map(|l| {
+                let (name, hex) = l.rsplit_once(' ').unwrap();
+                format!("{name} {}", &hex[8..])
+            })
+            .collect::<Vec<_>>()
+    };
+    let (got, sent) = (comparable(&mut got), comparable(&mut sent));
+    assert_eq!(got.len(), sent.len());
+    for (got, sent) in got.iter().zip(&sent) {
+        assert_eq!(got, sent);
+    }
+}
+
+#[test]
+fn a_recording_never_overwrites_a_file_and_closes_whole_on_sigterm() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let scratch = Scratch::new("close");
+    let kept = scratch.path("kept.bag");
+    std::fs::write(&kept, b"the user's own file").unwrap();
+    let refused = udpros_cmd(&uri, &["record", "--bag", "-O", &kept, "/x"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(error.lines().count(), 1, "{error}");
+    assert!(error.contains("exists"), "{error}");
+    assert_eq!(std::fs::read(&kept).unwrap(), b"the user's own file");
+
+    let mut talker = ros_tool(&python, "rostopic", &uri);
+    talker.args([
+        "pub",
+        "-r",
+        "50",
+        "/depth",
+        "std_msgs/Float64",
+        "data: 12.5",
+    ]);
+    let (_talker, _) = common::spawn_lines(talker);
+    let bag = scratch.path("cut.bag");
+    let mut recorder = udpros_cmd(&uri, &["record", "--bag", "-j", "-O", &bag, "/depth"]);
+    recorder.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut recorder = common::Child(recorder.spawn().unwrap());
+    // Until something is recorded: the file exists as `.active`, then a few seconds more.
+    let active = format!("{bag}.active");
+    assert!(common::wait_for(Duration::from_secs(30), || Path::new(
+        &active
+    )
+    .exists()));
+    std::thread::sleep(Duration::from_secs(3));
+    let start = Instant::now();
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGTERM) };
+    let status = recorder.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(start.elapsed() < Duration::from_secs(20));
+    let mut rosbag = ros_tool(&python, "rosbag", &uri);
+    rosbag.args(["info", "--yaml", &bag]);
+    let info = rosbag.output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("indexed: True"), "{info}");
+    assert!(info.contains("compression: bz2"), "{info}");
+    let messages: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("messages: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a message count");
+    assert!(messages >= 20, "{info}");
+}
