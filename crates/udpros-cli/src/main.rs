@@ -11,6 +11,7 @@ mod msg_export;
 mod node_cmd;
 mod param_cmd;
 mod ping_cmd;
+mod play_cmd;
 mod proxy_cmd;
 mod record;
 mod service_cmd;
@@ -81,6 +82,8 @@ enum Command {
     Action(action_cmd::ActionCommand),
     /// Record topics into MCAP or a ROS bag (like `rosbag record`, over UDPROS first).
     Record(record::RecordArgs),
+    /// Publish a recording (MCAP or a ROS bag) again with its timing (like `rosbag play`).
+    Play(play_cmd::PlayArgs),
     /// The graph key of secure links: make one, print a key file's id.
     #[command(subcommand)]
     Key(key_cmd::KeyCommand),
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
         Command::Action(cmd) => action_cmd::run(cmd),
         Command::Key(cmd) => key_cmd::run(cmd),
         Command::Record(args) => record::run(args),
+        Command::Play(args) => play_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -335,3 +335,78 @@ fn a_recording_never_overwrites_a_file_and_closes_whole_on_sigterm() {
         .expect("a message count");
     assert!(messages >= 20, "{info}");
 }
+
+/// A roscpp test peer (`roscpp_peer pub|sub ...`) on `master`, its stdout as lines.
+fn roscpp(master: &str, args: &[&str]) -> Option<(common::Child, common::Lines)> {
+    let mut cmd = Command::new(common::roscpp_peer()?);
+    cmd.args(args);
+    common::ros_env(&mut cmd, master);
+    Some(common::spawn_lines(cmd))
+}
+
+#[test]
+fn a_bag_from_rosbag_record_plays_through_udpros_play_into_a_roscpp_subscriber_over_udp() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let scratch = Scratch::new("play");
+    let bag = scratch.path("theirs.bag");
+    // Debian's recorder, then a roscpp talker of "hello 0", "hello 1", ...: the recorder
+    // keeps 40 in a row from whenever it connected.
+    let mut record = ros_tool(&python, "rosbag", &uri);
+    record.args(["record", "--lz4", "-l", "40", "-O", &bag, "/chatter"]);
+    record.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut record = common::Child(record.spawn().unwrap());
+    std::thread::sleep(Duration::from_secs(2));
+    let Some((_talker, _)) = roscpp(
+        &uri,
+        &["pub", "/chatter", "--rate", "50", "--count", "1000"],
+    ) else {
+        return;
+    };
+    let start = Instant::now();
+    while record.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "rosbag record did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(Path::new(&bag).exists(), "rosbag record wrote {bag}");
+
+    // Played by udpros into a master of its own, to a roscpp subscriber that takes UDP only.
+    let Some((_player_master, player_uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let Some((_sub, mut heard)) = roscpp(
+        &player_uri,
+        &["sub", "/chatter", "--hints", "udp", "--count", "40"],
+    ) else {
+        return;
+    };
+    heard
+        .wait_for(Duration::from_secs(30), |l| l == "READY")
+        .expect("subscribed");
+    let played = udpros_cmd(&player_uri, &["play", "-d", "1", &bag])
+        .output()
+        .unwrap();
+    assert!(
+        played.status.success(),
+        "{}",
+        String::from_utf8_lossy(&played.stderr)
+    );
+    let text = heard.rest(Duration::from_secs(30));
+    let got: Vec<&str> = text.lines().filter(|l| l.starts_with("RECV")).collect();
+    let first: u32 = got
+        .first()
+        .and_then(|l| l.split(' ').nth(2))
+        .and_then(|n| n.parse().ok())
+        .expect("a message heard");
+    let want: Vec<String> = (first..first + 40)
+        .map(|n| format!("RECV hello {n} {} ok", format!("hello {n}").len()))
+        .collect();
+    assert_eq!(got, want, "{text}");
+}

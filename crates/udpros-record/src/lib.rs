@@ -21,7 +21,7 @@ mod mcap_file;
 use std::fmt;
 use std::io::{Seek, Write};
 
-pub use mcap_file::McapWriter;
+pub use mcap_file::{McapReader, McapWriter};
 
 /// One publisher's stream on one topic, as its connection header describes it: what a
 /// reader needs to decode and to republish its messages.
@@ -40,6 +40,45 @@ pub struct Connection {
     pub callerid: String,
     /// Whether the publisher latches: a player republishes the topic latched.
     pub latching: bool,
+}
+
+/// What a recording holds, in the order it was written (both readers' items).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// A publisher's stream, before its first message.
+    Connection {
+        /// Its number in this bag.
+        id: ConnectionId,
+        /// What its connection header said.
+        connection: Connection,
+    },
+    /// One message.
+    Message {
+        /// The connection it came over.
+        connection: ConnectionId,
+        /// When it was recorded, in nanoseconds since the epoch.
+        time_ns: u64,
+        /// The serialized message.
+        data: Vec<u8>,
+    },
+}
+
+/// Opens a recording of either format, told apart by its first bytes, as one stream of
+/// [`Item`]s (connections before their messages, messages in the order written).
+pub fn read_recording<R: std::io::BufRead + Send + 'static>(
+    mut file: R,
+    limits: Limits,
+) -> Result<Box<dyn Iterator<Item = Result<Item, RecordError>> + Send>, RecordError> {
+    let start = file.fill_buf()?;
+    if start.starts_with(mcap::MAGIC) {
+        Ok(Box::new(McapReader::new(file, limits)))
+    } else if start.starts_with(bag::MAGIC) || start.starts_with(b"#ROSBAG") {
+        Ok(Box::new(bag::Reader::new(file, limits)?))
+    } else {
+        Err(RecordError::Format(
+            "neither MCAP nor a ROS bag v2.0 (by its first bytes)".into(),
+        ))
+    }
 }
 
 /// A connection's number in one recording, from [`Writer::add_connection`].

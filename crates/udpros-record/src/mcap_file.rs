@@ -2,9 +2,10 @@
 //! message type and definition, a `ros1` channel per publisher's stream, messages stamped
 //! with the time they arrived.
 
-use crate::{Compression, Connection, ConnectionId, RecordError, Tracked};
+use crate::{Compression, Connection, ConnectionId, Item, Limits, RecordError, Tracked};
+use mcap::sans_io::linear_reader::{LinearReadEvent, LinearReader, LinearReaderOptions};
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Seek, Write};
+use std::io::{Read, Seek, Write};
 
 /// Chunks of about 1 MiB uncompressed, as the MCAP CLI writes them: big enough to
 /// compress, small enough that a crash loses little.
@@ -18,6 +19,23 @@ pub struct McapWriter<W: Write + Seek> {
     /// Channel ids by connection id, and each channel's next sequence number.
     channels: Vec<(u16, u32)>,
     written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A reading error in one line that says what it means for the file.
+fn mcap_read_error(e: mcap::McapError, limits: &Limits) -> RecordError {
+    match e {
+        mcap::McapError::UnexpectedEof => RecordError::Format(
+            "the MCAP file is cut short (read as far as its last whole record)".into(),
+        ),
+        mcap::McapError::RecordTooLarge { len, .. } | mcap::McapError::ChunkTooLarge(len) => {
+            RecordError::TooBig {
+                what: "a record".into(),
+                size: len,
+                limit: limits.max_record.max(limits.max_chunk) as u64,
+            }
+        }
+        other => mcap_error(other),
+    }
 }
 
 fn mcap_error(e: mcap::McapError) -> RecordError {
@@ -139,6 +157,160 @@ impl<W: Write + Seek> McapWriter<W> {
     }
 }
 
+/// An MCAP recording read front to back (Foxglove's sans-io reader), one record in memory
+/// at a time: a file cut short reads up to its last whole chunk, and a record longer than
+/// [`Limits::max_record`] (a 100 MB schema, a 4 GB chunk) is refused before it is read.
+pub struct McapReader<R: Read> {
+    file: R,
+    reader: LinearReader,
+    limits: Limits,
+    /// Schemas by id: (type name, definition).
+    schemas: HashMap<u16, (String, String)>,
+    /// The channels returned (the summary and each chunk may repeat them).
+    channels: std::collections::HashSet<u16>,
+    /// Bytes held by the schemas, bounded by [`Limits::max_record`] in all.
+    schema_bytes: usize,
+    failed: bool,
+}
+
+impl<R: Read> McapReader<R> {
+    /// Reads `file` from its start (its magic is checked with the first record).
+    pub fn new(file: R, limits: Limits) -> McapReader<R> {
+        let options = LinearReaderOptions::default()
+            .with_record_length_limit(limits.max_record.max(limits.max_chunk))
+            // A file cut before its footer still plays up to the cut.
+            .with_skip_end_magic(true);
+        McapReader {
+            file,
+            reader: LinearReader::new_with_options(options),
+            limits,
+            schemas: HashMap::new(),
+            channels: Default::default(),
+            schema_bytes: 0,
+            failed: false,
+        }
+    }
+
+    /// The next connection (an MCAP channel) or message; `None` at the end. An error says
+    /// where the file stops being readable; everything before it was returned.
+    pub fn next_item(&mut self) -> Result<Option<Item>, RecordError> {
+        if self.failed {
+            return Ok(None);
+        }
+        loop {
+            let event = match self.reader.next_event() {
+                None => return Ok(None),
+                Some(event) => event.map_err(|e| mcap_read_error(e, &self.limits))?,
+            };
+            let record = match event {
+                LinearReadEvent::ReadRequest(need) => {
+                    let buf = self.reader.insert(need);
+                    let read = loop {
+                        match self.file.read(buf) {
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            other => break other?,
+                        }
+                    };
+                    self.reader.notify_read(read);
+                    continue;
+                }
+                LinearReadEvent::Record { opcode, data } => {
+                    if opcode == mcap::records::op::MESSAGE && data.len() > self.limits.max_record {
+                        return Err(RecordError::TooBig {
+                            what: "a message".into(),
+                            size: data.len() as u64,
+                            limit: self.limits.max_record as u64,
+                        });
+                    }
+                    mcap::parse_record(opcode, data)
+                        .map_err(|e| mcap_read_error(e, &self.limits))?
+                }
+            };
+            match record {
+                mcap::records::Record::Schema { header, data } => {
+                    if self.schemas.contains_key(&header.id) {
+                        continue;
+                    }
+                    self.schema_bytes += data.len() + header.name.len();
+                    if self.schema_bytes > self.limits.max_record
+                        || self.schemas.len() >= self.limits.max_connections
+                    {
+                        return Err(RecordError::TooBig {
+                            what: "the schemas of this file".into(),
+                            size: self.schema_bytes as u64,
+                            limit: self.limits.max_record as u64,
+                        });
+                    }
+                    let definition = String::from_utf8_lossy(&data).into_owned();
+                    self.schemas.insert(header.id, (header.name, definition));
+                }
+                mcap::records::Record::Channel(channel) => {
+                    if self.channels.contains(&channel.id) {
+                        continue;
+                    }
+                    if self.channels.len() >= self.limits.max_connections {
+                        return Err(RecordError::TooBig {
+                            what: "the channels of this file".into(),
+                            size: self.channels.len() as u64 + 1,
+                            limit: self.limits.max_connections as u64,
+                        });
+                    }
+                    if channel.message_encoding != "ros1" {
+                        return Err(RecordError::Format(format!(
+                            "channel {} of {} is {:?}, not ros1",
+                            channel.id, channel.topic, channel.message_encoding
+                        )));
+                    }
+                    let Some((msg_type, definition)) = self.schemas.get(&channel.schema_id) else {
+                        return Err(RecordError::Format(format!(
+                            "channel {} of {} names schema {}, which the file has not given",
+                            channel.id, channel.topic, channel.schema_id
+                        )));
+                    };
+                    self.channels.insert(channel.id);
+                    let meta = |name: &str| channel.metadata.get(name).cloned().unwrap_or_default();
+                    let connection = Connection {
+                        topic: channel.topic.clone(),
+                        msg_type: msg_type.clone(),
+                        md5sum: meta("md5sum"),
+                        definition: definition.clone(),
+                        callerid: meta("callerid"),
+                        latching: matches!(meta("latching").as_str(), "1" | "true"),
+                    };
+                    return Ok(Some(Item::Connection {
+                        id: ConnectionId(u32::from(channel.id)),
+                        connection,
+                    }));
+                }
+                mcap::records::Record::Message { header, data } => {
+                    return Ok(Some(Item::Message {
+                        connection: ConnectionId(u32::from(header.channel_id)),
+                        time_ns: header.log_time,
+                        data: data.into_owned(),
+                    }))
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<R: Read> Iterator for McapReader<R> {
+    type Item = Result<Item, RecordError>;
+
+    /// Items until the end, or until the first error (then nothing more).
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_item() {
+            Ok(item) => item.map(Ok),
+            Err(e) => {
+                // Nothing after an error: the reader's state is not trusted past it.
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,5 +421,101 @@ mod tests {
             let error = failed.expect("the disk fills").to_string();
             assert!(error.contains("No space left"), "{error}");
         }
+    }
+
+    fn recording(messages: u64, definition: &str) -> Vec<u8> {
+        let mut writer = McapWriter::new(Cursor::new(Vec::new()), Compression::Zstd).unwrap();
+        let id = writer
+            .add_connection(&Connection {
+                topic: "/attitude".into(),
+                msg_type: "geometry_msgs/Vector3".into(),
+                md5sum: "4a842b65f413084dc2b10fb484ea7f17".into(),
+                definition: definition.into(),
+                callerid: "/mavlink_bridge".into(),
+                latching: false,
+            })
+            .unwrap();
+        for i in 0..messages {
+            writer.write(id, 10 + i, &[i as u8; 24]).unwrap();
+            if i % 10 == 9 {
+                writer.flush().unwrap(); // a chunk per 10 messages
+            }
+        }
+        writer.finish().unwrap().into_inner()
+    }
+
+    fn read(bytes: &[u8], limits: Limits) -> (Vec<Item>, Option<RecordError>) {
+        let mut items = Vec::new();
+        for item in McapReader::new(bytes, limits) {
+            match item {
+                Ok(item) => items.push(item),
+                Err(e) => return (items, Some(e)),
+            }
+        }
+        (items, None)
+    }
+
+    #[test]
+    fn the_reader_gives_back_connections_and_messages() {
+        let bytes = recording(50, "float64 x\nfloat64 y\nfloat64 z\n");
+        let (items, error) = read(&bytes, Limits::default());
+        assert!(error.is_none(), "{error:?}");
+        let Item::Connection { connection, .. } = &items[0] else {
+            panic!("a connection first: {:?}", items[0]);
+        };
+        assert_eq!(connection.msg_type, "geometry_msgs/Vector3");
+        assert_eq!(connection.callerid, "/mavlink_bridge");
+        assert_eq!(connection.definition, "float64 x\nfloat64 y\nfloat64 z\n");
+        let messages: Vec<_> = items[1..]
+            .iter()
+            .map(|i| match i {
+                Item::Message { time_ns, data, .. } => (*time_ns, data[0]),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            messages,
+            (0..50).map(|i| (10 + i, i as u8)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_file_cut_anywhere_in_its_last_chunks_reads_a_prefix() {
+        let bytes = recording(40, "float64 x\n");
+        let (whole, _) = read(&bytes, Limits::default());
+        let mut last = usize::MAX;
+        for cut in (8..bytes.len()).rev() {
+            let (items, error) = read(&bytes[..cut], Limits::default());
+            assert_eq!(items[..], whole[..items.len()], "cut at {cut}");
+            assert!(items.len() <= last);
+            last = items.len();
+            // A cut inside a record is said; one between records reads as a shorter file.
+            if items.len() < whole.len() && error.is_none() {
+                assert!(bytes[..cut].len() >= 8, "cut at {cut}");
+            }
+        }
+        assert_eq!(last, 0);
+    }
+
+    #[test]
+    fn records_over_the_limit_are_refused_in_one_line() {
+        let limits = Limits {
+            max_record: 1 << 20,
+            max_chunk: 1 << 20,
+            ..Limits::default()
+        };
+        // A schema of 2 MB.
+        let big = "float64 x\n".repeat(200_000);
+        let (_, error) = read(&recording(1, &big), limits);
+        let error = error.expect("refused");
+        assert!(matches!(error, RecordError::TooBig { .. }), "{error}");
+        // A record that claims 100 MB and holds nothing.
+        let mut bytes = mcap::MAGIC.to_vec();
+        bytes.push(mcap::records::op::SCHEMA);
+        bytes.extend_from_slice(&(100u64 << 20).to_le_bytes());
+        bytes.extend_from_slice(&[0; 64]);
+        let (_, error) = read(&bytes, limits);
+        let error = error.expect("refused").to_string();
+        assert!(error.contains("over the limit"), "{error}");
     }
 }

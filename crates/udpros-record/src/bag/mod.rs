@@ -15,7 +15,10 @@
 mod reader;
 mod writer;
 
-pub use reader::{Item, Reader};
+pub use reader::Reader;
+
+#[cfg(test)]
+use crate::Item;
 pub use writer::Writer;
 
 use crate::RecordError;

@@ -3,7 +3,7 @@
 //! holds one chunk at a time, whatever the file claims.
 
 use super::{fields, op, time_ns, MAGIC};
-use crate::{Connection, ConnectionId, Limits, RecordError};
+use crate::{Connection, ConnectionId, Item, Limits, RecordError};
 use std::collections::HashSet;
 use std::io::Read;
 
@@ -12,27 +12,6 @@ type Record = (Vec<u8>, Vec<u8>);
 
 /// The most a record header may hold: a few fields and a topic name.
 const MAX_RECORD_HEADER: usize = 1 << 20;
-
-/// What a bag holds, in the order it was written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Item {
-    /// A publisher's stream, before its first message.
-    Connection {
-        /// Its number in this bag.
-        id: ConnectionId,
-        /// What its connection header said.
-        connection: Connection,
-    },
-    /// One message.
-    Message {
-        /// The connection it came over.
-        connection: ConnectionId,
-        /// When it was recorded, in nanoseconds since the epoch.
-        time_ns: u64,
-        /// The serialized message.
-        data: Vec<u8>,
-    },
-}
 
 /// A bag read front to back.
 pub struct Reader<R: Read> {
