@@ -225,19 +225,28 @@ async fn an_mcap_recording_decodes_in_python_from_its_stored_schemas() {
     // Each message decoded by mcap_ros1 from the schema in the file, serialized again by
     // the class it made: the same bytes as were published.
     let script = r#"
-import io, sys
+import io, math, sys
 from mcap.reader import make_reader
 from mcap_ros1.decoder import DecoderFactory
 with open(sys.argv[1], "rb") as f:
     reader = make_reader(f, decoder_factories=[DecoderFactory()])
     summary = reader.get_summary()
-    assert summary.statistics.message_count == 60, summary.statistics
+    # 60 messages and, on /udpros/link, how each of them arrived.
+    assert summary.statistics.message_count == 120, summary.statistics
     last = 0
     for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=False):
         assert schema.encoding == "ros1msg" and channel.message_encoding == "ros1"
         assert channel.metadata["md5sum"] == decoded._md5sum, channel.metadata
         assert message.log_time >= last
         last = message.log_time
+        if channel.topic == "/udpros/link":
+            assert schema.name == "udpros/LinkArrival", schema.name
+            stamp = decoded.header.stamp.secs * 10**9 + decoded.header.stamp.nsecs
+            assert stamp == message.log_time, (stamp, message.log_time)
+            assert not math.isnan(decoded.age), decoded
+            print("LINK", decoded.topic, decoded.publisher, decoded.transport,
+                  decoded.lost, decoded.incomplete, decoded.dropped)
+            continue
         out = io.BytesIO()
         decoded.serialize(out)
         print(channel.topic, schema.name, out.getvalue().hex())
@@ -251,10 +260,18 @@ with open(sys.argv[1], "rb") as f:
         "{}",
         String::from_utf8_lossy(&decoded.stderr)
     );
-    let mut got: Vec<String> = String::from_utf8_lossy(&decoded.stdout)
+    let (links, mut got): (Vec<String>, Vec<String>) = String::from_utf8_lossy(&decoded.stdout)
         .lines()
         .map(str::to_string)
+        .partition(|l| l.starts_with("LINK "));
+    // Each message's arrival: over UDPROS from /survey, nothing lost or dropped here.
+    let mut arrivals: Vec<&str> = links.iter().map(|l| l.as_str()).collect();
+    arrivals.sort_unstable();
+    let mut expected: Vec<String> = (0..3)
+        .flat_map(|i| (0..20).map(move |_| format!("LINK /survey/{i} /survey UDPROS 0 0 0")))
         .collect();
+    expected.sort_unstable();
+    assert_eq!(arrivals, expected);
     // Per topic, in order; topics interleave as the subscribers' tasks ran.
     // Each type starts with a Header, whose seq the publisher numbers as it sends (as
     // roscpp does): compared from the stamp on.

@@ -10,11 +10,12 @@ use crate::topic::{parse_transports, Transports};
 use clap::Args;
 use files::Naming;
 use regex::Regex;
-use sink::{Arrival, Sink, SinkConfig};
+use sink::{Arrival, LinkNote, Sink, SinkConfig};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
-use udpros::node::{FecPolicy, Node, SubscribeOptions};
+use udpros::node::{FecPolicy, Node, RawSubscriber, SubscribeOptions};
+use udpros::transport::Received;
 use udpros_record::Compression;
 
 #[derive(Args)]
@@ -84,6 +85,9 @@ pub struct RecordArgs {
     /// Print nothing while recording.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Leave out /udpros/link, the channel that says how each message arrived.
+    #[arg(long = "no-link-channel")]
+    no_link_channel: bool,
 }
 
 /// Which topics to record, as the arguments say.
@@ -145,6 +149,8 @@ struct Plan {
     sink: SinkConfig,
     duration: Option<Duration>,
     options: SubscribeOptions,
+    /// Whether each message's arrival is written on /udpros/link.
+    link_channel: bool,
 }
 
 fn plan(args: RecordArgs) -> Result<Plan, String> {
@@ -229,6 +235,7 @@ fn plan(args: RecordArgs) -> Result<Plan, String> {
             quiet: args.quiet,
         },
         duration: if args.split { None } else { duration },
+        link_channel: !args.no_link_channel,
         options: SubscribeOptions {
             transports: args.transport.0.clone(),
             fec: args.fec,
@@ -259,6 +266,7 @@ async fn record(node: &Node, plan: Plan) -> crate::CliResult {
                 node.clone(),
                 topic,
                 plan.options.clone(),
+                plan.link_channel,
                 sink.sender(),
             )));
         }
@@ -331,8 +339,14 @@ async fn matching_topics(
 }
 
 /// One topic's subscriber: each message, stamped with the node's time as it arrives, to
-/// the writer.
-async fn subscription(node: Node, topic: String, options: SubscribeOptions, sink: sink::Sender) {
+/// the writer, with how it arrived when the link channel is on.
+async fn subscription(
+    node: Node,
+    topic: String,
+    options: SubscribeOptions,
+    link_channel: bool,
+    sink: sink::Sender,
+) {
     let mut sub = match node.subscribe_raw(&topic, options).await {
         Ok(sub) => sub,
         Err(e) => {
@@ -342,15 +356,74 @@ async fn subscription(node: Node, topic: String, options: SubscribeOptions, sink
     };
     let clock = node.clock();
     let topic: Arc<str> = topic.into();
+    let mut links = LinkCounters::default();
     while let Some(received) = sub.recv().await {
         let now = clock.now();
+        let received_ns = u64::from(now.sec) * 1_000_000_000 + u64::from(now.nsec);
+        let link = link_channel.then(|| links.note(&sub, &received, received_ns));
         sink.offer(Arrival {
             topic: topic.clone(),
             publisher: received.publisher,
             body: received.body,
-            received_ns: u64::from(now.sec) * 1_000_000_000 + u64::from(now.nsec),
+            received_ns,
+            link,
         });
     }
+}
+
+/// Each publisher link's UDPROS counters when its previous message arrived, so that each
+/// arrival says what the link lost and rebuilt since.
+#[derive(Default)]
+struct LinkCounters(std::collections::HashMap<String, udpros::wire::udpros::UdpStats>);
+
+impl LinkCounters {
+    fn note(&mut self, sub: &RawSubscriber, received: &Received, received_ns: u64) -> LinkNote {
+        let mut note = LinkNote {
+            publisher: received.publisher.get("callerid").unwrap_or("").to_string(),
+            transport: received.protocol.ros_name(),
+            age: header_age(received, received_ns),
+            ..LinkNote::default()
+        };
+        if received.protocol == udpros::transport::Protocol::Udp {
+            let link = sub.links().into_iter().find(|l| {
+                l.header
+                    .as_ref()
+                    .is_some_and(|h| Arc::ptr_eq(h, &received.publisher))
+            });
+            if let Some(link) = link {
+                let before = self
+                    .0
+                    .insert(link.publisher_uri, link.udp)
+                    .unwrap_or_default();
+                note.lost = link.udp.missed.saturating_sub(before.missed);
+                note.incomplete = link.udp.incomplete.saturating_sub(before.incomplete);
+                note.repairs = link.udp.repairs.saturating_sub(before.repairs);
+            }
+        }
+        note
+    }
+}
+
+/// Seconds from a message's own header stamp to its arrival; NaN for a type without a
+/// header (its definition's first field is not `Header header`).
+fn header_age(received: &Received, received_ns: u64) -> f64 {
+    let definition = received.publisher.get("message_definition").unwrap_or("");
+    let first_field = definition
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .find(|l| !l.is_empty());
+    let stamped = first_field.is_some_and(|f| {
+        let mut words = f.split_whitespace();
+        matches!(words.next(), Some("Header" | "std_msgs/Header")) && words.next() == Some("header")
+    });
+    let stamp = received.body.get(4..12).filter(|_| stamped);
+    let Some(stamp) = stamp else {
+        return f64::NAN;
+    };
+    let secs = u32::from_le_bytes([stamp[0], stamp[1], stamp[2], stamp[3]]);
+    let nsecs = u32::from_le_bytes([stamp[4], stamp[5], stamp[6], stamp[7]]);
+    let stamp_ns = u64::from(secs) * 1_000_000_000 + u64::from(nsecs);
+    (received_ns as f64 - stamp_ns as f64) / 1e9
 }
 
 #[cfg(test)]

@@ -43,7 +43,24 @@ pub(super) struct Arrival {
     pub(super) publisher: Arc<ConnectionHeader>,
     pub(super) body: Bytes,
     pub(super) received_ns: u64,
+    /// How it arrived, for /udpros/link (`None` with `--no-link-channel`).
+    pub(super) link: Option<LinkNote>,
 }
+
+/// What /udpros/link says of one arrival (a `udpros/LinkArrival` but the topic, the time
+/// and the recorder's drops, which the writer knows).
+#[derive(Debug, Default)]
+pub(super) struct LinkNote {
+    pub(super) publisher: String,
+    pub(super) transport: &'static str,
+    pub(super) age: f64,
+    pub(super) lost: u64,
+    pub(super) incomplete: u64,
+    pub(super) repairs: u64,
+}
+
+/// The channel of arrivals.
+const LINK_TOPIC: &str = "/udpros/link";
 
 enum Event {
     Message(Arrival),
@@ -114,7 +131,7 @@ impl Sink {
         };
         let finished = Arc::new(Notify::new());
         let quiet = config.quiet;
-        let mut thread = Thread::new(config, sender.queued.clone())?;
+        let mut thread = Thread::new(config, sender.queued.clone(), drops.clone())?;
         let done = finished.clone();
         let thread = std::thread::Builder::new()
             .name("udpros-record".into())
@@ -167,6 +184,8 @@ struct Open {
     /// Connection ids by (topic, the publisher's header): each link's header is one
     /// `Arc`, kept here so that its address stays its own.
     connections: HashMap<(Arc<str>, usize), (ConnectionId, Arc<ConnectionHeader>)>,
+    /// The /udpros/link channel, once its first arrival is written.
+    link: Option<ConnectionId>,
     opened: Instant,
     messages: u64,
 }
@@ -174,6 +193,7 @@ struct Open {
 struct Thread {
     config: SinkConfig,
     queued: Arc<AtomicUsize>,
+    drops: Drops,
     file: Option<Open>,
     index: u64,
     /// The closed files of this recording, oldest first (for --max-splits).
@@ -184,10 +204,11 @@ struct Thread {
 }
 
 impl Thread {
-    fn new(config: SinkConfig, queued: Arc<AtomicUsize>) -> Result<Thread, String> {
+    fn new(config: SinkConfig, queued: Arc<AtomicUsize>, drops: Drops) -> Result<Thread, String> {
         let mut thread = Thread {
             config,
             queued,
+            drops,
             file: None,
             index: 0,
             closed: VecDeque::new(),
@@ -216,6 +237,7 @@ impl Thread {
             path,
             writer,
             connections: HashMap::new(),
+            link: None,
             opened: Instant::now(),
             messages: 0,
         })
@@ -306,7 +328,63 @@ impl Thread {
         open.writer
             .write(id, arrival.received_ns, &arrival.body)
             .map_err(|e| self.failed(e))?;
+        if let Some(note) = &arrival.link {
+            self.write_link(&arrival, note)?;
+        }
         Ok(limit.is_some_and(|l| self.counts.values().all(|c| *c >= l)))
+    }
+
+    /// Writes how `arrival` arrived on /udpros/link, at the same time as the message.
+    fn write_link(&mut self, arrival: &Arrival, note: &LinkNote) -> Result<(), String> {
+        use udpros::msg::Message;
+        use udpros::msgs::udpros::LinkArrival;
+        let dropped = {
+            let drops = self.drops.lock().unwrap_or_else(|e| e.into_inner());
+            drops.get(&arrival.topic).copied().unwrap_or(0)
+        };
+        let record = LinkArrival {
+            header: udpros::msgs::std_msgs::Header {
+                seq: 0,
+                stamp: udpros::msg::Time {
+                    sec: (arrival.received_ns / 1_000_000_000) as u32,
+                    nsec: (arrival.received_ns % 1_000_000_000) as u32,
+                },
+                frame_id: String::new(),
+            },
+            topic: arrival.topic.to_string(),
+            publisher: note.publisher.clone(),
+            transport: note.transport.to_string(),
+            age: note.age,
+            lost: note.lost,
+            incomplete: note.incomplete,
+            repairs: note.repairs,
+            dropped,
+        };
+        let body = udpros::wire::to_vec(&record).map_err(|e| format!("{LINK_TOPIC}: {e}"))?;
+        let open = self.file_mut()?;
+        let id = match open.link {
+            Some(id) => id,
+            None => {
+                let connection = Connection {
+                    topic: LINK_TOPIC.into(),
+                    msg_type: LinkArrival::TYPE.into(),
+                    md5sum: LinkArrival::MD5SUM.into(),
+                    definition: LinkArrival::DEFINITION.into(),
+                    callerid: "/udpros_record".into(),
+                    latching: false,
+                };
+                let id = open
+                    .writer
+                    .add_connection(&connection)
+                    .map_err(|e| self.failed(e))?;
+                self.file_mut()?.link = Some(id);
+                id
+            }
+        };
+        self.file_mut()?
+            .writer
+            .write(id, arrival.received_ns, &body)
+            .map_err(|e| self.failed(e))
     }
 
     fn file_mut(&mut self) -> Result<&mut Open, String> {

@@ -112,3 +112,38 @@ fn names_are_rosbags() {
     assert_eq!(stamped.len(), "logs/dive_".len() + 19 + 4, "{stamped}");
     assert!(Naming::new(Some(""), None, true, false).is_err());
 }
+
+#[test]
+fn age_is_read_from_a_header_stamp_and_nan_without_one() {
+    use udpros::wire::header::ConnectionHeader;
+    let received = |definition: &str, body: Vec<u8>| Received {
+        body: body.into(),
+        publisher: Arc::new(ConnectionHeader::new().with("message_definition", definition)),
+        protocol: udpros::transport::Protocol::Udp,
+    };
+    // seq 7, stamp 100 s + 250 ms, frame "".
+    let mut stamped = 7u32.to_le_bytes().to_vec();
+    stamped.extend_from_slice(&100u32.to_le_bytes());
+    stamped.extend_from_slice(&250_000_000u32.to_le_bytes());
+    stamped.extend_from_slice(&0u32.to_le_bytes());
+    let at = 101_000_000_000;
+    for definition in [
+        "Header header\nfloat32 range\n",
+        "# a comment first\n\nstd_msgs/Header header # with one after\nfloat32 range\n",
+    ] {
+        let age = header_age(&received(definition, stamped.clone()), at);
+        assert!((age - 0.75).abs() < 1e-9, "{definition:?}: {age}");
+    }
+    for definition in [
+        "float32 range\nHeader header\n",
+        "Header stamp_holder\n",
+        "",
+    ] {
+        assert!(
+            header_age(&received(definition, stamped.clone()), at).is_nan(),
+            "{definition:?}"
+        );
+    }
+    // A body too short to hold a stamp.
+    assert!(header_age(&received("Header header\n", vec![1, 2, 3]), at).is_nan());
+}
