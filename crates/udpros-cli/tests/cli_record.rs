@@ -43,6 +43,15 @@ impl Drop for Scratch {
     }
 }
 
+/// The folder of the Node.js MCAP reader, if Node and its packages are installed.
+fn node_reader() -> Option<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../udpros-record/node-test");
+    let node = Command::new("node").arg("--version").output();
+    let ready =
+        node.is_ok_and(|o| o.status.success()) && dir.join("node_modules/@mcap/core").is_dir();
+    ready.then_some(dir)
+}
+
 async fn talker(uri: &str, name: &str) -> Node {
     Node::new(
         name,
@@ -286,6 +295,36 @@ with open(sys.argv[1], "rb") as f:
             .collect::<Vec<_>>()
     };
     let (got, sent) = (comparable(&mut got), comparable(&mut sent));
+    // Foxglove's TypeScript reader finds the same channels through the file's indexes.
+    let Some(dir) = node_reader() else {
+        common::skip_or_fail("node, or @mcap/core (npm ci in crates/udpros-record/node-test)");
+        return;
+    };
+    let read = Command::new("node")
+        .arg("read.mjs")
+        .arg(&file)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let mut channels: Vec<String> = String::from_utf8_lossy(&read.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    channels.sort_unstable();
+    assert_eq!(
+        channels,
+        [
+            "/survey/0 sensor_msgs/Range ros1msg ros1 20",
+            "/survey/1 sensor_msgs/Imu ros1msg ros1 20",
+            "/survey/2 diagnostic_msgs/DiagnosticArray ros1msg ros1 20",
+            "/udpros/link udpros/LinkArrival ros1msg ros1 60",
+        ]
+    );
     assert_eq!(got.len(), sent.len());
     for (got, sent) in got.iter().zip(&sent) {
         assert_eq!(got, sent);
