@@ -466,3 +466,100 @@ fn a_bag_from_rosbag_record_plays_through_udpros_play_into_a_roscpp_subscriber_o
         .collect();
     assert_eq!(got, want, "{text}");
 }
+
+/// A recorder on a disk of 4 MiB (a tmpfs in a mount namespace of its own): it stops at
+/// the full disk with one line, and what it wrote reads back, message for message, as far
+/// as it goes.
+#[test]
+fn a_full_disk_ends_the_recording_in_one_line_and_what_was_written_reads_back() {
+    let Some(python) = common::ros_python() else {
+        return;
+    };
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let text: String = (0..20_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let mut talker = ros_tool(&python, "rostopic", &uri);
+    talker.args([
+        "pub",
+        "-r",
+        "100",
+        "/blob",
+        "std_msgs/String",
+        &format!("data: {text}"),
+    ]);
+    let (_talker, _) = common::spawn_lines(talker);
+    let mut body = (text.len() as u32).to_le_bytes().to_vec();
+    body.extend_from_slice(text.as_bytes());
+    for format in ["--bag", "--compression=none"] {
+        let scratch = Scratch::new(&format!("full{format}"));
+        let (full, out) = (scratch.path("full"), scratch.path("out"));
+        std::fs::create_dir_all(&full).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        let script = r#"mount -t tmpfs -o size=4m none "$1" || exit 99
+"$2" record "$4" -O "$1/x" /blob
+echo "exit $?" >&2
+cp "$1"/* "$3"/"#;
+        let ran = udpros_cmd(&uri, &[]).get_program().to_owned();
+        let run = Command::new("unshare")
+            .args([
+                "-m",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                &full,
+                ran.to_str().unwrap(),
+                &out,
+                format,
+            ])
+            .env("ROS_MASTER_URI", &uri)
+            .env("ROS_IP", "127.0.0.1")
+            .output();
+        let run = match run {
+            Ok(run) if run.status.code() != Some(99) => run,
+            _ => {
+                common::skip_or_fail(
+                    "root, to mount a small tmpfs in a mount namespace (unshare -m)",
+                );
+                return;
+            }
+        };
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains("exit 1"), "{stderr}");
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("udpros: ") && !l.starts_with("udpros: record: "))
+            .collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains("No space left on device"), "{stderr}");
+        let name = if format == "--bag" { "x.bag" } else { "x.mcap" };
+        let file = std::fs::read(Path::new(&out).join(name)).expect("the recording, renamed");
+        assert!(file.len() <= 4 << 20);
+        let items = udpros_record::read_recording(
+            std::io::Cursor::new(file),
+            udpros_record::Limits::default(),
+        )
+        .unwrap();
+        let mut messages = 0;
+        for item in items {
+            match item {
+                Ok(udpros_record::Item::Message { data, .. }) if data.len() == body.len() => {
+                    assert_eq!(data, body);
+                    messages += 1;
+                }
+                // /udpros/link's arrivals, and the connections.
+                Ok(_) => {}
+                Err(e) => {
+                    assert!(e.to_string().contains("cut short"), "{e}");
+                    break;
+                }
+            }
+        }
+        // 4 MiB holds 200 messages of 20 kB; the chunk being written (1 MiB at most) is
+        // lost to the cut.
+        assert!(messages >= 120, "{format}: {messages} messages read back");
+    }
+}

@@ -27,6 +27,12 @@ fn mcap_read_error(e: mcap::McapError, limits: &Limits) -> RecordError {
         mcap::McapError::UnexpectedEof => RecordError::Format(
             "the MCAP file is cut short (read as far as its last whole record)".into(),
         ),
+        // The writer leaves a chunk's length at u64::MAX until the chunk is done: a file
+        // cut while it wrote one (a crash, a full disk) ends there.
+        mcap::McapError::RecordTooLarge { len: u64::MAX, .. } => RecordError::Format(
+            "the MCAP file is cut short in a chunk that was never finished (read as far as it goes)"
+                .into(),
+        ),
         mcap::McapError::RecordTooLarge { len, .. } | mcap::McapError::ChunkTooLarge(len) => {
             RecordError::TooBig {
                 what: "a record".into(),

@@ -246,8 +246,15 @@ impl Thread {
     fn run(&mut self, events: mpsc::Receiver<Event>) -> Result<(), String> {
         let result = self.take(events);
         // Whatever ended it, the file is closed: a full disk still leaves every whole chunk.
-        let closed = self.close();
-        result.and(closed)
+        match (result, self.close()) {
+            // The write that failed says why; the close that failed after it says only
+            // that the file has no index, which the line says for it.
+            (Err(write), Err(_)) => Err(format!(
+                "{write}; the file keeps every chunk written before it, without an index \
+                 (udpros play reads it as far as it goes; rosbag reindex repairs a bag)"
+            )),
+            (result, closed) => result.and(closed),
+        }
     }
 
     fn take(&mut self, events: mpsc::Receiver<Event>) -> Result<(), String> {
@@ -428,7 +435,8 @@ impl Thread {
         }
         finished.map_err(|e| {
             format!(
-                "closing {}: {e} (every chunk before it is readable)",
+                "closing {}: {e}; it keeps every chunk written before it, without an index \
+                 (udpros play reads it as far as it goes; rosbag reindex repairs a bag)",
                 open.path.display()
             )
         })?;
