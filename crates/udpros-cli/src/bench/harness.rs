@@ -372,6 +372,16 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
             .await
             .map_err(|e| e.to_string())??;
     }
+    // S11 likewise: root, Debian's rosbag, and a few minutes.
+    if wanted
+        .as_ref()
+        .is_some_and(|w| w.iter().any(|x| x == "S11"))
+    {
+        let (quick, roscpp, dumps) = (args.quick, peers.roscpp.clone(), dumps.clone());
+        tokio::task::spawn_blocking(move || super::record::run(quick, &roscpp, &dumps))
+            .await
+            .map_err(|e| e.to_string())??;
+    }
     // S10 likewise: root, and about a quarter of an hour.
     if wanted
         .as_ref()

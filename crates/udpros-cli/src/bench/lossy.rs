@@ -105,20 +105,20 @@ const WAYS: [Way; 7] = [
 /// How the subscriber's host loses packets: `per_mille` of them, in runs of `mean_run` on
 /// average (1: each at random).
 #[derive(Clone, Copy)]
-struct Loss {
-    per_mille: u32,
+pub(super) struct Loss {
+    pub(super) per_mille: u32,
     mean_run: f64,
 }
 
 impl Loss {
-    const fn random(per_mille: u32) -> Loss {
+    pub(super) const fn random(per_mille: u32) -> Loss {
         Loss {
             per_mille,
             mean_run: 1.0,
         }
     }
 
-    fn apply(&self, host: &Host, protocol: &str) {
+    pub(super) fn apply(&self, host: &Host, protocol: &str) {
         host.lose_in_runs(&[protocol], self.per_mille, self.mean_run);
     }
 }

@@ -11,8 +11,9 @@
 //! distributions, drawn by [`plot_svg`]), [`raw`] (the raw UDP reference), [`services`]
 //! (S6, the service round trip, and its peer), [`lossy`] (S8, the lossy link between two
 //! network namespaces; only when asked for), [`radio`] (S10, a narrow radio between three
-//! namespaces; only when asked for), [`view`] (S9, what `udpros view` adds between
-//! a publisher and a browser).
+//! namespaces; only when asked for), [`record`] (S11, `udpros record` beside `rosbag
+//! record` on the lossy link; only when asked for), [`view`] (S9, what `udpros view` adds
+//! between a publisher and a browser).
 
 mod harness;
 mod lossy;
@@ -21,6 +22,7 @@ mod plot;
 mod plot_svg;
 mod radio;
 mod raw;
+mod record;
 mod report;
 mod scenarios;
 mod services;
@@ -51,8 +53,8 @@ pub struct RunArgs {
     quick: bool,
     /// Scenarios to run, e.g. `S1,S3` (default: S1-S6 and S9; S6 is the service round
     /// trip, S9 the view's added age and CPU; S8, the lossy link between two network
-    /// namespaces, needs root and runs only when named; so does S10, the narrow radio
-    /// between three).
+    /// namespaces, needs root and runs only when named; so do S10, the narrow radio
+    /// between three, and S11, `udpros record` beside `rosbag record` on S8's link).
     #[arg(long)]
     scenarios: Option<String>,
     /// Where to write the CSV (default: target/bench/udpros_bench.csv).

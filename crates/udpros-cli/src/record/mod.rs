@@ -398,6 +398,7 @@ impl LinkCounters {
                 note.lost = link.udp.missed.saturating_sub(before.missed);
                 note.incomplete = link.udp.incomplete.saturating_sub(before.incomplete);
                 note.repairs = link.udp.repairs.saturating_sub(before.repairs);
+                note.rebuilt = link.udp.rebuilt.saturating_sub(before.rebuilt);
             }
         }
         note

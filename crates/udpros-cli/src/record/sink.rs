@@ -57,6 +57,7 @@ pub(super) struct LinkNote {
     pub(super) lost: u64,
     pub(super) incomplete: u64,
     pub(super) repairs: u64,
+    pub(super) rebuilt: u64,
 }
 
 /// The channel of arrivals.
@@ -365,6 +366,7 @@ impl Thread {
             lost: note.lost,
             incomplete: note.incomplete,
             repairs: note.repairs,
+            rebuilt: note.rebuilt,
             dropped,
         };
         let body = udpros::wire::to_vec(&record).map_err(|e| format!("{LINK_TOPIC}: {e}"))?;
