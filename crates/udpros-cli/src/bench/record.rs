@@ -4,7 +4,8 @@
 //! the datagrams (TCP segments for rosbag's row) dropped at B, then 1 MB at 30 Hz and
 //! 100-byte messages at 10 kHz with no loss. Both write an uncompressed bag, read back
 //! here: messages kept, their age when recorded (the bag's time minus the message's header
-//! stamp; both hosts share the machine's clock), and the recorder's CPU per message. Needs
+//! stamp; both hosts share the machine's clock), and the recorder's CPU per message (from
+//! two seconds after it started to the end of the traffic). Needs
 //! root, iproute2, nftables and Debian's rosbag.
 
 use super::harness::{fields, spawn};
@@ -14,6 +15,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use udpros_record::{Item, Limits};
 use udpros_testkit::netns::{Family, Host, Identity, Network};
+
+/// The recorders; the second row's publisher sends without its link governor, which shows
+/// what the recorder keeps when the link does not hold messages back.
+const ROWS: [&str; 3] = [
+    "udpros record",
+    "udpros record, publisher ungoverned",
+    "rosbag record",
+];
 
 /// Debian's recorder, as `rosbag record` runs it.
 const ROSBAG_RECORD: &str = "/usr/lib/rosbag/record";
@@ -93,9 +102,9 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
         if quick && load.loss.per_mille == 0 {
             continue;
         }
-        for row in ["udpros record", "rosbag record"] {
+        for row in ROWS {
             let count = if quick { 20 } else { load.count };
-            let topic = format!("/record_{n}_{}", row.split(' ').next().unwrap_or("x"));
+            let topic = format!("/record_{n}_{}", row.len());
             match run_cell(&peers, (a, b), load, count, row, &topic, dumps) {
                 Ok(cell) => {
                     eprintln!("S11 {} at {} {row}: done", load.what, load.loss);
@@ -137,6 +146,10 @@ fn run_cell(
     // recorder drops here it drops for want of disk or CPU, not of queue.
     recorder.args(["-b", "1024"]);
     let recorder = spawn(recorder)?;
+    // The recorder's CPU from here on: its start (a node, a master's answers) is not a
+    // cost per message.
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu_before = cpu_seconds(recorder.pid());
     let mut publisher = peers.command("udpros", a);
     publisher.args(["pub", topic, "--size", &load.size.to_string()]);
     publisher.args([
@@ -146,6 +159,9 @@ fn run_cell(
         &count.to_string(),
     ]);
     publisher.args(["--subscribers", "1"]);
+    if row.ends_with("ungoverned") {
+        publisher.arg("--no-governor");
+    }
     let publisher = spawn(publisher)?;
     let limit = Duration::from_secs_f64(60.0 + count as f64 / load.rate);
     let pub_line = publisher
@@ -154,7 +170,9 @@ fn run_cell(
     let sent = fields(&pub_line).get("sent").map_or(count, |s| *s as u64);
     // What a TCP link still carries arrives within a few seconds on these links.
     std::thread::sleep(Duration::from_secs(3));
-    let cpu = cpu_seconds(recorder.pid());
+    let cpu = cpu_seconds(recorder.pid())
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     // SAFETY: a signal to the child this bench started; both recorders close their file
     // on SIGINT.
     unsafe { libc::kill(recorder.pid() as i32, libc::SIGINT) };

@@ -239,6 +239,11 @@ fn plan(args: RecordArgs) -> Result<Plan, String> {
         options: SubscribeOptions {
             transports: args.transport.0.clone(),
             fec: args.fec,
+            // Each subscription's own queue (before its task hands messages to the writer)
+            // must not be where messages go missing: bounded by bytes, as the writer's
+            // queue is, not by roscpp's 100 messages, which a burst of small ones fills.
+            queue_size: usize::MAX,
+            max_queued_bytes: buffer,
             ..SubscribeOptions::default()
         },
     })
