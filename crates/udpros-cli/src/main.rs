@@ -2,6 +2,7 @@
 
 mod action_cmd;
 mod bench;
+mod convert_cmd;
 
 mod demo_cmd;
 mod key_cmd;
@@ -84,6 +85,8 @@ enum Command {
     Record(record::RecordArgs),
     /// Publish a recording (MCAP or a ROS bag) again with its timing (like `rosbag play`).
     Play(play_cmd::PlayArgs),
+    /// A Ping Viewer sensor log (`.bin`) into MCAP, each frame a `udpros/PingFrame`.
+    Convert(convert_cmd::ConvertArgs),
     /// The graph key of secure links: make one, print a key file's id.
     #[command(subcommand)]
     Key(key_cmd::KeyCommand),
@@ -131,6 +134,7 @@ fn main() -> ExitCode {
         Command::Key(cmd) => key_cmd::run(cmd),
         Command::Record(args) => record::run(args),
         Command::Play(args) => play_cmd::run(args),
+        Command::Convert(args) => convert_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -563,3 +563,77 @@ cp "$1"/* "$3"/"#;
         assert!(messages >= 120, "{format}: {messages} messages read back");
     }
 }
+
+/// `udpros convert`: a Ping Viewer log of a simulated Ping360 into MCAP, every frame as
+/// the device sent it, stamped from the log's start; an existing output is refused.
+#[test]
+fn a_ping_viewer_log_converts_into_mcap_frame_for_frame() {
+    use udpros_bridges::ping::log::LogReader;
+    let scratch = Scratch::new("convert");
+    let (log, out) = (scratch.path("ping360.bin"), scratch.path("ping360.mcap"));
+    let recorded = Command::new(env!("CARGO_BIN_EXE_udpros"))
+        .args(["ping", "record", "sim:ping360", &log, "--duration", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        recorded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    let converted = Command::new(env!("CARGO_BIN_EXE_udpros"))
+        .args(["convert", &log, &out, "--start", "1700000000.5"])
+        .output()
+        .unwrap();
+    assert!(
+        converted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&converted.stderr)
+    );
+
+    let bytes = std::fs::read(&log).unwrap();
+    let mut reader = LogReader::new(&bytes[..]).unwrap();
+    let mut want = Vec::new();
+    while let Some(record) = reader.next_record().unwrap() {
+        let ns = 1_700_000_000_500_000_000 + record.at.as_nanos() as u64;
+        want.push((ns, record.frame));
+    }
+    assert!(want.len() > 10, "{} frames in 2 s", want.len());
+    let file = std::fs::File::open(&out).unwrap();
+    let items = udpros_record::read_recording(
+        std::io::BufReader::new(file),
+        udpros_record::Limits::default(),
+    )
+    .unwrap();
+    let mut got = Vec::new();
+    for item in items {
+        match item.unwrap() {
+            udpros_record::Item::Connection { connection, .. } => {
+                assert_eq!(connection.msg_type, "udpros/PingFrame");
+                assert_eq!(connection.topic, "/ping/frames");
+            }
+            udpros_record::Item::Message { time_ns, data, .. } => {
+                let frame: udpros::msgs::udpros::PingFrame =
+                    udpros::wire::from_slice(&data).unwrap();
+                assert_eq!(frame.header.frame_id, "ping360");
+                let stamp = u64::from(frame.header.stamp.sec) * 1_000_000_000
+                    + u64::from(frame.header.stamp.nsec);
+                assert_eq!(stamp, time_ns);
+                assert_eq!(
+                    frame.message_id,
+                    u16::from_le_bytes([frame.frame[4], frame.frame[5]])
+                );
+                got.push((time_ns, frame.frame.to_vec()));
+            }
+        }
+    }
+    assert_eq!(got, want);
+    // Never over an existing file: refused, and the file is as it was.
+    let before = std::fs::read(&out).unwrap();
+    let again = Command::new(env!("CARGO_BIN_EXE_udpros"))
+        .args(["convert", &log, &out])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("cannot create"));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+}
