@@ -263,10 +263,10 @@ pub fn run(args: RecordArgs) -> crate::CliResult {
 
 async fn record(node: &Node, plan: Plan) -> crate::CliResult {
     let sink = Sink::start(plan.sink)?;
-    let mut subscribed = HashSet::new();
+    let mut subscribed = Topics::default();
     let mut tasks = Vec::new();
-    let mut subscribe = |topic: String, subscribed: &mut HashSet<String>| {
-        if subscribed.insert(topic.clone()) {
+    let mut subscribe = |topic: String, subscribed: &mut Topics| {
+        if subscribed.admit(&topic) {
             tasks.push(tokio::spawn(subscription(
                 node.clone(),
                 topic,
@@ -307,6 +307,37 @@ async fn record(node: &Node, plan: Plan) -> crate::CliResult {
         task.abort();
     }
     sink.stop()
+}
+
+/// The most topics one recording subscribes to: a master that lists a million topics
+/// (a hostile one, or a graph gone wrong) costs a subscription each only up to here.
+const MAX_TOPICS: usize = 4096;
+
+/// The topics subscribed so far, at most [`MAX_TOPICS`].
+#[derive(Default)]
+struct Topics {
+    subscribed: HashSet<String>,
+    /// Topics left out for the bound, said once.
+    left_out: u64,
+}
+
+impl Topics {
+    /// Whether `topic` is new and under the bound (then it counts as subscribed).
+    fn admit(&mut self, topic: &str) -> bool {
+        if self.subscribed.contains(topic) {
+            return false;
+        }
+        if self.subscribed.len() >= MAX_TOPICS {
+            if self.left_out == 0 {
+                eprintln!(
+                    "udpros: record: {MAX_TOPICS} topics recorded, the most one recording takes; {topic} and any later are left out"
+                );
+            }
+            self.left_out += 1;
+            return false;
+        }
+        self.subscribed.insert(topic.to_string())
+    }
 }
 
 /// The published topics (or those `node` subscribes to) that the patterns take.

@@ -147,3 +147,15 @@ fn age_is_read_from_a_header_stamp_and_nan_without_one() {
     // A body too short to hold a stamp.
     assert!(header_age(&received("Header header\n", vec![1, 2, 3]), at).is_nan());
 }
+
+#[test]
+fn topics_are_bounded_in_count() {
+    let mut topics = Topics::default();
+    assert!(topics.admit("/a"));
+    assert!(!topics.admit("/a"), "once");
+    for i in 0..1_000_000 {
+        topics.admit(&format!("/t{i}"));
+    }
+    assert_eq!(topics.subscribed.len(), MAX_TOPICS);
+    assert_eq!(topics.left_out, 1_000_001 - MAX_TOPICS as u64);
+}
