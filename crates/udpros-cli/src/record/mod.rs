@@ -240,10 +240,12 @@ fn plan(args: RecordArgs) -> Result<Plan, String> {
             transports: args.transport.0.clone(),
             fec: args.fec,
             // Each subscription's own queue (before its task hands messages to the writer)
-            // must not be where messages go missing: bounded by bytes, as the writer's
-            // queue is, not by roscpp's 100 messages, which a burst of small ones fills.
+            // must not be where messages go missing: bounded by bytes, not by roscpp's 100
+            // messages, which a burst of small ones fills. It holds only what arrives while
+            // the task waits to run, so 16 MiB (or -b, if less) is plenty; the newest
+            // message is kept whatever its size.
             queue_size: usize::MAX,
-            max_queued_bytes: buffer,
+            max_queued_bytes: buffer.min(SUBSCRIPTION_QUEUE_BYTES),
             ..SubscribeOptions::default()
         },
     })
@@ -308,6 +310,9 @@ async fn record(node: &Node, plan: Plan) -> crate::CliResult {
     }
     sink.stop()
 }
+
+/// The most bytes one subscription queues before its task takes them.
+const SUBSCRIPTION_QUEUE_BYTES: usize = 16 << 20;
 
 /// The most topics one recording subscribes to: a master that lists a million topics
 /// (a hostile one, or a graph gone wrong) costs a subscription each only up to here.
