@@ -9,7 +9,7 @@
 //! ethtool.
 
 use super::harness::{fields, spawn};
-use super::report::{percentile, read_dump};
+use super::report::{age_cells, cell, read_dump};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -352,10 +352,8 @@ fn print_table(cells: &[Cell]) {
     );
     println!("| load | loss | row | delivered | age p50 ms | age p99 ms | wire bytes / payload byte | pub CPU µs/msg | sub CPU µs/msg |");
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
-    let show = |x: Option<f64>, digits: usize| x.map_or("-".into(), |x| format!("{x:.digits$}"));
     for c in cells {
-        let has_ages = !c.ages_ms.is_empty();
-        let age = |p| has_ages.then(|| percentile(&c.ages_ms, p));
+        let [p50, p99] = age_cells(&c.ages_ms);
         println!(
             "| {} | {} | {} | {}/{} ({:.1} %) | {} | {} | {} | {} | {} |",
             c.load,
@@ -364,11 +362,11 @@ fn print_table(cells: &[Cell]) {
             c.received,
             c.sent,
             100.0 * c.received as f64 / c.sent.max(1) as f64,
-            show(age(0.5), 2),
-            show(age(0.99), 2),
-            show(c.wire_per_payload, 3),
-            show(c.pub_cpu_us, 0),
-            show(c.sub_cpu_us, 0),
+            p50,
+            p99,
+            cell(c.wire_per_payload, 3),
+            cell(c.pub_cpu_us, 0),
+            cell(c.sub_cpu_us, 0),
         );
     }
 }

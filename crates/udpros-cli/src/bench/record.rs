@@ -10,7 +10,7 @@
 
 use super::harness::{fields, spawn};
 use super::lossy::{Loss, Peers};
-use super::report::percentile;
+use super::report::{age_cells, cell};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use udpros_record::{Item, Limits};
@@ -247,10 +247,8 @@ fn print_table(cells: &[Cell]) {
     println!("\nS11, the recorder: udpros record and rosbag record on host B of the lossy link\n");
     println!("| load | loss | recorder | kept | age p50 ms | age p99 ms | CPU µs/msg |");
     println!("|---|---:|---|---:|---:|---:|---:|");
-    let show = |x: Option<f64>, digits: usize| x.map_or("-".into(), |x| format!("{x:.digits$}"));
     for c in cells {
-        let has_ages = !c.ages_ms.is_empty();
-        let age = |p| has_ages.then(|| percentile(&c.ages_ms, p));
+        let [p50, p99] = age_cells(&c.ages_ms);
         println!(
             "| {} | {} | {} | {}/{} ({:.2} %) | {} | {} | {} |",
             c.load,
@@ -259,9 +257,9 @@ fn print_table(cells: &[Cell]) {
             c.kept,
             c.sent,
             100.0 * c.kept as f64 / c.sent.max(1) as f64,
-            show(age(0.5), 2),
-            show(age(0.99), 2),
-            show(c.cpu_us, 1),
+            p50,
+            p99,
+            cell(c.cpu_us, 1),
         );
     }
 }

@@ -66,6 +66,17 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// A table cell: `x` with `digits` decimals, or `-` where nothing was measured.
+pub(super) fn cell(x: Option<f64>, digits: usize) -> String {
+    x.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// The p50 and p99 cells of sorted ages (ms, two decimals); `-` where none arrived.
+pub(super) fn age_cells(sorted_ms: &[f64]) -> [String; 2] {
+    let age = |p| (!sorted_ms.is_empty()).then(|| percentile(sorted_ms, p));
+    [cell(age(0.5), 2), cell(age(0.99), 2)]
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     percentile(values, 0.5)
