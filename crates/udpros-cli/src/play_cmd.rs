@@ -12,6 +12,11 @@ use tokio::time::Instant;
 use udpros::node::{AdvertiseOptions, Node, RawPublisher};
 use udpros_record::{Connection, Item, Limits};
 
+mod keys;
+mod timeline;
+
+use timeline::Timeline;
+
 #[derive(Args)]
 pub struct PlayArgs {
     /// The recording: MCAP or a ROS bag v2 (told apart by its first bytes).
@@ -43,6 +48,10 @@ pub struct PlayArgs {
     /// Wait this many seconds after advertising each topic, for subscribers to connect.
     #[arg(short = 'd', long = "delay", default_value_t = 0.2)]
     delay: f64,
+    /// Start paused. On a terminal, space pauses and resumes and `s` publishes the next
+    /// message while paused, as in rosbag play.
+    #[arg(long)]
+    pause: bool,
 }
 
 /// The positive, finite seconds of a flag, or a one-line refusal.
@@ -63,6 +72,11 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
     let delay = seconds("-d", args.delay)?;
     // The file is checked before any node starts: a wrong path is one line.
     drop(open(&args.file)?);
+    // Keys, as rosbag play takes them, whenever standard input is a terminal.
+    let keys = keys::Keys::start();
+    if args.pause && keys.is_none() {
+        return Err("--pause needs a terminal on standard input (space resumes)".into());
+    }
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
@@ -74,7 +88,9 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
             rate: args.rate,
             topics: args.topics.iter().map(|t| node.resolve_name(t)).collect(),
             quiet: args.quiet,
+            start_paused: args.pause,
         };
+        let mut keys = keys;
         let clock = if args.clock {
             Some(Clock::advertise(&node, args.hz).await?)
         } else {
@@ -83,7 +99,7 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
         let mut publishers = Publishers::default();
         let result = loop {
             let played = tokio::select! {
-                played = play_once(&node, &args.file, &plan, &mut publishers, clock.as_ref()) => played,
+                played = play_once(&node, &args.file, &plan, &mut publishers, clock.as_ref(), keys.as_mut()) => played,
                 _ = tokio::signal::ctrl_c() => break Ok(()),
                 _ = terminate() => break Ok(()),
             };
@@ -125,6 +141,7 @@ struct Plan {
     rate: f64,
     topics: Vec<String>,
     quiet: bool,
+    start_paused: bool,
 }
 
 /// A publisher per topic, kept across loops (subscribers stay connected).
@@ -211,8 +228,16 @@ impl Clock {
         Ok(Clock { anchor, task })
     }
 
-    fn set(&self, at_ns: u64, since: Instant, rate: f64) {
-        *self.anchor.lock().unwrap_or_else(|e| e.into_inner()) = Some((at_ns, since, rate));
+    /// Publishes the recording's time as `timeline` has it from `now` on: still while it
+    /// is paused.
+    fn follow(&self, timeline: &Timeline, now: Instant) {
+        let rate = if timeline.is_paused() {
+            0.0
+        } else {
+            timeline.rate()
+        };
+        *self.anchor.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((timeline.recording_ns(now), now, rate));
     }
 }
 
@@ -229,6 +254,7 @@ async fn play_once(
     plan: &Plan,
     publishers: &mut Publishers,
     clock: Option<&Clock>,
+    mut keys: Option<&mut keys::Keys>,
 ) -> crate::CliResult {
     // The file is read on a thread of its own, a few items ahead of the player.
     let (items, mut next) = tokio::sync::mpsc::channel(64);
@@ -242,7 +268,10 @@ async fn play_once(
         }
     });
     let mut connections: HashMap<u32, Option<Arc<RawPublisher>>> = HashMap::new();
-    let mut timeline: Option<(u64, Instant)> = None;
+    // The recording's time that plays first (its first message's, or -s later), and the
+    // timeline that maps the recording's times onto this machine's.
+    let mut first: Option<u64> = None;
+    let mut timeline: Option<Timeline> = None;
     let mut played = 0u64;
     let mut result = Ok(());
     while let Some(item) = next.recv().await {
@@ -276,10 +305,8 @@ async fn play_once(
                 let Some(Some(publisher)) = connections.get(&connection.0) else {
                     continue;
                 };
-                let (first, started) = *timeline.get_or_insert_with(|| {
-                    let first = time_ns.saturating_add(plan.start.as_nanos() as u64);
-                    (first, Instant::now())
-                });
+                let first =
+                    *first.get_or_insert(time_ns.saturating_add(plan.start.as_nanos() as u64));
                 if time_ns < first {
                     continue;
                 }
@@ -287,12 +314,52 @@ async fn play_once(
                 if plan.duration.is_some_and(|d| offset > d) {
                     break;
                 }
-                if let Some(clock) = clock {
-                    if played == 0 {
-                        clock.set(first, started, plan.rate);
+                let timeline = timeline.get_or_insert_with(|| {
+                    let timeline =
+                        Timeline::new(first, Instant::now(), plan.rate, plan.start_paused);
+                    if let Some(clock) = clock {
+                        clock.follow(&timeline, Instant::now());
+                    }
+                    if plan.start_paused && !plan.quiet {
+                        eprintln!(
+                            "udpros: play: paused (space resumes, s publishes the next message)"
+                        );
+                    }
+                    timeline
+                });
+                // Until the message is due, or stepped to while paused.
+                loop {
+                    let due = timeline.due(time_ns);
+                    let key = async {
+                        match keys.as_deref_mut() {
+                            Some(keys) => keys.next().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => break,
+                        key = key => {
+                            let now = Instant::now();
+                            match key {
+                                keys::Key::Toggle => {
+                                    timeline.toggle(now);
+                                    if !plan.quiet {
+                                        let state = if timeline.is_paused() { "paused (space resumes, s steps)" } else { "playing" };
+                                        eprintln!("udpros: play: {state}");
+                                    }
+                                }
+                                keys::Key::Step if timeline.is_paused() => {
+                                    timeline.step_to(time_ns);
+                                    break;
+                                }
+                                keys::Key::Step => {}
+                            }
+                            if let Some(clock) = clock {
+                                clock.follow(timeline, now);
+                            }
+                        }
                     }
                 }
-                tokio::time::sleep_until(started + offset.div_f64(plan.rate)).await;
                 publisher.publish_body(&data);
                 played += 1;
             }

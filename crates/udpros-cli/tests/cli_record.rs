@@ -637,3 +637,86 @@ fn a_ping_viewer_log_converts_into_mcap_frame_for_frame() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("cannot create"));
     assert_eq!(std::fs::read(&out).unwrap(), before);
 }
+
+/// `udpros play --pause` on a terminal (a pty from util-linux's `script`): nothing is
+/// published until space is pressed, then everything, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_paused_publishes_nothing_until_space_is_pressed() {
+    use std::io::Write;
+    let Some((_master, uri)) = common::start_rosmaster() else {
+        return;
+    };
+    let scratch = Scratch::new("pause");
+    let bag = scratch.path("paused.bag");
+    let info = udpros::msg::builtin("std_msgs/String").unwrap();
+    let ty = DynamicType::from_definition("std_msgs/String", info.definition).unwrap();
+    let writer = udpros_record::bag::Writer::new(
+        std::fs::File::create(&bag).unwrap(),
+        udpros_record::Compression::None,
+    )
+    .unwrap();
+    let mut recording = udpros_record::Writer::Bag(writer.with_chunk_threshold(1 << 20));
+    let id = recording
+        .add_connection(&udpros_record::Connection {
+            topic: "/paused".into(),
+            msg_type: "std_msgs/String".into(),
+            md5sum: info.md5sum.into(),
+            definition: info.definition.into(),
+            callerid: "/talker".into(),
+            latching: false,
+        })
+        .unwrap();
+    for i in 0..10u64 {
+        let value = udpros::msg::dynamic::Value::Message(vec![(
+            "data".into(),
+            udpros::msg::dynamic::Value::String(format!("step {i}")),
+        )]);
+        recording
+            .write(
+                id,
+                1_700_000_000_000_000_000 + i * 50_000_000,
+                &ty.encode(&value).unwrap(),
+            )
+            .unwrap();
+    }
+    recording.finish().unwrap();
+
+    let node = talker(&uri, "listener").await;
+    let mut sub = node
+        .subscribe_raw("/paused", udpros::node::SubscribeOptions::default())
+        .await
+        .unwrap();
+    let command = format!("{} play -d 0.5 --pause {bag}", env!("CARGO_BIN_EXE_udpros"));
+    let mut player = match Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("ROS_MASTER_URI", &uri)
+        .env("ROS_IP", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(child) => common::Child(child),
+        Err(_) => {
+            common::skip_or_fail("util-linux's script, for a terminal");
+            return;
+        }
+    };
+    // Paused: nothing in 3 s.
+    let early = tokio::time::timeout(Duration::from_secs(3), sub.recv()).await;
+    assert!(early.is_err(), "a message before space was pressed");
+    player.0.stdin.as_mut().unwrap().write_all(b" ").unwrap();
+    let mut heard = Vec::new();
+    while heard.len() < 10 {
+        let received = tokio::time::timeout(Duration::from_secs(10), sub.recv())
+            .await
+            .expect("the messages after space")
+            .expect("a message");
+        heard.push(ty.decode(&received.body).unwrap().to_json());
+    }
+    let want: Vec<String> = (0..10)
+        .map(|i| format!("{{\"data\":\"step {i}\"}}"))
+        .collect();
+    assert_eq!(heard, want);
+    let _ = player.0.wait();
+}
