@@ -2,7 +2,7 @@
 //! `rosbag play` does: one publisher per topic, latched where the recording's publisher
 //! latched, over whatever transport each subscriber asks for (UDPROS included).
 
-use crate::tool_node::tool_node_keeping_signals;
+use crate::tool_node::{tool_node_keeping_signals, StopSignals};
 use clap::Args;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -80,6 +80,7 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
+        let mut stop = StopSignals::listen()?;
         let node = tool_node_keeping_signals("udpros_play").await?;
         let plan = Plan {
             start,
@@ -100,8 +101,7 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
         let result = loop {
             let played = tokio::select! {
                 played = play_once(&node, &args.file, &plan, &mut publishers, clock.as_ref(), keys.as_mut()) => played,
-                _ = tokio::signal::ctrl_c() => break Ok(()),
-                _ = terminate() => break Ok(()),
+                _ = stop.stopped() => break Ok(()),
             };
             if played.is_err() || !args.looped {
                 break played;
@@ -112,15 +112,6 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
         node.shutdown().await;
         result
     })
-}
-
-async fn terminate() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut signal) => {
-            signal.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
 }
 
 fn open(

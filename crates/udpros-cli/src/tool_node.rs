@@ -90,3 +90,32 @@ async fn anonymous_node(
         })?;
     Ok(node)
 }
+
+/// SIGINT and SIGTERM, listened for from the moment this is made: a command that closes
+/// something on either (`record` its file) makes one before it starts, so that a signal
+/// is never lost between two waits and never kills it half-way.
+pub struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Listens for both (inside a tokio runtime).
+    pub fn listen() -> Result<StopSignals, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let listen =
+            |kind: SignalKind| signal(kind).map_err(|e| format!("cannot watch signals: {e}"));
+        Ok(StopSignals {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+        })
+    }
+
+    /// Waits for either signal (one that came since the last wait counts).
+    pub async fn stopped(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+}

@@ -242,12 +242,16 @@ with open(sys.argv[1], "rb") as f:
     summary = reader.get_summary()
     # 60 messages and, on /udpros/link, how each of them arrived.
     assert summary.statistics.message_count == 120, summary.statistics
-    last = 0
+    # In the file's order: each topic's messages in the order they arrived (topics
+    # interleave as their subscriptions stamped and handed them on, and /udpros/link
+    # holds all three).
+    last = {}
     for schema, channel, message, decoded in reader.iter_decoded_messages(log_time_order=False):
         assert schema.encoding == "ros1msg" and channel.message_encoding == "ros1"
         assert channel.metadata["md5sum"] == decoded._md5sum, channel.metadata
-        assert message.log_time >= last
-        last = message.log_time
+        stream = (channel.id, getattr(decoded, "topic", None))  # /udpros/link: per topic
+        assert message.log_time >= last.get(stream, 0), stream
+        last[stream] = message.log_time
         if channel.topic == "/udpros/link":
             assert schema.name == "udpros/LinkArrival", schema.name
             stamp = decoded.header.stamp.secs * 10**9 + decoded.header.stamp.nsecs

@@ -35,9 +35,22 @@ fn a_recording_across_five_percent_loss_keeps_the_images_whole_and_says_what_fec
         .args(["record", "--bag", "-q", "-O"])
         .arg(&bag)
         .arg("/images");
-    recorder.stdout(Stdio::null()).stderr(Stdio::null());
+    recorder.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut recorder = common::Child(recorder.spawn().unwrap());
 
+    // Recording (its node started, its file open) before anything is published.
+    let mut active = bag.clone().into_os_string();
+    active.push(".active");
+    if !common::wait_for(Duration::from_secs(30), || {
+        std::path::Path::new(&active).exists()
+    }) {
+        let _ = recorder.0.kill();
+        let mut said = String::new();
+        if let Some(mut stderr) = recorder.0.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+        }
+        panic!("the recorder did not start: {said}");
+    }
     let count = 60;
     let mut publisher = a.ros_command(udpros, &uri, Identity::Ip, Family::Ipv4);
     publisher.args([
@@ -61,7 +74,14 @@ fn a_recording_across_five_percent_loss_keeps_the_images_whole_and_says_what_fec
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    let file = std::fs::File::open(&bag).expect("the bag");
+    let mut said = String::new();
+    if let Some(mut stderr) = recorder.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+    }
+    let status = recorder.0.wait().unwrap();
+    assert!(status.success(), "the recorder: {status:?} {said}");
+    let file = std::fs::File::open(&bag)
+        .unwrap_or_else(|e| panic!("the bag: {e}; the recorder said {said}"));
     let items =
         udpros_record::read_recording(std::io::BufReader::new(file), Limits::default()).unwrap();
     let mut topics = std::collections::HashMap::new();

@@ -5,7 +5,7 @@
 mod files;
 mod sink;
 
-use crate::tool_node::tool_node_keeping_signals;
+use crate::tool_node::{tool_node_keeping_signals, StopSignals};
 use crate::topic::{parse_transports, Transports};
 use clap::Args;
 use files::Naming;
@@ -256,14 +256,17 @@ pub fn run(args: RecordArgs) -> crate::CliResult {
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
+        // Before anything starts: a signal during the node's start still closes nothing
+        // half-made, and none is lost between two waits.
+        let mut stop = StopSignals::listen()?;
         let node = tool_node_keeping_signals("udpros_record").await?;
-        let result = record(&node, plan).await;
+        let result = record(&node, plan, &mut stop).await;
         node.shutdown().await;
         result
     })
 }
 
-async fn record(node: &Node, plan: Plan) -> crate::CliResult {
+async fn record(node: &Node, plan: Plan, stop: &mut StopSignals) -> crate::CliResult {
     let sink = Sink::start(plan.sink)?;
     let mut subscribed = Topics::default();
     let mut tasks = Vec::new();
@@ -285,8 +288,6 @@ async fn record(node: &Node, plan: Plan) -> crate::CliResult {
     }
     let mut discovery = tokio::time::interval(Duration::from_secs(1));
     let deadline = plan.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
     let finished = sink.finished();
     loop {
         tokio::select! {
@@ -298,8 +299,7 @@ async fn record(node: &Node, plan: Plan) -> crate::CliResult {
                     }
                 }
             }
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
+            _ = stop.stopped() => break,
             _ = async { tokio::time::sleep_until(deadline.expect("guarded")).await }, if deadline.is_some() => break,
             // A limit or a size reached, or the disk refused: the writer has ended.
             _ = finished.notified() => break,
