@@ -103,8 +103,13 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
                 played = play_once(&node, &args.file, &plan, &mut publishers, clock.as_ref(), keys.as_mut()) => played,
                 _ = stop.stopped() => break Ok(()),
             };
-            if played.is_err() || !args.looped {
-                break played;
+            match played {
+                Err(e) => break Err(e),
+                Ok(_) if !args.looped => break Ok(()),
+                // A loop over nothing would spin: a recording with no message to play
+                // (or none of --topics, or none after -s) plays once.
+                Ok(0) => break Err(format!("-l: {} has no message to play", args.file.display())),
+                Ok(_) => {}
             }
         };
         // What was published last still goes out before the node leaves.
@@ -246,7 +251,7 @@ async fn play_once(
     publishers: &mut Publishers,
     clock: Option<&Clock>,
     mut keys: Option<&mut keys::Keys>,
-) -> crate::CliResult {
+) -> Result<u64, String> {
     // The file is read on a thread of its own, a few items ahead of the player.
     let (items, mut next) = tokio::sync::mpsc::channel(64);
     let mut recording = open(path)?;
@@ -361,5 +366,5 @@ async fn play_once(
     if !plan.quiet {
         eprintln!("udpros: play: {played} messages from {}", path.display());
     }
-    result
+    result.map(|()| played)
 }

@@ -469,6 +469,18 @@ fn a_bag_from_rosbag_record_plays_through_udpros_play_into_a_roscpp_subscriber_o
         .map(|n| format!("RECV hello {n} {} ok", format!("hello {n}").len()))
         .collect();
     assert_eq!(got, want, "{text}");
+    // -l over nothing to play (no such topic) ends in one line instead of spinning.
+    let started = Instant::now();
+    let nothing = udpros_cmd(
+        &player_uri,
+        &["play", "-l", "-d", "0", "--topics", "/nothing", "--", &bag],
+    )
+    .output()
+    .unwrap();
+    assert!(!nothing.status.success());
+    let said = String::from_utf8_lossy(&nothing.stderr);
+    assert!(said.contains("has no message to play"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(30));
 }
 
 /// A recorder on a disk of 4 MiB (a tmpfs in a mount namespace of its own): it stops at
