@@ -191,17 +191,11 @@ pub(super) fn run(
             random(100),
         ]
     };
-    let Some(net) = Network::new(&["a", "b"], 1500) else {
-        println!("\nS8 (lossy link) left out: it needs network namespaces (root and iproute2)");
+    let Some(hosts) = TwoHosts::start("S8 (lossy link)")? else {
         return Ok(());
     };
-    let (a, b) = (net.host("a"), net.host("b"));
-    a.unsegmented_udp();
-    let master_uri = format!("http://{}:11311/", a.ipv4);
-    let udpros = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut master = a.ros_command(&udpros, &master_uri, Identity::Ip, Family::Ipv4);
-    master.args(["master", "--host", &a.ipv4, "--port", "11311"]);
-    let _master = spawn(master)?;
+    let (a, b) = (hosts.net.host("a"), hosts.net.host("b"));
+    let (udpros, master_uri) = (&hosts.udpros, &hosts.master_uri);
     let mut cells = Vec::new();
     for load in &loads {
         if quick && load.size != 100_000 {
@@ -220,9 +214,9 @@ pub(super) fn run(
                     load.size, loss.per_mille, loss.mean_run as u32
                 );
                 let peers = Peers {
-                    udpros: &udpros,
+                    udpros,
                     roscpp,
-                    master_uri: &master_uri,
+                    master_uri,
                 };
                 let cell = run_cell(&peers, (a, b), load, count, loss, way, &topic, dumps);
                 match cell {
@@ -237,6 +231,40 @@ pub(super) fn run(
     }
     print_table(&cells);
     Ok(())
+}
+
+/// S8's two hosts, which S11 shares: `a` and `b` on one switch, each UDP datagram a
+/// packet of its own on `a`'s cable, and a udpros master on `a`.
+pub(super) struct TwoHosts {
+    pub(super) net: Network,
+    /// This program, which each cell runs as its peers.
+    pub(super) udpros: PathBuf,
+    pub(super) master_uri: String,
+    _master: super::harness::Peer,
+}
+
+impl TwoHosts {
+    /// The hosts and their master; `None`, said in a line naming `scenario`, where network
+    /// namespaces cannot be made.
+    pub(super) fn start(scenario: &str) -> Result<Option<TwoHosts>, String> {
+        let Some(net) = Network::new(&["a", "b"], 1500) else {
+            println!("\n{scenario} left out: it needs network namespaces (root and iproute2)");
+            return Ok(None);
+        };
+        let a = net.host("a");
+        a.unsegmented_udp();
+        let master_uri = format!("http://{}:11311/", a.ipv4);
+        let udpros = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut master = a.ros_command(&udpros, &master_uri, Identity::Ip, Family::Ipv4);
+        master.args(["master", "--host", &a.ipv4, "--port", "11311"]);
+        let master = spawn(master)?;
+        Ok(Some(TwoHosts {
+            net,
+            udpros,
+            master_uri,
+            _master: master,
+        }))
+    }
 }
 
 /// The programs a cell runs and the master they join (S8's and S10's).

@@ -9,12 +9,12 @@
 //! root, iproute2, nftables and Debian's rosbag.
 
 use super::harness::{fields, spawn};
-use super::lossy::{Loss, Peers};
+use super::lossy::{Loss, Peers, TwoHosts};
 use super::report::{age_cells, cell};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use udpros_record::{Item, Limits};
-use udpros_testkit::netns::{Family, Host, Identity, Network};
+use udpros_testkit::netns::{Family, Host, Identity};
 
 /// The recorders; the second row's publisher sends without its link governor, which shows
 /// what the recorder keeps when the link does not hold messages back.
@@ -81,21 +81,14 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
         println!("\nS11 (the recorder) left out: it needs Debian's rosbag ({ROSBAG_RECORD})");
         return Ok(());
     }
-    let Some(net) = Network::new(&["a", "b"], 1500) else {
-        println!("\nS11 (the recorder) left out: it needs network namespaces (root and iproute2)");
+    let Some(hosts) = TwoHosts::start("S11 (the recorder)")? else {
         return Ok(());
     };
-    let (a, b) = (net.host("a"), net.host("b"));
-    a.unsegmented_udp();
-    let master_uri = format!("http://{}:11311/", a.ipv4);
-    let udpros = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut master = a.ros_command(&udpros, &master_uri, Identity::Ip, Family::Ipv4);
-    master.args(["master", "--host", &a.ipv4, "--port", "11311"]);
-    let _master = spawn(master)?;
+    let (a, b) = (hosts.net.host("a"), hosts.net.host("b"));
     let peers = Peers {
-        udpros: &udpros,
+        udpros: &hosts.udpros,
         roscpp,
-        master_uri: &master_uri,
+        master_uri: &hosts.master_uri,
     };
     let mut cells = Vec::new();
     for (n, load) in loads.iter().enumerate() {
