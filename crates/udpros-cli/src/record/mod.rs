@@ -413,16 +413,24 @@ async fn subscription(
 }
 
 /// Each publisher link's UDPROS counters when its previous message arrived, so that each
-/// arrival says what the link lost and rebuilt since.
+/// arrival says what the link lost and rebuilt since; and whether each recent publisher's
+/// type starts with a Header (read once per link, not per message).
 #[derive(Default)]
-struct LinkCounters(std::collections::HashMap<String, udpros::wire::udpros::UdpStats>);
+struct LinkCounters {
+    counters: std::collections::HashMap<String, udpros::wire::udpros::UdpStats>,
+    /// The last few publishers' headers (a reconnection makes a new one) and whether their
+    /// type is stamped; the newest last.
+    stamped: Vec<(Arc<udpros::wire::header::ConnectionHeader>, bool)>,
+}
+
+/// Publishers' headers remembered per subscription: a topic has one publisher or a few.
+const STAMPED_CACHE: usize = 8;
 
 impl LinkCounters {
     fn note(&mut self, sub: &RawSubscriber, received: &Received, received_ns: u64) -> LinkNote {
         let mut note = LinkNote {
-            publisher: received.publisher.get("callerid").unwrap_or("").to_string(),
             transport: received.protocol.ros_name(),
-            age: header_age(received, received_ns),
+            age: self.age(received, received_ns),
             ..LinkNote::default()
         };
         if received.protocol == udpros::transport::Protocol::Udp {
@@ -433,7 +441,7 @@ impl LinkCounters {
             });
             if let Some(link) = link {
                 let before = self
-                    .0
+                    .counters
                     .insert(link.publisher_uri, link.udp)
                     .unwrap_or_default();
                 note.lost = link.udp.missed.saturating_sub(before.missed);
@@ -444,28 +452,29 @@ impl LinkCounters {
         }
         note
     }
-}
 
-/// Seconds from a message's own header stamp to its arrival; NaN for a type without a
-/// header (its definition's first field is not `Header header`).
-fn header_age(received: &Received, received_ns: u64) -> f64 {
-    let definition = received.publisher.get("message_definition").unwrap_or("");
-    let first_field = definition
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .find(|l| !l.is_empty());
-    let stamped = first_field.is_some_and(|f| {
-        let mut words = f.split_whitespace();
-        matches!(words.next(), Some("Header" | "std_msgs/Header")) && words.next() == Some("header")
-    });
-    let stamp = received.body.get(4..12).filter(|_| stamped);
-    let Some(stamp) = stamp else {
-        return f64::NAN;
-    };
-    let secs = u32::from_le_bytes([stamp[0], stamp[1], stamp[2], stamp[3]]);
-    let nsecs = u32::from_le_bytes([stamp[4], stamp[5], stamp[6], stamp[7]]);
-    let stamp_ns = u64::from(secs) * 1_000_000_000 + u64::from(nsecs);
-    (received_ns as f64 - stamp_ns as f64) / 1e9
+    /// Seconds from the message's own header stamp to its arrival; NaN for a type without
+    /// a header.
+    fn age(&mut self, received: &Received, received_ns: u64) -> f64 {
+        let known = self
+            .stamped
+            .iter()
+            .find(|(h, _)| Arc::ptr_eq(h, &received.publisher))
+            .map(|(_, stamped)| *stamped);
+        let stamped = known.unwrap_or_else(|| {
+            let definition = received.publisher.get("message_definition").unwrap_or("");
+            let stamped = crate::topic::starts_with_header(definition);
+            if self.stamped.len() == STAMPED_CACHE {
+                self.stamped.remove(0);
+            }
+            self.stamped.push((received.publisher.clone(), stamped));
+            stamped
+        });
+        match crate::topic::header_stamp_ns(&received.body).filter(|_| stamped) {
+            Some(stamp_ns) => (received_ns as f64 - stamp_ns as f64) / 1e9,
+            None => f64::NAN,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -47,11 +47,10 @@ pub(super) struct Arrival {
     pub(super) link: Option<LinkNote>,
 }
 
-/// What /udpros/link says of one arrival (a `udpros/LinkArrival` but the topic, the time
-/// and the recorder's drops, which the writer knows).
+/// What /udpros/link says of one arrival (a `udpros/LinkArrival` but the topic, the
+/// publisher, the time and the recorder's drops, which the writer knows).
 #[derive(Debug, Default)]
 pub(super) struct LinkNote {
-    pub(super) publisher: String,
     pub(super) transport: &'static str,
     pub(super) age: f64,
     pub(super) lost: u64,
@@ -360,7 +359,7 @@ impl Thread {
                 frame_id: String::new(),
             },
             topic: arrival.topic.to_string(),
-            publisher: note.publisher.clone(),
+            publisher: arrival.publisher.get("callerid").unwrap_or("").to_string(),
             transport: note.transport.to_string(),
             age: note.age,
             lost: note.lost,

@@ -131,7 +131,7 @@ fn age_is_read_from_a_header_stamp_and_nan_without_one() {
         "Header header\nfloat32 range\n",
         "# a comment first\n\nstd_msgs/Header header # with one after\nfloat32 range\n",
     ] {
-        let age = header_age(&received(definition, stamped.clone()), at);
+        let age = LinkCounters::default().age(&received(definition, stamped.clone()), at);
         assert!((age - 0.75).abs() < 1e-9, "{definition:?}: {age}");
     }
     for definition in [
@@ -140,12 +140,16 @@ fn age_is_read_from_a_header_stamp_and_nan_without_one() {
         "",
     ] {
         assert!(
-            header_age(&received(definition, stamped.clone()), at).is_nan(),
+            LinkCounters::default()
+                .age(&received(definition, stamped.clone()), at)
+                .is_nan(),
             "{definition:?}"
         );
     }
     // A body too short to hold a stamp.
-    assert!(header_age(&received("Header header\n", vec![1, 2, 3]), at).is_nan());
+    assert!(LinkCounters::default()
+        .age(&received("Header header\n", vec![1, 2, 3]), at)
+        .is_nan());
 }
 
 #[test]
@@ -158,4 +162,22 @@ fn topics_are_bounded_in_count() {
     }
     assert_eq!(topics.subscribed.len(), MAX_TOPICS);
     assert_eq!(topics.left_out, 1_000_001 - MAX_TOPICS as u64);
+}
+
+#[test]
+fn the_stamped_cache_holds_a_few_publishers_whatever_reconnects() {
+    use udpros::wire::header::ConnectionHeader;
+    let mut links = LinkCounters::default();
+    for _ in 0..1000 {
+        // Each reconnection brings a header of its own.
+        let received = Received {
+            body: vec![0u8; 16].into(),
+            publisher: Arc::new(
+                ConnectionHeader::new().with("message_definition", "Header header\n"),
+            ),
+            protocol: udpros::transport::Protocol::Tcp,
+        };
+        assert!(links.age(&received, 1).is_finite());
+    }
+    assert_eq!(links.stamped.len(), STAMPED_CACHE);
 }

@@ -119,19 +119,34 @@ pub(super) async fn bw(node: &Node, args: HzArgs) -> Result<(), TopicError> {
     .await
 }
 
-/// A message's `header.stamp`, when its definition starts with a Header.
+/// A message's `header.stamp` in seconds, when its definition starts with a Header.
 fn header_stamp(m: &udpros::transport::Received) -> Option<f64> {
     let definition = m.publisher.get("message_definition")?;
-    let first = definition
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'))?;
-    let ty = first.split_whitespace().next()?;
-    if ty != "Header" && ty != "std_msgs/Header" {
+    if !starts_with_header(definition) {
         return None;
     }
-    let word = |i: usize| Some(u32::from_le_bytes(m.body.get(i..i + 4)?.try_into().ok()?));
-    Some(f64::from(word(4)?) + f64::from(word(8)?) * 1e-9)
+    header_stamp_ns(&m.body).map(|ns| ns as f64 * 1e-9)
+}
+
+/// Whether a message definition's first field is `Header header` (or
+/// `std_msgs/Header header`), as a stamped message's is; comments and blank lines before
+/// it do not count.
+pub(crate) fn starts_with_header(definition: &str) -> bool {
+    let first_field = definition
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .find(|l| !l.is_empty());
+    first_field.is_some_and(|f| {
+        let mut words = f.split_whitespace();
+        matches!(words.next(), Some("Header" | "std_msgs/Header")) && words.next() == Some("header")
+    })
+}
+
+/// The `header.stamp` (ns since the epoch) of a serialized message that starts with a
+/// Header: the two u32 after its `seq`; `None` for a body too short to hold them.
+pub(crate) fn header_stamp_ns(body: &[u8]) -> Option<u64> {
+    let word = |i: usize| Some(u32::from_le_bytes(body.get(i..i + 4)?.try_into().ok()?));
+    Some(u64::from(word(4)?) * 1_000_000_000 + u64::from(word(8)?))
 }
 
 pub(super) async fn delay(node: &Node, args: HzArgs) -> Result<(), TopicError> {

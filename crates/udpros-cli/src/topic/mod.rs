@@ -30,6 +30,8 @@ macro_rules! say {
 mod echo;
 mod graph;
 mod measure;
+
+pub(crate) use measure::{header_stamp_ns, starts_with_header};
 mod publish;
 
 use crate::tool_node::{node_with_logger_services, tool_node, ToolNodeError};
