@@ -288,6 +288,27 @@ impl Peers<'_> {
         }
         cmd
     }
+
+    /// `kind`'s publisher of `count` messages of `size` bytes at `rate` on `topic`, once
+    /// its one subscriber is there; a udpros one without its link governor unless
+    /// `governed`.
+    pub(super) fn publisher(
+        &self,
+        kind: &str,
+        host: &Host,
+        topic: &str,
+        (size, rate, count): (usize, f64, u64),
+        governed: bool,
+    ) -> Command {
+        let mut cmd = self.command(kind, host);
+        cmd.args(["pub", topic, "--size", &size.to_string()]);
+        cmd.args(["--rate", &rate.to_string(), "--count", &count.to_string()]);
+        cmd.args(["--subscribers", "1"]);
+        if !governed && kind == "udpros" {
+            cmd.arg("--no-governor");
+        }
+        cmd
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // one cell's coordinates, named at the one call
@@ -332,14 +353,14 @@ fn run_cell(
     let sub = spawn(sub)?;
     sub.wait_line("READY", Duration::from_secs(30))
         .ok_or("the subscriber did not start")?;
-    let mut publisher = peers.command(way.publisher, a);
+    let mut publisher = peers.publisher(
+        way.publisher,
+        a,
+        topic,
+        (load.size, load.rate, count),
+        way.governor,
+    );
     seal(&mut publisher);
-    publisher.args(["pub", topic, "--size", &load.size.to_string()]);
-    publisher.args(["--rate", &load.rate.to_string(), "--count", &count_s]);
-    publisher.args(["--subscribers", "1"]);
-    if !way.governor && way.publisher == "udpros" {
-        publisher.arg("--no-governor");
-    }
     let publisher = spawn(publisher)?;
     let limit = Duration::from_secs_f64(60.0 + count as f64 / load.rate);
     let pub_line = publisher

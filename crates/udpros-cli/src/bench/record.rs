@@ -143,18 +143,8 @@ fn run_cell(
     // cost per message.
     std::thread::sleep(Duration::from_secs(2));
     let cpu_before = cpu_seconds(recorder.pid());
-    let mut publisher = peers.command("udpros", a);
-    publisher.args(["pub", topic, "--size", &load.size.to_string()]);
-    publisher.args([
-        "--rate",
-        &load.rate.to_string(),
-        "--count",
-        &count.to_string(),
-    ]);
-    publisher.args(["--subscribers", "1"]);
-    if row.ends_with("ungoverned") {
-        publisher.arg("--no-governor");
-    }
+    let governed = !row.ends_with("ungoverned");
+    let publisher = peers.publisher("udpros", a, topic, (load.size, load.rate, count), governed);
     let publisher = spawn(publisher)?;
     let limit = Duration::from_secs_f64(60.0 + count as f64 / load.rate);
     let pub_line = publisher
@@ -218,12 +208,7 @@ fn read_back(file: &Path, topic: &str) -> Result<(u64, Vec<f64>), String> {
                 time_ns,
                 data,
             } if ours.contains(&connection) => {
-                let stamp = data.get(4..12).map(|s| {
-                    let secs = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-                    let nsecs = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
-                    u64::from(secs) * 1_000_000_000 + u64::from(nsecs)
-                });
-                if let Some(stamp) = stamp {
+                if let Some(stamp) = crate::topic::header_stamp_ns(&data) {
                     ages.push((time_ns as f64 - stamp as f64) / 1e6);
                 }
             }
