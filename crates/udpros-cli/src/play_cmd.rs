@@ -2,7 +2,7 @@
 //! `rosbag play` does: one publisher per topic, latched where the recording's publisher
 //! latched, over whatever transport each subscriber asks for (UDPROS included).
 
-use crate::tool_node::{tool_node_keeping_signals, StopSignals};
+use crate::tool_node::{waiting_tool_node, StopSignals};
 use clap::Args;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -81,7 +81,9 @@ pub fn run(args: PlayArgs) -> crate::CliResult {
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
         let mut stop = StopSignals::listen()?;
-        let node = tool_node_keeping_signals("udpros_play").await?;
+        let Some(node) = waiting_tool_node("udpros_play", &mut stop).await? else {
+            return Ok(());
+        };
         let plan = Plan {
             start,
             duration,

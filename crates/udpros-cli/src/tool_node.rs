@@ -41,29 +41,50 @@ impl From<ToolNodeError> for String {
     }
 }
 
+/// A command fails at once with no master, as rostopic does (a script that wants to wait
+/// sets UDPROS_MASTER_WAIT); nodes, the view, `record` and `play` wait for it.
+const AT_ONCE: udpros::node::MasterWait =
+    udpros::node::MasterWait::Limit(std::time::Duration::ZERO);
+
 /// An anonymous node for a tool, from the environment (ROS_MASTER_URI, ROS_IP, ...). It
 /// serves no logger services, so listing services or parameters shows only the graph's
 /// (rosservice list, rosparam and rosnode start no node at all).
 pub async fn tool_node(prefix: &str) -> Result<Node, ToolNodeError> {
-    anonymous_node(prefix, false, true).await
+    anonymous_node(prefix, false, true, AT_ONCE).await
 }
 
 /// A [`tool_node`] that does not shut down on SIGINT or SIGTERM: for a command that answers
 /// Ctrl-C itself before it leaves (`udpros action send` cancels its goal first).
 pub async fn tool_node_keeping_signals(prefix: &str) -> Result<Node, ToolNodeError> {
-    anonymous_node(prefix, false, false).await
+    anonymous_node(prefix, false, false, AT_ONCE).await
 }
 
 /// An anonymous node that serves `~get_loggers` and `~set_logger_level`, as the rospy node
 /// that `rostopic pub`, `echo`, `hz`, `bw` and `delay` start does.
 pub async fn node_with_logger_services(prefix: &str) -> Result<Node, ToolNodeError> {
-    anonymous_node(prefix, true, true).await
+    anonymous_node(prefix, true, true, AT_ONCE).await
+}
+
+/// The node of a command that runs until stopped (`record`, `play`): like rosbag's, which
+/// is a roscpp node, it waits for a master that is not up yet (saying so now and then;
+/// `UDPROS_MASTER_WAIT` sets a limit), so that a recorder started in the same breath as
+/// the master records. SIGINT or SIGTERM while it waits ends the wait: `None`, nothing
+/// started.
+pub async fn waiting_tool_node(
+    prefix: &str,
+    stop: &mut StopSignals,
+) -> Result<Option<Node>, ToolNodeError> {
+    tokio::select! {
+        node = anonymous_node(prefix, false, false, udpros::node::MasterWait::Forever) => node.map(Some),
+        _ = stop.stopped() => Ok(None),
+    }
 }
 
 async fn anonymous_node(
     prefix: &str,
     logger_services: bool,
     handle_signals: bool,
+    master_wait: udpros::node::MasterWait,
 ) -> Result<Node, ToolNodeError> {
     let name = format!("{prefix}_{}", std::process::id());
     let args =
@@ -73,9 +94,7 @@ async fn anonymous_node(
     let options = udpros::node::NodeOptions {
         logger_services,
         handle_signals,
-        // A command fails at once with no master, as rostopic does (a script that wants
-        // to wait sets UDPROS_MASTER_WAIT); nodes and the view wait for it.
-        master_wait: udpros::node::MasterWait::Limit(std::time::Duration::ZERO),
+        master_wait,
         ..udpros::node::NodeOptions::default()
     };
     let node = Node::with_options(id, options)

@@ -736,3 +736,76 @@ async fn play_paused_publishes_nothing_until_space_is_pressed() {
     assert_eq!(heard, want);
     let _ = player.0.wait();
 }
+
+/// Like rosbag record (a roscpp node), `udpros record` started before its master waits for
+/// it and records once it answers; a signal while it waits ends it cleanly, with no file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorder_started_before_its_master_waits_for_it() {
+    let port = common::free_port();
+    let uri = format!("http://127.0.0.1:{port}/");
+    let scratch = Scratch::new("master-late");
+
+    let never = scratch.path("never.bag");
+    let mut waiting = udpros_cmd(&uri, &["record", "--bag", "-O", &never, "/depth"]);
+    waiting.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut waiting = common::Child(waiting.spawn().unwrap());
+    let bag = scratch.path("late.bag");
+    let mut recorder = udpros_cmd(
+        &uri,
+        &["record", "--bag", "--no-link-channel", "-O", &bag, "/depth"],
+    );
+    recorder.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut recorder = common::Child(recorder.spawn().unwrap());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        recorder.0.try_wait().unwrap().is_none(),
+        "the recorder gave up before the master came"
+    );
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(waiting.0.id() as i32, libc::SIGTERM) };
+    let status = tokio::task::block_in_place(|| waiting.0.wait().unwrap());
+    assert!(status.success(), "{status:?}");
+    assert!(!Path::new(&never).exists() && !Path::new(&format!("{never}.active")).exists());
+
+    let mut master = udpros_cmd(
+        &uri,
+        &["master", "--host", "127.0.0.1", "--port", &port.to_string()],
+    );
+    master.stdout(Stdio::null()).stderr(Stdio::null());
+    let _master = common::Child(master.spawn().unwrap());
+    let node = talker(&uri, "late_talker").await;
+    let publisher = node
+        .advertise::<udpros::msgs::std_msgs::Float64>("/depth", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    while publisher.num_subscribers() < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no recorder subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sent: u32 = 20;
+    for i in 0..sent {
+        publisher
+            .publish(&udpros::msgs::std_msgs::Float64 { data: f64::from(i) })
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // SAFETY: as above.
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let status = tokio::task::block_in_place(|| recorder.0.wait().unwrap());
+    assert!(status.success(), "{status:?}");
+    node.shutdown().await;
+    let file = std::fs::File::open(&bag).unwrap();
+    let recorded = udpros_record::read_recording(
+        std::io::BufReader::new(file),
+        udpros_record::Limits::default(),
+    )
+    .unwrap()
+    .filter(|item| matches!(item, Ok(udpros_record::Item::Message { .. })))
+    .count();
+    assert_eq!(recorded, sent as usize);
+}

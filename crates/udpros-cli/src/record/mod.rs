@@ -5,7 +5,7 @@
 mod files;
 mod sink;
 
-use crate::tool_node::{tool_node_keeping_signals, StopSignals};
+use crate::tool_node::{waiting_tool_node, StopSignals};
 use crate::topic::{parse_transports, Transports};
 use clap::Args;
 use files::Naming;
@@ -259,7 +259,9 @@ pub fn run(args: RecordArgs) -> crate::CliResult {
         // Before anything starts: a signal during the node's start still closes nothing
         // half-made, and none is lost between two waits.
         let mut stop = StopSignals::listen()?;
-        let node = tool_node_keeping_signals("udpros_record").await?;
+        let Some(node) = waiting_tool_node("udpros_record", &mut stop).await? else {
+            return Ok(());
+        };
         let result = record(&node, plan, &mut stop).await;
         node.shutdown().await;
         result
