@@ -41,6 +41,9 @@ pub enum LinkEvent {
         msg: Incoming,
         /// CLOCK_MONOTONIC (ns).
         at_ns: i64,
+        /// The whole frame as it came (at most [`MAX_FRAME`](super::messages::MAX_FRAME)
+        /// bytes), for `~messages`.
+        frame: Vec<u8>,
     },
 }
 
@@ -183,11 +186,11 @@ impl Ctx {
     }
 
     /// The valid frames of one datagram that may reach the node, with their senders.
-    fn datagram_frames(&mut self, bytes: &[u8]) -> Vec<(Ids, Incoming)> {
+    fn datagram_frames(&mut self, bytes: &[u8]) -> Vec<(Ids, Incoming, Vec<u8>)> {
         let mut frames = Vec::new();
         StreamParser::default().push(bytes, |raw, from, msg| {
             if frames.len() < 64 && self.admit(raw) {
-                frames.push((from, msg));
+                frames.push((from, msg, raw.to_vec()));
             }
         });
         frames
@@ -207,12 +210,15 @@ impl Ctx {
 
     /// Hands a received message on; false once the node is gone. A node too far behind
     /// misses messages (counted) rather than stalling the transport.
-    fn received(&self, from: Ids, msg: Incoming, at_ns: i64) -> bool {
+    fn received(&self, from: Ids, msg: Incoming, frame: &[u8], at_ns: i64) -> bool {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
-        match self
-            .events
-            .try_send(LinkEvent::Message { from, msg, at_ns })
-        {
+        let frame = frame.to_vec();
+        match self.events.try_send(LinkEvent::Message {
+            from,
+            msg,
+            at_ns,
+            frame,
+        }) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.stats.overflowed.fetch_add(1, Ordering::Relaxed);
@@ -236,7 +242,7 @@ impl Ctx {
         parser.push(bytes, |raw, from, msg| {
             if self.admit(raw) {
                 frames += 1;
-                open &= self.received(from, msg, at_ns)
+                open &= self.received(from, msg, raw, at_ns)
             }
         });
         self.stats
@@ -332,11 +338,11 @@ async fn udp(
                     // Whoever sent last is whom we answer (libmavconn's rule), except
                     // when broadcasting for good; but only a sender of valid frames of
                     // the system answered so far.
-                    if answered.teaches(&frames) && broadcast != Broadcast::Always {
+                    if answered.teaches(frames.iter().map(|(ids, ..)| *ids)) && broadcast != Broadcast::Always {
                         peer = Some(from);
                     }
-                    for (ids, msg) in frames {
-                        if !ctx.received(ids, msg, at_ns) {
+                    for (ids, msg, frame) in frames {
+                        if !ctx.received(ids, msg, &frame, at_ns) {
                             return Ended::NodeGone;
                         }
                     }
@@ -373,8 +379,8 @@ struct LearntPeer {
 impl LearntPeer {
     /// Whether the sender of a datagram whose valid frames are `frames` is to be answered
     /// from now on.
-    fn teaches(&mut self, frames: &[(Ids, Incoming)]) -> bool {
-        let Some((first, _)) = frames.first() else {
+    fn teaches(&mut self, mut senders: impl Iterator<Item = Ids>) -> bool {
+        let Some(first) = senders.next() else {
             return false;
         };
         match self.system {
@@ -382,7 +388,7 @@ impl LearntPeer {
                 self.system = Some(first.system);
                 true
             }
-            Some(system) => frames.iter().any(|(ids, _)| ids.system == system),
+            Some(system) => first.system == system || senders.any(|ids| ids.system == system),
         }
     }
 }
@@ -605,17 +611,16 @@ mod tests {
     #[test]
     fn only_valid_frames_of_the_answered_system_move_the_peer() {
         let mut rule = LearntPeer::default();
-        let heartbeat = Incoming::Heartbeat { autopilot: true };
-        assert!(!rule.teaches(&[]), "junk teaches nothing");
-        assert!(rule.teaches(&[(Ids::AUTOPILOT, heartbeat.clone())]));
+        assert!(!rule.teaches([].into_iter()), "junk teaches nothing");
+        assert!(rule.teaches([Ids::AUTOPILOT].into_iter()));
         let stranger = Ids {
             system: 42,
             component: 1,
         };
-        assert!(!rule.teaches(&[(stranger, heartbeat.clone())]));
-        assert!(!rule.teaches(&[]));
+        assert!(!rule.teaches([stranger].into_iter()));
+        assert!(!rule.teaches([].into_iter()));
         assert!(
-            rule.teaches(&[(stranger, heartbeat.clone()), (Ids::AUTOPILOT, heartbeat)]),
+            rule.teaches([stranger, Ids::AUTOPILOT].into_iter()),
             "a datagram that carries the autopilot's frame"
         );
     }
@@ -652,8 +657,14 @@ mod tests {
         );
         peer.send_to(&reply, from).await.unwrap();
         match link.events.recv().await {
-            Some(LinkEvent::Message { from, msg, at_ns }) => {
+            Some(LinkEvent::Message {
+                from,
+                msg,
+                at_ns,
+                frame,
+            }) => {
                 assert_eq!((from, msg), (fcu, Incoming::Heartbeat { autopilot: true }));
+                assert_eq!(frame, reply, "the frame as it came");
                 assert!(at_ns >= before);
             }
             other => panic!("{other:?}"),

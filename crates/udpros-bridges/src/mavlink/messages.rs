@@ -6,8 +6,8 @@
 
 use super::protocol::{Ids, Ping, Timesync};
 use mavlink::dialects::common::{
-    MavAutopilot, MavMessage, MavModeFlag, MavState, MavType, HEARTBEAT_DATA, PING_DATA,
-    SYSTEM_TIME_DATA, TIMESYNC_DATA,
+    MavAutopilot, MavMessage, MavModeFlag, MavState, MavType, ATTITUDE_DATA, HEARTBEAT_DATA,
+    PING_DATA, SYSTEM_TIME_DATA, TIMESYNC_DATA,
 };
 use mavlink::{MavHeader, MavlinkVersion};
 
@@ -51,6 +51,17 @@ pub enum Outgoing {
         unix_usec: u64,
         /// Time since boot (ms).
         boot_ms: u32,
+    },
+    /// ATTITUDE (the simulated autopilot's, stamped on its boot clock).
+    Attitude {
+        /// When the attitude was sampled: time since boot (ms).
+        boot_ms: u32,
+        /// Roll (rad).
+        roll: f32,
+        /// Pitch (rad).
+        pitch: f32,
+        /// Yaw (rad).
+        yaw: f32,
     },
 }
 
@@ -119,6 +130,18 @@ pub fn to_mavlink(out: &Outgoing) -> MavMessage {
             time_unix_usec: *unix_usec,
             time_boot_ms: *boot_ms,
         }),
+        Outgoing::Attitude {
+            boot_ms,
+            roll,
+            pitch,
+            yaw,
+        } => MavMessage::ATTITUDE(ATTITUDE_DATA {
+            time_boot_ms: *boot_ms,
+            roll: *roll,
+            pitch: *pitch,
+            yaw: *yaw,
+            ..ATTITUDE_DATA::DEFAULT
+        }),
     }
 }
 
@@ -154,6 +177,16 @@ pub fn parse_datagram(bytes: &[u8]) -> Vec<(Ids, Incoming)> {
         }
     }
     out
+}
+
+/// The message of one whole frame (v1 or v2), as the `mavlink` crate reads it: `None` for a
+/// message common.xml does not define or a frame that does not hold.
+pub fn decode(frame: &[u8]) -> Option<MavMessage> {
+    let mut reader = mavlink::MavlinkReader::new(frame);
+    reader
+        .read_any_message::<MavMessage>()
+        .ok()
+        .map(|(_, msg)| msg)
 }
 
 /// Longest MAVLink frame: a v2 header (10), 255 bytes of payload, the checksum (2) and a

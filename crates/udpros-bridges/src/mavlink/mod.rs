@@ -14,4 +14,5 @@ pub mod scenario;
 pub mod session;
 pub mod signing;
 pub mod sim;
+pub mod stream;
 pub mod url;

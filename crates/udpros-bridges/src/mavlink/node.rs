@@ -3,7 +3,7 @@
 //! thin tokio loop around [`Session`]; offsets are estimated on CLOCK_MONOTONIC and turned
 //! into ROS time only when published.
 
-use super::clock::monotonic_ns;
+use super::clock::{monotonic_ns, ros_minus_monotonic_ns};
 use super::estimator::{FitParams, Px4Params};
 use super::link::{Link, LinkEvent};
 use super::messages::Outgoing;
@@ -13,6 +13,7 @@ use super::reconfigure::Change;
 use super::session::{Event, Session, SessionConfig};
 use super::signing::{SigningConfig, SigningKey, SigningPolicy};
 use super::sim::{SimAutopilot, SimConfig, TimesyncResponder};
+use super::stream;
 use super::url::{FcuUrl, Transport, UrlError};
 use crate::sim::Faults;
 use crate::Params;
@@ -244,6 +245,7 @@ async fn sim_config(p: &Params<'_>) -> Result<SimConfig, String> {
             .await?,
         answer_ping: p.get("~sim/answer_ping", true).await?,
         mavlink1: p.get("~sim/mavlink1", false).await?,
+        attitude_hz: p.within("~sim/attitude_hz", 50.0, 0.0, 1000.0).await?,
         ..SimConfig::default()
     })
 }
@@ -323,9 +325,21 @@ pub async fn run(node: Node, mut cfg: Config) -> Result<(), String> {
                         link_state.connected = false;
                         link_state.last_error = why;
                     }
-                    LinkEvent::Message { from, msg, at_ns } => {
+                    LinkEvent::Message { from, msg, at_ns, frame } => {
                         trouble.recovered();
                         last_heard = std::time::Instant::now();
+                        if pubs.messages.num_subscribers() > 0 {
+                            // Only the autopilot's own clock is the one TIMESYNC measured.
+                            let offset_ns = (session.autopilot() == Some(from))
+                                .then(|| session.offset_at(at_ns, cfg.use_px4_filter))
+                                .flatten();
+                            let how = stream::Stamping {
+                                offset_ns,
+                                ros_minus_mono_ns: ros_minus_monotonic_ns(&clock),
+                                wall_clock: !clock.is_sim_time(),
+                            };
+                            let _ = pubs.messages.publish(&stream::message(&frame, from, at_ns, how));
+                        }
                         match session.on_message(from, msg, at_ns) {
                             Some(Event::Send(out)) => { link.send(out); }
                             Some(Event::Timesync(sample)) => {

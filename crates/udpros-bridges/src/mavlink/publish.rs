@@ -18,6 +18,8 @@ pub(super) struct Publishers {
     pub(super) latency: Publisher<umsg::MavlinkLatency>,
     pub(super) time_reference: Publisher<sensor_msgs::TimeReference>,
     pub(super) diagnostics: Publisher<diagnostic_msgs::DiagnosticArray>,
+    /// Every message the link delivers (`super::stream`), built only while subscribed.
+    pub(super) messages: Publisher<umsg::MavlinkMessage>,
 }
 
 pub(super) async fn advertise(node: &Node, links: LinkSettings) -> Result<Publishers, NodeError> {
@@ -27,7 +29,8 @@ pub(super) async fn advertise(node: &Node, links: LinkSettings) -> Result<Publis
         timesync_status: node.advertise("~timesync_status", opts.clone()).await?,
         latency: node.advertise("~latency", opts.clone()).await?,
         time_reference: node.advertise("~time_reference", opts.clone()).await?,
-        diagnostics: node.advertise("/diagnostics", opts).await?,
+        diagnostics: node.advertise("/diagnostics", opts.clone()).await?,
+        messages: node.advertise("~messages", opts).await?,
     })
 }
 

@@ -243,6 +243,16 @@ impl Session {
         }
     }
 
+    /// The offset (local − remote, ns) at our instant `at_ns`: PX4's filter's with `px4`,
+    /// else our fit's; `None` before either has an estimate.
+    pub fn offset_at(&self, at_ns: i64, px4: bool) -> Option<i64> {
+        if px4 {
+            self.px4.offset()
+        } else {
+            self.fit.offset_at(at_ns)
+        }
+    }
+
     /// Everything measured, with the estimators read at `now_ns`.
     pub fn report(&self, now_ns: i64) -> Report {
         Report {

@@ -1,5 +1,6 @@
 //! A simulated autopilot on a UDP socket: answers PING and TIMESYNC (v2, or v1 like
-//! ArduPilot and older PX4), sends HEARTBEAT and SYSTEM_TIME at 1 Hz, on a clock with a
+//! ArduPilot and older PX4), sends HEARTBEAT and SYSTEM_TIME at 1 Hz and ATTITUDE stamped
+//! on its boot clock (50 Hz by default), on a clock with a
 //! known offset and drift from this host's CLOCK_MONOTONIC, behind seeded per-direction
 //! delay, jitter and loss; its clock can step or restart (a reboot) on command. Timing runs
 //! on plain threads and delay lines, so a delay is what was configured, to tens of µs.
@@ -51,6 +52,9 @@ pub struct SimConfig {
     /// MAVLink 2 signing, as an autopilot with `MAV_SIGN_*` set: it signs what it sends
     /// and checks what it hears.
     pub signing: Option<SigningConfig>,
+    /// ATTITUDE messages a second (0: none), each sampled on a whole millisecond of its
+    /// clock, so that its `time_boot_ms` is exact, and sent through the downlink's faults.
+    pub attitude_hz: f64,
 }
 
 impl Default for SimConfig {
@@ -66,6 +70,7 @@ impl Default for SimConfig {
             answer_ping: true,
             mavlink1: false,
             signing: None,
+            attitude_hz: 50.0,
         }
     }
 }
@@ -82,6 +87,13 @@ impl SimClock {
     fn at(&self, local_ns: i64) -> i64 {
         let drift = (local_ns - self.start) as f64 * self.drift_ppm * 1e-6;
         local_ns + self.offset + drift as i64
+    }
+
+    /// The CLOCK_MONOTONIC instant at which this clock reads `remote_ns` (the inverse of
+    /// [`at`](Self::at), to the nanosecond's rounding).
+    fn local_at(&self, remote_ns: i64) -> i64 {
+        let rate = 1.0 + self.drift_ppm * 1e-6;
+        self.start + ((remote_ns - self.offset - self.start) as f64 / rate) as i64
     }
 }
 
@@ -240,6 +252,12 @@ impl SimAutopilot {
         };
         let up_shared = shared.clone();
         let up_replies = Arc::new(Mutex::new(replies));
+        if shared.config.attitude_hz > 0.0 {
+            let (shared, replies) = (shared.clone(), up_replies.clone());
+            std::thread::Builder::new()
+                .name("sim-fcu-attitude".into())
+                .spawn(move || attitude(shared, replies))?;
+        }
         let up = {
             let replies = up_replies.clone();
             DelayLine::spawn("sim-fcu-up", IN_FLIGHT, move |(d, from): (Vec<u8>, _)| {
@@ -301,14 +319,47 @@ struct Replies {
 impl Replies {
     fn answer(&mut self, bytes: &[u8], to: SocketAddr) {
         for reply in self.shared.answers(bytes) {
-            for delay in self.model.fate(&self.shared.config.down) {
-                if delay.is_zero() {
-                    let _ = self.socket.send_to(&reply, to);
-                } else {
-                    self.down.push(delay, (reply.clone(), to));
-                }
+            self.send_down(reply, to);
+        }
+    }
+
+    /// Sends `frame` through the downlink's delay, jitter, loss and duplication.
+    fn send_down(&mut self, frame: Vec<u8>, to: SocketAddr) {
+        for delay in self.model.fate(&self.shared.config.down) {
+            if delay.is_zero() {
+                let _ = self.socket.send_to(&frame, to);
+            } else {
+                self.down.push(delay, (frame.clone(), to));
             }
         }
+    }
+}
+
+/// Sends ATTITUDE to whoever spoke last, each sampled on a whole millisecond of the
+/// autopilot's clock (read afresh each time, so a step or a reboot carries through): a
+/// gentle roll, pitch and turn that are functions of that clock alone.
+fn attitude(shared: Arc<Shared>, replies: Arc<Mutex<Replies>>) {
+    let period_ms = (1000.0 / shared.config.attitude_hz).round().max(1.0) as i64;
+    let period_ns = period_ms * 1_000_000;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let clock = *lock(&shared.clock);
+        let now = monotonic_ns();
+        let sample = (clock.at(now).div_euclid(period_ns) + 1) * period_ns;
+        let wait = clock.local_at(sample) - now;
+        std::thread::sleep(Duration::from_nanos(wait.clamp(0, 1_000_000_000) as u64));
+        let Some(to) = *lock(&shared.requester) else {
+            continue;
+        };
+        let t = sample as f64 * 1e-9;
+        let tau = std::f64::consts::TAU;
+        let out = Outgoing::Attitude {
+            boot_ms: (sample / 1_000_000).max(0) as u32,
+            roll: (0.1 * (tau * t / 8.0).sin()) as f32,
+            pitch: (0.05 * (tau * t / 11.0).sin()) as f32,
+            yaw: ((0.2 * t + std::f64::consts::PI).rem_euclid(tau) - std::f64::consts::PI) as f32,
+        };
+        let frame = shared.next_frame(&out);
+        lock(&replies).send_down(frame, to);
     }
 }
 
@@ -424,6 +475,37 @@ mod tests {
         let (rebooted, _) = exchange(&sim, &socket, t1 + 2);
         assert!(rebooted.tc1 < 1_000_000_000, "boot clock {}", rebooted.tc1);
         assert_eq!(sim.stats().timesync_answered, 3);
+    }
+
+    #[test]
+    fn attitude_is_sampled_on_whole_milliseconds_of_its_clock() {
+        let config = SimConfig {
+            clock_offset_ns: Some(-1_000_000_000),
+            drift_ppm: 25.0,
+            attitude_hz: 100.0,
+            ..SimConfig::default()
+        };
+        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        socket.send_to(&request(1), sim.local_addr()).unwrap();
+        let mut buf = [0u8; 512];
+        let mut seen = 0;
+        while seen < 20 {
+            let n = socket.recv(&mut buf).unwrap();
+            let arrived = monotonic_ns();
+            let decoded = crate::mavlink::messages::decode(&buf[..n]);
+            let Some(mavlink::dialects::common::MavMessage::ATTITUDE(a)) = decoded else {
+                continue;
+            };
+            assert_eq!(a.time_boot_ms % 10, 0, "on the 100 Hz grid");
+            // Sampled before it arrived, and not long before.
+            let age = sim.remote_at(arrived) - i64::from(a.time_boot_ms) * 1_000_000;
+            assert!((0..1_000_000_000).contains(&age), "age {age} ns");
+            seen += 1;
+        }
     }
 
     #[test]
