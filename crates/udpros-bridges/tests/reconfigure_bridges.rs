@@ -92,7 +92,12 @@ async fn a_ping360_follows_dynparam_within_a_ping() {
     until_served(&listener).await;
     assert_eq!(
         sonar_topics(&listener).await,
-        ["/ping_sonar/echo", "/ping_sonar/image", "/ping_sonar/scan"],
+        [
+            "/ping_sonar/echo",
+            "/ping_sonar/frames",
+            "/ping_sonar/image",
+            "/ping_sonar/scan"
+        ],
         "a Ping360 has no range or profile"
     );
     let (_client, mut client) =
@@ -153,7 +158,11 @@ async fn a_ping1d_scan_follows_range_and_a_refused_range_goes_back() {
     until_served(&listener).await;
     assert_eq!(
         sonar_topics(&listener).await,
-        ["/ping_sonar/profile", "/ping_sonar/range"],
+        [
+            "/ping_sonar/frames",
+            "/ping_sonar/profile",
+            "/ping_sonar/range"
+        ],
         "a Ping1D has no echo, scan or image"
     );
     let dynparam = Dynparam::new(&python, &uri, "ping1d");

@@ -809,3 +809,134 @@ async fn a_recorder_started_before_its_master_waits_for_it() {
     .count();
     assert_eq!(recorded, sent as usize);
 }
+
+/// CLOCK_MONOTONIC and CLOCK_REALTIME − CLOCK_MONOTONIC, in ns: the same for every process
+/// on this host, so the test knows when the demo's simulated autopilot sampled each ATTITUDE.
+fn monotonic_and_wall_base() -> (i64, i64) {
+    let mono = udpros_bridges::mavlink::clock::monotonic_ns();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    (mono, wall - mono)
+}
+
+/// The demo recorded for 30 s (`udpros record -a`, MCAP) holds the sonar's echoes and
+/// frames, the Ping1D's ranges, the autopilot's ATTITUDE and TIMESYNC on `~messages` and
+/// mavros's `~timesync_status`, and the link channel. Each ATTITUDE's stamp, its
+/// `time_boot_ms` moved onto the ROS clock with the TIMESYNC offset, lies within 1 ms of
+/// when the simulated autopilot sampled it (its clock: 1 s behind CLOCK_MONOTONIC,
+/// 25 ppm fast, over a link of 1.5 ms up and 2.5 ms down with jitter and 1 % loss), so an
+/// echo and the attitude nearest it in time are paired as they happened.
+#[test]
+fn the_demo_recorded_puts_sonar_and_autopilot_on_one_clock() {
+    let port = common::free_port();
+    let uri = format!("http://127.0.0.1:{port}/");
+    let scratch = Scratch::new("demo");
+    let (started, _) = monotonic_and_wall_base();
+    let mut demo = udpros_cmd(
+        &uri,
+        &["demo", "--plain", "--view-port", "0", "--duration", "90"],
+    );
+    demo.stdout(Stdio::null()).stderr(Stdio::null());
+    let _demo = common::Child(demo.spawn().unwrap());
+    let file = scratch.path("demo.mcap");
+    let recorded = udpros_cmd(
+        &uri,
+        &["record", "-a", "-q", "--duration", "30", "-O", &file],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        recorded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+
+    let reader = std::io::BufReader::new(std::fs::File::open(&file).unwrap());
+    let mut topics = std::collections::HashMap::new();
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    let (mut echoes, mut attitude_errors, mut timesyncs) = (Vec::new(), Vec::new(), 0);
+    let (_, wall_base) = monotonic_and_wall_base();
+    for item in udpros_record::read_recording(reader, udpros_record::Limits::default()).unwrap() {
+        match item.unwrap() {
+            udpros_record::Item::Connection { id, connection } => {
+                topics.insert(id, connection.topic);
+            }
+            udpros_record::Item::Message {
+                connection, data, ..
+            } => {
+                let topic = topics[&connection].clone();
+                *counts.entry(topic.clone()).or_default() += 1;
+                match topic.as_str() {
+                    "/ping360/echo" => {
+                        let echo: udpros::msgs::udpros::Ping360Echo =
+                            udpros::wire::from_slice(&data).unwrap();
+                        echoes.push(echo.header.stamp.as_nanos() as i64);
+                    }
+                    "/mavlink_bridge/messages" => {
+                        use udpros::msgs::udpros::MavlinkMessage;
+                        let m: MavlinkMessage = udpros::wire::from_slice(&data).unwrap();
+                        assert!(!m.frame.is_empty() && m.msgid != 0 || m.name == "HEARTBEAT");
+                        timesyncs += usize::from(m.name == "TIMESYNC");
+                        if m.name != "ATTITUDE" || m.stamp_source != MavlinkMessage::STAMP_BOOT_TIME
+                        {
+                            continue;
+                        }
+                        let fields: serde_json::Value = serde_json::from_str(&m.json).unwrap();
+                        let remote = fields["time_boot_ms"].as_i64().unwrap() * 1_000_000;
+                        // The demo's autopilot clock: remote = local − 1 s + (local − its
+                        // start) · 25 ppm; its start is within seconds of `started`, which
+                        // moves the truth by tens of µs at most.
+                        let (offset, drift) = (-1_000_000_000f64, 25e-6);
+                        let local =
+                            (remote as f64 - offset + started as f64 * drift) / (1.0 + drift);
+                        let truth = local as i64 + wall_base;
+                        attitude_errors.push((m.header.stamp.as_nanos() as i64 - truth).abs());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    println!("{counts:?}");
+    for topic in [
+        "/ping360/echo",
+        "/ping360/frames",
+        "/ping1d/range",
+        "/ping1d/frames",
+        "/mavlink_bridge/messages",
+        "/mavlink_bridge/timesync_status",
+        "/udpros/link",
+    ] {
+        assert!(
+            counts.get(topic).is_some_and(|&n| n > 0),
+            "{topic}: {counts:?}"
+        );
+    }
+    assert!(timesyncs > 0, "TIMESYNC replies on ~messages");
+    // 50 Hz for most of 30 s, less the start and the 1 % the link loses.
+    assert!(
+        attitude_errors.len() > 500,
+        "{} ATTITUDE",
+        attitude_errors.len()
+    );
+    attitude_errors.sort_unstable();
+    let at = |q: f64| attitude_errors[((attitude_errors.len() - 1) as f64 * q) as usize];
+    println!(
+        "ATTITUDE stamp − sample time: p50 {} µs, p95 {} µs, max {} µs, over {}",
+        at(0.5) / 1000,
+        at(0.95) / 1000,
+        at(1.0) / 1000,
+        attitude_errors.len()
+    );
+    assert!(at(0.95) < 1_000_000, "p95 {} ns", at(0.95));
+    // The echoes are stamped on the same ROS clock (their arrival): with each ATTITUDE
+    // within 1 ms of its sample, the attitude nearest an echo is the one it met.
+    let recorded_for = echoes.iter().max().unwrap() - echoes.iter().min().unwrap();
+    assert!(echoes.len() > 100, "{} echoes", echoes.len());
+    assert!(
+        recorded_for > 20_000_000_000,
+        "echoes over {recorded_for} ns"
+    );
+}

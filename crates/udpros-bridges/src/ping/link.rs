@@ -2,7 +2,7 @@
 //! in-process simulator, each turned into a stream of checked frames and reconnected
 //! forever with backoff.
 
-use super::frame::{encode_frame, Decoder, DecoderStats};
+use super::frame::{encode_frame, Decoder, DecoderStats, Frame};
 use super::log::LogReader;
 use super::recorder::Recorder;
 use super::sim::Simulator;
@@ -163,8 +163,9 @@ pub enum Outgoing {
     Flushed(tokio::sync::oneshot::Sender<()>),
 }
 
-/// Called in the link's own task for every frame, as soon as it is decoded.
-pub type FrameHook = Arc<dyn Fn(&Decoded, Instant) + Send + Sync>;
+/// Called in the link's own task for every frame, as soon as it is decoded: the frame, what
+/// it decoded to, and when its last byte arrived.
+pub type FrameHook = Arc<dyn Fn(&Frame, &Decoded, Instant) + Send + Sync>;
 
 struct Shared {
     stats: Arc<Mutex<DecoderStats>>,
@@ -319,7 +320,7 @@ async fn deliver(
         let message = Decoded::of(&frame, shared.dialect);
         // The fast path publishes data right here, without a hop to another task.
         if let Some(hook) = &shared.hook {
-            hook(&message, arrived);
+            hook(&frame, &message, arrived);
         }
         if events
             .send(LinkEvent::Message(message, arrived))

@@ -5,7 +5,8 @@
 use super::link::FrameHook;
 use super::link::{Link, LinkEvent, LinkSpec, Outgoing};
 use super::publish::{
-    fast_path, publish_diagnostics, publish_echo, stamp_at, LatencyWindow, Publishers, Sweep,
+    fast_path, publish_diagnostics, publish_echo, stamp_at, with_frames, LatencyWindow, Publishers,
+    Sweep,
 };
 use super::recorder::Recorder;
 use super::session::{Action, ConfigWatch, Session, CHANGE_TIMEOUT};
@@ -137,6 +138,7 @@ impl Config {
             image_size: p.within("~image_size", 200u32, 16, 2000).await?,
             image_rate: p.within("~image_rate", 2.0, 0.01, 100.0).await?,
             record: (!record.is_empty()).then(|| record.into()),
+            frames: p.get("~frames", true).await?,
             sweep: super::SweepPattern::Natural,
             number_of_samples: None,
         }
@@ -359,11 +361,25 @@ pub(crate) async fn run_with<F: Front>(
         )),
         None => None,
     };
+    let hook = if cfg.frames {
+        let frames = node
+            .advertise("~frames", cfg.links.options())
+            .await
+            .map_err(|e| e.to_string())?;
+        Some(with_frames(
+            frames,
+            front.hook(live.clone()),
+            live.clone(),
+            clock.clone(),
+        ))
+    } else {
+        front.hook(live.clone())
+    };
     let mut link = Link::spawn_with_hook(
         cfg.device.clone(),
         cfg.dialect,
         super::frame::DEFAULT_MAX_PAYLOAD,
-        front.hook(live.clone()),
+        hook,
         recorder.clone(),
     );
     let mut trouble = crate::Trouble::new(cfg.device.to_string());

@@ -128,6 +128,8 @@ impl Profile {
         cfg.links = p.link_settings().await?;
         let record: String = p.get("~record", String::new()).await?;
         cfg.record = (!record.is_empty()).then(|| record.into());
+        // The driver's own graph unless asked: a drop-in publishes what it publishes.
+        cfg.frames = p.get("~frames", false).await?;
         cfg.gain = p.within("~gain", 0u32, 0, 2).await?;
         cfg.number_of_samples = Some(p.within("~numberOfSamples", 200u32, 1, 1200).await? as u16);
         cfg.transmit_frequency = p.within("~transmitFrequency", 740u32, 500, 1000).await? as u16;

@@ -2,7 +2,8 @@
 //! path (in the link's task, the moment a frame is decoded), Ping360 echoes gathered into
 //! a LaserScan and a sweep image, and `/diagnostics`.
 
-use super::link::Link;
+use super::frame::{encode_frame, Frame};
+use super::link::{FrameHook, Link};
 use super::messages::Message;
 use super::node::{Config, Ping360Settings};
 use super::session::{ConfigWatch, DeviceState, Echo};
@@ -139,8 +140,8 @@ pub(super) fn fast_path(
     pubs: Arc<Publishers>,
     latency: Arc<std::sync::Mutex<LatencyWindow>>,
     clock: udpros::time::Clock,
-) -> super::link::FrameHook {
-    Arc::new(move |message: &Decoded, arrived: Instant| {
+) -> FrameHook {
+    Arc::new(move |_: &Frame, message: &Decoded, arrived: Instant| {
         let stamp = stamp_at(&clock, arrived);
         let cfg = live.borrow();
         let published = match message {
@@ -206,6 +207,32 @@ pub(super) fn fast_path(
 
 /// The node's time (ROS time: sim time under `/use_sim_time`) when the frame's last byte
 /// `arrived`.
+/// `~frames`: every frame the device sends, whole, as `udpros/PingFrame` (built only while
+/// someone subscribes, so a recording holds the sonar's own bytes), then `then`, the
+/// front's own hook. Stamped, like the data topics, when the frame's last byte arrived.
+pub(super) fn with_frames(
+    frames: Publisher<umsg::PingFrame>,
+    then: Option<FrameHook>,
+    live: ConfigWatch,
+    clock: udpros::time::Clock,
+) -> FrameHook {
+    Arc::new(move |frame: &Frame, message: &Decoded, arrived: Instant| {
+        if frames.num_subscribers() > 0 {
+            let whole = encode_frame(frame.id, frame.src, frame.dst, &frame.payload);
+            let _ = frames.publish(&umsg::PingFrame {
+                header: header(&live.borrow(), stamp_at(&clock, arrived)),
+                message_id: frame.id,
+                src_device_id: frame.src,
+                dst_device_id: frame.dst,
+                frame: whole.into(),
+            });
+        }
+        if let Some(then) = &then {
+            then(frame, message, arrived);
+        }
+    })
+}
+
 pub(super) fn stamp_at(clock: &udpros::time::Clock, arrived: Instant) -> Time {
     clock.now() - udpros::msg::Duration::from(arrived.elapsed())
 }

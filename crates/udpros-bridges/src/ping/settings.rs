@@ -63,6 +63,9 @@ pub struct Config {
     pub image_rate: f64,
     /// `~record`: a Ping Viewer log of everything the device sends.
     pub record: Option<std::path::PathBuf>,
+    /// `~frames`: publish every frame the device sends, whole, on `~frames`
+    /// (`udpros/PingFrame`), for recordings.
+    pub frames: bool,
     /// How a Ping360 sweep goes round (ping360_sonar's `oscillate`).
     pub sweep: super::SweepPattern,
     /// Ping360 samples per transmit as asked (ping360_sonar's `numberOfSamples`); else as
@@ -95,6 +98,7 @@ impl Config {
             image_size: 200,
             image_rate: 2.0,
             record: None,
+            frames: true,
             sweep: super::SweepPattern::Natural,
             number_of_samples: None,
         }
