@@ -43,6 +43,15 @@ impl Drop for Scratch {
     }
 }
 
+/// A command run to its end exited 0 (else its stderr is the failure).
+fn assert_succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The folder of the Node.js MCAP reader, if Node and its packages are installed.
 fn node_reader() -> Option<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../udpros-record/node-test");
@@ -132,11 +141,7 @@ async fn a_bag_recorded_over_udpros_plays_through_rosbag_into_rostopic_echo() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let out = tokio::task::block_in_place(|| recorder.wait_with_output()).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     assert!(Path::new(&bag).exists() && !Path::new(&format!("{bag}.active")).exists());
 
     let mut rosbag = ros_tool(&python, "rosbag", &uri);
@@ -159,11 +164,7 @@ async fn a_bag_recorded_over_udpros_plays_through_rosbag_into_rostopic_echo() {
         let mut play = ros_tool(&python, "rosbag", &player_uri);
         play.args(["play", "-q", "-d", "2", &bag]);
         let played = play.output().unwrap();
-        assert!(
-            played.status.success(),
-            "{}",
-            String::from_utf8_lossy(&played.stderr)
-        );
+        assert_succeeded(&played);
         let text = lines.rest(Duration::from_secs(30));
         let heard: Vec<&str> = text
             .lines()
@@ -226,11 +227,7 @@ async fn an_mcap_recording_decodes_in_python_from_its_stored_schemas() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let out = tokio::task::block_in_place(|| recorder.wait_with_output()).unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     // Each message decoded by mcap_ros1 from the schema in the file, serialized again by
     // the class it made: the same bytes as were published.
     let script = r#"
@@ -268,11 +265,7 @@ with open(sys.argv[1], "rb") as f:
         .args(["-c", script, &file])
         .output()
         .unwrap();
-    assert!(
-        decoded.status.success(),
-        "{}",
-        String::from_utf8_lossy(&decoded.stderr)
-    );
+    assert_succeeded(&decoded);
     let (links, mut got): (Vec<String>, Vec<String>) = String::from_utf8_lossy(&decoded.stdout)
         .lines()
         .map(str::to_string)
@@ -310,11 +303,7 @@ with open(sys.argv[1], "rb") as f:
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
+    assert_succeeded(&read);
     let mut channels: Vec<String> = String::from_utf8_lossy(&read.stdout)
         .lines()
         .map(str::to_string)
@@ -453,11 +442,7 @@ fn a_bag_from_rosbag_record_plays_through_udpros_play_into_a_roscpp_subscriber_o
     let played = udpros_cmd(&player_uri, &["play", "-d", "1", &bag])
         .output()
         .unwrap();
-    assert!(
-        played.status.success(),
-        "{}",
-        String::from_utf8_lossy(&played.stderr)
-    );
+    assert_succeeded(&played);
     let text = heard.rest(Duration::from_secs(30));
     let got: Vec<&str> = text.lines().filter(|l| l.starts_with("RECV")).collect();
     let first: u32 = got
@@ -591,20 +576,12 @@ fn a_ping_viewer_log_converts_into_mcap_frame_for_frame() {
         .args(["ping", "record", "sim:ping360", &log, "--duration", "2"])
         .output()
         .unwrap();
-    assert!(
-        recorded.status.success(),
-        "{}",
-        String::from_utf8_lossy(&recorded.stderr)
-    );
+    assert_succeeded(&recorded);
     let converted = Command::new(env!("CARGO_BIN_EXE_udpros"))
         .args(["convert", &log, &out, "--start", "1700000000.5"])
         .output()
         .unwrap();
-    assert!(
-        converted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&converted.stderr)
-    );
+    assert_succeeded(&converted);
 
     let bytes = std::fs::read(&log).unwrap();
     let mut reader = LogReader::new(&bytes[..]).unwrap();
@@ -847,11 +824,7 @@ fn the_demo_recorded_puts_sonar_and_autopilot_on_one_clock() {
     )
     .output()
     .unwrap();
-    assert!(
-        recorded.status.success(),
-        "{}",
-        String::from_utf8_lossy(&recorded.stderr)
-    );
+    assert_succeeded(&recorded);
 
     let reader = std::io::BufReader::new(std::fs::File::open(&file).unwrap());
     let mut topics = std::collections::HashMap::new();

@@ -420,6 +420,16 @@ mod tests {
         )
     }
 
+    /// A simulated autopilot on loopback, and a socket to talk to it that waits 5 s at most.
+    fn started(config: SimConfig) -> (SimAutopilot, UdpSocket) {
+        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        (sim, socket)
+    }
+
     fn exchange(sim: &SimAutopilot, socket: &UdpSocket, ts1: i64) -> (Timesync, i64) {
         socket.send_to(&request(ts1), sim.local_addr()).unwrap();
         let mut buf = [0u8; 512];
@@ -450,11 +460,7 @@ mod tests {
             },
             ..SimConfig::default()
         };
-        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let (sim, socket) = started(config);
         let t1 = monotonic_ns();
         let (reply, t3) = exchange(&sim, &socket, t1);
         assert_eq!(reply.target, Ids::ONBOARD_COMPUTER);
@@ -485,11 +491,7 @@ mod tests {
             attitude_hz: 100.0,
             ..SimConfig::default()
         };
-        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let (sim, socket) = started(config);
         socket.send_to(&request(1), sim.local_addr()).unwrap();
         let mut buf = [0u8; 512];
         let mut seen = 0;
@@ -514,11 +516,7 @@ mod tests {
             timesync: TimesyncResponder::V1,
             ..SimConfig::default()
         };
-        let sim = SimAutopilot::start("127.0.0.1:0".parse().unwrap(), config).unwrap();
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        socket
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let (sim, socket) = started(config);
         let (reply, _) = exchange(&sim, &socket, 42);
         assert_eq!(reply.target, Ids::BROADCAST);
     }
