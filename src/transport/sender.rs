@@ -435,8 +435,12 @@ impl UdpLinkSender {
         }
         while let Some(t) = self.link.poll_transmit(now) {
             self.paid = self.paid.saturating_sub(t.datagrams.len());
+            // Stamped as the send begins, as `send` below stamps: reading the reports
+            // above can take a while, and a send time taken before it would count that
+            // while as path delay.
+            let began = Instant::now();
             match offload::try_send_segments(self.socket.socket(), t.datagrams, t.segment_size) {
-                Ok(()) => self.link.on_transmitted(now),
+                Ok(()) => self.link.on_transmitted(began),
                 // The message id is taken: the rest must follow under it.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.publish_counters();

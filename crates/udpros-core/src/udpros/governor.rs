@@ -15,6 +15,10 @@
 //! - **Queueing delay.** The one-way delay of a sampled datagram is its arrival time (the
 //!   subscriber's clock) less its send time (ours): unknown offset included, which the
 //!   smallest delay seen over [`BASE_WINDOW`] cancels. What exceeds that minimum is queue.
+//!   A sample names its datagram by message id and block, and ids are one byte: at 10,000
+//!   messages a second they come round every 25.6 ms, so a sample is paired with the send
+//!   whose delay is nearest the last sample's (`Governor::pair_samples`), never blindly
+//!   with the newest.
 //!   Loss alone never slows the link: a noisy radio loses datagrams with no queue, and that
 //!   is FEC's to repair; loss with a growing queue is the queue overflowing, answered by
 //!   slowing, and FEC repairs only the rest ([`Governor::random_loss`]: repair for a full
@@ -286,21 +290,43 @@ impl SendLog {
         self.bytes
     }
 
-    /// When the datagram a sample names left, and the bytes sent with it; the newest send
-    /// of that message and block (ids come back every 255 messages).
-    fn find(&self, sample: &Sample) -> Option<(Instant, u64)> {
-        let r = self.records.iter().rev().find(|r| {
-            r.message_id == sample.message_id
-                && (r.first_block..=r.last_block).contains(&sample.block)
-        })?;
-        let runs = u64::from(r.last_block - r.first_block);
-        let into = u64::from(sample.block - r.first_block);
-        let bytes = match runs {
-            0 => r.bytes_after_first,
-            _ => r.bytes_after_first + (r.bytes_after_last - r.bytes_after_first) * into / runs,
-        };
-        Some((r.at, bytes))
+    /// The sends the datagram a sample names may be, newest first, at most
+    /// [`MAX_CANDIDATES`]: when each left and the bytes sent with it. Message ids are one
+    /// byte and come back every 256 messages (every 25.6 ms at 10 kHz), so a sample can
+    /// name more than one; [`Governor::on_feedback`] takes the one its delay agrees with.
+    fn candidates<'a>(&'a self, sample: &'a Sample) -> impl Iterator<Item = (Instant, u64)> + 'a {
+        self.records
+            .iter()
+            .rev()
+            .filter(|r| {
+                r.message_id == sample.message_id
+                    && (r.first_block..=r.last_block).contains(&sample.block)
+            })
+            .take(MAX_CANDIDATES)
+            .map(|r| {
+                let runs = u64::from(r.last_block - r.first_block);
+                let into = u64::from(sample.block - r.first_block);
+                let bytes = match runs {
+                    0 => r.bytes_after_first,
+                    _ => {
+                        r.bytes_after_first
+                            + (r.bytes_after_last - r.bytes_after_first) * into / runs
+                    }
+                };
+                (r.at, bytes)
+            })
     }
+}
+
+/// Sends of one message id and block a sample is weighed against (see
+/// [`SendLog::candidates`]): a second of 1,000 messages a second, 100 ms at 10 kHz.
+const MAX_CANDIDATES: usize = 4;
+
+/// The one-way delay (µs) of a datagram sent at `sent_at` that arrived at `arrival_us` of
+/// the subscriber's clock, counting sends from `epoch`: the clocks' offset included, which
+/// the delay's floor cancels.
+fn one_way_delay(epoch: Instant, arrival_us: i64, sent_at: Instant) -> i64 {
+    arrival_us - sent_at.saturating_duration_since(epoch).as_micros() as i64
 }
 
 /// The smallest value seen over about [`BASE_WINDOW`], kept in two halves.
@@ -528,6 +554,9 @@ pub struct Governor {
     pause: Duration,
     /// When the newest datagram the last report sampled was sent.
     newest_sent: Option<Instant>,
+    /// The one-way delay of the last sample paired (µs, as [`Governor::delay`]): which of
+    /// the sends an ambiguous sample names ([`Governor::pair_samples`]).
+    last_delay: Option<i64>,
     /// What the path delivered under its last overflowing queue, and the bytes it has
     /// since delivered above that rate without a queue (see [`CEILING_PROOF`]).
     ceiling: Option<Ceiling>,
@@ -580,6 +609,7 @@ impl Governor {
             doubt_since: None,
             pause: Duration::ZERO,
             newest_sent: None,
+            last_delay: None,
             ceiling: None,
             cruise_reports: CRUISE_REPORTS,
             raise: FIRST_RAISE,
@@ -688,17 +718,7 @@ impl Governor {
             return false;
         }
         self.last_taken = Some(now);
-        let points: Vec<Point> = report
-            .samples
-            .iter()
-            .filter_map(|s| log.find(s).map(|found| (s, found)))
-            .map(|(s, (sent_at, sent))| Point {
-                sent_at,
-                sent,
-                arrival_us: self.unwrap_arrival(s.arrival_us),
-                received: s.bytes,
-            })
-            .collect();
+        let points = self.pair_samples(report, log);
         if points.is_empty() {
             self.stats.ignored += 1;
             return false;
@@ -723,6 +743,41 @@ impl Governor {
         true
     }
 
+    /// Each of the report's samples paired with the send it names. Where its message id
+    /// names several (ids come round every 256 messages), the send whose one-way delay is
+    /// nearest the last sample's: the newest one, taken blindly, was a send 256 messages
+    /// after the datagram at 10 kHz, its delay 25.6 ms short, and the delay's floor fell
+    /// by as much, so that every right pairing after it read as a 25 ms queue. Delay moves
+    /// by a queue's growth between two samples, never by half a wrap of ids, unless the
+    /// link sends at several times what its path carries. A link's first samples come
+    /// before its ids first come round, so the first reference is unambiguous.
+    fn pair_samples(&mut self, report: &Feedback, log: &SendLog) -> Vec<Point> {
+        let mut points = Vec::with_capacity(report.samples.len());
+        for s in &report.samples {
+            let arrival_us = self.unwrap_arrival(s.arrival_us);
+            let nearest = log.candidates(s).min_by_key(|(sent_at, _)| {
+                let delay = self.delay(arrival_us, *sent_at);
+                self.last_delay
+                    .map_or(0, |last| (delay - last).unsigned_abs())
+            });
+            if let Some((sent_at, sent)) = nearest {
+                self.last_delay = Some(self.delay(arrival_us, sent_at));
+                points.push(Point {
+                    sent_at,
+                    sent,
+                    arrival_us,
+                    received: s.bytes,
+                });
+            }
+        }
+        points
+    }
+
+    /// [`one_way_delay`] on this link's epoch.
+    fn delay(&self, arrival_us: i64, sent_at: Instant) -> i64 {
+        one_way_delay(self.epoch, arrival_us, sent_at)
+    }
+
     /// Unwraps the subscriber's 32-bit µs clock against the last arrival.
     fn unwrap_arrival(&mut self, raw: u32) -> i64 {
         let unwrapped = match self.arrival {
@@ -740,9 +795,8 @@ impl Governor {
     /// span the report's interval, so a queue that stood for a burst between reports
     /// shows whatever the phase of the bursts against the reports.
     fn measure_queue(&mut self, now: Instant, points: &[Point]) -> Duration {
-        let delay = |p: &Point| {
-            p.arrival_us - p.sent_at.saturating_duration_since(self.epoch).as_micros() as i64
-        };
+        let epoch = self.epoch;
+        let delay = |p: &Point| one_way_delay(epoch, p.arrival_us, p.sent_at);
         for p in points {
             self.base.add(now, delay(p));
         }
@@ -779,9 +833,7 @@ impl Governor {
             BOTTLENECK_BUSY.as_micros() as i64,
             OVERUSE.as_micros() as i64,
         );
-        let queued_at = |p: &Point| {
-            p.arrival_us - p.sent_at.saturating_duration_since(self.epoch).as_micros() as i64 - base
-        };
+        let queued_at = |p: &Point| self.delay(p.arrival_us, p.sent_at) - base;
         for b in points {
             let a = anchor;
             if b.sent < a.sent.saturating_add(MIN_PAIR_BYTES) {
@@ -869,9 +921,7 @@ impl Governor {
         let since = *self.doubt_since.get_or_insert(now);
         if now.saturating_duration_since(since) >= BASELINE_DOUBT {
             if let Some(p) = self.last_point {
-                let delay = p.arrival_us
-                    - p.sent_at.saturating_duration_since(self.epoch).as_micros() as i64;
-                self.base.reset(now, delay);
+                self.base.reset(now, self.delay(p.arrival_us, p.sent_at));
             }
             self.queue = Duration::ZERO;
             self.doubt_since = None;
@@ -1194,12 +1244,21 @@ mod tests {
             arrival_us: 0,
             bytes: 0,
         };
-        assert_eq!(log.find(&sample(0)), Some((t0, 1000)));
-        assert_eq!(log.find(&sample(4)), Some((t0, 5000)));
-        assert_eq!(log.find(&sample(5)), Some((later, 6000)));
-        assert_eq!(log.find(&sample(9)), Some((later, wire.len() as u64)));
-        assert_eq!(log.find(&sample(10)), None);
+        let newest = |block| log.candidates(&sample(block)).next();
+        assert_eq!(newest(0), Some((t0, 1000)));
+        assert_eq!(newest(4), Some((t0, 5000)));
+        assert_eq!(newest(5), Some((later, 6000)));
+        assert_eq!(newest(9), Some((later, wire.len() as u64)));
+        assert_eq!(newest(10), None);
         assert_eq!(log.records.len(), 2, "one record per send");
+        // The same message id and block sent again (ids come round): both, newest first.
+        let again = later + Duration::from_millis(30);
+        log.record(again, &wire[..1000], 1000);
+        let sent = wire.len() as u64;
+        assert_eq!(
+            log.candidates(&sample(0)).collect::<Vec<_>>(),
+            [(again, sent + 1000), (t0, 1000)]
+        );
     }
 
     #[test]
