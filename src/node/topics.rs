@@ -337,6 +337,22 @@ impl Node {
         self.subscribe_with(topic, "*", "*", "", options).await
     }
 
+    /// Subscribes to `topic` as a subscriber of `msg_type` (its `md5sum` and full
+    /// `definition`, which publishers check and rospy's connection header carries), with
+    /// messages as bytes: for bindings whose message classes live outside Rust (genpy's,
+    /// in the Python package).
+    pub async fn subscribe_raw_as(
+        &self,
+        topic: &str,
+        msg_type: &str,
+        md5sum: &str,
+        definition: &str,
+        options: SubscribeOptions,
+    ) -> Result<RawSubscriber, NodeError> {
+        self.subscribe_with(topic, msg_type, md5sum, definition, options)
+            .await
+    }
+
     pub(crate) async fn subscribe_with(
         &self,
         topic: &str,
