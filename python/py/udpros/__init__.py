@@ -1,0 +1,146 @@
+"""udpros for Python: a ROS1 node whose topics speak UDPROS, with forward error correction
+toward udpros peers, and TCPROS where a peer has no UDPROS.
+
+Messages are genpy classes (``std_msgs.msg.String``, the classes ``udpros msg export``
+writes) where one is given, else the bytes their publisher serialized::
+
+    import udpros
+    from std_msgs.msg import String
+
+    node = udpros.Node("listener")
+    sub = node.subscribe("/chatter", String)
+    for msg in sub:
+        print(msg.data)
+
+Waits release the GIL and end with ``KeyboardInterrupt`` on Ctrl-C.
+"""
+
+import io
+import sys
+
+from ._udpros import Node as _NativeNode
+
+__all__ = ["Node", "Subscriber", "Publisher"]
+
+
+def _ros_args(argv):
+    """The ROS remappings (``name:=value``) among ``argv``, as rospy takes them."""
+    return [a for a in argv if ":=" in a]
+
+
+class Node:
+    """A ROS node, registered with the master ``ROS_MASTER_URI`` names.
+
+    ``argv`` (default: ``sys.argv``) may carry ROS remappings: ``__master:=URI``,
+    ``__ip:=ADDRESS``, ``__name:=NAME``, ``topic:=other``. The node waits for its master
+    as rospy does (``UDPROS_MASTER_WAIT=SECONDS`` sets a limit).
+    """
+
+    def __init__(self, name, argv=None):
+        args = _ros_args(sys.argv if argv is None else argv)
+        self._native = _NativeNode(name, args)
+
+    @property
+    def name(self):
+        """The node's resolved name."""
+        return self._native.name
+
+    @property
+    def uri(self):
+        """The node's slave API URI."""
+        return self._native.uri
+
+    def subscribe(self, topic, msg_class=None, transports=("udp", "tcp"), fec=True, queue_size=100):
+        """Subscribes to ``topic``: messages as ``msg_class`` (a genpy class), or as bytes
+        without one. ``transports`` in order of preference (``"udp"``, ``"tcp"``)."""
+        if msg_class is None:
+            native = self._native.subscribe(
+                topic, transports=list(transports), fec=fec, queue_size=queue_size
+            )
+        else:
+            native = self._native.subscribe(
+                topic,
+                msg_class._type,
+                msg_class._md5sum,
+                msg_class._full_text,
+                transports=list(transports),
+                fec=fec,
+                queue_size=queue_size,
+            )
+        return Subscriber(native, msg_class)
+
+    def advertise(self, topic, msg_class, latch=False):
+        """Advertises ``topic`` of the genpy class ``msg_class``."""
+        native = self._native.advertise(
+            topic, msg_class._type, msg_class._md5sum, msg_class._full_text, latch=latch
+        )
+        return Publisher(native)
+
+    def advertise_raw(self, topic, msg_type, md5sum, definition, latch=False):
+        """Advertises ``topic`` for messages published as bytes, of ``msg_type`` with its
+        ``md5sum`` and full ``definition`` (what a genpy class carries in ``_type``,
+        ``_md5sum`` and ``_full_text``), for a program with no genpy classes."""
+        return Publisher(self._native.advertise(topic, msg_type, md5sum, definition, latch=latch))
+
+    def shutdown(self):
+        """Unregisters the node's topics and stops it."""
+        self._native.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.shutdown()
+
+
+class Subscriber:
+    """Messages of one topic, by ``recv()`` or by iterating."""
+
+    def __init__(self, native, msg_class):
+        self._native = native
+        self._msg_class = msg_class
+
+    @property
+    def topic(self):
+        """The resolved topic name."""
+        return self._native.topic
+
+    def recv(self, timeout=None):
+        """The next message, waiting up to ``timeout`` seconds (``None``: until one
+        comes); ``None`` when the time passed."""
+        data = self._native.recv(timeout)
+        if data is None or self._msg_class is None:
+            return data
+        return self._msg_class().deserialize(data)
+
+    def links(self):
+        """Each publisher link: ``(publisher URI, "UDPROS"/"TCPROS", connected)``."""
+        return self._native.links()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return self.recv()
+        except EOFError:
+            raise StopIteration
+
+
+class Publisher:
+    """Publishes messages of one topic: genpy messages, or bytes already serialized."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def publish(self, msg):
+        if isinstance(msg, (bytes, bytearray, memoryview)):
+            self._native.publish(bytes(msg))
+            return
+        buffer = io.BytesIO()
+        msg.serialize(buffer)
+        self._native.publish(buffer.getvalue())
+
+    def num_subscribers(self):
+        """Subscribers linked now."""
+        return self._native.num_subscribers()

@@ -1,0 +1,300 @@
+//! `udpros._udpros`: the native half of the `udpros` Python package. A udpros node, its
+//! subscribers and publishers, with messages as bytes; the pure-Python `udpros` package
+//! above it turns them into genpy classes.
+//!
+//! One tokio runtime serves every node of the interpreter. A call that waits (starting a
+//! node, receiving) runs on it with the GIL released, in slices of [`SIGNAL_CHECK`], between
+//! which Python's signal handlers run: Ctrl-C interrupts a wait with `KeyboardInterrupt`.
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use udpros::node::{AdvertiseOptions, FecPolicy, NodeOptions, SubscribeOptions};
+use udpros::transport::Protocol;
+
+/// How long a wait runs with the GIL released before Python's signal handlers run.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("udpros")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    })
+}
+
+/// Runs `work` on the runtime and waits for it with the GIL released, up to `limit`
+/// (`None`: for as long as it takes); `Ok(None)` when the limit passed. Between slices of
+/// [`SIGNAL_CHECK`] Python's signal handlers run, and an exception they raise (Ctrl-C's
+/// `KeyboardInterrupt`) abandons the work and is raised here.
+fn wait<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl Future<Output = T> + Send + 'static,
+    limit: Option<Duration>,
+) -> PyResult<Option<T>> {
+    let mut task = runtime().spawn(work);
+    let deadline = limit.map(|l| Instant::now() + l);
+    loop {
+        let slice = deadline.map_or(SIGNAL_CHECK, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(SIGNAL_CHECK)
+        });
+        let done = py.detach(|| {
+            runtime().block_on(async { tokio::time::timeout(slice, &mut task).await.ok() })
+        });
+        match done {
+            Some(Ok(value)) => return Ok(Some(value)),
+            Some(Err(e)) => return Err(PyRuntimeError::new_err(format!("udpros: {e}"))),
+            None => {}
+        }
+        if let Err(interrupted) = py.check_signals() {
+            task.abort();
+            return Err(interrupted);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            task.abort();
+            return Ok(None);
+        }
+    }
+}
+
+/// A seconds argument: finite and not negative.
+fn seconds(value: Option<f64>) -> PyResult<Option<Duration>> {
+    value
+        .map(|s| {
+            Duration::try_from_secs_f64(s)
+                .map_err(|_| PyValueError::new_err(format!("timeout {s}: seconds from 0")))
+        })
+        .transpose()
+}
+
+fn protocols(names: Vec<String>) -> PyResult<Vec<Protocol>> {
+    let protocols = names
+        .iter()
+        .map(|n| match n.to_ascii_lowercase().as_str() {
+            "udp" | "udpros" => Ok(Protocol::Udp),
+            "tcp" | "tcpros" => Ok(Protocol::Tcp),
+            other => Err(PyValueError::new_err(format!(
+                "transport {other:?}: 'udp' or 'tcp'"
+            ))),
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    if protocols.is_empty() {
+        return Err(PyValueError::new_err(
+            "transports: at least one of 'udp', 'tcp'",
+        ));
+    }
+    Ok(protocols)
+}
+
+/// A ROS node: registered with the master named by `ROS_MASTER_URI` (or `__master:=` in
+/// `args`), serving the slave API, its topics over UDPROS and TCPROS.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct Node {
+    inner: udpros::node::Node,
+}
+
+#[pymethods]
+impl Node {
+    /// Starts a node named `name` (resolved as roscpp resolves it; `__name:=` in `args`
+    /// renames it), with ROS's command-line remappings in `args` (`__master:=URI`,
+    /// `__ip:=ADDRESS`, `topic:=other`). It waits for the master as rospy does
+    /// (`UDPROS_MASTER_WAIT` sets a limit); Ctrl-C ends the wait.
+    #[new]
+    #[pyo3(signature = (name, args = Vec::new()))]
+    fn new(py: Python<'_>, name: String, args: Vec<String>) -> PyResult<Node> {
+        let parsed = udpros::node::args::NodeArgs::parse(&args)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let id = udpros::node::args::NodeIdentity::from_args(&name, &parsed)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let options = NodeOptions {
+            // Python's own handlers take Ctrl-C; the node shuts down with `shutdown()` or
+            // when the interpreter leaves.
+            handle_signals: false,
+            ..NodeOptions::default()
+        };
+        let started =
+            wait(py, udpros::node::Node::with_options(id, options), None)?.expect("no limit");
+        let inner = started.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(Node { inner })
+    }
+
+    /// The node's resolved name.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name().to_string()
+    }
+
+    /// The node's slave API URI.
+    #[getter]
+    fn uri(&self) -> String {
+        self.inner.uri().to_string()
+    }
+
+    /// Subscribes to `topic`. `msg_type` and `md5sum` as the publisher must match (`"*"`:
+    /// any); `transports` in order of preference; `fec` asks udpros publishers for forward
+    /// error correction on UDPROS; at most `queue_size` messages wait, the oldest dropped.
+    #[pyo3(signature = (topic, msg_type = "*".to_string(), md5sum = "*".to_string(), definition = String::new(), transports = vec!["udp".to_string(), "tcp".to_string()], fec = true, queue_size = 100))]
+    #[allow(clippy::too_many_arguments)]
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        msg_type: String,
+        md5sum: String,
+        definition: String,
+        transports: Vec<String>,
+        fec: bool,
+        queue_size: usize,
+    ) -> PyResult<Subscriber> {
+        let options = SubscribeOptions {
+            transports: protocols(transports)?,
+            queue_size: queue_size.max(1),
+            fec: if fec {
+                FecPolicy::default()
+            } else {
+                FecPolicy::Off
+            },
+            ..SubscribeOptions::default()
+        };
+        let node = self.inner.clone();
+        let subscribed = wait(
+            py,
+            async move {
+                node.subscribe_raw_as(&topic, &msg_type, &md5sum, &definition, options)
+                    .await
+            },
+            None,
+        )?
+        .expect("no limit");
+        let raw = subscribed.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(Subscriber {
+            raw: Arc::new(tokio::sync::Mutex::new(raw)),
+        })
+    }
+
+    /// Advertises `topic` of `msg_type` (its `md5sum` and full `definition`, as genpy
+    /// classes carry them in `_md5sum` and `_full_text`); `latch` keeps the last message for
+    /// subscribers that come later.
+    #[pyo3(signature = (topic, msg_type, md5sum, definition, latch = false))]
+    fn advertise(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        msg_type: String,
+        md5sum: String,
+        definition: String,
+        latch: bool,
+    ) -> PyResult<Publisher> {
+        let node = self.inner.clone();
+        let options = AdvertiseOptions {
+            latch,
+            ..AdvertiseOptions::default()
+        };
+        let advertised = wait(
+            py,
+            async move {
+                node.advertise_raw(&topic, &msg_type, &md5sum, &definition, options)
+                    .await
+            },
+            None,
+        )?
+        .expect("no limit");
+        let raw = advertised.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(Publisher { raw })
+    }
+
+    /// Unregisters everything and stops the node.
+    fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
+        let node = self.inner.clone();
+        wait(py, async move { node.shutdown().await }, None)?;
+        Ok(())
+    }
+}
+
+/// A subscription: messages as the bytes their publisher serialized.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct Subscriber {
+    raw: Arc<tokio::sync::Mutex<udpros::node::RawSubscriber>>,
+}
+
+#[pymethods]
+impl Subscriber {
+    /// The next message's bytes, waiting up to `timeout` seconds (`None`: until one comes);
+    /// `None` when the time passed. Raises `EOFError` once the node shut down.
+    #[pyo3(signature = (timeout = None))]
+    fn recv<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let raw = self.raw.clone();
+        let received = wait(
+            py,
+            async move { raw.lock().await.recv().await },
+            seconds(timeout)?,
+        )?;
+        match received {
+            None => Ok(None),
+            Some(None) => Err(pyo3::exceptions::PyEOFError::new_err("the node shut down")),
+            Some(Some(message)) => Ok(Some(PyBytes::new(py, &message.body))),
+        }
+    }
+
+    /// The resolved topic.
+    #[getter]
+    fn topic(&self) -> String {
+        self.raw.blocking_lock().topic().to_string()
+    }
+
+    /// Each publisher link: `(publisher URI, "UDPROS" or "TCPROS" or "", connected)`.
+    fn links(&self) -> Vec<(String, String, bool)> {
+        self.raw
+            .blocking_lock()
+            .links()
+            .into_iter()
+            .map(|l| {
+                let transport = match l.protocol {
+                    Some(Protocol::Udp) => "UDPROS",
+                    Some(Protocol::Tcp) => "TCPROS",
+                    None => "",
+                };
+                (l.publisher_uri, transport.to_string(), l.connected)
+            })
+            .collect()
+    }
+}
+
+/// A publication: messages given as their serialized bytes.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct Publisher {
+    raw: udpros::node::RawPublisher,
+}
+
+#[pymethods]
+impl Publisher {
+    /// Sends one serialized message to every subscriber.
+    fn publish(&self, data: &[u8]) {
+        self.raw.publish_body(data);
+    }
+
+    /// Subscribers linked now.
+    fn num_subscribers(&self) -> usize {
+        self.raw.num_subscribers()
+    }
+}
+
+#[pymodule]
+fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Node>()?;
+    module.add_class::<Subscriber>()?;
+    module.add_class::<Publisher>()?;
+    Ok(())
+}

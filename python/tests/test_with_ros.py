@@ -1,0 +1,98 @@
+"""The udpros wheel against Debian's ROS: a rosmaster, rospy's rostopic and genpy's
+message classes, in a virtual environment that sees Debian's python3 packages."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+import udpros
+from conftest import REPO, node_args, ros_env, wait_until
+
+from std_msgs import msg as std_msgs
+
+
+def test_a_talker_and_a_listener_speak_udpros_with_genpy_messages(rosmaster):
+    with udpros.Node("talker", node_args(rosmaster)) as talker, udpros.Node("listener", node_args(rosmaster)) as listener:
+        pub = talker.advertise("/chatter", std_msgs.String)
+        sub = listener.subscribe("/chatter", std_msgs.String, transports=("udp",))
+        wait_until(lambda: pub.num_subscribers() == 1)
+        sent = [f"hello {i}" for i in range(20)]
+        for text in sent:
+            pub.publish(std_msgs.String(data=text))
+            time.sleep(0.01)
+        got = []
+        while len(got) < len(sent):
+            msg = sub.recv(timeout=10)
+            assert msg is not None, f"after {got}"
+            got.append(msg.data)
+        assert got == sent
+        [(uri, transport, connected)] = sub.links()
+        assert (uri, transport, connected) == (talker.uri, "UDPROS", True)
+
+
+def test_a_rospy_publisher_is_heard_over_tcpros(rosmaster):
+    rostopic = subprocess.Popen(
+        [sys.executable, "/usr/bin/rostopic", "pub", "-r", "20", "/depth", "std_msgs/Float64", "data: 12.5"],
+        env=ros_env(rosmaster),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with udpros.Node("depth_listener", node_args(rosmaster)) as node:
+            sub = node.subscribe("/depth", std_msgs.Float64)
+            msg = sub.recv(timeout=30)
+            assert msg is not None and msg.data == 12.5
+            # rospy has no UDPROS: the link fell back to TCPROS.
+            assert [t for (_, t, _) in sub.links()] == ["TCPROS"]
+    finally:
+        rostopic.terminate()
+        rostopic.wait(timeout=10)
+
+
+def test_bytes_in_bytes_out_and_a_wait_that_times_out(rosmaster):
+    with udpros.Node("raw", node_args(rosmaster)) as node:
+        sub = node.subscribe("/nothing")
+        started = time.monotonic()
+        assert sub.recv(timeout=0.3) is None
+        assert time.monotonic() - started >= 0.25
+        pub = node.advertise("/raw", std_msgs.UInt8)
+        sub = node.subscribe("/raw")
+        wait_until(lambda: pub.num_subscribers() == 1)
+        pub.publish(b"\x2a")
+        assert sub.recv(timeout=10) == b"\x2a"
+
+
+def test_bad_arguments_are_python_exceptions(rosmaster):
+    with udpros.Node("strict", node_args(rosmaster)) as node:
+        with pytest.raises(ValueError):
+            node.subscribe("/x", transports=("carrier pigeon",))
+        with pytest.raises(ValueError):
+            node.subscribe("/x").recv(timeout=-1)
+
+
+def test_the_examples_talk_to_each_other(rosmaster):
+    examples = REPO / "python" / "examples"
+    remap = node_args(rosmaster)
+    talker = subprocess.Popen(
+        [sys.executable, str(examples / "talker.py"), *remap],
+        env=ros_env(rosmaster),
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        listener = subprocess.run(
+            [sys.executable, str(examples / "listener.py"), "5", *remap],
+            env=ros_env(rosmaster),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listener.returncode == 0, listener.stderr
+        lines = listener.stdout.splitlines()
+        assert len(lines) == 5, lines
+        numbers = [int(line.removeprefix("hello world ")) for line in lines]
+        assert numbers == list(range(numbers[0], numbers[0] + 5)), lines
+    finally:
+        talker.terminate()
+        talker.wait(timeout=10)

@@ -1,0 +1,54 @@
+"""The udpros wheel in a virtual environment with nothing of ROS: `udpros master`, two
+nodes and bytes over UDPROS."""
+
+import importlib.util
+import signal
+import subprocess
+import sys
+import time
+
+import udpros
+from conftest import node_args, wait_until
+
+
+def test_no_ros_is_installed_here():
+    assert importlib.util.find_spec("genpy") is None
+    assert importlib.util.find_spec("rospy") is None
+
+
+def test_bytes_go_over_udpros_against_udpros_master(udpros_master):
+    with udpros.Node("sender", node_args(udpros_master)) as sender:
+        with udpros.Node("receiver", node_args(udpros_master)) as receiver:
+            # A raw publisher still names its type, as ROS wants: std_msgs/UInt8's.
+            pub = sender.advertise_raw(
+                "/counter", "std_msgs/UInt8", "7c8164229e7d2c17eb95e9231617fdee", "uint8 data\n"
+            )
+            sub = receiver.subscribe("/counter", transports=("udp",))
+            wait_until(lambda: pub.num_subscribers() == 1)
+            for value in range(10):
+                pub.publish(bytes([value]))
+            got = [sub.recv(timeout=10) for _ in range(10)]
+            assert got == [bytes([v]) for v in range(10)]
+            assert [t for (_, t, _) in sub.links()] == ["UDPROS"]
+
+
+def test_ctrl_c_ends_a_wait_with_keyboard_interrupt(udpros_master):
+    script = (
+        "import sys, udpros\n"
+        "node = udpros.Node('waiter', sys.argv[1:])\n"
+        "sub = node.subscribe('/never')\n"
+        "print('waiting', flush=True)\n"
+        "sub.recv()\n"
+    )
+    waiter = subprocess.Popen(
+        [sys.executable, "-c", script, *node_args(udpros_master)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert waiter.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    waiter.send_signal(signal.SIGINT)
+    _, stderr = waiter.communicate(timeout=10)
+    assert waiter.returncode != 0
+    assert "KeyboardInterrupt" in stderr, stderr
