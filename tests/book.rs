@@ -32,8 +32,11 @@ fn documents() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-/// The examples the README and the book show, with the language of their blocks.
-const SHOWN: [(&str, &str); 8] = [
+/// The examples the README and the book show (under `examples/`), with the language of
+/// their blocks; the Python package's under `python/examples/`, which its tests run.
+const SHOWN: [(&str, &str); 10] = [
+    ("../python/examples/talker.py", "python"),
+    ("../python/examples/listener.py", "python"),
     ("talker.rs", "rust"),
     ("listener.rs", "rust"),
     ("service_server.rs", "rust"),
@@ -44,7 +47,7 @@ const SHOWN: [(&str, &str); 8] = [
     ("custom_messages/src/bin/fibonacci_client.rs", "rust"),
 ];
 
-/// Every Rust or TOML block of the README and the book is an example (which CI builds and
+/// Every Rust, TOML or Python block of the README and the book is an example (which CI builds and
 /// runs) verbatim, and each example is shown somewhere: no snippet nobody executed.
 #[test]
 fn the_code_shown_is_the_examples_verbatim() {
@@ -61,7 +64,7 @@ fn the_code_shown_is_the_examples_verbatim() {
     }
     for (path, text) in &documents {
         for (language, body) in fenced_blocks(text) {
-            if language == "rust" || language == "toml" {
+            if ["rust", "toml", "python"].contains(&language.as_str()) {
                 assert!(
                     sources.contains(&body),
                     "{}: a {language} block that is no example:\n{body}",
