@@ -13,7 +13,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let node = Node::from_env("echo").await?;
     let topic: String = node.param("~topic", "/chatter".to_string()).await?;
     let count: u32 = node.param("~count", 0).await?;
-    let mut subscriber = node
+    let subscriber = node
         .subscribe_raw(&topic, SubscribeOptions::default())
         .await?;
     // Decoders by definition: publishers of one topic may send different definitions.

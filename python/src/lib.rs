@@ -175,9 +175,7 @@ impl Node {
         )?
         .expect("no limit");
         let raw = subscribed.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-        Ok(Subscriber {
-            raw: Arc::new(tokio::sync::Mutex::new(raw)),
-        })
+        Ok(Subscriber { raw: Arc::new(raw) })
     }
 
     /// Advertises `topic` of `msg_type` (its `md5sum` and full `definition`, as genpy
@@ -222,7 +220,7 @@ impl Node {
 /// A subscription: messages as the bytes their publisher serialized.
 #[pyclass(module = "udpros._udpros", frozen)]
 struct Subscriber {
-    raw: Arc<tokio::sync::Mutex<udpros::node::RawSubscriber>>,
+    raw: Arc<udpros::node::RawSubscriber>,
 }
 
 #[pymethods]
@@ -236,11 +234,7 @@ impl Subscriber {
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let raw = self.raw.clone();
-        let received = wait(
-            py,
-            async move { raw.lock().await.recv().await },
-            seconds(timeout)?,
-        )?;
+        let received = wait(py, async move { raw.recv().await }, seconds(timeout)?)?;
         match received {
             None => Ok(None),
             Some(None) => Err(pyo3::exceptions::PyEOFError::new_err("the node shut down")),
@@ -251,13 +245,12 @@ impl Subscriber {
     /// The resolved topic.
     #[getter]
     fn topic(&self) -> String {
-        self.raw.blocking_lock().topic().to_string()
+        self.raw.topic().to_string()
     }
 
     /// Each publisher link: `(publisher URI, "UDPROS" or "TCPROS" or "", connected)`.
     fn links(&self) -> Vec<(String, String, bool)> {
         self.raw
-            .blocking_lock()
             .links()
             .into_iter()
             .map(|l| {

@@ -96,3 +96,16 @@ def test_the_examples_talk_to_each_other(rosmaster):
     finally:
         talker.terminate()
         talker.wait(timeout=10)
+
+
+def test_a_message_that_does_not_deserialize_is_skipped_and_counted(rosmaster):
+    with udpros.Node("liar", node_args(rosmaster)) as liar, udpros.Node("reader", node_args(rosmaster)) as reader:
+        String = std_msgs.String
+        pub = liar.advertise_raw("/said", String._type, String._md5sum, String._full_text)
+        sub = reader.subscribe("/said", String)
+        wait_until(lambda: pub.num_subscribers() == 1)
+        pub.publish(b"\x01\x00")  # two bytes, where a string starts with a 4-byte length
+        good = std_msgs.String(data="fine")
+        pub.publish(good)
+        assert sub.recv(timeout=10) == good
+        assert sub.undecodable == 1

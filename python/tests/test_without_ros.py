@@ -5,6 +5,7 @@ import importlib.util
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import udpros
@@ -52,3 +53,15 @@ def test_ctrl_c_ends_a_wait_with_keyboard_interrupt(udpros_master):
     _, stderr = waiter.communicate(timeout=10)
     assert waiter.returncode != 0
     assert "KeyboardInterrupt" in stderr, stderr
+
+
+def test_a_subscriber_answers_while_another_thread_waits_on_it(udpros_master):
+    with udpros.Node("shared", node_args(udpros_master)) as node:
+        sub = node.subscribe("/quiet")
+        waiting = threading.Thread(target=sub.recv, kwargs={"timeout": 3}, daemon=True)
+        waiting.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert sub.topic == "/quiet" and sub.links() == []
+        assert time.monotonic() - started < 1, "blocked behind the waiting thread"
+        waiting.join()

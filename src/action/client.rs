@@ -338,9 +338,9 @@ fn take_feedback(shared: &Shared, goals: &mut Goals, received: &crate::transport
 /// (who owns a goal, when a result is applied, when goals are lost) are the core table's.
 async fn follow(
     shared: Arc<Shared>,
-    mut status_sub: RawSubscriber,
-    mut result_sub: RawSubscriber,
-    mut feedback_sub: RawSubscriber,
+    status_sub: RawSubscriber,
+    result_sub: RawSubscriber,
+    feedback_sub: RawSubscriber,
 ) {
     loop {
         let due = {

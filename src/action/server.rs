@@ -250,8 +250,8 @@ async fn status_frequency(node: &Node, ns: &str) -> f64 {
 /// The server's task: goals and cancels in, status arrays out at their time.
 async fn serve<A: Action>(
     shared: Arc<Shared>,
-    mut goal_sub: RawSubscriber,
-    mut cancel_sub: RawSubscriber,
+    goal_sub: RawSubscriber,
+    cancel_sub: RawSubscriber,
     status_pub: RawPublisher,
     goals: mpsc::Sender<(ServerGoalHandle<A>, usize)>,
 ) {

@@ -181,7 +181,7 @@ async fn aggregate_rosout(
             },
         )
         .await?;
-    let mut logs = node
+    let logs = node
         .subscribe_with(
             "/rosout",
             Log::TYPE,

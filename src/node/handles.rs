@@ -162,7 +162,7 @@ pub struct RawSubscriber {
     subscription: Arc<Subscription>,
     sink: Arc<DropOldest<Received>>,
     /// The pending `pop` while polled as a stream.
-    pending: Option<Pin<Box<dyn Future<Output = Option<Received>> + Send>>>,
+    pending: Option<Pin<Box<dyn Future<Output = Option<Received>> + Send + Sync>>>,
 }
 
 impl futures_core::Stream for RawSubscriber {
@@ -207,13 +207,16 @@ impl RawSubscriber {
         }
     }
 
-    /// The next message, `None` once the node shuts down.
-    pub async fn recv(&mut self) -> Option<Received> {
-        self.sink.pop().await
+    /// The next message, `None` once the node shuts down. Takes `&self`: tasks sharing
+    /// one handle (an `Arc`) take turns at its messages, each message to one of them, and
+    /// its links can be read while one of them waits.
+    pub fn recv(&self) -> impl Future<Output = Option<Received>> + Send + 'static {
+        let sink = self.sink.clone();
+        async move { sink.pop().await }
     }
 
     /// The next message if one is waiting, without waiting.
-    pub fn try_recv(&mut self) -> Option<Received> {
+    pub fn try_recv(&self) -> Option<Received> {
         self.sink.try_pop()
     }
 

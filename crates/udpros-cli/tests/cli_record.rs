@@ -675,7 +675,7 @@ async fn play_paused_publishes_nothing_until_space_is_pressed() {
     recording.finish().unwrap();
 
     let node = talker(&uri, "listener").await;
-    let mut sub = node
+    let sub = node
         .subscribe_raw("/paused", udpros::node::SubscribeOptions::default())
         .await
         .unwrap();

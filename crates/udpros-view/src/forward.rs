@@ -28,7 +28,7 @@ pub(crate) async fn forward(
         transports: vec![Protocol::Udp, Protocol::Tcp],
         ..SubscribeOptions::default()
     };
-    let mut subscriber = node.subscribe_raw(topic, options).await?;
+    let subscriber = node.subscribe_raw(topic, options).await?;
     let mut refresh = tokio::time::interval(LINK_REFRESH);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let paths = SentPaths::default();

@@ -16,11 +16,15 @@ Waits release the GIL and end with ``KeyboardInterrupt`` on Ctrl-C.
 """
 
 import io
+import logging
 import sys
+import time
 
 from ._udpros import Node as _NativeNode
 
 __all__ = ["Node", "Subscriber", "Publisher"]
+
+_log = logging.getLogger("udpros")
 
 
 def _ros_args(argv):
@@ -99,6 +103,8 @@ class Subscriber:
     def __init__(self, native, msg_class):
         self._native = native
         self._msg_class = msg_class
+        #: Messages that did not deserialize as ``msg_class`` (skipped, each logged).
+        self.undecodable = 0
 
     @property
     def topic(self):
@@ -107,11 +113,22 @@ class Subscriber:
 
     def recv(self, timeout=None):
         """The next message, waiting up to ``timeout`` seconds (``None``: until one
-        comes); ``None`` when the time passed."""
-        data = self._native.recv(timeout)
-        if data is None or self._msg_class is None:
-            return data
-        return self._msg_class().deserialize(data)
+        comes); ``None`` when the time passed. A message that does not deserialize as the
+        subscriber's class (a publisher's bug, or a hostile one) is skipped, logged and
+        counted in ``undecodable``, as roscpp and rospy skip one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        left = timeout
+        while True:
+            data = self._native.recv(left)
+            if data is None or self._msg_class is None:
+                return data
+            try:
+                return self._msg_class().deserialize(data)
+            except Exception as error:  # genpy raises DeserializationError, struct.error, ...
+                self.undecodable += 1
+                _log.warning("%s: a message of %d bytes that is no %s: %s", self.topic, len(data), self._msg_class._type, error)
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
 
     def links(self):
         """Each publisher link: ``(publisher URI, "UDPROS"/"TCPROS", connected)``."""

@@ -390,7 +390,7 @@ async fn subscription(
     link_channel: bool,
     sink: sink::Sender,
 ) {
-    let mut sub = match node.subscribe_raw(&topic, options).await {
+    let sub = match node.subscribe_raw(&topic, options).await {
         Ok(sub) => sub,
         Err(e) => {
             eprintln!("udpros: record: cannot subscribe to {topic}: {e}");

@@ -44,7 +44,7 @@ pub(super) async fn echo(node: &Node, args: EchoArgs) -> Result<(), TopicError> 
         fec: args.fec,
         ..SubscribeOptions::default()
     };
-    let mut sub = node.subscribe_raw(&args.topic, options).await?;
+    let sub = node.subscribe_raw(&args.topic, options).await?;
     let mut decoders = Decoders::default();
     let mut printed = 0u64;
     let mut out = std::io::stdout();

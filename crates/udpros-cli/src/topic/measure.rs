@@ -38,7 +38,7 @@ async fn sample<S>(
         fec: args.fec,
         ..SubscribeOptions::default()
     };
-    let mut sub = node.subscribe_raw(&args.topic, options).await?;
+    let sub = node.subscribe_raw(&args.topic, options).await?;
     say!("subscribed to [{}]", node.resolve_name(&args.topic));
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
