@@ -209,6 +209,73 @@ impl Node {
         Ok(Publisher { raw })
     }
 
+    /// A client of the service `name` (`md5sum` as the server must match, `"*"` for any);
+    /// `timeout` bounds each whole call (`None`: the library's own deadlines only).
+    #[pyo3(signature = (name, md5sum = "*".to_string(), timeout = None))]
+    fn service_client(
+        &self,
+        name: String,
+        md5sum: String,
+        timeout: Option<f64>,
+    ) -> PyResult<ServiceClient> {
+        let options = udpros::service::ClientOptions {
+            timeout: seconds(timeout)?,
+            ..udpros::service::ClientOptions::default()
+        };
+        let raw = self.inner.service_client_raw(&name, &md5sum, options);
+        Ok(ServiceClient { raw: Arc::new(raw) })
+    }
+
+    /// Serves the service `name` of `service_type` (`md5sum` its service md5): `handler`
+    /// is called with each request's bytes and returns the response's bytes; an exception
+    /// it raises fails that call, with its text, as rospy's server does.
+    fn advertise_service(
+        &self,
+        py: Python<'_>,
+        name: String,
+        service_type: String,
+        md5sum: String,
+        handler: Py<PyAny>,
+    ) -> PyResult<ServiceServer> {
+        let handler = Arc::new(handler);
+        let node = self.inner.clone();
+        let serve = move |request: bytes::Bytes| {
+            let handler = handler.clone();
+            async move {
+                // The handler is Python: it runs on a blocking thread, holding the GIL.
+                tokio::task::spawn_blocking(move || {
+                    Python::attach(|py| -> Result<Vec<u8>, String> {
+                        let answer = handler
+                            .call1(py, (PyBytes::new(py, &request),))
+                            .map_err(|e| e.to_string())?;
+                        answer
+                            .extract::<Vec<u8>>(py)
+                            .map_err(|_| "the handler returned no bytes".to_string())
+                    })
+                })
+                .await
+                .map_err(|e| format!("the handler did not finish: {e}"))?
+            }
+        };
+        let advertised = wait(
+            py,
+            async move {
+                node.advertise_service_raw(
+                    &name,
+                    &service_type,
+                    &md5sum,
+                    udpros::service::ServerOptions::default(),
+                    serve,
+                )
+                .await
+            },
+            None,
+        )?
+        .expect("no limit");
+        let raw = advertised.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(ServiceServer { raw })
+    }
+
     /// Unregisters everything and stops the node.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
         let node = self.inner.clone();
@@ -284,10 +351,58 @@ impl Publisher {
     }
 }
 
+/// A client of one service, with requests and responses as bytes.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct ServiceClient {
+    raw: Arc<udpros::service::RawServiceClient>,
+}
+
+#[pymethods]
+impl ServiceClient {
+    /// Calls with a serialized request; the serialized response. A service nobody serves,
+    /// a refused or failed call, a timeout: `ServiceError` (its text says which).
+    fn call<'py>(&self, py: Python<'py>, request: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
+        let raw = self.raw.clone();
+        let answered = wait(py, async move { raw.call(&request).await }, None)?.expect("no limit");
+        let response = answered.map_err(|e| ServiceError::new_err(e.to_string()))?;
+        Ok(PyBytes::new(py, &response))
+    }
+
+    /// The resolved service name.
+    #[getter]
+    fn service(&self) -> String {
+        self.raw.service().to_string()
+    }
+}
+
+/// A service this node serves; dropping it (or the node's shutdown) stops serving it.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct ServiceServer {
+    raw: udpros::node::RawServiceServer,
+}
+
+#[pymethods]
+impl ServiceServer {
+    /// Calls answered so far.
+    fn calls(&self) -> u64 {
+        self.raw.calls()
+    }
+}
+
+pyo3::create_exception!(
+    _udpros,
+    ServiceError,
+    pyo3::exceptions::PyException,
+    "A service call that did not succeed."
+);
+
 #[pymodule]
 fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Node>()?;
     module.add_class::<Subscriber>()?;
     module.add_class::<Publisher>()?;
+    module.add_class::<ServiceClient>()?;
+    module.add_class::<ServiceServer>()?;
+    module.add("ServiceError", module.py().get_type::<ServiceError>())?;
     Ok(())
 }

@@ -109,3 +109,34 @@ def test_a_message_that_does_not_deserialize_is_skipped_and_counted(rosmaster):
         pub.publish(good)
         assert sub.recv(timeout=10) == good
         assert sub.undecodable == 1
+
+
+def test_a_service_answers_udpros_and_rospy_clients(rosmaster):
+    from std_srvs.srv import SetBool, SetBoolResponse
+
+    def toggle(request):
+        if request.data and toggle.refuse:
+            raise ValueError("not now")
+        return SetBoolResponse(success=request.data, message=f"set to {request.data}")
+
+    toggle.refuse = False
+    with udpros.Node("switch", node_args(rosmaster)) as server, udpros.Node("pilot", node_args(rosmaster)) as client:
+        served = server.advertise_service("/toggle", SetBool, toggle)
+        call = client.service_proxy("/toggle", SetBool, timeout=10)
+        assert call(True).message == "set to True"
+        assert call(data=False).success is False
+        rosservice = subprocess.run(
+            [sys.executable, "/usr/bin/rosservice", "call", "/toggle", "data: true"],
+            env=ros_env(rosmaster),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert rosservice.returncode == 0, rosservice.stderr
+        assert "set to True" in rosservice.stdout
+        toggle.refuse = True
+        with pytest.raises(udpros.ServiceError, match="not now"):
+            call(True)
+        assert served.calls() == 4
+        with pytest.raises(udpros.ServiceError):
+            client.service_proxy("/nobody", SetBool, timeout=5)(True)

@@ -21,8 +21,9 @@ import sys
 import time
 
 from ._udpros import Node as _NativeNode
+from ._udpros import ServiceError
 
-__all__ = ["Node", "Subscriber", "Publisher"]
+__all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError"]
 
 _log = logging.getLogger("udpros")
 
@@ -86,8 +87,26 @@ class Node:
         ``_md5sum`` and ``_full_text``), for a program with no genpy classes."""
         return Publisher(self._native.advertise(topic, msg_type, md5sum, definition, latch=latch))
 
+    def service_proxy(self, name, srv_class, timeout=None):
+        """A client of the service ``name`` of the genpy service class ``srv_class``
+        (``std_srvs.srv.SetBool``); ``timeout`` bounds each call, in seconds."""
+        return ServiceProxy(self._native.service_client(name, srv_class._md5sum, timeout), srv_class)
+
+    def advertise_service(self, name, srv_class, handler):
+        """Serves ``name``: ``handler`` takes a request of ``srv_class`` and returns its
+        response. An exception it raises fails that call with its text, as in rospy. Keep
+        the returned handle: the service is served while it lives."""
+
+        def serve(data):
+            request = srv_class._request_class().deserialize(data)
+            buffer = io.BytesIO()
+            handler(request).serialize(buffer)
+            return buffer.getvalue()
+
+        return self._native.advertise_service(name, srv_class._type, srv_class._md5sum, serve)
+
     def shutdown(self):
-        """Unregisters the node's topics and stops it."""
+        """Unregisters the node's topics and services and stops it."""
         self._native.shutdown()
 
     def __enter__(self):
@@ -161,3 +180,27 @@ class Publisher:
     def num_subscribers(self):
         """Subscribers linked now."""
         return self._native.num_subscribers()
+
+
+class ServiceProxy:
+    """A client of one service, called as rospy's ``ServiceProxy`` is: with a request, or
+    with the request's fields. Raises ``ServiceError`` when the call does not succeed."""
+
+    def __init__(self, native, srv_class):
+        self._native = native
+        self._srv = srv_class
+
+    @property
+    def service(self):
+        """The resolved service name."""
+        return self._native.service
+
+    def __call__(self, *args, **kwargs):
+        request_class = self._srv._request_class
+        if len(args) == 1 and not kwargs and isinstance(args[0], request_class):
+            request = args[0]
+        else:
+            request = request_class(*args, **kwargs)
+        buffer = io.BytesIO()
+        request.serialize(buffer)
+        return self._srv._response_class().deserialize(self._native.call(buffer.getvalue()))
