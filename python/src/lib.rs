@@ -6,7 +6,7 @@
 //! node, receiving) runs on it with the GIL released, in slices of [`SIGNAL_CHECK`], between
 //! which Python's signal handlers run: Ctrl-C interrupts a wait with `KeyboardInterrupt`.
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::future::Future;
@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use udpros::node::{AdvertiseOptions, FecPolicy, NodeOptions, SubscribeOptions};
 use udpros::transport::Protocol;
+use udpros::xmlrpc::Value;
 
 /// How long a wait runs with the GIL released before Python's signal handlers run.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
@@ -276,12 +277,108 @@ impl Node {
         Ok(ServiceServer { raw })
     }
 
+    /// The parameter `key` (resolved as rospy resolves it: `~x` is this node's own) as
+    /// Python values, `None` when the parameter server has none.
+    fn get_param<'py>(&self, py: Python<'py>, key: String) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let node = self.inner.clone();
+        let got = wait(py, async move { node.get_param(&key).await }, None)?.expect("no limit");
+        let value = got.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        value.map(|v| to_python(py, &v)).transpose()
+    }
+
+    /// Sets the parameter `key` to `value`: a bool, an int of 32 bits, a float, a str,
+    /// bytes, a list or tuple of these, or a dict of str keys to these (XML-RPC's types).
+    fn set_param(&self, py: Python<'_>, key: String, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let value = from_python(value, 0)?;
+        let node = self.inner.clone();
+        let set =
+            wait(py, async move { node.set_param(&key, value).await }, None)?.expect("no limit");
+        set.map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
     /// Unregisters everything and stops the node.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
         let node = self.inner.clone();
         wait(py, async move { node.shutdown().await }, None)?;
         Ok(())
     }
+}
+
+/// How deep a parameter's lists and dicts may nest: a list that holds itself has no end.
+const MAX_PARAM_DEPTH: usize = 64;
+
+fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+        Value::String(s) | Value::DateTime(s) => s.into_pyobject(py)?.into_any(),
+        Value::Double(d) => d.into_pyobject(py)?.into_any(),
+        Value::Base64(b) => PyBytes::new(py, b).into_any(),
+        Value::Array(items) => {
+            let list = pyo3::types::PyList::empty(py);
+            for item in items {
+                list.append(to_python(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Struct(fields) => {
+            let dict = pyo3::types::PyDict::new(py);
+            for (key, item) in fields {
+                dict.set_item(key, to_python(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+fn from_python(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+    if depth > MAX_PARAM_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "a parameter nested more than {MAX_PARAM_DEPTH} deep"
+        )));
+    }
+    if value.is_instance_of::<PyBool>() {
+        return Ok(Value::Bool(value.extract()?));
+    }
+    if value.is_instance_of::<PyInt>() {
+        let int: i64 = value.extract()?;
+        return i32::try_from(int).map(Value::Int).map_err(|_| {
+            pyo3::exceptions::PyOverflowError::new_err(format!(
+                "{int} exceeds XML-RPC's 32-bit ints"
+            ))
+        });
+    }
+    if value.is_instance_of::<PyFloat>() {
+        return Ok(Value::Double(value.extract()?));
+    }
+    if value.is_instance_of::<PyString>() {
+        return Ok(Value::String(value.extract()?));
+    }
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(Value::Base64(bytes.as_bytes().to_vec()));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items = value
+            .try_iter()?
+            .map(|item| from_python(&item?, depth + 1))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(Value::Array(items));
+    }
+    if let Ok(dict) = value.cast::<PyDict>() {
+        let mut fields = std::collections::BTreeMap::new();
+        for (key, item) in dict.iter() {
+            let key: String = key
+                .extract()
+                .map_err(|_| PyTypeError::new_err("a parameter dict's keys are str"))?;
+            fields.insert(key, from_python(&item, depth + 1)?);
+        }
+        return Ok(Value::Struct(fields));
+    }
+    Err(PyTypeError::new_err(format!(
+        "a parameter cannot be a {}",
+        value.get_type().name()?
+    )))
 }
 
 /// A subscription: messages as the bytes their publisher serialized.

@@ -140,3 +140,31 @@ def test_a_service_answers_udpros_and_rospy_clients(rosmaster):
         assert served.calls() == 4
         with pytest.raises(udpros.ServiceError):
             client.service_proxy("/nobody", SetBool, timeout=5)(True)
+
+
+def test_parameters_round_trip_and_meet_rosparam(rosmaster):
+    with udpros.Node("tuner", node_args(rosmaster)) as node:
+        value = {"gain": 2, "range": 20.5, "on": True, "name": "ping360", "steps": [1, 2, 3], "blob": b"\x00\x01"}
+        node.set_param("~sonar", value)
+        assert node.get_param("~sonar") == value
+        assert node.get_param("/nothing/here", 7) == 7
+        with pytest.raises(KeyError):
+            node.get_param("/nothing/here")
+        rosparam = subprocess.run(
+            [sys.executable, "/usr/bin/rosparam", "get", "/tuner/sonar/range"],
+            env=ros_env(rosmaster), capture_output=True, text=True, timeout=60,
+        )
+        assert rosparam.stdout.strip() == "20.5", rosparam.stderr
+        subprocess.run(
+            [sys.executable, "/usr/bin/rosparam", "set", "/depth_limit", "[1.5, 2.5]"],
+            env=ros_env(rosmaster), check=True, timeout=60,
+        )
+        assert node.get_param("/depth_limit") == [1.5, 2.5]
+        with pytest.raises(OverflowError):
+            node.set_param("/big", 2**40)
+        with pytest.raises(TypeError):
+            node.set_param("/odd", object())
+        looped = []
+        looped.append(looped)
+        with pytest.raises(ValueError):
+            node.set_param("/looped", looped)

@@ -26,6 +26,7 @@ from ._udpros import ServiceError
 __all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError"]
 
 _log = logging.getLogger("udpros")
+_MISSING = object()
 
 
 def _ros_args(argv):
@@ -104,6 +105,21 @@ class Node:
             return buffer.getvalue()
 
         return self._native.advertise_service(name, srv_class._type, srv_class._md5sum, serve)
+
+    def get_param(self, key, default=_MISSING):
+        """The parameter ``key`` (``~x``: this node's own) as Python values; ``default``
+        when the server has none, or ``KeyError`` without a default, as rospy has it."""
+        value = self._native.get_param(key)
+        if value is None:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        return value
+
+    def set_param(self, key, value):
+        """Sets the parameter ``key``: bools, 32-bit ints, floats, str, bytes, and lists
+        and dicts of them."""
+        self._native.set_param(key, value)
 
     def shutdown(self):
         """Unregisters the node's topics and services and stops it."""
