@@ -31,17 +31,32 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// How a [`wait_for`] ended.
+enum Waited<T> {
+    /// The work finished.
+    Done(T),
+    /// The limit passed first.
+    TimedOut,
+    /// A signal handler raised (Ctrl-C's `KeyboardInterrupt`); what the work had finished
+    /// with, if it finished as it was abandoned.
+    Interrupted(PyErr, Option<T>),
+}
+
 /// Runs `work` on the runtime and waits for it with the GIL released, up to `limit`
-/// (`None`: for as long as it takes); `Ok(None)` when the limit passed. Between slices of
-/// [`SIGNAL_CHECK`] Python's signal handlers run, and an exception they raise (Ctrl-C's
-/// `KeyboardInterrupt`) abandons the work and is raised here.
-fn wait<T: Send + 'static>(
+/// (`None`: for as long as it takes). Between slices of [`SIGNAL_CHECK`] Python's signal
+/// handlers run, and an exception they raise abandons the work. Work abandoned in the same
+/// instant it finished gives back what it finished with (a message taken off a queue is
+/// never lost to a timeout or a Ctrl-C).
+fn wait_for<T: Send + 'static>(
     py: Python<'_>,
     work: impl Future<Output = T> + Send + 'static,
     limit: Option<Duration>,
-) -> PyResult<Option<T>> {
+) -> PyResult<Waited<T>> {
     let mut task = runtime().spawn(work);
     let deadline = limit.map(|l| Instant::now() + l);
+    let finished = |done: Result<T, tokio::task::JoinError>| {
+        done.map_err(|e| PyRuntimeError::new_err(format!("udpros: {e}")))
+    };
     loop {
         let slice = deadline.map_or(SIGNAL_CHECK, |d| {
             d.saturating_duration_since(Instant::now())
@@ -50,19 +65,33 @@ fn wait<T: Send + 'static>(
         let done = py.detach(|| {
             runtime().block_on(async { tokio::time::timeout(slice, &mut task).await.ok() })
         });
-        match done {
-            Some(Ok(value)) => return Ok(Some(value)),
-            Some(Err(e)) => return Err(PyRuntimeError::new_err(format!("udpros: {e}"))),
-            None => {}
+        if let Some(done) = done {
+            return finished(done).map(Waited::Done);
         }
-        if let Err(interrupted) = py.check_signals() {
-            task.abort();
-            return Err(interrupted);
+        let interrupted = py.check_signals().err();
+        let timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+        if interrupted.is_none() && !timed_out {
+            continue;
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            task.abort();
-            return Ok(None);
-        }
+        task.abort();
+        let late = py.detach(|| runtime().block_on(&mut task)).ok();
+        return Ok(match (interrupted, late) {
+            (Some(error), late) => Waited::Interrupted(error, late),
+            (None, Some(value)) => Waited::Done(value),
+            (None, None) => Waited::TimedOut,
+        });
+    }
+}
+
+/// [`wait_for`] with no limit: the work's result, or the exception a signal handler raised.
+fn wait<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl Future<Output = T> + Send + 'static,
+) -> PyResult<T> {
+    match wait_for(py, work, None)? {
+        Waited::Done(value) => Ok(value),
+        Waited::Interrupted(error, _) => Err(error),
+        Waited::TimedOut => unreachable!("no limit"),
     }
 }
 
@@ -121,8 +150,7 @@ impl Node {
             handle_signals: false,
             ..NodeOptions::default()
         };
-        let started =
-            wait(py, udpros::node::Node::with_options(id, options), None)?.expect("no limit");
+        let started = wait(py, udpros::node::Node::with_options(id, options))?;
         let inner = started.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(Node { inner })
     }
@@ -166,17 +194,12 @@ impl Node {
             ..SubscribeOptions::default()
         };
         let node = self.inner.clone();
-        let subscribed = wait(
-            py,
-            async move {
-                node.subscribe_raw_as(&topic, &msg_type, &md5sum, &definition, options)
-                    .await
-            },
-            None,
-        )?
-        .expect("no limit");
+        let subscribed = wait(py, async move {
+            node.subscribe_raw_as(&topic, &msg_type, &md5sum, &definition, options)
+                .await
+        })?;
         let raw = subscribed.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-        Ok(Subscriber { raw: Arc::new(raw) })
+        Ok(Subscriber::new(raw))
     }
 
     /// Advertises `topic` of `msg_type` (its `md5sum` and full `definition`, as genpy
@@ -197,15 +220,10 @@ impl Node {
             latch,
             ..AdvertiseOptions::default()
         };
-        let advertised = wait(
-            py,
-            async move {
-                node.advertise_raw(&topic, &msg_type, &md5sum, &definition, options)
-                    .await
-            },
-            None,
-        )?
-        .expect("no limit");
+        let advertised = wait(py, async move {
+            node.advertise_raw(&topic, &msg_type, &md5sum, &definition, options)
+                .await
+        })?;
         let raw = advertised.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(Publisher { raw })
     }
@@ -258,21 +276,16 @@ impl Node {
                 .map_err(|e| format!("the handler did not finish: {e}"))?
             }
         };
-        let advertised = wait(
-            py,
-            async move {
-                node.advertise_service_raw(
-                    &name,
-                    &service_type,
-                    &md5sum,
-                    udpros::service::ServerOptions::default(),
-                    serve,
-                )
-                .await
-            },
-            None,
-        )?
-        .expect("no limit");
+        let advertised = wait(py, async move {
+            node.advertise_service_raw(
+                &name,
+                &service_type,
+                &md5sum,
+                udpros::service::ServerOptions::default(),
+                serve,
+            )
+            .await
+        })?;
         let raw = advertised.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(ServiceServer { raw })
     }
@@ -281,7 +294,7 @@ impl Node {
     /// Python values, `None` when the parameter server has none.
     fn get_param<'py>(&self, py: Python<'py>, key: String) -> PyResult<Option<Bound<'py, PyAny>>> {
         let node = self.inner.clone();
-        let got = wait(py, async move { node.get_param(&key).await }, None)?.expect("no limit");
+        let got = wait(py, async move { node.get_param(&key).await })?;
         let value = got.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         value.map(|v| to_python(py, &v)).transpose()
     }
@@ -291,15 +304,14 @@ impl Node {
     fn set_param(&self, py: Python<'_>, key: String, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = from_python(value, 0)?;
         let node = self.inner.clone();
-        let set =
-            wait(py, async move { node.set_param(&key, value).await }, None)?.expect("no limit");
+        let set = wait(py, async move { node.set_param(&key, value).await })?;
         set.map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
     /// Unregisters everything and stops the node.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
         let node = self.inner.clone();
-        wait(py, async move { node.shutdown().await }, None)?;
+        wait(py, async move { node.shutdown().await })?;
         Ok(())
     }
 }
@@ -385,6 +397,66 @@ fn from_python(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
 #[pyclass(module = "udpros._udpros", frozen)]
 struct Subscriber {
     raw: Arc<udpros::node::RawSubscriber>,
+    intake: Arc<Intake>,
+}
+
+/// How a subscriber's receives take turns, so that messages reach Python in the order
+/// they arrived and none is lost to a wait abandoned as its message came.
+#[derive(Default)]
+struct Intake {
+    /// Held by a receive from before it takes a message until it has handed it on (or
+    /// back): a receive that starts meanwhile waits its turn.
+    turn: tokio::sync::Mutex<()>,
+    /// Messages taken for a wait that was then abandoned (a timeout or a Ctrl-C in the
+    /// same instant, a cancelled `await`), in the order they were taken; the next receive
+    /// gets them first. At most one per abandoned wait.
+    returned: std::sync::Mutex<std::collections::VecDeque<(u64, bytes::Bytes)>>,
+    /// Messages taken so far: each one's place in that order.
+    taken: std::sync::atomic::AtomicU64,
+}
+
+/// A message and its place in the order messages were taken.
+type Taken = (u64, bytes::Bytes);
+
+impl Intake {
+    /// The next message, in turn: one given back first, else the queue's; `None` once the
+    /// node shut down. The turn is held until the returned guard drops.
+    async fn next(
+        &self,
+        raw: &udpros::node::RawSubscriber,
+    ) -> (tokio::sync::MutexGuard<'_, ()>, Option<Taken>) {
+        let turn = self.turn.lock().await;
+        if let Some(message) = self.lock_returned().pop_front() {
+            return (turn, Some(message));
+        }
+        let message = raw.recv().await.map(|m| {
+            let order = self
+                .taken
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (order, m.body)
+        });
+        (turn, message)
+    }
+
+    fn lock_returned(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<Taken>> {
+        self.returned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts a message back, before every later one given back.
+    fn give_back(&self, (order, message): Taken) {
+        let mut returned = self.lock_returned();
+        let at = returned.partition_point(|(o, _)| *o < order);
+        returned.insert(at, (order, message));
+    }
+}
+
+impl Subscriber {
+    fn new(raw: udpros::node::RawSubscriber) -> Subscriber {
+        Subscriber {
+            raw: Arc::new(raw),
+            intake: Arc::default(),
+        }
+    }
 }
 
 #[pymethods]
@@ -397,12 +469,62 @@ impl Subscriber {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let raw = self.raw.clone();
-        let received = wait(py, async move { raw.recv().await }, seconds(timeout)?)?;
+        let (raw, intake) = (self.raw.clone(), self.intake.clone());
+        let work = async move { intake.next(&raw).await.1 };
+        let received = match wait_for(py, work, seconds(timeout)?)? {
+            Waited::Done(received) => received,
+            Waited::TimedOut => return Ok(None),
+            Waited::Interrupted(error, late) => {
+                if let Some(Some(message)) = late {
+                    self.intake.give_back(message);
+                }
+                return Err(error);
+            }
+        };
         match received {
-            None => Ok(None),
-            Some(None) => Err(pyo3::exceptions::PyEOFError::new_err("the node shut down")),
-            Some(Some(message)) => Ok(Some(PyBytes::new(py, &message.body))),
+            None => Err(pyo3::exceptions::PyEOFError::new_err("the node shut down")),
+            Some((_, message)) => Ok(Some(PyBytes::new(py, &message))),
+        }
+    }
+
+    /// Starts receiving the next message for asyncio. When it has come (or the node shut
+    /// down), `wake(future)` is called on `event_loop`'s thread (`call_soon_threadsafe`),
+    /// and the returned handle's `take()` gives it. `cancel()` stops the wait; a message
+    /// that came but was not taken goes back to the next receive, in its place.
+    fn recv_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        wake: Py<PyAny>,
+    ) -> AsyncReceive {
+        let (raw, intake) = (self.raw.clone(), self.intake.clone());
+        let slot = Arc::new(std::sync::Mutex::new(Slot::default()));
+        let task = runtime().spawn({
+            let slot = slot.clone();
+            async move {
+                let (turn, message) = intake.next(&raw).await;
+                {
+                    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                    match message {
+                        Some(message) if slot.cancelled => {
+                            intake.give_back(message);
+                            return;
+                        }
+                        Some(message) => slot.ready = Some(message),
+                        None => slot.ended = true,
+                    }
+                }
+                drop(turn);
+                Python::attach(|py| {
+                    // A loop that closed meanwhile has nobody to tell.
+                    let _ = event_loop.call_method1(py, "call_soon_threadsafe", (wake, future));
+                });
+            }
+        });
+        AsyncReceive {
+            task: task.abort_handle(),
+            slot,
+            intake: self.intake.clone(),
         }
     }
 
@@ -426,6 +548,45 @@ impl Subscriber {
                 (l.publisher_uri, transport.to_string(), l.connected)
             })
             .collect()
+    }
+}
+
+/// What an asyncio receive holds once its message came.
+#[derive(Default)]
+struct Slot {
+    ready: Option<Taken>,
+    ended: bool,
+    cancelled: bool,
+}
+
+/// An asyncio receive under way ([`Subscriber::recv_async`]).
+#[pyclass(module = "udpros._udpros", frozen)]
+struct AsyncReceive {
+    task: tokio::task::AbortHandle,
+    slot: Arc<std::sync::Mutex<Slot>>,
+    intake: Arc<Intake>,
+}
+
+#[pymethods]
+impl AsyncReceive {
+    /// The message that came, once `wake` was called; `None` when the node shut down.
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.ready.take() {
+            Some((_, message)) => Ok(Some(PyBytes::new(py, &message))),
+            None if slot.ended => Ok(None),
+            None => Err(PyRuntimeError::new_err("no message has come yet")),
+        }
+    }
+
+    /// Stops waiting; a message that came and was not taken goes back to the next receive.
+    fn cancel(&self) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.cancelled = true;
+        if let Some(message) = slot.ready.take() {
+            self.intake.give_back(message);
+        }
+        self.task.abort();
     }
 }
 
@@ -460,7 +621,7 @@ impl ServiceClient {
     /// a refused or failed call, a timeout: `ServiceError` (its text says which).
     fn call<'py>(&self, py: Python<'py>, request: Vec<u8>) -> PyResult<Bound<'py, PyBytes>> {
         let raw = self.raw.clone();
-        let answered = wait(py, async move { raw.call(&request).await }, None)?.expect("no limit");
+        let answered = wait(py, async move { raw.call(&request).await })?;
         let response = answered.map_err(|e| ServiceError::new_err(e.to_string()))?;
         Ok(PyBytes::new(py, &response))
     }
@@ -497,6 +658,7 @@ pyo3::create_exception!(
 fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Node>()?;
     module.add_class::<Subscriber>()?;
+    module.add_class::<AsyncReceive>()?;
     module.add_class::<Publisher>()?;
     module.add_class::<ServiceClient>()?;
     module.add_class::<ServiceServer>()?;

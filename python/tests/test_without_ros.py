@@ -65,3 +65,39 @@ def test_a_subscriber_answers_while_another_thread_waits_on_it(udpros_master):
         assert sub.topic == "/quiet" and sub.links() == []
         assert time.monotonic() - started < 1, "blocked behind the waiting thread"
         waiting.join()
+
+
+def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
+    import asyncio
+
+    async def main(sender, receiver):
+        pub = sender.advertise_raw("/async", "std_msgs/UInt8", "7c8164229e7d2c17eb95e9231617fdee", "uint8 data\n")
+        sub = receiver.subscribe("/async", transports=("udp",))
+        wait_until(lambda: pub.num_subscribers() == 1)
+        assert await sub.recv_async(timeout=0.2) is None
+        # Waits cancelled over and over while messages arrive: none goes missing or comes
+        # twice, and those received later come in the order they were sent (a wait that
+        # finished before its cancel keeps its message).
+        got_early = []
+        for value in range(50):
+            pub.publish(bytes([value]))
+            waiting = asyncio.ensure_future(sub.recv_async())
+            await asyncio.sleep(0)
+            waiting.cancel()
+            try:
+                await waiting
+            except asyncio.CancelledError:
+                pass
+            else:
+                got_early.append(waiting.result()[0])
+        got = []
+        async for data in sub:
+            got.append(data[0])
+            if len(got) + len(got_early) == 50:
+                break
+        assert got == sorted(got), "in the order they were sent"
+        return sorted(got_early + got)
+
+    with udpros.Node("async_sender", node_args(udpros_master)) as sender:
+        with udpros.Node("async_receiver", node_args(udpros_master)) as receiver:
+            assert asyncio.run(main(sender, receiver)) == list(range(50))

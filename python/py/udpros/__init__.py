@@ -15,6 +15,7 @@ writes) where one is given, else the bytes their publisher serialized::
 Waits release the GIL and end with ``KeyboardInterrupt`` on Ctrl-C.
 """
 
+import asyncio
 import io
 import logging
 import sys
@@ -27,6 +28,12 @@ __all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError"]
 
 _log = logging.getLogger("udpros")
 _MISSING = object()
+
+
+def _wake(future):
+    # On the event loop's thread, when a receive's message came.
+    if not future.done():
+        future.set_result(None)
 
 
 def _ros_args(argv):
@@ -157,13 +164,66 @@ class Subscriber:
             data = self._native.recv(left)
             if data is None or self._msg_class is None:
                 return data
-            try:
-                return self._msg_class().deserialize(data)
-            except Exception as error:  # genpy raises DeserializationError, struct.error, ...
-                self.undecodable += 1
-                _log.warning("%s: a message of %d bytes that is no %s: %s", self.topic, len(data), self._msg_class._type, error)
+            message = self._decode(data)
+            if message is not None:
+                return message
             if deadline is not None:
                 left = max(0.0, deadline - time.monotonic())
+
+    def _decode(self, data):
+        """``data`` as the subscriber's class; ``None`` (logged and counted) when it does
+        not deserialize."""
+        try:
+            return self._msg_class().deserialize(data)
+        except Exception as error:  # genpy raises DeserializationError, struct.error, ...
+            self.undecodable += 1
+            _log.warning("%s: a message of %d bytes that is no %s: %s", self.topic, len(data), self._msg_class._type, error)
+            return None
+
+    async def recv_async(self, timeout=None):
+        """``recv`` for asyncio: awaits the next message without holding a thread (the
+        node's runtime wakes the event loop), ``None`` once ``timeout`` seconds passed.
+        Cancelling it loses no message: one already on its way goes to the next receive."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        left = timeout
+        while True:
+            data = await self._next_bytes(left)
+            if data is None or self._msg_class is None:
+                return data
+            message = self._decode(data)
+            if message is not None:
+                return message
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+
+    async def _next_bytes(self, timeout):
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+        receive = self._native.recv_async(loop, woken, _wake)
+        try:
+            if timeout is None:
+                await woken
+            else:
+                await asyncio.wait_for(woken, timeout)
+        except asyncio.TimeoutError:
+            receive.cancel()
+            return None
+        except BaseException:
+            receive.cancel()  # a message that came and was not taken goes back in its place
+            raise
+        data = receive.take()
+        if data is None:
+            raise EOFError("the node shut down")
+        return data
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self.recv_async()
+        except EOFError:
+            raise StopAsyncIteration
 
     def links(self):
         """Each publisher link: ``(publisher URI, "UDPROS"/"TCPROS", connected)``."""
