@@ -95,6 +95,11 @@ fn wait<T: Send + 'static>(
     }
 }
 
+/// A failure of the library's as a Python `RuntimeError`.
+fn runtime_error(error: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(error.to_string())
+}
+
 /// A seconds argument: finite and not negative.
 fn seconds(value: Option<f64>) -> PyResult<Option<Duration>> {
     value
@@ -151,7 +156,7 @@ impl Node {
             ..NodeOptions::default()
         };
         let started = wait(py, udpros::node::Node::with_options(id, options))?;
-        let inner = started.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let inner = started.map_err(runtime_error)?;
         Ok(Node { inner })
     }
 
@@ -198,7 +203,7 @@ impl Node {
             node.subscribe_raw_as(&topic, &msg_type, &md5sum, &definition, options)
                 .await
         })?;
-        let raw = subscribed.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let raw = subscribed.map_err(runtime_error)?;
         Ok(Subscriber::new(raw))
     }
 
@@ -224,7 +229,7 @@ impl Node {
             node.advertise_raw(&topic, &msg_type, &md5sum, &definition, options)
                 .await
         })?;
-        let raw = advertised.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let raw = advertised.map_err(runtime_error)?;
         Ok(Publisher { raw })
     }
 
@@ -286,7 +291,7 @@ impl Node {
             )
             .await
         })?;
-        let raw = advertised.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let raw = advertised.map_err(runtime_error)?;
         Ok(ServiceServer { raw })
     }
 
@@ -295,7 +300,7 @@ impl Node {
     fn get_param<'py>(&self, py: Python<'py>, key: String) -> PyResult<Option<Bound<'py, PyAny>>> {
         let node = self.inner.clone();
         let got = wait(py, async move { node.get_param(&key).await })?;
-        let value = got.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let value = got.map_err(runtime_error)?;
         value.map(|v| to_python(py, &v)).transpose()
     }
 
@@ -305,7 +310,7 @@ impl Node {
         let value = from_python(value, 0)?;
         let node = self.inner.clone();
         let set = wait(py, async move { node.set_param(&key, value).await })?;
-        set.map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        set.map_err(runtime_error)
     }
 
     /// Unregisters everything and stops the node.

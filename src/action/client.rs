@@ -159,7 +159,7 @@ impl RawActionClient {
             ..SubscribeOptions::tcp_only()
         };
         let status_sub = node
-            .subscribe_with(
+            .subscribe_raw_as(
                 &format!("{ns}/status"),
                 GoalStatusArray::TYPE,
                 GoalStatusArray::MD5SUM,
@@ -169,11 +169,11 @@ impl RawActionClient {
             .await?;
         let (t, m, d) = &types.result;
         let result_sub = node
-            .subscribe_with(&format!("{ns}/result"), t, m, d, subscribe.clone())
+            .subscribe_raw_as(&format!("{ns}/result"), t, m, d, subscribe.clone())
             .await?;
         let (t, m, d) = &types.feedback;
         let feedback_sub = node
-            .subscribe_with(&format!("{ns}/feedback"), t, m, d, subscribe)
+            .subscribe_raw_as(&format!("{ns}/feedback"), t, m, d, subscribe)
             .await?;
         let bound = FeedbackBound {
             count: FEEDBACK_QUEUE,

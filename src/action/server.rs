@@ -159,7 +159,7 @@ impl<A: Action> ActionServer<A> {
             ..SubscribeOptions::tcp_only()
         };
         let goal_sub = node
-            .subscribe_with(
+            .subscribe_raw_as(
                 &format!("{ns}/goal"),
                 A::ActionGoal::TYPE,
                 A::ActionGoal::MD5SUM,
@@ -168,7 +168,7 @@ impl<A: Action> ActionServer<A> {
             )
             .await?;
         let cancel_sub = node
-            .subscribe_with(
+            .subscribe_raw_as(
                 &format!("{ns}/cancel"),
                 GoalID::TYPE,
                 GoalID::MD5SUM,

@@ -182,7 +182,7 @@ async fn aggregate_rosout(
         )
         .await?;
     let logs = node
-        .subscribe_with(
+        .subscribe_raw_as(
             "/rosout",
             Log::TYPE,
             Log::MD5SUM,

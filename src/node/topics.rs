@@ -322,7 +322,7 @@ impl Node {
         options: SubscribeOptions,
     ) -> Result<Subscriber<M>, NodeError> {
         let raw = self
-            .subscribe_with(topic, M::TYPE, M::MD5SUM, M::DEFINITION, options)
+            .subscribe_raw_as(topic, M::TYPE, M::MD5SUM, M::DEFINITION, options)
             .await?;
         Ok(Subscriber::new(raw))
     }
@@ -334,7 +334,7 @@ impl Node {
         topic: &str,
         options: SubscribeOptions,
     ) -> Result<RawSubscriber, NodeError> {
-        self.subscribe_with(topic, "*", "*", "", options).await
+        self.subscribe_raw_as(topic, "*", "*", "", options).await
     }
 
     /// Subscribes to `topic` as a subscriber of `msg_type` (its `md5sum` and full
@@ -342,18 +342,6 @@ impl Node {
     /// messages as bytes: for bindings whose message classes live outside Rust (genpy's,
     /// in the Python package).
     pub async fn subscribe_raw_as(
-        &self,
-        topic: &str,
-        msg_type: &str,
-        md5sum: &str,
-        definition: &str,
-        options: SubscribeOptions,
-    ) -> Result<RawSubscriber, NodeError> {
-        self.subscribe_with(topic, msg_type, md5sum, definition, options)
-            .await
-    }
-
-    pub(crate) async fn subscribe_with(
         &self,
         topic: &str,
         msg_type: &str,
