@@ -205,8 +205,6 @@ pub(super) fn fast_path(
     })
 }
 
-/// The node's time (ROS time: sim time under `/use_sim_time`) when the frame's last byte
-/// `arrived`.
 /// `~frames`: every frame the device sends, whole, as `udpros/PingFrame` (built only while
 /// someone subscribes, so a recording holds the sonar's own bytes), then `then`, the
 /// front's own hook. Stamped, like the data topics, when the frame's last byte arrived.
@@ -233,6 +231,8 @@ pub(super) fn with_frames(
     })
 }
 
+/// The node's time (ROS time: sim time under `/use_sim_time`) when the frame's last byte
+/// `arrived`.
 pub(super) fn stamp_at(clock: &udpros::time::Clock, arrived: Instant) -> Time {
     clock.now() - udpros::msg::Duration::from(arrived.elapsed())
 }
