@@ -121,6 +121,7 @@
 pub mod action;
 pub mod api;
 pub(crate) mod connections;
+pub mod guest;
 pub mod host;
 pub mod logging;
 pub mod master;

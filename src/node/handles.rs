@@ -207,6 +207,42 @@ impl RawSubscriber {
         }
     }
 
+    /// A handle on a subscription that belongs to no node (a
+    /// [`Guest`](crate::guest::Guest)'s link to one publisher): dropping or closing the
+    /// last handle ends its links.
+    pub(crate) fn detached(
+        subscription: Arc<Subscription>,
+        sink: Arc<DropOldest<Received>>,
+    ) -> RawSubscriber {
+        RawSubscriber {
+            node: std::sync::Weak::new(),
+            subscription,
+            sink,
+            pending: None,
+        }
+    }
+
+    /// Stops this handle now rather than when it drops: `recv()` returns `None` from here
+    /// on, and when it was the topic's last handle the subscription ends (unregistered,
+    /// its links closed), as dropping it does.
+    pub fn close(&self) {
+        if self.subscription.remove_sink(&self.sink) > 0 {
+            return;
+        }
+        let Some(node) = self.node.upgrade() else {
+            // A detached subscription (or a shut-down node's, closed already).
+            self.subscription.close();
+            return;
+        };
+        let topic = &self.subscription.config.topic;
+        // Not if the node's shutdown took it out already.
+        if !remove_if_same(&node.topics.subscriptions, topic, &self.subscription) {
+            return;
+        }
+        self.subscription.close();
+        node.spawn_unregister(Registration::Subscriber(self.subscription.clone()));
+    }
+
     /// The next message, `None` once the node shuts down. Takes `&self`: tasks sharing
     /// one handle (an `Arc`) take turns at its messages, each message to one of them, and
     /// its links can be read while one of them waits.
@@ -270,19 +306,7 @@ impl RawSubscriber {
 
 impl Drop for RawSubscriber {
     fn drop(&mut self) {
-        if self.subscription.remove_sink(&self.sink) > 0 {
-            return;
-        }
-        let Some(node) = self.node.upgrade() else {
-            return;
-        };
-        let topic = &self.subscription.config.topic;
-        // Not if the node's shutdown took it out already.
-        if !remove_if_same(&node.topics.subscriptions, topic, &self.subscription) {
-            return;
-        }
-        self.subscription.close();
-        node.spawn_unregister(Registration::Subscriber(self.subscription.clone()));
+        self.close();
     }
 }
 

@@ -4,21 +4,16 @@
 
 use super::{Node, NodeInner, SentPath};
 use crate::api::{SlaveBackend, StatusReply};
-use crate::secure::SettleError;
-use crate::socket::{route_mtu, udp_headers, udp_socket};
-use crate::transport::publication::{Publication, UdpLinkError};
 use crate::transport::subscription::LinkStatus;
-use crate::transport::{resolve_udp_peer, FecSendStats, LinkTotals, Protocol, SecureSendLink};
+use crate::transport::udp_answer::open_udp_link;
+use crate::transport::{FecSendStats, LinkTotals, Protocol, SecureSendLink};
 use crate::wire::header::HeaderLimits;
-use crate::wire::link_setup::{PathFacts, SenderTerms};
-use crate::wire::negotiation::{Answer, Offer, UdpPlan, UdprosAnswer, UdprosOffer};
+use crate::wire::negotiation::{Answer, Offer};
 use crate::wire::secure::handshake;
 use crate::wire::udpros::fec::{FEC_FIELD, FEC_VERSION};
 use crate::xmlrpc::Value;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 impl crate::transport::tcp_server::Endpoints for Weak<NodeInner> {
@@ -363,8 +358,9 @@ impl NodeInner {
                     return StatusReply::ok(format!("ready on {host}:{port}"), reply);
                 }
                 Ok(Some(Offer::Udpros(offer))) => {
-                    match self.udp_link(&publication, &caller_id, offer).await {
-                        Ok(answer) => {
+                    let local = self.local();
+                    match open_udp_link(&local, &publication, &caller_id, offer).await {
+                        Ok((answer, _)) => {
                             return StatusReply::ok("", crate::xmlrpc::entry(answer.to_params()))
                         }
                         // The next offer (TCPROS, usually) may still work: an IPv4-only node
@@ -387,76 +383,5 @@ impl NodeInner {
             |e| e.to_string(),
         );
         StatusReply::new(0, why, Value::Array(vec![]))
-    }
-
-    async fn udp_link(
-        &self,
-        publication: &Arc<Publication>,
-        caller_id: &str,
-        offer: UdprosOffer,
-    ) -> Result<Answer, UdpLinkError> {
-        let mut reply = publication.accept(&offer.header)?;
-        let plan = UdpPlan::for_offer(&offer);
-        let peer = resolve_udp_peer(self.id.bind, &offer.host, offer.port, !plan.udpros_peer)
-            .await
-            .map_err(|error| UdpLinkError::Resolve {
-                host: offer.host.clone(),
-                error,
-            })?;
-        if self.id.bind.is_loopback() && !peer.ip().to_canonical().is_loopback() {
-            return Err(UdpLinkError::OnlyLocal { host: offer.host });
-        }
-        // requestTopic checked the publication's cap and the descriptors already.
-        publication.admit_host(peer.ip())?;
-        let (socket, _) = udp_socket(SocketAddr::new(self.id.bind, 0), plan.send_buffer)?;
-        socket.connect(peer)?;
-        let route_mtu = route_mtu(&socket);
-        let loopback = peer.ip().to_canonical().is_loopback();
-        let path = PathFacts {
-            route_payload: route_mtu.map(|mtu| mtu.saturating_sub(udp_headers(peer))),
-            route_mtu,
-            loopback,
-        };
-        let connection_id = self.link_ids.fetch_add(1, Ordering::Relaxed);
-        let mut terms = SenderTerms::settle(
-            &plan,
-            &offer.header,
-            path,
-            &publication.fec(),
-            publication.governor(),
-            connection_id,
-            publication.max_rate(),
-        );
-        // A secure link when the subscriber offered one and this node holds the same key;
-        // under `require` a plain subscriber is refused here, told why.
-        let context = handshake::link_context(&publication.info.topic, connection_id);
-        let settling = self
-            .security
-            .settle_offer(&offer.header, &context)
-            .map_err(|e| match e {
-                SettleError::Refused(refused) => UdpLinkError::Secure(refused),
-                SettleError::Random(e) => UdpLinkError::Random(e),
-            })?;
-        settling.add_fields(&mut reply);
-        terms.secure = settling.link().cloned();
-        if terms.fec.is_some() && !loopback {
-            crate::transport::prepare_fec_code();
-        }
-        // Declared in the answer: roscpp treats this port as informational, udpros
-        // subscribers accept datagrams only from it.
-        let source_port = socket.local_addr()?.port();
-        let max_datagram = terms.max_datagram;
-        for (field, value) in terms.answer_fields() {
-            reply.insert(field, value);
-        }
-        settling.sign(&mut reply);
-        publication.add_udp_link(socket, caller_id, terms)?;
-        Ok(Answer::Udpros(UdprosAnswer {
-            host: self.id.host.clone(),
-            port: source_port,
-            connection_id: connection_id as i32,
-            max_datagram,
-            header: reply,
-        }))
     }
 }

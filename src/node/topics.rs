@@ -5,7 +5,7 @@
 use super::handles::{Publisher, RawPublisher, RawSubscriber, Subscriber};
 use super::{lock, Node, NodeError, NodeInner};
 use crate::msg::Message;
-use crate::transport::publication::Publication;
+use crate::transport::publication::{LinkLimits, Publication};
 use crate::transport::subscription::{LocalNode, Subscription, SubscriptionConfig};
 use crate::transport::Protocol;
 use crate::wire::topic::TopicIdentity;
@@ -93,6 +93,22 @@ impl Default for AdvertiseOptions {
             freshness: Some(crate::wire::freshness::DEFAULT_FRESHNESS),
             max_rate: None,
             urgent: false,
+        }
+    }
+}
+
+impl From<&AdvertiseOptions> for LinkLimits {
+    fn from(options: &AdvertiseOptions) -> LinkLimits {
+        LinkLimits {
+            queue_size: options.queue_size,
+            queue_bytes: options.max_queued_bytes,
+            max_links: options.max_links,
+            max_links_per_host: options.max_links_per_host,
+            fec: options.fec,
+            governor: options.governor,
+            freshness: options.freshness,
+            max_rate: options.max_rate.filter(|r| r.is_finite() && *r > 0.0),
+            urgent: options.urgent,
         }
     }
 }
@@ -265,17 +281,7 @@ impl Node {
                 info,
                 has_header,
                 options.latch,
-                crate::transport::publication::LinkLimits {
-                    queue_size: options.queue_size,
-                    queue_bytes: options.max_queued_bytes,
-                    max_links: options.max_links,
-                    max_links_per_host: options.max_links_per_host,
-                    fec: options.fec,
-                    governor: options.governor,
-                    freshness: options.freshness,
-                    max_rate: options.max_rate.filter(|r| r.is_finite() && *r > 0.0),
-                    urgent: options.urgent,
-                },
+                LinkLimits::from(&options),
                 self.inner.host_budgets.clone(),
                 self.inner.link_ids.clone(),
             )
@@ -362,7 +368,7 @@ impl Node {
                 max_message_size: options.max_message_size,
                 fec: options.fec,
             };
-            Subscription::new(config, self.local())
+            Subscription::new(config, self.inner.local())
         };
         let Some(_registering) = self.inner.registering.begin() else {
             return Ok(RawSubscriber::closed(
@@ -394,17 +400,6 @@ impl Node {
         }
         Ok(RawSubscriber::new(&self.inner, subscription, sink))
     }
-
-    fn local(&self) -> LocalNode {
-        LocalNode {
-            node_name: self.name().to_string(),
-            host: self.inner.id.host.clone(),
-            bind: self.inner.id.bind,
-            client: self.inner.client.clone(),
-            link_ids: self.inner.link_ids.clone(),
-            security: self.inner.security.clone(),
-        }
-    }
 }
 
 /// Whether a type's full definition starts with `Header header` (its own text is the part
@@ -416,6 +411,18 @@ fn definition_has_header(msg_type: &str, definition: &str) -> bool {
 }
 
 impl NodeInner {
+    /// Who this node is, as its links tell their peers.
+    pub(crate) fn local(&self) -> LocalNode {
+        LocalNode {
+            node_name: self.id.name.clone(),
+            host: self.id.host.clone(),
+            bind: self.id.bind,
+            client: self.client.clone(),
+            link_ids: self.link_ids.clone(),
+            security: self.security.clone(),
+        }
+    }
+
     pub(crate) fn publication(&self, topic: &str) -> Option<Arc<Publication>> {
         lock(&self.topics.publications)
             .get(topic)

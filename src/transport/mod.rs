@@ -10,6 +10,7 @@ mod sender;
 pub mod service_endpoint;
 pub(crate) mod subscription;
 pub(crate) mod tcp_server;
+pub(crate) mod udp_answer;
 
 pub use crate::wire::udpros::governor::GovernorStats;
 pub use crate::wire::udpros::{SecureSendStats, UdpStats};

@@ -172,7 +172,7 @@ impl SubscriberLink {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.queue.close();
         if let Some(closing) = &self.closing {
@@ -182,7 +182,7 @@ impl SubscriberLink {
 
     /// Sends a frame from the publishing thread when the link is idle, else queues it for
     /// the link's task, as published at `now`.
-    fn offer(&self, frame: &Bytes, now: Instant) {
+    pub(crate) fn offer(&self, frame: &Bytes, now: Instant) {
         if let Ok(mut sender) = self.sender.try_lock() {
             // Frames already queued go first: then this one queues behind them.
             if self.queue.is_empty() {
@@ -521,7 +521,13 @@ impl Publication {
             link.queue
                 .push(QueuedFrame::published(frame, Instant::now()));
         }
-        self.links().push(link.clone());
+        {
+            // Closed links go here too, not only as a message is published: a publication
+            // that sends to its links one by one (a guest's) publishes nothing itself.
+            let mut links = self.links();
+            links.retain(|l| !l.is_closed());
+            links.push(link.clone());
+        }
         tokio::spawn(serve(link.clone()));
         link
     }

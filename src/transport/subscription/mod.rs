@@ -94,6 +94,9 @@ pub struct PublisherLinkStats {
     /// On a secure link, the datagrams opened and those refused, by reason (forged,
     /// replayed, too old, too short).
     pub secure: Option<crate::wire::secure::datagram::OpenStats>,
+    /// The link stopped trying: the publisher refused it for good (another type, not a
+    /// publisher of the topic, a secure link it cannot settle) or the subscription closed.
+    pub ended: bool,
 }
 
 impl PublisherLink {
@@ -114,6 +117,12 @@ impl PublisherLink {
             bytes,
             udp: status.udp,
             secure: status.secure,
+            ended: self
+                .task
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_none_or(|task| task.is_finished()),
         }
     }
 
