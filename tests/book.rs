@@ -34,9 +34,10 @@ fn documents() -> Vec<(PathBuf, String)> {
 
 /// The examples the README and the book show (under `examples/`), with the language of
 /// their blocks; the Python package's under `python/examples/`, which its tests run.
-const SHOWN: [(&str, &str); 10] = [
+const SHOWN: [(&str, &str); 11] = [
     ("../python/examples/talker.py", "python"),
     ("../python/examples/listener.py", "python"),
+    ("../python/examples/rospy_listener.py", "python"),
     ("talker.rs", "rust"),
     ("listener.rs", "rust"),
     ("service_server.rs", "rust"),

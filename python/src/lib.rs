@@ -8,7 +8,7 @@
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -191,11 +191,7 @@ impl Node {
         let options = SubscribeOptions {
             transports: protocols(transports)?,
             queue_size: queue_size.max(1),
-            fec: if fec {
-                FecPolicy::default()
-            } else {
-                FecPolicy::Off
-            },
+            fec: fec_policy(fec),
             ..SubscribeOptions::default()
         };
         let node = self.inner.clone();
@@ -544,16 +540,52 @@ impl Subscriber {
         self.raw
             .links()
             .into_iter()
+            .map(|l| (l.publisher_uri, ros_name(l.protocol), l.connected))
+            .collect()
+    }
+
+    /// Each publisher link in full, a dict: `uri`, `transport` ("UDPROS", "TCPROS" or ""
+    /// before it is negotiated), `connected`, `ended` (the link stopped trying: the
+    /// publisher refused it for good), `local_port`, `peer` ("host:port" or ""),
+    /// `messages`, `bytes`, `header` (the publisher's connection header, a dict of str),
+    /// and on UDPROS `incomplete`, `missed` and `rebuilt` (by FEC) messages.
+    fn link_info<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.raw
+            .links()
+            .into_iter()
             .map(|l| {
-                let transport = match l.protocol {
-                    Some(Protocol::Udp) => "UDPROS",
-                    Some(Protocol::Tcp) => "TCPROS",
-                    None => "",
-                };
-                (l.publisher_uri, transport.to_string(), l.connected)
+                let info = PyDict::new(py);
+                info.set_item("uri", l.publisher_uri)?;
+                info.set_item("transport", ros_name(l.protocol))?;
+                info.set_item("connected", l.connected)?;
+                info.set_item("ended", l.ended)?;
+                info.set_item("local_port", l.local_port)?;
+                info.set_item("peer", l.peer.map(|p| p.to_string()).unwrap_or_default())?;
+                info.set_item("messages", l.messages)?;
+                info.set_item("bytes", l.bytes)?;
+                let header = PyDict::new(py);
+                for (field, value) in l.header.iter().flat_map(|h| h.iter()) {
+                    header.set_item(field, value)?;
+                }
+                info.set_item("header", header)?;
+                info.set_item("incomplete", l.udp.incomplete)?;
+                info.set_item("missed", l.udp.missed)?;
+                info.set_item("rebuilt", l.udp.rebuilt)?;
+                Ok(info)
             })
             .collect()
     }
+
+    /// Stops receiving: `recv` raises `EOFError` from here on, and a link of its own (a
+    /// guest's) closes.
+    fn close(&self) {
+        self.raw.close();
+    }
+}
+
+/// A transport's name as ROS says it, "" when not yet negotiated.
+fn ros_name(protocol: Option<Protocol>) -> String {
+    protocol.map_or("", Protocol::ros_name).to_string()
 }
 
 /// What an asyncio receive holds once its message came.
@@ -652,6 +684,168 @@ impl ServiceServer {
     }
 }
 
+/// udpros's links lent to a node another library runs (rospy): see `udpros.rospy`.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct Guest {
+    inner: Arc<udpros::guest::Guest>,
+}
+
+#[pymethods]
+impl Guest {
+    /// A guest of the node `node_name` (its resolved name) whose URIs advertise `host`.
+    #[new]
+    fn new(node_name: &str, host: &str) -> PyResult<Guest> {
+        let _runtime = runtime().enter();
+        let inner = udpros::guest::Guest::new(node_name, host, AdvertiseOptions::default())
+            .map_err(runtime_error)?;
+        Ok(Guest {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// A link to the publisher at `publisher_uri` for `topic` (the subscriber's type,
+    /// md5sum and full definition), negotiated in the order of `transports`, FEC asked of
+    /// udpros publishers when `fec`, at most `queue_size` messages waiting: a `Subscriber`
+    /// with that one link, which closes with it.
+    #[pyo3(signature = (publisher_uri, topic, msg_type, md5sum, definition, transports = vec!["udp".to_string(), "tcp".to_string()], fec = true, queue_size = 100))]
+    #[allow(clippy::too_many_arguments)]
+    fn link_to_publisher(
+        &self,
+        publisher_uri: &str,
+        topic: &str,
+        msg_type: &str,
+        md5sum: &str,
+        definition: &str,
+        transports: Vec<String>,
+        fec: bool,
+        queue_size: usize,
+    ) -> PyResult<Subscriber> {
+        let options = SubscribeOptions {
+            transports: protocols(transports)?,
+            queue_size: queue_size.max(1),
+            fec: fec_policy(fec),
+            ..SubscribeOptions::default()
+        };
+        let _runtime = runtime().enter();
+        let raw = self.inner.link_to_publisher(
+            publisher_uri,
+            topic,
+            msg_type,
+            md5sum,
+            definition,
+            options,
+        );
+        Ok(Subscriber::new(raw))
+    }
+
+    /// Answers a subscriber's UDPROS offer (`offer`: its `requestTopic` entry, the header
+    /// as bytes) for `topic` of this node: `(answer entry, link)`, the header in the answer
+    /// as bytes. A refusal raises `ValueError` with its reason.
+    #[pyo3(signature = (topic, msg_type, md5sum, definition, latch, offer))]
+    #[allow(clippy::too_many_arguments)]
+    fn answer_udpros<'py>(
+        &self,
+        py: Python<'py>,
+        topic: String,
+        msg_type: String,
+        md5sum: String,
+        definition: String,
+        latch: bool,
+        offer: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyAny>, GuestLink)> {
+        let Value::Array(offer) = from_python(offer, 0)? else {
+            return Err(PyTypeError::new_err("an offer is a list"));
+        };
+        let published = udpros::guest::PublishedTopic {
+            topic,
+            msg_type,
+            md5sum,
+            definition,
+            latch,
+        };
+        let guest = self.inner.clone();
+        let answered = wait(
+            py,
+            async move { guest.answer_udpros(&published, &offer).await },
+        )?;
+        let (entry, link) = answered.map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((
+            to_python(py, &Value::Array(entry))?,
+            GuestLink { inner: link },
+        ))
+    }
+}
+
+/// One UDPROS link from a rospy publisher to a subscriber.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct GuestLink {
+    inner: udpros::guest::GuestLink,
+}
+
+#[pymethods]
+impl GuestLink {
+    /// Sends a serialized message with its 4-byte length prefix (rospy's buffer); never
+    /// waits. False once the link closed (the subscriber left).
+    fn send(&self, py: Python<'_>, frame: &[u8]) -> bool {
+        py.detach(|| self.inner.send(frame))
+    }
+
+    /// Whether the link closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Closes the link (a udpros subscriber is told).
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    /// The answer's connection id.
+    #[getter]
+    fn id(&self) -> u32 {
+        self.inner.id()
+    }
+
+    /// The local port the link sends from.
+    #[getter]
+    fn local_port(&self) -> u16 {
+        self.inner.local_port()
+    }
+
+    /// Where the link sends, "host:port".
+    #[getter]
+    fn peer(&self) -> String {
+        self.inner.stats().peer.to_string()
+    }
+
+    /// The subscriber's node name.
+    #[getter]
+    fn caller_id(&self) -> String {
+        self.inner.stats().caller_id
+    }
+
+    /// `(messages, bytes, dropped)` so far.
+    fn counts(&self) -> (u64, u64, u64) {
+        let stats = self.inner.stats();
+        (stats.messages, stats.bytes, stats.drops)
+    }
+
+    /// Whether the link carries FEC.
+    #[getter]
+    fn fec(&self) -> bool {
+        self.inner.stats().fec.is_some()
+    }
+}
+
+fn fec_policy(fec: bool) -> FecPolicy {
+    if fec {
+        FecPolicy::default()
+    } else {
+        FecPolicy::Off
+    }
+}
+
 pyo3::create_exception!(
     _udpros,
     ServiceError,
@@ -667,6 +861,8 @@ fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Publisher>()?;
     module.add_class::<ServiceClient>()?;
     module.add_class::<ServiceServer>()?;
+    module.add_class::<Guest>()?;
+    module.add_class::<GuestLink>()?;
     module.add("ServiceError", module.py().get_type::<ServiceError>())?;
     Ok(())
 }

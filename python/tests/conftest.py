@@ -80,3 +80,84 @@ def udpros_master():
     yield uri
     proc.terminate()
     proc.wait(timeout=10)
+
+
+class Running:
+    """A process the test started, its output read line by line on a thread."""
+
+    def __init__(self, command, env):
+        import queue
+        import threading
+
+        self.command = command
+        self.proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.lines = queue.Queue()
+        self.seen = []
+
+        def read():
+            for line in self.proc.stdout:
+                self.lines.put(line.rstrip("\n"))
+            self.lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def expect(self, prefix, seconds=30):
+        """The next line that starts with `prefix` (the ones before it are kept in `seen`)."""
+        import queue
+
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{self.command[:3]}: no {prefix!r} line in {seconds} s; saw {self.seen[-5:]}"
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            assert line is not None, f"{self.command[:3]} ended without a {prefix!r} line; saw {self.seen[-5:]}"
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def run():
+    """Starts processes (`run(command, env)`) and stops them after the test."""
+    started = []
+
+    def start(command, env):
+        running = Running(command, env)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
+
+
+@pytest.fixture(scope="session")
+def roscpp_peer():
+    """The roscpp test peer (crates/udpros-testkit/peers/roscpp_peer.cpp), built with g++ and
+    pkg-config as the Rust tests build it, unless a build newer than its source is there."""
+    source = REPO / "crates" / "udpros-testkit" / "peers" / "roscpp_peer.cpp"
+    out = REPO / "target" / "py-peers"
+    binary = out / "roscpp_peer"
+    if binary.exists() and binary.stat().st_mtime >= source.stat().st_mtime:
+        return binary
+    out.mkdir(parents=True, exist_ok=True)
+    packages = ["roscpp", "std_msgs"]
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", *packages], check=True, capture_output=True, text=True)
+    partial = out / f"roscpp_peer.partial.{os.getpid()}"
+    subprocess.run(["g++", "-O2", "-std=c++17", "-o", str(partial), str(source), *flags.stdout.split()], check=True)
+    partial.rename(binary)
+    return binary

@@ -1,0 +1,79 @@
+"""A rospy node for the tests, with `import udpros.rospy` unless `--plain`.
+
+    rospy_node.py sub TOPIC [--hints udp,tcp] [--count N] [--seconds S] [--plain]
+    rospy_node.py pub TOPIC [--rate HZ] [--count N] [--latch] [--plain]
+
+`sub` prints "RECV <data>" per message and, once it has `--count`, "BUS <json>" (its
+getBusInfo) and ends. `pub` publishes "msg <n>" and prints "BUS <json>" after every tenth
+message, and "SENT" after the last. Both take std_msgs/String.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+import xmlrpc.client
+
+parser = argparse.ArgumentParser()
+parser.add_argument("mode", choices=["sub", "pub"])
+parser.add_argument("topic")
+parser.add_argument("--hints", default=None)
+parser.add_argument("--count", type=int, default=10)
+parser.add_argument("--rate", type=float, default=20.0)
+parser.add_argument("--seconds", type=float, default=60.0)
+parser.add_argument("--latch", action="store_true")
+parser.add_argument("--plain", action="store_true")
+args, ros_args = parser.parse_known_args()
+
+import rospy  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
+
+if not args.plain:
+    import udpros.rospy  # noqa: E402
+
+rospy.init_node("rospy_" + args.mode, anonymous=True, argv=[sys.argv[0], *ros_args], disable_signals=True)
+
+
+def bus():
+    return xmlrpc.client.ServerProxy(rospy.core.get_node_uri()).getBusInfo("/test")[2]
+
+
+def say(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+if args.mode == "sub":
+    got = []
+    done = threading.Event()
+
+    def heard(msg):
+        got.append(msg.data)
+        say("RECV " + msg.data)
+        if len(got) >= args.count:
+            done.set()
+
+    if args.hints and not args.plain:
+        hints = udpros.rospy.TransportHints()
+        for one in args.hints.split(","):
+            hints = hints.unreliable() if one == "udp" else hints.reliable()
+        udpros.rospy.Subscriber(args.topic, String, heard, transport_hints=hints)
+    else:
+        rospy.Subscriber(args.topic, String, heard)
+    say("READY")
+    done.wait(args.seconds)
+    say("BUS " + json.dumps(bus()))
+    say("INFO " + json.dumps(xmlrpc.client.ServerProxy(rospy.core.get_node_uri()).getBusInfo("/test")[2]))
+else:
+    pub = rospy.Publisher(args.topic, String, queue_size=10, latch=args.latch)
+    say("READY")
+    for n in range(args.count):
+        pub.publish(String(data="msg %d" % n))
+        if n % 10 == 9:
+            say("BUS " + json.dumps(bus()))
+        time.sleep(1.0 / args.rate)
+    say("SENT")
+    if args.latch:
+        time.sleep(args.seconds)
+rospy.signal_shutdown("done")
