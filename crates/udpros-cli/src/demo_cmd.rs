@@ -292,6 +292,10 @@ async fn live_view(
         }
     };
     let mut end = std::pin::pin!(end);
+    // Listened for from here on, not anew in each turn of the loop: a signal that came
+    // while the screen was redrawn would otherwise be missed. SIGTERM too (a service
+    // manager's stop): its nodes shut down on it, and the demo must end with them.
+    let mut stop = crate::tool_node::StopSignals::listen()?;
     if !live {
         println!(
             "udpros demo: offset is ROS time − autopilot time; the simulated autopilot's clock counts from its boot, as an autopilot's does before GPS"
@@ -339,7 +343,7 @@ async fn live_view(
                 let _ = out.flush();
             }
             _ = &mut end => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = stop.stopped() => break,
         }
     }
     if live {

@@ -117,3 +117,49 @@ fn joins_a_running_rosmaster_that_stock_tools_see_and_leaves_it_clean() {
         "left behind: {topics}"
     );
 }
+
+/// SIGTERM (a service manager's stop) and SIGINT (Ctrl-C) each end the demo cleanly, its
+/// embedded master with it. (Before: SIGTERM shut its nodes down, and the demo went on
+/// printing frozen figures until `--duration`.)
+#[test]
+fn a_signal_ends_the_demo_and_its_master() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let port = common::free_port();
+        let uri = format!("http://127.0.0.1:{port}/");
+        let mut child = demo(&uri, "120")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        // Up once a status line shows.
+        assert!(
+            lines
+                .by_ref()
+                .map_while(Result::ok)
+                .any(|l| l.starts_with("t=")),
+            "no status line"
+        );
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("signal {signal}: the demo did not end within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "signal {signal}: {status}");
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        assert_eq!(
+            rest.last().map(String::as_str),
+            Some("udpros demo: stopped"),
+            "{rest:?}"
+        );
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    }
+}
