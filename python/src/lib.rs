@@ -663,10 +663,63 @@ impl ServiceClient {
         Ok(PyBytes::new(py, &response))
     }
 
+    /// Starts a call for asyncio: when it has an answer (or failed), `wake(future)` is
+    /// called on `event_loop`'s thread (`call_soon_threadsafe`), and the returned handle's
+    /// `take()` gives the response or raises `ServiceError`. `cancel()` abandons it.
+    fn call_async(
+        &self,
+        request: Vec<u8>,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        wake: Py<PyAny>,
+    ) -> AsyncCall {
+        let raw = self.raw.clone();
+        let answer = Arc::new(std::sync::Mutex::new(None));
+        let task = runtime().spawn({
+            let answer = answer.clone();
+            async move {
+                let answered = raw.call(&request).await.map_err(|e| e.to_string());
+                *answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answered);
+                Python::attach(|py| {
+                    // A loop that closed meanwhile has nobody to tell.
+                    let _ = event_loop.call_method1(py, "call_soon_threadsafe", (wake, future));
+                });
+            }
+        });
+        AsyncCall {
+            task: task.abort_handle(),
+            answer,
+        }
+    }
+
     /// The resolved service name.
     #[getter]
     fn service(&self) -> String {
         self.raw.service().to_string()
+    }
+}
+
+/// An asyncio service call under way ([`ServiceClient::call_async`]).
+#[pyclass(module = "udpros._udpros", frozen)]
+struct AsyncCall {
+    task: tokio::task::AbortHandle,
+    answer: Arc<std::sync::Mutex<Option<Result<bytes::Bytes, String>>>>,
+}
+
+#[pymethods]
+impl AsyncCall {
+    /// The response's bytes, once `wake` was called; `ServiceError` when the call failed.
+    fn take<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        match self.answer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(Ok(response)) => Ok(PyBytes::new(py, &response)),
+            Some(Err(why)) => Err(ServiceError::new_err(why)),
+            None => Err(PyRuntimeError::new_err("the call has not answered yet")),
+        }
+    }
+
+    /// Abandons the call (its connection is dropped; the server may still have served it).
+    fn cancel(&self) {
+        self.task.abort();
     }
 }
 
@@ -681,6 +734,128 @@ impl ServiceServer {
     /// Calls answered so far.
     fn calls(&self) -> u64 {
         self.raw.calls()
+    }
+}
+
+/// A message type known at run time, from the messages udpros ships, the `.msg` files of
+/// an installed ROS, or a full definition as a connection header carries it: what decodes
+/// messages where genpy is missing.
+#[pyclass(module = "udpros._udpros", frozen)]
+struct MessageType {
+    inner: udpros::msg::dynamic::DynamicType,
+}
+
+/// The Python classes decoded messages are made of (`udpros.message`).
+struct Makers<'py> {
+    message: Bound<'py, PyAny>,
+    time: Bound<'py, PyAny>,
+    duration: Bound<'py, PyAny>,
+}
+
+/// How deep decoded messages nest: the decoder bounds it already; this bounds the
+/// recursion that turns them into Python objects the same way.
+const MAX_MESSAGE_DEPTH: usize = 128;
+
+impl<'py> Makers<'py> {
+    fn new(py: Python<'py>) -> PyResult<Makers<'py>> {
+        let module = py.import("udpros.message")?;
+        Ok(Makers {
+            message: module.getattr("Message")?,
+            time: module.getattr("Time")?,
+            duration: module.getattr("Duration")?,
+        })
+    }
+
+    fn make(
+        &self,
+        py: Python<'py>,
+        value: &udpros::msg::dynamic::Value,
+        depth: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use udpros::msg::dynamic::Value as V;
+        if depth > MAX_MESSAGE_DEPTH {
+            return Err(PyValueError::new_err("a message nested too deep"));
+        }
+        Ok(match value {
+            V::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+            V::I8(v) => v.into_pyobject(py)?.into_any(),
+            V::I16(v) => v.into_pyobject(py)?.into_any(),
+            V::I32(v) => v.into_pyobject(py)?.into_any(),
+            V::I64(v) => v.into_pyobject(py)?.into_any(),
+            V::U8(v) => v.into_pyobject(py)?.into_any(),
+            V::U16(v) => v.into_pyobject(py)?.into_any(),
+            V::U32(v) => v.into_pyobject(py)?.into_any(),
+            V::U64(v) => v.into_pyobject(py)?.into_any(),
+            V::F32(v) => f64::from(*v).into_pyobject(py)?.into_any(),
+            V::F64(v) => v.into_pyobject(py)?.into_any(),
+            V::String(text) => text.into_pyobject(py)?.into_any(),
+            V::Time(t) => self.time.call1((t.sec, t.nsec))?,
+            V::Duration(d) => self.duration.call1((d.sec, d.nsec))?,
+            V::Bytes(b) | V::Chars(b) => PyBytes::new(py, b).into_any(),
+            V::Array(items) => {
+                let list = pyo3::types::PyList::empty(py);
+                for item in items {
+                    list.append(self.make(py, item, depth + 1)?)?;
+                }
+                list.into_any()
+            }
+            V::Message(fields) => {
+                let kwargs = PyDict::new(py);
+                for (name, item) in fields {
+                    kwargs.set_item(name, self.make(py, item, depth + 1)?)?;
+                }
+                self.message.call((), Some(&kwargs))?
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl MessageType {
+    /// The type `type_name` (`pkg/Name`): from `definition` (its full text, as a
+    /// connection header's `message_definition`) when given, else one udpros ships or an
+    /// installed ROS has. An unknown type or a definition that does not parse is a
+    /// `ValueError`.
+    #[new]
+    #[pyo3(signature = (type_name, definition = None))]
+    fn new(type_name: &str, definition: Option<&str>) -> PyResult<MessageType> {
+        let found = match definition {
+            Some(text) => udpros::msg::dynamic::DynamicType::from_definition(type_name, text),
+            None => udpros::msg::find_type(type_name),
+        };
+        let inner = found.map_err(|e| PyValueError::new_err(format!("{type_name}: {e}")))?;
+        Ok(MessageType { inner })
+    }
+
+    /// `pkg/Name`.
+    #[getter]
+    fn type_name(&self) -> String {
+        self.inner.type_name().to_string()
+    }
+
+    /// The md5sum genmsg computes for it.
+    #[getter]
+    fn md5sum(&self) -> String {
+        self.inner.md5sum().to_string()
+    }
+
+    /// The full definition, as genmsg writes it.
+    #[getter]
+    fn definition(&self) -> PyResult<String> {
+        self.inner
+            .definition()
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// One serialized message as a `udpros.message.Message` (fields as attributes; nested
+    /// messages alike; `time` and `duration` as `udpros.message.Time` and `Duration`;
+    /// `uint8[]` as bytes). Bytes that are no such message are a `ValueError`.
+    fn decode<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        let value = self
+            .inner
+            .decode(&bytes::Bytes::copy_from_slice(data))
+            .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.inner.type_name())))?;
+        Makers::new(py)?.make(py, &value, 0)
     }
 }
 
@@ -860,8 +1035,10 @@ fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<AsyncReceive>()?;
     module.add_class::<Publisher>()?;
     module.add_class::<ServiceClient>()?;
+    module.add_class::<AsyncCall>()?;
     module.add_class::<ServiceServer>()?;
     module.add_class::<Guest>()?;
+    module.add_class::<MessageType>()?;
     module.add_class::<GuestLink>()?;
     module.add("ServiceError", module.py().get_type::<ServiceError>())?;
     Ok(())

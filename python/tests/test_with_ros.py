@@ -142,6 +142,39 @@ def test_a_service_answers_udpros_and_rospy_clients(rosmaster):
             client.service_proxy("/nobody", SetBool, timeout=5)(True)
 
 
+def test_service_calls_are_awaitable(rosmaster):
+    import asyncio
+    import threading
+
+    from std_srvs.srv import SetBool, SetBoolResponse
+
+    release = threading.Event()
+
+    def slow_or_fast(request):
+        if not request.data:
+            release.wait(20)  # the call asyncio abandons below
+        return SetBoolResponse(success=request.data, message="answered")
+
+    async def calls(proxy, missing):
+        # Ten at once, answered while the event loop keeps running.
+        answers = await asyncio.gather(*(proxy.call_async(True) for _ in range(10)))
+        assert [a.success for a in answers] == [True] * 10
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(proxy.call_async(data=False), 0.5)
+        release.set()
+        # The abandoned call left the proxy usable.
+        assert (await proxy.call_async(True)).message == "answered"
+        with pytest.raises(udpros.ServiceError):
+            await missing.call_async(True)
+
+    with udpros.Node("async_server", node_args(rosmaster)) as server, udpros.Node("async_client", node_args(rosmaster)) as client:
+        served = server.advertise_service("/slow_or_fast", SetBool, slow_or_fast)
+        proxy = client.service_proxy("/slow_or_fast", SetBool, timeout=30)
+        missing = client.service_proxy("/nobody_async", SetBool, timeout=5)
+        asyncio.run(calls(proxy, missing))
+        assert served.calls() >= 11
+
+
 def test_parameters_round_trip_and_meet_rosparam(rosmaster):
     with udpros.Node("tuner", node_args(rosmaster)) as node:
         value = {"gain": 2, "range": 20.5, "on": True, "name": "ping360", "steps": [1, 2, 3], "blob": b"\x00\x01"}

@@ -101,3 +101,69 @@ def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
     with udpros.Node("async_sender", node_args(udpros_master)) as sender:
         with udpros.Node("async_receiver", node_args(udpros_master)) as receiver:
             assert asyncio.run(main(sender, receiver)) == list(range(50))
+
+
+def test_message_types_decode_without_genpy():
+    import struct
+
+    import pytest
+    from udpros.message import Message, Time
+
+    rng = udpros.MessageType("sensor_msgs/Range")
+    assert rng.md5sum == "c005c34273dc426c67a020a87bc24148"
+    assert rng.definition.startswith("# Single range reading")
+    body = struct.pack("<III", 7, 12, 500) + struct.pack("<I", 6) + b"sonar1" + struct.pack("<Bffff", 1, 0.5, 0.3, 50.0, 12.25)
+    msg = rng.decode(body)
+    assert isinstance(msg, Message) and msg.fields() == ["header", "radiation_type", "field_of_view", "min_range", "max_range", "range"]
+    assert (msg.header.seq, msg.header.stamp, msg.header.frame_id) == (7, Time(12, 500), "sonar1")
+    assert msg.range == 12.25 and msg.radiation_type == 1
+    # A type given by its definition, as a publisher's connection header carries it.
+    point = udpros.MessageType("my_pkg/Ping", "uint32 id\nfloat64[] samples\nstring note\n")
+    decoded = point.decode(struct.pack("<II2d", 3, 2, 1.5, -2.0) + struct.pack("<I", 2) + b"ok")
+    assert (decoded.id, decoded.samples, decoded.note) == (3, [1.5, -2.0], "ok")
+    # Bytes that are no such message: a ValueError, at once, whatever length they claim.
+    for bad in [b"", body[:-1], body + b"\x00", struct.pack("<II", 3, 0x7FFFFFFF) + b"\x00" * 64]:
+        with pytest.raises(ValueError):
+            point.decode(bad) if bad[:4] == struct.pack("<I", 3) else rng.decode(bad)
+    started = time.monotonic()
+    with pytest.raises(ValueError):
+        point.decode(struct.pack("<II", 1, 0xFFFFFFFF) + b"\x00" * (1 << 20))
+    assert time.monotonic() - started < 5
+    for unknown in ["no_such_pkg/Nothing", "not a type", ""]:
+        with pytest.raises(ValueError):
+            udpros.MessageType(unknown)
+
+
+def test_the_topside_depth_example_plots_the_demo_sonar_without_genpy(tmp_path):
+    import os
+    import pathlib
+
+    from conftest import REPO, free_port, ros_env
+
+    binary = os.environ.get("UDPROS_BIN") or str(REPO / "target" / "debug" / "udpros")
+    uri = f"http://127.0.0.1:{free_port()}/"
+    demo = subprocess.Popen(
+        [binary, "demo", "--plain", "--view-port", "0", "--duration", "90"],
+        env=ros_env(uri),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        example = pathlib.Path(REPO) / "python" / "examples" / "ping1d_depth.py"
+        plotted = subprocess.run(
+            [sys.executable, str(example), "5"],
+            env=ros_env(uri),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert plotted.returncode == 0, plotted.stderr
+        lines = plotted.stdout.splitlines()
+        assert len(lines) == 5, lines
+        for line in lines:
+            stamp, depth, unit, bar = line.split(maxsplit=3)
+            assert float(stamp) > 0 and unit == "m" and bar.startswith("|") and bar.endswith("|")
+            assert 0.0 < float(depth) < 100.0, line
+    finally:
+        demo.terminate()
+        demo.wait(timeout=30)

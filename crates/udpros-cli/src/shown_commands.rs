@@ -105,6 +105,10 @@ fn words(line: &str) -> Vec<String> {
     if started {
         words.push(word);
     }
+    // A command run in the background (`udpros demo &`): the `&` is the shell's.
+    if words.last().is_some_and(|w| w == "&") {
+        words.pop();
+    }
     words
 }
 

@@ -21,10 +21,11 @@ import logging
 import sys
 import time
 
+from ._udpros import MessageType
 from ._udpros import Node as _NativeNode
 from ._udpros import ServiceError
 
-__all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError"]
+__all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError", "MessageType"]
 
 _log = logging.getLogger("udpros")
 _MISSING = object()
@@ -39,6 +40,27 @@ def _wake(future):
 def _ros_args(argv):
     """The ROS remappings (``name:=value``) among ``argv``, as rospy takes them."""
     return [a for a in argv if ":=" in a]
+
+
+class _Dynamic:
+    """A :class:`MessageType` in a genpy class's place: messages decoded in Rust into
+    :class:`udpros.message.Message` objects, where genpy is missing."""
+
+    def __init__(self, message_type):
+        self._type = message_type.type_name
+        self._md5sum = message_type.md5sum
+        self._full_text = message_type.definition
+        self.decode = message_type.decode
+
+
+def _message_class(msg_class):
+    """A genpy class as it is; a type's name (``"sensor_msgs/Range"``) or a
+    :class:`MessageType` as a :class:`_Dynamic`."""
+    if isinstance(msg_class, str):
+        return _Dynamic(MessageType(msg_class))
+    if isinstance(msg_class, MessageType):
+        return _Dynamic(msg_class)
+    return msg_class
 
 
 class Node:
@@ -64,8 +86,11 @@ class Node:
         return self._native.uri
 
     def subscribe(self, topic, msg_class=None, transports=("udp", "tcp"), fec=True, queue_size=100):
-        """Subscribes to ``topic``: messages as ``msg_class`` (a genpy class), or as bytes
-        without one. ``transports`` in order of preference (``"udp"``, ``"tcp"``)."""
+        """Subscribes to ``topic``: messages as ``msg_class`` (a genpy class), as
+        :class:`udpros.message.Message` objects for a type's name (``"sensor_msgs/Range"``,
+        no genpy needed), or as bytes without either. ``transports`` in order of preference
+        (``"udp"``, ``"tcp"``)."""
+        msg_class = _message_class(msg_class)
         if msg_class is None:
             native = self._native.subscribe(
                 topic, transports=list(transports), fec=fec, queue_size=queue_size
@@ -83,7 +108,9 @@ class Node:
         return Subscriber(native, msg_class)
 
     def advertise(self, topic, msg_class, latch=False):
-        """Advertises ``topic`` of the genpy class ``msg_class``."""
+        """Advertises ``topic`` of the genpy class ``msg_class`` (or a type's name, whose
+        messages are then published as bytes)."""
+        msg_class = _message_class(msg_class)
         native = self._native.advertise(
             topic, msg_class._type, msg_class._md5sum, msg_class._full_text, latch=latch
         )
@@ -174,6 +201,8 @@ class Subscriber:
         """``data`` as the subscriber's class; ``None`` (logged and counted) when it does
         not deserialize."""
         try:
+            if isinstance(self._msg_class, _Dynamic):
+                return self._msg_class.decode(data)
             return self._msg_class().deserialize(data)
         except Exception as error:  # genpy raises DeserializationError, struct.error, ...
             self.undecodable += 1
@@ -246,9 +275,12 @@ class Publisher:
         self._native = native
 
     def publish(self, msg):
+        """Publishes a genpy message, or bytes already serialized."""
         if isinstance(msg, (bytes, bytearray, memoryview)):
             self._native.publish(bytes(msg))
             return
+        if not hasattr(msg, "serialize"):
+            raise TypeError("publish takes a genpy message or serialized bytes, not %s" % type(msg).__name__)
         buffer = io.BytesIO()
         msg.serialize(buffer)
         self._native.publish(buffer.getvalue())
@@ -271,7 +303,7 @@ class ServiceProxy:
         """The resolved service name."""
         return self._native.service
 
-    def __call__(self, *args, **kwargs):
+    def _request_bytes(self, args, kwargs):
         request_class = self._srv._request_class
         if len(args) == 1 and not kwargs and isinstance(args[0], request_class):
             request = args[0]
@@ -279,4 +311,23 @@ class ServiceProxy:
             request = request_class(*args, **kwargs)
         buffer = io.BytesIO()
         request.serialize(buffer)
-        return self._srv._response_class().deserialize(self._native.call(buffer.getvalue()))
+        return buffer.getvalue()
+
+    def __call__(self, *args, **kwargs):
+        request = self._request_bytes(args, kwargs)
+        return self._srv._response_class().deserialize(self._native.call(request))
+
+    async def call_async(self, *args, **kwargs):
+        """The call for asyncio: ``await proxy.call_async(request)`` (or the request's
+        fields) waits without holding a thread; the node's runtime wakes the event loop.
+        Cancelling it abandons the call."""
+        request = self._request_bytes(args, kwargs)
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+        call = self._native.call_async(request, loop, woken, _wake)
+        try:
+            await woken
+        except BaseException:
+            call.cancel()
+            raise
+        return self._srv._response_class().deserialize(call.take())
