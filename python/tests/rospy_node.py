@@ -1,10 +1,10 @@
 """A rospy node for the tests, with `import udpros.rospy` unless `--plain`.
 
-    rospy_node.py sub TOPIC [--hints udp,tcp] [--count N] [--seconds S] [--plain]
+    rospy_node.py sub TOPIC [--hints udp,tcp] [--count N] [--seconds S] [--linger S] [--plain]
     rospy_node.py pub TOPIC [--rate HZ] [--count N] [--latch] [--plain]
 
 `sub` prints "RECV <data>" per message and, once it has `--count`, "BUS <json>" (its
-getBusInfo) and ends. `pub` publishes "msg <n>" and prints "BUS <json>" after every tenth
+getBusInfo), then "LINKS <json>" (the same) every 0.2 s for `--linger` seconds, and ends. `pub` publishes "msg <n>" and prints "BUS <json>" after every tenth
 message, and "SENT" after the last. Both take std_msgs/String.
 """
 
@@ -24,6 +24,7 @@ parser.add_argument("--rate", type=float, default=20.0)
 parser.add_argument("--seconds", type=float, default=60.0)
 parser.add_argument("--latch", action="store_true")
 parser.add_argument("--plain", action="store_true")
+parser.add_argument("--linger", type=float, default=0.0)
 args, ros_args = parser.parse_known_args()
 
 import rospy  # noqa: E402
@@ -65,6 +66,11 @@ if args.mode == "sub":
     done.wait(args.seconds)
     say("BUS " + json.dumps(bus()))
     say("INFO " + json.dumps(xmlrpc.client.ServerProxy(rospy.core.get_node_uri()).getBusInfo("/test")[2]))
+    # With --linger S: the bus info again every 0.2 s, for S seconds.
+    until = time.monotonic() + args.linger
+    while time.monotonic() < until:
+        time.sleep(0.2)
+        say("LINKS " + json.dumps(bus()))
 else:
     pub = rospy.Publisher(args.topic, String, queue_size=10, latch=args.latch)
     say("READY")

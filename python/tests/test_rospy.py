@@ -5,6 +5,7 @@ info` reads it."""
 import json
 import os
 import random
+import signal
 import sys
 import time
 
@@ -21,8 +22,9 @@ def rospy_node(run, master, *args):
 
 
 def bus(line):
-    """getBusInfo's rows from a "BUS <json>" line: (peer, direction, transport, topic)."""
-    return [(row[1], row[2], row[3], row[4]) for row in json.loads(line[len("BUS ") :])]
+    """getBusInfo's rows from a "BUS <json>" or "LINKS <json>" line: (peer, direction,
+    transport, topic)."""
+    return [(row[1], row[2], row[3], row[4]) for row in json.loads(line.split(" ", 1)[1])]
 
 
 def received(node, count):
@@ -167,3 +169,17 @@ def test_messages_that_do_not_decode_are_dropped_and_the_link_goes_on(rosmaster,
             if text.startswith("good "):
                 goods.append(text)
     assert goods == ["good %d" % i for i in range(20)]
+
+
+def test_a_publisher_that_leaves_takes_its_udpros_link_with_it(rosmaster, run, roscpp_peer):
+    publisher = run([str(roscpp_peer), "pub", "/leaving", "--rate", "20", *node_args(rosmaster)], ros_env(rosmaster))
+    sub = rospy_node(run, rosmaster, "sub", "/leaving", "--count", "3", "--seconds", "120", "--linger", "30")
+    received(sub, 3)
+    [(_, _, transport, _)] = bus(sub.expect("BUS "))
+    assert transport == "UDPROS"
+    # roscpp unregisters as Ctrl-C stops it: the master's publisherUpdate (an empty list)
+    # ends the link, as roscpp's subscribers end theirs.
+    publisher.proc.send_signal(signal.SIGINT)
+    publisher.proc.wait(timeout=30)
+    while bus(sub.expect("LINKS ")):
+        pass

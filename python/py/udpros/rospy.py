@@ -462,13 +462,17 @@ def _install():
 
     ROSHandler.requestTopic = requestTopic
 
-    original_update = RegManager.publisher_update
+    original_update = ROSHandler.publisherUpdate
 
-    def publisher_update(self, resolved_name, uris):
-        original_update(self, resolved_name, uris)
-        _handler.forget_publishers(resolved_name, uris)
+    def publisherUpdate(self, *args):
+        # Wrapped here rather than in RegManager: rospy hands the list on once per
+        # publisher in it, so an empty list (the last publisher left) never reaches it.
+        answer = original_update(self, *args)
+        if len(args) == 3 and isinstance(args[2], (list, tuple)) and isinstance(args[1], str):
+            _handler.forget_publishers(rospy.names.resolve_name(args[1]), args[2])
+        return answer
 
-    RegManager.publisher_update = publisher_update
+    ROSHandler.publisherUpdate = publisherUpdate
 
     # A node started before the import.
     for listener in list(get_registration_listeners().listeners):
