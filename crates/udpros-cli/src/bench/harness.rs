@@ -2,7 +2,10 @@
 //! transport) as processes, and hands the rows to the report and the plot.
 
 use super::report::{print_fan_out, print_secure_cost, print_table, read_dump, write_csv, Row};
-use super::scenarios::{scenarios, transports, Scenario, PAIRS, ROSLIBRUST_PAIRS, ROSRUST_PAIRS};
+use super::scenarios::{
+    runs_python, scenarios, transports, Scenario, PAIRS, PYTHON_PAIRS, ROSLIBRUST_PAIRS,
+    ROSRUST_PAIRS,
+};
 use super::{plot, raw, CliResult, RunArgs};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -119,6 +122,7 @@ struct Peers {
     roscpp: PathBuf,
     rosrust: Option<PathBuf>,
     roslibrust: Option<PathBuf>,
+    python: Option<super::python::PythonPeer>,
 }
 
 /// How the harness starts udpros's own peers.
@@ -156,6 +160,13 @@ impl UdprosPeer {
 fn peer_command(kind: &str, peers: &Peers, master: &str, udpros: &UdprosPeer) -> Command {
     let mut cmd = if kind == "roscpp" {
         Command::new(&peers.roscpp)
+    } else if let (Some(python), true) = (&peers.python, super::python::is_python(kind)) {
+        let mut c = Command::new(python.python());
+        c.args(python.args(kind));
+        if let Some(fec) = &udpros.fec {
+            c.args(["--fec", fec]);
+        }
+        c
     } else if let (Some(rosrust), "rosrust") = (&peers.rosrust, kind) {
         Command::new(rosrust)
     } else if let (Some(roslibrust), "roslibrust") = (&peers.roslibrust, kind) {
@@ -268,10 +279,13 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
             None
         }
     };
+    let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
+    std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
     let peers = Peers {
         roscpp: build_roscpp_peer()?,
         rosrust: rust_peer("rosrust"),
         roslibrust: rust_peer("roslibrust"),
+        python: super::python::PythonPeer::find(&dumps),
     };
     let mut pairs: Vec<(&'static str, &'static str)> = PAIRS.to_vec();
     if peers.rosrust.is_some() {
@@ -284,6 +298,9 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
                 .into_iter()
                 .filter(|p| with_rosrust || (p.0 != "rosrust" && p.1 != "rosrust")),
         );
+    }
+    if peers.python.is_some() {
+        pairs.extend(PYTHON_PAIRS);
     }
     if let Some(wanted) = &args.pairs {
         let wanted: Vec<String> = wanted.split(',').map(|p| p.trim().to_string()).collect();
@@ -310,8 +327,6 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
         .scenarios
         .as_ref()
         .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
-    let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
-    std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
     let secure_variants = secure_variants(args.secure.as_deref(), &dumps)?;
     let mut rows = Vec::new();
     let chosen: Vec<Scenario> = scenarios(args.quick)
@@ -322,6 +337,9 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     for run in 0..args.repeat.max(1) {
         for (i, s) in chosen.iter().enumerate() {
             for (j, pair) in pairs.iter().enumerate() {
+                if PYTHON_PAIRS.contains(pair) && !runs_python(s, args.quick) {
+                    continue;
+                }
                 // udpros → udpros plain, then sealed in each mode asked for.
                 let variants: Vec<UdprosPeer> = match (&secure_variants, *pair) {
                     (Some(variants), ("udpros", "udpros")) => variants
@@ -367,10 +385,13 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     // S8 only when asked for: it needs root, and takes about a quarter of an hour.
     if wanted.as_ref().is_some_and(|w| w.iter().any(|x| x == "S8")) {
         let (quick, roscpp, dumps) = (args.quick, peers.roscpp.clone(), dumps.clone());
+        let python = peers.python.clone();
         let only = super::radio::Only::new(args.rows.as_deref(), None);
-        tokio::task::spawn_blocking(move || super::lossy::run(quick, &only, &roscpp, &dumps))
-            .await
-            .map_err(|e| e.to_string())??;
+        tokio::task::spawn_blocking(move || {
+            super::lossy::run(quick, &only, (&roscpp, python.as_ref()), &dumps)
+        })
+        .await
+        .map_err(|e| e.to_string())??;
     }
     // S11 likewise: root, Debian's rosbag, and a few minutes.
     if wanted

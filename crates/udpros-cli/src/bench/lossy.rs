@@ -9,6 +9,7 @@
 //! ethtool.
 
 use super::harness::{fields, spawn};
+use super::python::{is_python, PythonPeer};
 use super::report::{age_cells, cell, read_dump};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,7 +37,7 @@ struct Way {
     sealed: bool,
 }
 
-const WAYS: [Way; 7] = [
+const WAYS: [Way; 9] = [
     Way {
         name: "udpros FEC adaptive",
         publisher: "udpros",
@@ -100,6 +101,24 @@ const WAYS: [Way; 7] = [
         governor: false,
         sealed: false,
     },
+    Way {
+        name: "rospy + import udpros.rospy, UDPROS FEC adaptive",
+        publisher: "udpros",
+        subscriber: "rospy+udpros",
+        transport: "udp",
+        fec: Some("adaptive"),
+        governor: true,
+        sealed: false,
+    },
+    Way {
+        name: "stock rospy TCPROS",
+        publisher: "udpros",
+        subscriber: "rospy",
+        transport: "tcp",
+        fec: None,
+        governor: false,
+        sealed: false,
+    },
 ];
 
 /// How the subscriber's host loses packets: `per_mille` of them, in runs of `mean_run` on
@@ -151,7 +170,7 @@ struct Cell {
 pub(super) fn run(
     quick: bool,
     only: &super::radio::Only,
-    roscpp: &Path,
+    (roscpp, python): (&Path, Option<&PythonPeer>),
     dumps: &Path,
 ) -> Result<(), String> {
     let loads = [
@@ -205,6 +224,7 @@ pub(super) fn run(
             for (n, way) in WAYS.iter().enumerate() {
                 if quick && (way.transport != "udp" || way.publisher != "udpros")
                     || !only.row_named(way.name)
+                    || is_python(way.subscriber) && python.is_none()
                 {
                     continue;
                 }
@@ -216,6 +236,7 @@ pub(super) fn run(
                 let peers = Peers {
                     udpros,
                     roscpp,
+                    python,
                     master_uri,
                 };
                 let cell = run_cell(&peers, (a, b), load, count, loss, way, &topic, dumps);
@@ -271,22 +292,29 @@ impl TwoHosts {
 pub(super) struct Peers<'a> {
     pub(super) udpros: &'a Path,
     pub(super) roscpp: &'a Path,
+    /// The Python subscribers, where a Python with rospy and the wheel is there.
+    pub(super) python: Option<&'a PythonPeer>,
     pub(super) master_uri: &'a str,
 }
 
 impl Peers<'_> {
     /// `kind`'s bench peer (`udpros bench peer ...` or the roscpp peer) as a node on `host`.
     pub(super) fn command(&self, kind: &str, host: &Host) -> Command {
-        let program = if kind == "roscpp" {
-            self.roscpp
-        } else {
-            self.udpros
-        };
-        let mut cmd = host.ros_command(program, self.master_uri, Identity::Ip, Family::Ipv4);
-        if kind != "roscpp" {
-            cmd.args(["bench", "peer"]);
+        let ros_command =
+            |program: &Path| host.ros_command(program, self.master_uri, Identity::Ip, Family::Ipv4);
+        match (kind, self.python) {
+            ("roscpp", _) => ros_command(self.roscpp),
+            (kind, Some(python)) if is_python(kind) => {
+                let mut cmd = ros_command(python.python());
+                cmd.args(python.args(kind));
+                cmd
+            }
+            _ => {
+                let mut cmd = ros_command(self.udpros);
+                cmd.args(["bench", "peer"]);
+                cmd
+            }
         }
-        cmd
     }
 
     /// `kind`'s publisher of `count` messages of `size` bytes at `rate` on `topic`, once

@@ -20,6 +20,7 @@ mod lossy;
 mod peer;
 mod plot;
 mod plot_svg;
+mod python;
 mod radio;
 mod raw;
 mod record;

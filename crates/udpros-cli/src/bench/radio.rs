@@ -190,6 +190,7 @@ pub(super) fn run(quick: bool, only: &Only, roscpp: &Path, dumps: &Path) -> Resu
         nodes: super::lossy::Peers {
             udpros: &udpros,
             roscpp,
+            python: None,
             master_uri: &master_uri,
         },
         dumps,

@@ -88,6 +88,7 @@ pub(super) fn run(quick: bool, roscpp: &Path, dumps: &Path) -> Result<(), String
     let peers = Peers {
         udpros: &hosts.udpros,
         roscpp,
+        python: None,
         master_uri: &hosts.master_uri,
     };
     let mut cells = Vec::new();

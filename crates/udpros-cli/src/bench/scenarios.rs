@@ -86,9 +86,26 @@ pub(super) const ROSLIBRUST_PAIRS: [(&str, &str); 7] = [
     ("roslibrust", "rosrust"),
 ];
 
+/// The pairs with a Python subscriber (the `udpros` package's node, rospy with `import
+/// udpros.rospy`, stock rospy), run when a Python with rospy and the wheel is there.
+pub(super) const PYTHON_PAIRS: [(&str, &str); 3] = [
+    ("udpros", "python"),
+    ("udpros", "rospy+udpros"),
+    ("udpros", "rospy"),
+];
+
+/// Whether `scenario` runs the Python pairs: the single-subscriber paced ones (the flood
+/// and the fan-out compare the wire ends, not Python); in a quick run, S3 only.
+pub(super) fn runs_python(scenario: &Scenario, quick: bool) -> bool {
+    match quick {
+        true => scenario.id == "S3",
+        false => ["S1", "S3", "S4"].contains(&scenario.id),
+    }
+}
+
 /// The transports a pair is measured over: both, unless a side has TCPROS only.
 pub(super) fn transports(pair: (&str, &str)) -> &'static [&'static str] {
-    let tcp_only = |kind: &str| kind == "rosrust" || kind == "roslibrust";
+    let tcp_only = |kind: &str| kind == "rosrust" || kind == "roslibrust" || kind == "rospy";
     if tcp_only(pair.0) || tcp_only(pair.1) {
         &["tcp"]
     } else {
