@@ -10,7 +10,7 @@ use udpros::msg::Message;
 use udpros::msgs::std_msgs;
 use udpros::node::{AdvertiseOptions, Node, SubscribeOptions, DEFAULT_MAX_LINKS_PER_HOST};
 use udpros::transport::Protocol;
-use udpros::wire::negotiation::{Offer, Param, UdprosOffer};
+use udpros::wire::negotiation::{Offer, UdprosOffer};
 use udpros::wire::topic::TopicIdentity;
 use udpros::xmlrpc::Value;
 
@@ -108,16 +108,10 @@ fn udpros_offer(header: udpros::wire::header::ConnectionHeader, port: u16) -> Ve
         max_datagram: 1500,
         ipv6_only: false,
     });
-    offer
-        .to_params()
-        .into_iter()
-        .map(|p| match p {
-            Param::Str(s) => Value::String(s),
-            Param::Int(i) => Value::Int(i),
-            Param::Bytes(b) => Value::Base64(b.to_vec()),
-            Param::Other => Value::Array(Vec::new()),
-        })
-        .collect()
+    match udpros::xmlrpc::entry(offer.to_params()) {
+        Value::Array(items) => items,
+        other => panic!("an entry is an array: {other:?}"),
+    }
 }
 
 #[tokio::test]

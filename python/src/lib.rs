@@ -188,12 +188,7 @@ impl Node {
         fec: bool,
         queue_size: usize,
     ) -> PyResult<Subscriber> {
-        let options = SubscribeOptions {
-            transports: protocols(transports)?,
-            queue_size: queue_size.max(1),
-            fec: fec_policy(fec),
-            ..SubscribeOptions::default()
-        };
+        let options = subscribe_options(transports, fec, queue_size)?;
         let node = self.inner.clone();
         let subscribed = wait(py, async move {
             node.subscribe_raw_as(&topic, &msg_type, &md5sum, &definition, options)
@@ -910,12 +905,7 @@ impl Guest {
         fec: bool,
         queue_size: usize,
     ) -> PyResult<Subscriber> {
-        let options = SubscribeOptions {
-            transports: protocols(transports)?,
-            queue_size: queue_size.max(1),
-            fec: fec_policy(fec),
-            ..SubscribeOptions::default()
-        };
+        let options = subscribe_options(transports, fec, queue_size)?;
         let _runtime = runtime().enter();
         let raw = self.inner.link_to_publisher(
             publisher_uri,
@@ -1028,12 +1018,24 @@ impl GuestLink {
     }
 }
 
-fn fec_policy(fec: bool) -> FecPolicy {
-    if fec {
-        FecPolicy::default()
-    } else {
-        FecPolicy::Off
-    }
+/// A subscriber's options from the binding's arguments: `transports` by name, most wanted
+/// first; FEC asked of udpros publishers or not; at most `queue_size` (at least one)
+/// messages waiting.
+fn subscribe_options(
+    transports: Vec<String>,
+    fec: bool,
+    queue_size: usize,
+) -> PyResult<SubscribeOptions> {
+    Ok(SubscribeOptions {
+        transports: protocols(transports)?,
+        queue_size: queue_size.max(1),
+        fec: if fec {
+            FecPolicy::default()
+        } else {
+            FecPolicy::Off
+        },
+        ..SubscribeOptions::default()
+    })
 }
 
 pyo3::create_exception!(

@@ -18,6 +18,6 @@ pub use proof::{CallGuard, CallSigner, Caller};
 #[doc(hidden)]
 pub use server::serve_stream;
 pub use server::{Handler, HandlerFuture, ServerLimits, XmlRpcServer, LARGE_BODY};
-pub(crate) use value::{entry, entry_params};
+pub use value::{entry, entry_params};
 pub use value::{Fault, MethodCall, Value};
 pub use write::{write_call, write_fault, write_response};

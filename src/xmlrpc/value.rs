@@ -183,8 +183,10 @@ pub struct MethodCall {
     pub params: Vec<Value>,
 }
 
-/// A `requestTopic` protocol entry as XML-RPC: an array of its params.
-pub(crate) fn entry(params: Vec<Param>) -> Value {
+/// A `requestTopic` protocol entry as XML-RPC: an array of its params (from
+/// [`Offer::to_params`](crate::wire::negotiation::Offer::to_params) or
+/// [`Answer::to_params`](crate::wire::negotiation::Answer::to_params)).
+pub fn entry(params: Vec<Param>) -> Value {
     Value::Array(
         params
             .into_iter()
@@ -199,7 +201,7 @@ pub(crate) fn entry(params: Vec<Param>) -> Value {
 }
 
 /// The params of a `requestTopic` protocol entry (an XML-RPC array's items).
-pub(crate) fn entry_params(items: &[Value]) -> Vec<Param> {
+pub fn entry_params(items: &[Value]) -> Vec<Param> {
     items
         .iter()
         .map(|v| match v {

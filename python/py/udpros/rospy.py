@@ -143,21 +143,42 @@ def Subscriber(name, data_class, callback=None, callback_args=None, transport_hi
     return rospy.Subscriber(name, data_class, callback, callback_args, **kwargs)
 
 
-class _SubscriberLink(Transport):
+class _Link(Transport):
+    """A connection rospy holds whose link udpros runs (``native``): no file descriptor
+    for rospy's poll, and closed once, whoever closes it first (rospy's cleanup closes a
+    connection again as it removes it)."""
+
+    def __init__(self, direction, topic, native):
+        super().__init__(direction, topic)
+        self._native = native
+        self._lock = threading.Lock()
+
+    def fileno(self):
+        return None
+
+    def close(self):
+        with self._lock:
+            if self.done:
+                return
+            self.done = True
+        self._native.close()
+        if self.cleanup_cb:
+            self.cleanup_cb(self)
+
+
+class _SubscriberLink(_Link):
     """A rospy subscriber's link to one publisher, run by udpros: its thread hands each
     message to the subscriber's callbacks."""
 
     def __init__(self, sub, pub_uri, native, preferred):
-        super().__init__(INBOUND, sub.resolved_name)
+        super().__init__(INBOUND, sub.resolved_name, native)
         self.endpoint_id = pub_uri
         self.callerid_pub = ""
         self.latch = None
         self.header = {}
         self.undecodable = 0
         self._sub = sub
-        self._native = native
         self._preferred = preferred
-        self._lock = threading.Lock()
         self._thread = threading.Thread(
             target=self._receive, name="udpros:" + sub.resolved_name, daemon=True
         )
@@ -174,9 +195,6 @@ class _SubscriberLink(Transport):
         except Exception:
             return None
         return links[0] if links else None
-
-    def fileno(self):
-        return None
 
     def start(self):
         self._thread.start()
@@ -243,33 +261,19 @@ class _SubscriberLink(Transport):
             fec,
         )
 
-    def close(self):
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-        self._native.close()
-        if self.cleanup_cb:
-            self.cleanup_cb(self)
 
-
-class _PublisherLink(Transport):
+class _PublisherLink(_Link):
     """A UDPROS link from a rospy publisher to one subscriber; rospy's publisher writes
     each serialized message to it as to a TCPROS connection."""
 
     transport_type = UDPROS
 
     def __init__(self, topic, native):
-        super().__init__(OUTBOUND, topic)
-        self._native = native
-        self._lock = threading.Lock()
+        super().__init__(OUTBOUND, topic, native)
         self.endpoint_id = native.caller_id
         host, _, port = native.peer.rpartition(":")
         self.remote_endpoint = (host.strip("[]"), int(port or 0))
         self.local_endpoint = ("", native.local_port)
-
-    def fileno(self):
-        return None
 
     def write_data(self, data):
         if not self._native.send(data):
@@ -286,15 +290,6 @@ class _PublisherLink(Transport):
             self._native.id,
             " with FEC" if self._native.fec else "",
         )
-
-    def close(self):
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-        self._native.close()
-        if self.cleanup_cb:
-            self.cleanup_cb(self)
 
 
 def _from_xmlrpc(value):
