@@ -15,6 +15,7 @@
 //! its registrations, its URI and its graph. `import udpros.rospy` in the Python package
 //! is built on it.
 
+use crate::node::{AdvertiseOptions, RawSubscriber, SubscribeOptions};
 use crate::secure::{Security, SecurityError};
 use crate::transport::host_share::HostBudgets;
 use crate::transport::publication::{LinkLimits, Publication, SubscriberLink};
@@ -29,8 +30,6 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use crate::node::{AdvertiseOptions, RawSubscriber, SubscribeOptions};
 
 /// udpros's links for a node another library runs (see the [module](self)).
 pub struct Guest {

@@ -118,20 +118,19 @@ async fn stock_tools_work_beside_nodes_with_the_key_under_prefer() {
     ));
     assert!(ping.ok && ping.stdout.contains("reply from"), "{ping:?}");
 
-    // rostopic pub: a rospy publisher that a udpros subscriber under prefer hears.
-    let mut publishing = tool(
-        &python,
-        &uri,
-        "rostopic",
-        &[
-            "pub",
-            "-r",
-            "10",
-            "/from_tool",
-            "std_msgs/String",
-            "data: from rostopic",
-        ],
-    );
+    // rostopic pub: a rospy publisher that a udpros subscriber under prefer hears. Run
+    // as itself, not under `timeout` as the one-shot tools are: killing the `timeout`
+    // wrapper as the test ends left rostopic publishing, orphaned, for as long as the
+    // machine ran.
+    let mut publishing = common::ros_tool(&python, "rostopic", &uri);
+    publishing.args([
+        "pub",
+        "-r",
+        "10",
+        "/from_tool",
+        "std_msgs/String",
+        "data: from rostopic",
+    ]);
     publishing.stdout(Stdio::null()).stderr(Stdio::null());
     let _publishing = common::Child(publishing.spawn().unwrap());
     let heard = first_heard(&uri, "tool_listener", "/from_tool").await;
