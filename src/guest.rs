@@ -103,6 +103,7 @@ impl Guest {
                 client,
                 link_ids: Arc::new(AtomicU32::new(0)),
                 security,
+                runtime: tokio::runtime::Handle::try_current().ok(),
             },
             hosts: Arc::new(HostBudgets::default()),
             publications: Mutex::new(HashMap::new()),
@@ -134,6 +135,7 @@ impl Guest {
             tcp_nodelay: options.tcp_nodelay,
             max_message_size: options.max_message_size,
             fec: options.fec,
+            links_on: options.links_on,
         };
         let subscription = Subscription::new(config, self.local.clone());
         let sink = subscription.add_sink(options.queue_size, options.max_queued_bytes);

@@ -261,6 +261,13 @@ impl RawSubscriber {
         &self.subscription.config.topic
     }
 
+    /// The [`DrivenRuntime`](crate::transport::DrivenRuntime) the links run on, when the
+    /// topic's first subscriber gave one ([`SubscribeOptions::links_on`](super::SubscribeOptions::links_on)):
+    /// wait for messages in its `block_on` to read them on the waiting thread.
+    pub fn links_on(&self) -> Option<&Arc<crate::transport::DrivenRuntime>> {
+        self.subscription.config.links_on.as_ref()
+    }
+
     /// Each publisher link as it stands: transport, state, counters, the publisher's
     /// connection header. Links come and go as the master lists publishers.
     pub fn links(&self) -> Vec<PublisherLinkStats> {

@@ -175,6 +175,12 @@ pub struct SubscribeOptions {
     /// [`FecPolicy::Adaptive`] with a stricter target for that, [`FecPolicy::Off`] for
     /// nothing. roscpp publishers are never asked.
     pub fec: FecPolicy,
+    /// The runtime that runs the links, when not the one the subscription is made on: a
+    /// [`DrivenRuntime`](crate::transport::DrivenRuntime) whose `block_on` the consumer
+    /// waits in, so that each message is read, reassembled and handed over on the
+    /// consumer's own thread, with no other thread woken. Taken by the first subscriber of
+    /// a topic in a node (later ones share its links).
+    pub links_on: Option<Arc<crate::transport::DrivenRuntime>>,
 }
 
 impl Default for SubscribeOptions {
@@ -187,6 +193,7 @@ impl Default for SubscribeOptions {
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
             max_message_size: 64 << 20,
             fec: FecPolicy::default(),
+            links_on: None,
         }
     }
 }
@@ -367,6 +374,7 @@ impl Node {
                 tcp_nodelay: options.tcp_nodelay,
                 max_message_size: options.max_message_size,
                 fec: options.fec,
+                links_on: options.links_on.clone(),
             };
             Subscription::new(config, self.inner.local())
         };
@@ -420,6 +428,7 @@ impl NodeInner {
             client: self.client.clone(),
             link_ids: self.link_ids.clone(),
             security: self.security.clone(),
+            runtime: self.runtime.clone(),
         }
     }
 

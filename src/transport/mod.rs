@@ -3,6 +3,7 @@
 //! reading from it. The sockets themselves, and every system call udpros makes on them
 //! directly, are in `socket`.
 
+mod driven;
 pub(crate) mod host_share;
 pub(crate) mod publication;
 pub(crate) mod queue;
@@ -14,6 +15,7 @@ pub(crate) mod udp_answer;
 
 pub use crate::wire::udpros::governor::GovernorStats;
 pub use crate::wire::udpros::{SecureSendStats, UdpStats};
+pub use driven::{DrivenRuntime, HANDOVER_AFTER};
 pub use subscription::{PublisherLinkStats, Received};
 
 use std::net::SocketAddr;

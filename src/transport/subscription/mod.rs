@@ -34,6 +34,8 @@ pub(crate) struct SubscriptionConfig {
     pub max_message_size: usize,
     /// What UDPROS offers ask of udpros publishers.
     pub fec: FecPolicy,
+    /// Where the links run, when not on the runtime that makes them.
+    pub links_on: Option<Arc<super::DrivenRuntime>>,
 }
 
 /// A received message and what its publisher said of itself.
@@ -160,6 +162,26 @@ pub(crate) struct LocalNode {
     pub link_ids: Arc<AtomicU32>,
     /// How the node secures its links.
     pub security: crate::secure::Security,
+    /// The runtime of the node's own tasks, where links make their XML-RPC calls: a
+    /// link may run on a [`DrivenRuntime`](super::DrivenRuntime), which stands still
+    /// while nobody waits, and the client's pooled connections live on the runtime that
+    /// opened them. `None`: the caller's.
+    pub runtime: Option<tokio::runtime::Handle>,
+}
+
+impl LocalNode {
+    /// Runs `work` on the node's runtime and waits for it from whichever runtime the
+    /// caller is on; `None` when the node's runtime ended first.
+    pub(crate) async fn on_node_runtime<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let here = tokio::runtime::Handle::try_current().ok().map(|h| h.id());
+        match &self.runtime {
+            Some(node) if Some(node.id()) != here => node.spawn(work).await.ok(),
+            _ => Some(work.await),
+        }
+    }
 }
 
 pub(crate) struct Subscription {
@@ -284,7 +306,11 @@ impl Subscription {
                 status: Mutex::new(LinkStatus::default()),
                 task: Mutex::new(None),
             });
-            let task = tokio::spawn(receive::run_link(self.clone(), link.clone()));
+            let run = receive::run_link(self.clone(), link.clone());
+            let task = match &self.config.links_on {
+                Some(runtime) => runtime.handle().spawn(run),
+                None => tokio::spawn(run),
+            };
             *link.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
             links.insert(uri.clone(), link);
         }

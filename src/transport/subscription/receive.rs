@@ -150,9 +150,12 @@ async fn connect_and_read(
         Value::Array(offers),
     ];
     let client = sub.local.client.with_timeout(REQUEST_TIMEOUT);
-    let reply = match client.call(&link.uri, "requestTopic", params).await {
-        Ok(reply) => reply,
-        Err(e) => return Ended::Retry(format!("requestTopic failed: {e}")),
+    let uri = link.uri.clone();
+    let call = async move { client.call(&uri, "requestTopic", params).await };
+    let reply = match sub.local.on_node_runtime(call).await {
+        Some(Ok(reply)) => reply,
+        Some(Err(e)) => return Ended::Retry(format!("requestTopic failed: {e}")),
+        None => return Ended::Retry("the node's runtime ended".into()),
     };
     let reply = match ok_value(reply) {
         Ok(Value::Array(chosen)) => TopicReply::Chosen(crate::xmlrpc::entry_params(&chosen)),
