@@ -16,7 +16,7 @@ pub(crate) mod udp_answer;
 pub use crate::wire::udpros::governor::GovernorStats;
 pub use crate::wire::udpros::{SecureSendStats, UdpStats};
 pub use driven::{DrivenRuntime, HANDOVER_AFTER};
-pub use subscription::{PublisherLinkStats, Received};
+pub use subscription::{PublisherLinkStats, Received, MAX_PUBLISHER_LINKS};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};

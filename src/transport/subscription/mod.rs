@@ -205,6 +205,11 @@ impl std::fmt::Debug for Subscription {
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most publishers one subscription links to: beyond every real topic's (each node of a
+/// large system publishing `/rosout` to its one aggregator is some hundreds), short of
+/// what a forged `publisherUpdate` could ask (each link holds a socket and a task).
+pub const MAX_PUBLISHER_LINKS: usize = 1024;
+
 impl Subscription {
     pub(crate) fn new(config: SubscriptionConfig, local: LocalNode) -> Arc<Subscription> {
         Arc::new(Subscription {
@@ -288,15 +293,23 @@ impl Subscription {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
+        // A set: a list of 500,000 URIs (what one XML-RPC body may carry) looked up
+        // once per link would take minutes.
+        let listed: std::collections::HashSet<&str> = uris.iter().map(String::as_str).collect();
         links.retain(|uri, link| {
-            let keep = uris.contains(uri);
+            let keep = listed.contains(uri.as_str());
             if !keep {
                 link.stop();
             }
             keep
         });
+        let mut unlinked = 0;
         for uri in uris {
             if links.contains_key(uri) {
+                continue;
+            }
+            if links.len() >= MAX_PUBLISHER_LINKS {
+                unlinked += 1;
                 continue;
             }
             let link = Arc::new(PublisherLink {
@@ -313,6 +326,12 @@ impl Subscription {
             };
             *link.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
             links.insert(uri.clone(), link);
+        }
+        if unlinked > 0 {
+            tracing::warn!(
+                "{}: {unlinked} more publishers listed than the {MAX_PUBLISHER_LINKS} a subscription links to; those are not heard",
+                self.config.topic
+            );
         }
     }
 
