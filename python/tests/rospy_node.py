@@ -62,6 +62,7 @@ if args.mode == "sub":
         udpros.rospy.Subscriber(args.topic, String, heard, transport_hints=hints)
     else:
         rospy.Subscriber(args.topic, String, heard)
+    say("URI " + rospy.core.get_node_uri())
     say("READY")
     done.wait(args.seconds)
     say("BUS " + json.dumps(bus()))

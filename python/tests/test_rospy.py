@@ -8,6 +8,7 @@ import random
 import signal
 import sys
 import time
+import xmlrpc.client
 
 import udpros
 from conftest import REPO, node_args, ros_env, wait_until
@@ -183,3 +184,28 @@ def test_a_publisher_that_leaves_takes_its_udpros_link_with_it(rosmaster, run, r
     publisher.proc.wait(timeout=30)
     while bus(sub.expect("LINKS ")):
         pass
+
+
+def test_a_forged_publisher_list_links_to_at_most_the_cap_and_the_node_answers(rosmaster, run):
+    import udpros.rospy
+
+    sub = rospy_node(run, rosmaster, "sub", "/flooded", "--count", "1", "--seconds", "120")
+    node = xmlrpc.client.ServerProxy(sub.expect("URI ")[len("URI ") :])
+    sub.expect("READY")
+    # Nobody listens on port 1: each link is made, and retries in vain.
+    forged = ["http://127.0.0.1:1/forged/%d" % i for i in range(20000)]
+    code, _, _ = node.publisherUpdate("/master", "/flooded", forged)
+    assert code == 1
+
+    def links():
+        return [row for row in node.getBusInfo("/test")[2] if row[4] == "/flooded"]
+
+    cap = udpros.rospy.MAX_PUBLISHER_LINKS
+    wait_until(lambda: len(links()) == cap, seconds=120)
+    time.sleep(1.0)  # no more come
+    assert len(links()) == cap
+    assert {row[1] for row in links()} == set(forged[:cap])
+    assert node.getPid("/test")[0] == 1
+    # An honest list replaces it: the forged links close.
+    node.publisherUpdate("/master", "/flooded", [])
+    wait_until(lambda: not links(), seconds=60)

@@ -59,6 +59,11 @@ __all__ = [
 UDPROS = "UDPROS"
 TCPROS = "TCPROS"
 
+#: Most publishers of one topic a rospy node links to, as a udpros node's subscription
+#: (``transport::MAX_PUBLISHER_LINKS``): a forged ``publisherUpdate`` may list hundreds of
+#: thousands, and rospy starts a thread for each new one, udpros a link.
+MAX_PUBLISHER_LINKS = 1024
+
 _log = logging.getLogger("udpros.rospy")
 
 #: How long a receiving thread waits before it checks whether its link is over.
@@ -460,6 +465,14 @@ def _install():
     original_update = ROSHandler.publisherUpdate
 
     def publisherUpdate(self, *args):
+        if len(args) == 3 and isinstance(args[2], (list, tuple)) and len(args[2]) > MAX_PUBLISHER_LINKS:
+            _log.warning(
+                "publisherUpdate for %r lists %d publishers: linking to the first %d",
+                args[1],
+                len(args[2]),
+                MAX_PUBLISHER_LINKS,
+            )
+            args = (args[0], args[1], list(args[2][:MAX_PUBLISHER_LINKS]))
         # Wrapped here rather than in RegManager: rospy hands the list on once per
         # publisher in it, so an empty list (the last publisher left) never reaches it.
         answer = original_update(self, *args)
