@@ -43,7 +43,8 @@ struct Shared {
     /// handle may drop inside another runtime's task, where a blocking drop panics).
     runtime: Option<tokio::runtime::Runtime>,
     turn: Mutex<Turn>,
-    /// Wakes the own thread when the last consumer left, or the runtime is ending.
+    /// Wakes the own thread when the runtime ends (consumers that leave do not: it looks
+    /// again on its own, see [`Turn::look_again_after`]).
     changed: Condvar,
     /// Asks the own thread to give the runtime back, for a consumer that came.
     wanted: tokio::sync::Notify,

@@ -177,10 +177,18 @@ impl LocalNode {
         work: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Option<T> {
         let here = tokio::runtime::Handle::try_current().ok().map(|h| h.id());
-        match &self.runtime {
-            Some(node) if Some(node.id()) != here => node.spawn(work).await.ok(),
-            _ => Some(work.await),
+        let Some(node) = self.runtime.as_ref().filter(|node| Some(node.id()) != here) else {
+            return Some(work.await);
+        };
+        // A link closed while it waits takes its call with it.
+        struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+        impl<T> Drop for AbortOnDrop<T> {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
         }
+        let mut call = AbortOnDrop(node.spawn(work));
+        (&mut call.0).await.ok()
     }
 }
 
