@@ -1071,5 +1071,9 @@ fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<MessageType>()?;
     module.add_class::<GuestLink>()?;
     module.add("ServiceError", module.py().get_type::<ServiceError>())?;
+    module.add(
+        "MAX_PUBLISHER_LINKS",
+        udpros::transport::MAX_PUBLISHER_LINKS,
+    )?;
     Ok(())
 }

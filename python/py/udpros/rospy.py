@@ -46,7 +46,7 @@ from rospy.impl.masterslave import ROSHandler
 from rospy.impl.registration import RegManager, get_registration_listeners, get_topic_manager
 from rospy.impl.transport import INBOUND, OUTBOUND, ProtocolHandler, Transport
 
-from ._udpros import Guest
+from ._udpros import MAX_PUBLISHER_LINKS, Guest
 
 __all__ = [
     "TransportHints",
@@ -58,11 +58,6 @@ __all__ = [
 
 UDPROS = "UDPROS"
 TCPROS = "TCPROS"
-
-#: Most publishers of one topic a rospy node links to, as a udpros node's subscription
-#: (``transport::MAX_PUBLISHER_LINKS``): a forged ``publisherUpdate`` may list hundreds of
-#: thousands, and rospy starts a thread for each new one, udpros a link.
-MAX_PUBLISHER_LINKS = 1024
 
 _log = logging.getLogger("udpros.rospy")
 
@@ -465,6 +460,8 @@ def _install():
     original_update = ROSHandler.publisherUpdate
 
     def publisherUpdate(self, *args):
+        # Cut at a udpros subscription's cap (MAX_PUBLISHER_LINKS): a forged list may name
+        # hundreds of thousands, and rospy starts a thread for each new one, udpros a link.
         if len(args) == 3 and isinstance(args[2], (list, tuple)) and len(args[2]) > MAX_PUBLISHER_LINKS:
             _log.warning(
                 "publisherUpdate for %r lists %d publishers: linking to the first %d",

@@ -180,15 +180,11 @@ impl LocalNode {
         let Some(node) = self.runtime.as_ref().filter(|node| Some(node.id()) != here) else {
             return Some(work.await);
         };
-        // A link closed while it waits takes its call with it.
-        struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-        impl<T> Drop for AbortOnDrop<T> {
-            fn drop(&mut self) {
-                self.0.abort();
-            }
-        }
-        let mut call = AbortOnDrop(node.spawn(work));
-        (&mut call.0).await.ok()
+        // A set aborts its tasks when dropped: a link closed while it waits takes its call
+        // with it.
+        let mut call = tokio::task::JoinSet::new();
+        call.spawn_on(work, node);
+        call.join_next().await?.ok()
     }
 }
 
