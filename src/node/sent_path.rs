@@ -223,6 +223,7 @@ mod tests {
             governor,
             subscriber_type: None,
             secure: None,
+            max_datagram: None,
         }
     }
 

@@ -11,7 +11,6 @@ use crate::transport::Protocol;
 use crate::wire::topic::TopicIdentity;
 use crate::wire::udpros::fec::FecPolicy;
 use crate::wire::udpros::governor::GovernorConfig;
-use crate::wire::udpros::ROSCPP_MAX_DATAGRAM;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -159,8 +158,12 @@ pub const DEFAULT_MAX_LINKS_PER_HOST: usize = 128;
 pub struct SubscribeOptions {
     /// Transports to offer, most preferred first: UDP then TCP by default.
     pub transports: Vec<Protocol>,
-    /// The largest datagram to ask UDPROS publishers for.
-    pub max_datagram_size: usize,
+    /// The datagram size to ask UDPROS publishers for (roscpp's `maxDatagramSize` hint).
+    /// By default (`None`), a publisher on this host is asked for the largest datagram its
+    /// route carries (65,507 bytes over loopback): there datagrams are not fragmented, lost
+    /// or paced, and fewer of them cost less to read. A publisher on another host is asked
+    /// for 1500 bytes, roscpp's default, which a udpros publisher fits to its route.
+    pub max_datagram_size: Option<usize>,
     /// Ask TCPROS publishers for `TCP_NODELAY` (roscpp's `tcpNoDelay()` hint).
     pub tcp_nodelay: bool,
     /// Messages queued before the oldest is dropped.
@@ -187,7 +190,7 @@ impl Default for SubscribeOptions {
     fn default() -> Self {
         SubscribeOptions {
             transports: vec![Protocol::Udp, Protocol::Tcp],
-            max_datagram_size: ROSCPP_MAX_DATAGRAM,
+            max_datagram_size: None,
             tcp_nodelay: true,
             queue_size: 100,
             max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,

@@ -57,14 +57,18 @@ pub(crate) fn udp_headers(peer: SocketAddr) -> usize {
 /// the kernel has learned), or `None` when the kernel does not say.
 pub(crate) fn route_mtu(socket: &std::net::UdpSocket) -> Option<usize> {
     use std::os::fd::AsRawFd;
+    let (level, option) = match socket.local_addr().ok()? {
+        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU),
+        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU),
+    };
     let mut mtu: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a live local.
     let rc = unsafe {
         libc::getsockopt(
             socket.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_MTU,
+            level,
+            option,
             (&mut mtu as *mut libc::c_int).cast(),
             &mut len,
         )
@@ -73,6 +77,25 @@ pub(crate) fn route_mtu(socket: &std::net::UdpSocket) -> Option<usize> {
         .then(|| usize::try_from(mtu).ok())
         .flatten()
         .filter(|&m| m > 0)
+}
+
+/// The route from a socket bound to `bind` toward `peer` (an address
+/// [`resolve_udp_peer`](crate::transport::resolve_udp_peer) gave for it), as the kernel's
+/// routing tells it when a UDP socket is connected, which sends nothing: whether `peer` is
+/// this host (a loopback address, or the source address the kernel picks for it, which for
+/// an address of this host's own is that address), and the payload one packet carries.
+pub(crate) fn probe_route(
+    bind: std::net::IpAddr,
+    peer: SocketAddr,
+) -> std::io::Result<crate::wire::negotiation::PublisherRoute> {
+    let (socket, _) = udp_socket(SocketAddr::new(bind, 0), 0)?;
+    socket.connect(peer)?;
+    let source = socket.local_addr()?.ip().to_canonical();
+    let target = peer.ip().to_canonical();
+    Ok(crate::wire::negotiation::PublisherRoute {
+        same_host: target.is_loopback() || source == target,
+        payload: route_mtu(&socket).map(|mtu| mtu.saturating_sub(udp_headers(peer))),
+    })
 }
 
 /// TCP keepalive as roscpp sets it: idle 60 s, interval 10 s, 9 probes.

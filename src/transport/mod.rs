@@ -186,6 +186,10 @@ pub struct SubscriberLinkStats {
     pub subscriber_type: Option<(String, String)>,
     /// How the link is sealed, on a secure link (see [`crate::secure`]).
     pub secure: Option<SecureSendLink>,
+    /// The largest datagram the link sends, its UDPROS header included, on a UDPROS link:
+    /// what the subscriber asked for, fitted to the route (see
+    /// [`SubscribeOptions::max_datagram_size`](crate::node::SubscribeOptions::max_datagram_size)).
+    pub max_datagram: Option<usize>,
 }
 
 /// The publisher's end of a secure link: how it is sealed and, on UDPROS, what its sender

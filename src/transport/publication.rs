@@ -126,6 +126,8 @@ pub(crate) struct SubscriberLink {
     pub governor: Option<GovernorCell>,
     /// How a secure link is sealed, and on UDPROS what its sender counted.
     pub secure: Option<SecureSend>,
+    /// The largest datagram, UDPROS header included, on a UDPROS link.
+    pub max_datagram: Option<usize>,
     /// The type and full definition the subscriber's header carried, kept only by a
     /// publication of any type (md5sum `*`), which is there to learn them.
     pub subscriber_type: std::sync::Mutex<Option<(String, String)>>,
@@ -160,6 +162,7 @@ impl SubscriberLink {
                 .as_ref()
                 .and_then(|cell| *cell.lock().unwrap_or_else(|e| e.into_inner())),
             secure: self.secure.as_ref().map(SecureSend::snapshot),
+            max_datagram: self.max_datagram,
             subscriber_type: self
                 .subscriber_type
                 .lock()
@@ -255,6 +258,8 @@ struct SenderHandles {
     secure: Option<SecureSend>,
     /// Set to true as the link closes (when it shares its host's budget).
     closing: Option<tokio::sync::watch::Sender<bool>>,
+    /// The largest datagram a UDPROS link sends.
+    max_datagram: Option<usize>,
 }
 
 /// What one publication's subscriber links may hold and how many there may be.
@@ -491,6 +496,7 @@ impl Publication {
             governor,
             secure,
             closing,
+            max_datagram,
         } = handles;
         let link = Arc::new(SubscriberLink {
             id: self.link_ids.fetch_add(1, Ordering::Relaxed),
@@ -502,6 +508,7 @@ impl Publication {
             fec,
             governor,
             secure,
+            max_datagram,
             subscriber_type: std::sync::Mutex::new(None),
             queue: DropOldest::bounded(
                 self.limits.queue_size,
@@ -633,6 +640,7 @@ impl Publication {
             governor,
             secure: secure.map(|link| SecureSend::new(link, secure_counts)),
             closing: self.share_host(&mut sender, peer),
+            max_datagram: Some(terms.max_datagram),
         };
         Ok(self.add_link(caller_id, Protocol::Udp, peer, local_port, sender, handles))
     }

@@ -17,7 +17,7 @@ use crate::udpros::feedback::{self, FEEDBACK_FIELD, FEEDBACK_VERSION};
 use crate::udpros::governor::GovernorConfig;
 use crate::udpros::{
     FragmentError, Fragmenter, ReassemblerConfig, UdpReceiverConfig, UdpSender, UdpSenderConfig,
-    HEADER_LEN,
+    GOVERNED_BURST, HEADER_LEN, ROSCPP_MAX_DATAGRAM,
 };
 use std::time::Instant;
 
@@ -65,13 +65,21 @@ fn unsealed(max_datagram: usize, secure: bool) -> usize {
     }
 }
 
+/// The largest datagram a link paced at `cap` bytes per second sends: a
+/// [`GOVERNED_BURST`] at the cap, at least roscpp's 1500 bytes.
+fn datagram_within_cap(cap: f64) -> usize {
+    ((cap * GOVERNED_BURST.as_secs_f64()) as usize).max(ROSCPP_MAX_DATAGRAM)
+}
+
 impl SenderTerms {
     /// Settles a link with a subscriber whose offer made `plan` and whose connection
     /// header is `offer`: the datagram is the plan's, within what the route carries; FEC is
     /// granted to a udpros subscriber that asked, under the publication's `fec` policy; a
     /// link off this host whose subscriber reports arrivals is governed with `governor`
     /// (on loopback there is no radio to measure, and a busy machine's late reads would
-    /// read as a queue).
+    /// read as a queue). A link capped at `max_rate` sends datagrams of at most a
+    /// [`GOVERNED_BURST`] at the cap (never below roscpp's 1500): its pacer lets a datagram
+    /// go whole, and one of loopback's 64 kB would be 6 s of a 10 kB/s cap at once.
     pub fn settle(
         plan: &UdpPlan,
         offer: &ConnectionHeader,
@@ -81,7 +89,8 @@ impl SenderTerms {
         connection_id: u32,
         max_rate: Option<f64>,
     ) -> SenderTerms {
-        let max_datagram = plan.datagram_for_route(path.route_payload);
+        let fitted = plan.datagram_for_route(path.route_payload);
+        let max_datagram = max_rate.map_or(fitted, |cap| fitted.min(datagram_within_cap(cap)));
         let fec = plan
             .udpros_peer
             .then(|| fec.grant(offer, max_datagram))
@@ -457,6 +466,24 @@ mod tests {
         );
         assert!(terms.governor.is_none(), "no radio on loopback");
         assert!(terms.fec.is_some());
+        assert_eq!(terms.max_datagram, 65_000);
+        // A capped link's datagrams are a 2 ms burst at the cap, not below 1500.
+        let capped = |cap| {
+            SenderTerms::settle(
+                &plan(&udpros, 65_000),
+                &udpros,
+                loopback,
+                &policy,
+                None,
+                2,
+                Some(cap),
+            )
+            .max_datagram
+        };
+        assert_eq!(capped(10_000.0), 1500);
+        assert_eq!(capped(10_000_000.0), 20_000);
+        assert_eq!(capped(1e12), 65_000);
+        assert_eq!(capped(f64::NAN), 1500);
         let plain = offer_header(&FecPolicy::Off, false);
         let terms = SenderTerms::settle(
             &plan(&plain, 65_000),

@@ -29,7 +29,9 @@ pub(crate) struct SubscriptionConfig {
     pub definition: String,
     /// Transports to offer, most preferred first.
     pub transports: Vec<Protocol>,
-    pub max_datagram_size: usize,
+    /// The datagram size to ask UDPROS publishers for; `None`: by the route
+    /// ([`datagram_to_ask`](crate::wire::negotiation::datagram_to_ask)).
+    pub max_datagram_size: Option<usize>,
     pub tcp_nodelay: bool,
     pub max_message_size: usize,
     /// What UDPROS offers ask of udpros publishers.
@@ -399,15 +401,22 @@ impl Subscription {
     }
 
     /// The UDPROS offer: the subscriber's header (with FEC asked for, and on a node with
-    /// the graph key, a secure link offered under `nonce` and the header signed).
-    fn udp_offer(&self, port: u16, ipv6_only: bool, nonce: &[u8; NONCE_LEN]) -> Offer {
+    /// the graph key, a secure link offered under `nonce` and the header signed), asking
+    /// for datagrams of `max_datagram` bytes.
+    fn udp_offer(
+        &self,
+        port: u16,
+        max_datagram: usize,
+        ipv6_only: bool,
+        nonce: &[u8; NONCE_LEN],
+    ) -> Offer {
         let mut header = self.config.fec.ask(self.identity().udp_subscriber_header());
         self.offer_security(&mut header, nonce);
         Offer::Udpros(UdprosOffer {
             header,
             host: self.local.host.clone(),
             port,
-            max_datagram: self.config.max_datagram_size,
+            max_datagram,
             ipv6_only,
         })
     }

@@ -10,8 +10,8 @@ use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
 use crate::wire::link_setup::receiver_config;
 use crate::wire::negotiation::{
-    subscriber_receive_buffer, GiveUpReason, Offer, SubscriberDecision, SubscriberOffer,
-    TopicReply, UdprosAnswer,
+    self, subscriber_receive_buffer, GiveUpReason, Offer, PublisherRoute, SubscriberDecision,
+    SubscriberOffer, TopicReply, UdprosAnswer,
 };
 use crate::wire::secure::handshake::{self, Settled};
 use crate::wire::topic::{check_publisher, TopicEvent, TopicReceiver, TopicStreamError};
@@ -128,8 +128,9 @@ async fn connect_and_read(
                 Ok(offer) => {
                     let ipv6_only = !sub.local.bind.is_ipv4()
                         && !crate::transport::has_ipv4_address(&sub.local.host).await;
+                    let datagram = datagram_to_ask(sub, &link.uri).await;
                     let entry = sub
-                        .udp_offer(offer.port, ipv6_only, &offer.nonce)
+                        .udp_offer(offer.port, datagram, ipv6_only, &offer.nonce)
                         .to_params();
                     offers.push(crate::xmlrpc::entry(entry));
                     udp = Some(offer);
@@ -392,6 +393,29 @@ async fn read_udp(
             crate::transport::let_readers_run().await;
         }
     }
+}
+
+/// The datagram size to ask the publisher at `publisher_uri` for: the user's, or else
+/// what the route toward the publisher carries when it is on this host.
+async fn datagram_to_ask(sub: &Subscription, publisher_uri: &str) -> usize {
+    let route = match sub.config.max_datagram_size {
+        Some(_) => None,
+        None => route_to(sub, publisher_uri).await,
+    };
+    negotiation::datagram_to_ask(sub.config.max_datagram_size, route)
+}
+
+/// The route toward the host of `publisher_uri`, if its name resolves in time.
+async fn route_to(sub: &Subscription, publisher_uri: &str) -> Option<PublisherRoute> {
+    // Any port does: connecting a UDP socket only asks the routing table.
+    const ANY_PORT: u16 = 9;
+    let host = crate::host::uri_host(publisher_uri)?;
+    let resolve = crate::transport::resolve_udp_peer(sub.local.bind, &host, ANY_PORT, false);
+    let peer = tokio::time::timeout(REQUEST_TIMEOUT, resolve)
+        .await
+        .ok()?
+        .ok()?;
+    crate::socket::probe_route(sub.local.bind, peer).ok()
 }
 
 /// None of the names of a publisher's host resolved.
