@@ -830,6 +830,76 @@ impl<'py> Makers<'py> {
     }
 }
 
+/// A message given in Python (`udpros.message.Message` or a dict of fields, nested alike;
+/// lists and tuples for arrays; bytes for `uint8[]`; `udpros.message.Time` and `Duration`
+/// or `{secs, nsecs}` for times) as the YAML tree `rostopic pub` would take for it, which
+/// the type then checks field by field. `message` is the `udpros.message.Message` class.
+/// Nesting is bounded as decoding's is: a list that holds itself is a `ValueError`, not an
+/// overflowed stack.
+fn yaml_from_python(
+    value: &Bound<'_, PyAny>,
+    message: &Bound<'_, PyAny>,
+    depth: usize,
+) -> PyResult<udpros::yaml::Yaml> {
+    use pyo3::types::{PyBool, PyByteArray, PyFloat, PyInt, PyList, PyString, PyTuple};
+    use udpros::yaml::Yaml;
+    if depth > MAX_MESSAGE_DEPTH {
+        return Err(PyValueError::new_err("a message nested too deep"));
+    }
+    if value.is_none() {
+        return Ok(Yaml::Null);
+    }
+    if value.is_instance_of::<PyBool>() {
+        return Ok(Yaml::Bool(value.extract()?));
+    }
+    if value.is_instance_of::<PyInt>() {
+        return Ok(Yaml::Int(value.extract()?));
+    }
+    if value.is_instance_of::<PyFloat>() {
+        return Ok(Yaml::Float(value.extract()?));
+    }
+    if value.is_instance_of::<PyString>() {
+        return Ok(Yaml::Str(value.extract()?));
+    }
+    let bytes = |raw: &[u8]| Yaml::Seq(raw.iter().map(|&b| Yaml::Int(b.into())).collect());
+    if let Ok(raw) = value.cast::<PyBytes>() {
+        return Ok(bytes(raw.as_bytes()));
+    }
+    if let Ok(raw) = value.cast::<PyByteArray>() {
+        return Ok(bytes(&raw.to_vec()));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items = value
+            .try_iter()?
+            .map(|item| yaml_from_python(&item?, message, depth + 1))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(Yaml::Seq(items));
+    }
+    let fields = if let Ok(dict) = value.cast::<PyDict>() {
+        dict.clone()
+    } else if value.is_instance(message)? {
+        value.getattr("__dict__")?.cast_into::<PyDict>()?
+    } else if value.hasattr("secs")? && value.hasattr("nsecs")? {
+        let stamp = PyDict::new(value.py());
+        stamp.set_item("secs", value.getattr("secs")?)?;
+        stamp.set_item("nsecs", value.getattr("nsecs")?)?;
+        stamp
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "a message field cannot be a {}",
+            value.get_type().name()?
+        )));
+    };
+    let mut pairs = Vec::with_capacity(fields.len());
+    for (key, item) in fields.iter() {
+        let key: String = key
+            .extract()
+            .map_err(|_| PyTypeError::new_err("a message's field names are str"))?;
+        pairs.push((key, yaml_from_python(&item, message, depth + 1)?));
+    }
+    Ok(Yaml::Map(pairs))
+}
+
 #[pymethods]
 impl MessageType {
     /// The type `type_name` (`pkg/Name`): from `definition` (its full text, as a
@@ -876,6 +946,25 @@ impl MessageType {
             .decode(&bytes::Bytes::copy_from_slice(data))
             .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.inner.type_name())))?;
         Makers::new(py)?.make(py, &value, 0)
+    }
+
+    /// `message` serialized as this type: a `udpros.message.Message` (what `decode` gives)
+    /// or a dict of fields, nested alike, with lists for arrays, bytes for `uint8[]` and
+    /// `udpros.message.Time` or `{secs, nsecs}` for times. Missing fields take their
+    /// defaults, as in `rostopic pub`; a field the type lacks or of the wrong kind is a
+    /// `ValueError`, a value of no message kind a `TypeError`.
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        message: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let wrong = |e: udpros::msg::dynamic::DynamicError| {
+            PyValueError::new_err(format!("{}: {e}", self.inner.type_name()))
+        };
+        let yaml = yaml_from_python(message, &Makers::new(py)?.message, 0)?;
+        let value = self.inner.value_from_yaml(Some(&yaml)).map_err(wrong)?;
+        let body = self.inner.encode(&value).map_err(wrong)?;
+        Ok(PyBytes::new(py, &body))
     }
 }
 

@@ -51,6 +51,7 @@ class _Dynamic:
         self._md5sum = message_type.md5sum
         self._full_text = message_type.definition
         self.decode = message_type.decode
+        self.encode = message_type.encode
 
 
 def _message_class(msg_class):
@@ -108,13 +109,14 @@ class Node:
         return Subscriber(native, msg_class)
 
     def advertise(self, topic, msg_class, latch=False):
-        """Advertises ``topic`` of the genpy class ``msg_class`` (or a type's name, whose
-        messages are then published as bytes)."""
+        """Advertises ``topic`` of the genpy class ``msg_class`` (or a type's name or a
+        :class:`MessageType`, whose messages are then published as
+        :class:`udpros.message.Message` objects, dicts of fields, or bytes)."""
         msg_class = _message_class(msg_class)
         native = self._native.advertise(
             topic, msg_class._type, msg_class._md5sum, msg_class._full_text, latch=latch
         )
-        return Publisher(native)
+        return Publisher(native, msg_class)
 
     def advertise_raw(self, topic, msg_type, md5sum, definition, latch=False):
         """Advertises ``topic`` for messages published as bytes, of ``msg_type`` with its
@@ -271,13 +273,19 @@ class Subscriber:
 class Publisher:
     """Publishes messages of one topic: genpy messages, or bytes already serialized."""
 
-    def __init__(self, native):
+    def __init__(self, native, msg_class=None):
         self._native = native
+        self._msg_class = msg_class
 
     def publish(self, msg):
-        """Publishes a genpy message, or bytes already serialized."""
+        """Publishes a genpy message, or bytes already serialized; on a topic advertised
+        by a type's name, also a :class:`udpros.message.Message` or a dict of its fields
+        (missing ones take their defaults; a wrong one is a ``ValueError``)."""
         if isinstance(msg, (bytes, bytearray, memoryview)):
             self._native.publish(bytes(msg))
+            return
+        if isinstance(self._msg_class, _Dynamic) and not hasattr(msg, "serialize"):
+            self._native.publish(self._msg_class.encode(msg))
             return
         if not hasattr(msg, "serialize"):
             raise TypeError("publish takes a genpy message or serialized bytes, not %s" % type(msg).__name__)
