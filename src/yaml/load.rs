@@ -4,7 +4,7 @@
 //!
 //! Everything a rosparam file uses is read: block and flow collections, block scalars
 //! (`|`, `>`), multi-line plain scalars, anchors and aliases, merge keys (`<<`), explicit
-//! tags (`!!str`, `!!int`, `!!float`, `!!bool`, `!!null`) and rosparam's `!degrees` and
+//! tags (`!!str`, `!!int`, `!!float`, `!!bool`, `!!null`, `!!binary`) and rosparam's `!degrees` and
 //! `!radians`. Hostile input is bounded: the text's size, the nesting depth, and the
 //! values a document expands to through aliases (a "billion laughs" stops at
 //! [`MAX_VALUES`]).
@@ -216,6 +216,9 @@ fn scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Yaml, Yam
         },
         ("!!", "bool") => typed(|v| matches!(v, Yaml::Bool(_)), "a boolean"),
         ("!!", "null") => typed(|v| matches!(v, Yaml::Null), "null"),
+        // What `rosparam dump` writes for a base64 parameter (PyYAML's `binary`): the
+        // base64 alphabet, line breaks and spaces skipped as Python's decoder skips them.
+        ("!!", "binary") => Ok(Yaml::Binary(crate::xmlrpc::decode_base64(text.as_bytes()))),
         // rosparam's own constructors.
         // As rosparam computes it (`value * math.pi / 180.0`), to the last bit.
         ("!", "degrees") => Ok(Yaml::Float(number()? * std::f64::consts::PI / 180.0)),
@@ -331,6 +334,18 @@ modes: [a, 'b', {c: 1.5}]
                 ),
             ])
         );
+    }
+
+    #[test]
+    fn binary_parameters_read_back_as_rosparam_dump_wrote_them() {
+        use crate::xmlrpc::Value;
+        let blob: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let param = Value::Struct([("blob".to_string(), Value::Base64(blob.clone()))].into());
+        let text = crate::yaml::params::dump(&param);
+        assert!(text.contains("!!binary |"), "{text}");
+        let back = load(&text).unwrap();
+        assert_eq!(back, map(&[("blob", Yaml::Binary(blob))]));
+        assert_eq!(back.to_xmlrpc().unwrap(), param);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum Yaml {
     Float(f64),
     /// Any other scalar, or a quoted one.
     Str(String),
+    /// `!!binary` (base64 in the text; Python's `bytes`, and a parameter's XML-RPC base64).
+    Binary(Vec<u8>),
     /// A sequence.
     Seq(Vec<Yaml>),
     /// A mapping, in document order.
@@ -59,6 +61,7 @@ impl Yaml {
             Yaml::Int(i) => i32::try_from(*i).map_or(Value::Double(*i as f64), Value::Int),
             Yaml::Float(f) => Value::Double(*f),
             Yaml::Str(s) => Value::String(s.clone()),
+            Yaml::Binary(b) => Value::Base64(b.clone()),
             Yaml::Seq(items) => Value::Array(
                 items
                     .iter()
@@ -216,6 +219,8 @@ pub(crate) fn scalar_text(y: &Yaml) -> String {
         Yaml::Int(i) => i.to_string(),
         Yaml::Float(f) => crate::python::float_repr(*f),
         Yaml::Str(s) => s.clone(),
+        // Python's str() of bytes.
+        Yaml::Binary(b) => format!("b'{}'", b.escape_ascii()),
         Yaml::Seq(_) | Yaml::Map(_) => String::new(),
     }
 }

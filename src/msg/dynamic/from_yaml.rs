@@ -80,6 +80,18 @@ impl DynamicType {
                             out.push((field.name.clone(), Value::Bytes(bytes)));
                             continue;
                         }
+                        // Bytes as bytes: a megabyte image is not a million list items.
+                        Some(Yaml::Binary(b)) if matches!(field.ty, FieldType::Primitive(p) if p.is_byte_like()) =>
+                        {
+                            check_length(shape, &field.name, b.len())?;
+                            let bytes = Bytes::copy_from_slice(b);
+                            let value = match field.ty {
+                                FieldType::Primitive(Primitive::Char) => Value::Chars(bytes),
+                                _ => Value::Bytes(bytes),
+                            };
+                            out.push((field.name.clone(), value));
+                            continue;
+                        }
                         Some(other) => {
                             return Err(mismatch(format!(
                                 "field {} needs a list, not {other:?}",
@@ -87,15 +99,7 @@ impl DynamicType {
                             )))
                         }
                     };
-                    if let Shape::Array(n) = shape {
-                        if items.len() != n {
-                            return Err(mismatch(format!(
-                                "field {} needs {n} elements, got {}",
-                                field.name,
-                                items.len()
-                            )));
-                        }
-                    }
+                    check_length(shape, &field.name, items.len())?;
                     match &field.ty {
                         FieldType::Primitive(p) if p.is_byte_like() => {
                             let bytes: Result<Vec<u8>, _> = items
@@ -206,6 +210,16 @@ impl DynamicType {
     }
 }
 
+/// A fixed-size array's `n` elements are all given.
+fn check_length(shape: Shape, field: &str, given: usize) -> Result<(), DynamicError> {
+    match shape {
+        Shape::Array(n) if given != n => Err(mismatch(format!(
+            "field {field} needs {n} elements, got {given}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `{secs, nsecs}`, a number of seconds, or `now`/`auto` (handled by the caller).
 fn time_parts(y: Option<&Yaml>) -> Result<(i64, i64), DynamicError> {
     Ok(match y {
@@ -268,6 +282,33 @@ mod tests {
             v.to_json(),
             "{\"layout\":{\"dim\":[],\"data_offset\":0},\"data\":[1.0,2.5]}"
         );
+    }
+
+    #[test]
+    fn bytes_fill_byte_arrays_whole() {
+        use crate::msg::dynamic::Value;
+        use crate::yaml::Yaml;
+        let image = ty("sensor_msgs/CompressedImage");
+        let data = vec![0xffu8, 0, 7];
+        let given = Yaml::Map(vec![("data".into(), Yaml::Binary(data.clone()))]);
+        let v = image.value_from_yaml(Some(&given)).unwrap();
+        assert_eq!(v.path(["data"]), Some(&Value::Bytes(data.into())));
+        // A fixed-size array takes exactly its length; other arrays take no bytes.
+        let mac =
+            DynamicType::from_definition("my_pkg/Mac", "uint8[4] mac\nchar[2] tag\n").unwrap();
+        let given = |mac: &[u8]| {
+            Yaml::Map(vec![
+                ("mac".into(), Yaml::Binary(mac.to_vec())),
+                ("tag".into(), Yaml::Binary(b"ab".to_vec())),
+            ])
+        };
+        let v = mac.value_from_yaml(Some(&given(&[1, 2, 3, 4]))).unwrap();
+        assert_eq!(v.path(["tag"]), Some(&Value::Chars((&b"ab"[..]).into())));
+        assert_eq!(mac.encode(&v).unwrap(), b"\x01\x02\x03\x04ab");
+        assert!(mac.value_from_yaml(Some(&given(&[1, 2, 3]))).is_err());
+        let floats = ty("std_msgs/Float64MultiArray");
+        let wrong = Yaml::Map(vec![("data".into(), Yaml::Binary(vec![1, 2]))]);
+        assert!(floats.value_from_yaml(Some(&wrong)).is_err());
     }
 
     #[test]
