@@ -10,14 +10,14 @@ use crate::wire::header::{ConnectionHeader, HeaderLimits};
 use crate::wire::link::{AllowedSources, Attempt, Retry};
 use crate::wire::link_setup::receiver_config;
 use crate::wire::negotiation::{
-    self, subscriber_receive_buffer, GiveUpReason, Offer, PublisherRoute, SubscriberDecision,
-    SubscriberOffer, TopicReply, UdprosAnswer,
+    self, subscriber_receive_buffer, GiveUpReason, Offer, SubscriberDecision, SubscriberOffer,
+    TopicReply, UdprosAnswer,
 };
 use crate::wire::secure::handshake::{self, Settled};
 use crate::wire::topic::{check_publisher, TopicEvent, TopicReceiver, TopicStreamError};
 use crate::wire::udpros::{ReceiverEvent, UdpReceiver, UdpStats};
 use crate::xmlrpc::Value;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -79,6 +79,8 @@ struct UdpOffer {
     /// This end's nonce for a secure link's handshake (drawn for every offer; unused
     /// when security is off).
     nonce: [u8; crate::wire::secure::NONCE_LEN],
+    /// The publisher's host, resolved once for the route and for the sources allowed.
+    publisher: PublisherHost,
 }
 
 impl UdpOffer {
@@ -88,7 +90,7 @@ impl UdpOffer {
     }
 }
 
-fn open_udp(sub: &Subscription) -> std::io::Result<UdpOffer> {
+fn open_udp(sub: &Subscription, publisher: PublisherHost) -> std::io::Result<UdpOffer> {
     let buffer = subscriber_receive_buffer(sub.config.max_message_size);
     let (socket, capped) = udp_socket(SocketAddr::new(sub.local.bind, 0), buffer)?;
     let socket = UdpSocket::from_std(socket)?;
@@ -111,6 +113,7 @@ fn open_udp(sub: &Subscription) -> std::io::Result<UdpOffer> {
         socket,
         reader: offload::Reader::default(),
         nonce,
+        publisher,
     })
 }
 
@@ -124,11 +127,11 @@ async fn connect_and_read(
     for protocol in &sub.config.transports {
         match protocol {
             Protocol::Udp if !offer_udp => {}
-            Protocol::Udp => match open_udp(sub) {
+            Protocol::Udp => match open_udp(sub, PublisherHost::resolve(&link.uri).await) {
                 Ok(offer) => {
                     let ipv6_only = !sub.local.bind.is_ipv4()
                         && !crate::transport::has_ipv4_address(&sub.local.host).await;
-                    let datagram = datagram_to_ask(sub, &link.uri).await;
+                    let datagram = datagram_to_ask(sub, &offer.publisher);
                     let entry = sub
                         .udp_offer(offer.port, datagram, ipv6_only, &offer.nonce)
                         .to_params();
@@ -289,10 +292,11 @@ async fn read_udp(
         Err(refused) => return Ended::GiveUp(format!("UDPROS link refused: {refused}")),
     };
     let udpros_peer = header.get(UDPROS_PEER_FIELD).is_some();
-    let sources = match allowed_sources(&link.uri, &answer.host, answer.port, udpros_peer).await {
-        Ok(sources) => sources,
-        Err(e) => return Ended::Retry(e.to_string()),
-    };
+    let sources =
+        match allowed_sources(&offer.publisher, &answer.host, answer.port, udpros_peer).await {
+            Ok(sources) => sources,
+            Err(e) => return Ended::Retry(e.to_string()),
+        };
     // The link carries FEC when this end asked and the publisher confirmed (its data
     // blocks are then the code's shards), feedback when the publisher reads it.
     let config = receiver_config(
@@ -395,27 +399,62 @@ async fn read_udp(
     }
 }
 
-/// The datagram size to ask the publisher at `publisher_uri` for: the user's, or else
-/// what the route toward the publisher carries when it is on this host.
-async fn datagram_to_ask(sub: &Subscription, publisher_uri: &str) -> usize {
+/// The datagram size to ask the publisher for: the user's, or else what the route toward
+/// the publisher carries when it is on this host.
+fn datagram_to_ask(sub: &Subscription, publisher: &PublisherHost) -> usize {
     let route = match sub.config.max_datagram_size {
         Some(_) => None,
-        None => route_to(sub, publisher_uri).await,
+        None => route_target(sub.local.bind, &publisher.addrs)
+            .and_then(|peer| crate::socket::probe_route(sub.local.bind, peer).ok()),
     };
     negotiation::datagram_to_ask(sub.config.max_datagram_size, route)
 }
 
-/// The route toward the host of `publisher_uri`, if its name resolves in time.
-async fn route_to(sub: &Subscription, publisher_uri: &str) -> Option<PublisherRoute> {
-    // Any port does: connecting a UDP socket only asks the routing table.
+/// The address of the publisher's host that a socket bound to `bind` sends to: the first
+/// IPv4 one on an IPv4 socket, else the first, IPv4 as mapped (as
+/// [`resolve_udp_peer`](crate::transport::resolve_udp_peer) picks). Any port does:
+/// connecting a UDP socket only asks the routing table.
+fn route_target(bind: IpAddr, addrs: &[IpAddr]) -> Option<SocketAddr> {
     const ANY_PORT: u16 = 9;
-    let host = crate::host::uri_host(publisher_uri)?;
-    let resolve = crate::transport::resolve_udp_peer(sub.local.bind, &host, ANY_PORT, false);
-    let peer = tokio::time::timeout(REQUEST_TIMEOUT, resolve)
-        .await
-        .ok()?
-        .ok()?;
-    crate::socket::probe_route(sub.local.bind, peer).ok()
+    let ip = if bind.is_ipv4() {
+        addrs
+            .iter()
+            .find(|ip| ip.to_canonical().is_ipv4())?
+            .to_canonical()
+    } else {
+        match addrs.first()?.to_canonical() {
+            IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
+            v6 => v6,
+        }
+    };
+    Some(SocketAddr::new(ip, ANY_PORT))
+}
+
+/// A publisher's host as its XML-RPC URI names it, with its addresses (none when the
+/// name did not resolve in time).
+struct PublisherHost {
+    name: Option<String>,
+    addrs: Vec<IpAddr>,
+}
+
+impl PublisherHost {
+    async fn resolve(publisher_uri: &str) -> PublisherHost {
+        let name = crate::host::uri_host(publisher_uri);
+        let addrs = match &name {
+            Some(name) => resolve(name).await,
+            None => Vec::new(),
+        };
+        PublisherHost { name, addrs }
+    }
+}
+
+/// `name`'s addresses, or none when it does not resolve within [`REQUEST_TIMEOUT`].
+async fn resolve(name: &str) -> Vec<IpAddr> {
+    let lookup = tokio::net::lookup_host((name, 0));
+    match tokio::time::timeout(REQUEST_TIMEOUT, lookup).await {
+        Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// None of the names of a publisher's host resolved.
@@ -429,24 +468,21 @@ impl std::fmt::Display for Unresolved {
 }
 
 /// The [`AllowedSources`] of a UDPROS link: the publisher's host as its answer names it
-/// and as its XML-RPC URI does, each resolved; between udpros peers, only the answer's port.
+/// and as its XML-RPC URI does (resolved already), each resolved; between udpros peers,
+/// only the answer's port.
 async fn allowed_sources(
-    publisher_uri: &str,
+    publisher: &PublisherHost,
     answer_host: &str,
     answer_port: u16,
     udpros_peer: bool,
 ) -> Result<AllowedSources, Unresolved> {
-    let mut names = vec![answer_host.to_string()];
-    names.extend(crate::host::uri_host(publisher_uri));
-    let mut hosts = Vec::new();
-    for name in &names {
-        let lookup = tokio::net::lookup_host((name.as_str(), 0));
-        if let Ok(Ok(addrs)) = tokio::time::timeout(REQUEST_TIMEOUT, lookup).await {
-            hosts.extend(addrs.map(|a| a.ip()));
-        }
+    let mut hosts = publisher.addrs.clone();
+    if publisher.name.as_deref() != Some(answer_host) {
+        hosts.extend(resolve(answer_host).await);
     }
     if hosts.is_empty() {
-        return Err(Unresolved(names));
+        let names = std::iter::once(answer_host.to_string()).chain(publisher.name.clone());
+        return Err(Unresolved(names.collect()));
     }
     Ok(AllowedSources::new(
         hosts,
@@ -460,7 +496,9 @@ mod tests {
 
     #[tokio::test]
     async fn sources_are_the_answers_host_and_the_uris_host_resolved() {
-        let peer = allowed_sources("http://10.1.2.3:1234/", "127.0.0.1", 4000, true)
+        let uri = PublisherHost::resolve("http://10.1.2.3:1234/").await;
+        assert_eq!(uri.addrs, ["10.1.2.3".parse::<IpAddr>().unwrap()]);
+        let peer = allowed_sources(&uri, "127.0.0.1", 4000, true)
             .await
             .unwrap();
         assert!(peer.allows("127.0.0.1:4000".parse().unwrap()));
@@ -476,20 +514,42 @@ mod tests {
             !peer.allows("10.9.9.9:4000".parse().unwrap()),
             "another host"
         );
-        let roscpp = allowed_sources("http://10.1.2.3:1234/", "127.0.0.1", 4000, false)
+        let roscpp = allowed_sources(&uri, "127.0.0.1", 4000, false)
             .await
             .unwrap();
         assert!(
             roscpp.allows("127.0.0.1:5555".parse().unwrap()),
             "roscpp's port is not its source"
         );
-        assert!(allowed_sources(
-            "http://no.such.host.invalid:1/",
-            "no.such.host.invalid",
-            1,
-            true
-        )
-        .await
-        .is_err());
+        let nowhere = PublisherHost::resolve("http://no.such.host.invalid:1/").await;
+        assert!(nowhere.addrs.is_empty());
+        assert!(allowed_sources(&nowhere, "no.such.host.invalid", 1, true)
+            .await
+            .is_err());
+        // The answer's host alone is enough when the URI's does not resolve.
+        let answered = allowed_sources(&nowhere, "127.0.0.1", 1, true)
+            .await
+            .unwrap();
+        assert!(answered.allows("127.0.0.1:1".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_route_is_probed_toward_an_address_the_socket_can_send_to() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let (v4, v6) = (ip("10.0.0.1"), ip("fd00::1"));
+        let target = |bind: &str, addrs: &[IpAddr]| route_target(ip(bind), addrs).map(|a| a.ip());
+        assert_eq!(
+            target("0.0.0.0", &[v6, v4]),
+            Some(v4),
+            "IPv4 socket: the IPv4 one"
+        );
+        assert_eq!(
+            target("0.0.0.0", &[v6]),
+            None,
+            "IPv4 socket, no IPv4 address"
+        );
+        assert_eq!(target("::", &[v6, v4]), Some(v6));
+        assert_eq!(target("::", &[v4]), Some(ip("::ffff:10.0.0.1")), "mapped");
+        assert_eq!(target("::", &[]), None);
     }
 }
