@@ -344,8 +344,16 @@ modes: [a, 'b', {c: 1.5}]
         let text = crate::yaml::params::dump(&param);
         assert!(text.contains("!!binary |"), "{text}");
         let back = load(&text).unwrap();
-        assert_eq!(back, map(&[("blob", Yaml::Binary(blob))]));
+        assert_eq!(back, map(&[("blob", Yaml::Binary(blob.clone()))]));
         assert_eq!(back.to_xmlrpc().unwrap(), param);
+        // In lists and nested maps, and empty, as the fuzz target's round trip meets them.
+        let nested = Value::Array(vec![
+            Value::Base64(Vec::new()),
+            Value::Base64(b"x".to_vec()),
+            Value::Struct([("a".to_string(), Value::Base64(blob))].into()),
+        ]);
+        let text = crate::yaml::params::dump(&nested);
+        assert_eq!(load(&text).unwrap().to_xmlrpc().unwrap(), nested, "{text}");
     }
 
     #[test]
