@@ -68,30 +68,25 @@ impl DynamicType {
             let value = match field.shape {
                 Shape::Scalar => self.element_from_yaml(&field.ty, y, depth, now)?,
                 shape => {
+                    // Text or bytes for a byte array, whole: a megabyte image is not a
+                    // million list items.
+                    let byte_like = matches!(field.ty, FieldType::Primitive(p) if p.is_byte_like());
+                    if let Some(raw) = y.and_then(text_or_bytes).filter(|_| byte_like) {
+                        check_length(shape, &field.name, raw.len())?;
+                        let bytes = Bytes::copy_from_slice(raw);
+                        let value = match field.ty {
+                            FieldType::Primitive(Primitive::Char) => Value::Chars(bytes),
+                            _ => Value::Bytes(bytes),
+                        };
+                        out.push((field.name.clone(), value));
+                        continue;
+                    }
                     let items: Vec<Option<&Yaml>> = match y {
                         None => match shape {
                             Shape::Array(n) => vec![None; n],
                             _ => Vec::new(),
                         },
                         Some(Yaml::Seq(items)) => items.iter().map(Some).collect(),
-                        Some(Yaml::Str(s)) if matches!(field.ty, FieldType::Primitive(p) if p.is_byte_like()) =>
-                        {
-                            let bytes = Bytes::copy_from_slice(s.as_bytes());
-                            out.push((field.name.clone(), Value::Bytes(bytes)));
-                            continue;
-                        }
-                        // Bytes as bytes: a megabyte image is not a million list items.
-                        Some(Yaml::Binary(b)) if matches!(field.ty, FieldType::Primitive(p) if p.is_byte_like()) =>
-                        {
-                            check_length(shape, &field.name, b.len())?;
-                            let bytes = Bytes::copy_from_slice(b);
-                            let value = match field.ty {
-                                FieldType::Primitive(Primitive::Char) => Value::Chars(bytes),
-                                _ => Value::Bytes(bytes),
-                            };
-                            out.push((field.name.clone(), value));
-                            continue;
-                        }
                         Some(other) => {
                             return Err(mismatch(format!(
                                 "field {} needs a list, not {other:?}",
@@ -210,6 +205,15 @@ impl DynamicType {
     }
 }
 
+/// The bytes of a string or of `!!binary`, which fill a byte array whole.
+fn text_or_bytes(y: &Yaml) -> Option<&[u8]> {
+    match y {
+        Yaml::Str(s) => Some(s.as_bytes()),
+        Yaml::Binary(b) => Some(b),
+        _ => None,
+    }
+}
+
 /// A fixed-size array's `n` elements are all given.
 fn check_length(shape: Shape, field: &str, given: usize) -> Result<(), DynamicError> {
     match shape {
@@ -306,6 +310,11 @@ mod tests {
         assert_eq!(v.path(["tag"]), Some(&Value::Chars((&b"ab"[..]).into())));
         assert_eq!(mac.encode(&v).unwrap(), b"\x01\x02\x03\x04ab");
         assert!(mac.value_from_yaml(Some(&given(&[1, 2, 3]))).is_err());
+        // Text fills them alike, as `rostopic pub` takes it.
+        let text = |mac: &str| Yaml::Map(vec![("mac".into(), Yaml::Str(mac.into()))]);
+        let v = mac.value_from_yaml(Some(&text("abcd"))).unwrap();
+        assert_eq!(v.path(["mac"]), Some(&Value::Bytes((&b"abcd"[..]).into())));
+        assert!(mac.value_from_yaml(Some(&text("abcde"))).is_err());
         let floats = ty("std_msgs/Float64MultiArray");
         let wrong = Yaml::Map(vec![("data".into(), Yaml::Binary(vec![1, 2]))]);
         assert!(floats.value_from_yaml(Some(&wrong)).is_err());
