@@ -79,8 +79,8 @@ pub(crate) fn route_mtu(socket: &std::net::UdpSocket) -> Option<usize> {
         .filter(|&m| m > 0)
 }
 
-/// The route from a socket bound to `bind` toward `peer` (an address
-/// [`resolve_udp_peer`](crate::transport::resolve_udp_peer) gave for it), as the kernel's
+/// The route from a socket bound to `bind` toward `peer` (an address chosen as
+/// [`resolve_udp_peer`](crate::transport::resolve_udp_peer) chooses), as the kernel's
 /// routing tells it when a UDP socket is connected, which sends nothing: whether `peer` is
 /// this host (a loopback address, or the source address the kernel picks for it, which for
 /// an address of this host's own is that address), and the payload one packet carries.

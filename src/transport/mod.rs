@@ -299,24 +299,40 @@ pub async fn resolve_udp_peer(
     port: u16,
     ipv4_peer: bool,
 ) -> std::io::Result<SocketAddr> {
+    let addrs = tokio::net::lookup_host((host, port)).await?;
+    udp_peer_among(bind, addrs, ipv4_peer).ok_or_else(|| {
+        let family = if bind.is_ipv4() || ipv4_peer {
+            "IPv4 "
+        } else {
+            ""
+        };
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no {family}address for {host}"),
+        )
+    })
+}
+
+/// The choice [`resolve_udp_peer`] makes among a host's addresses: the first IPv4 one
+/// for an IPv4 socket or a roscpp peer, else the first of either family; an IPv4 address
+/// as IPv4-mapped on a dual-stack socket.
+pub(crate) fn udp_peer_among(
+    bind: std::net::IpAddr,
+    addrs: impl IntoIterator<Item = SocketAddr>,
+    ipv4_peer: bool,
+) -> Option<SocketAddr> {
+    let mut addrs = addrs.into_iter();
     let first = if bind.is_ipv4() || ipv4_peer {
-        resolve_ipv4(host, port).await?
+        addrs.find(|a| a.ip().to_canonical().is_ipv4())?
     } else {
-        tokio::net::lookup_host((host, port))
-            .await?
-            .next()
-            .ok_or_else(|| {
-                std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("no address for {host}"),
-                )
-            })?
+        addrs.next()?
     };
-    Ok(match first {
-        SocketAddr::V4(v4) if !bind.is_ipv4() => {
-            SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port())
+    Some(match first.ip().to_canonical() {
+        std::net::IpAddr::V4(v4) if !bind.is_ipv4() => {
+            SocketAddr::new(v4.to_ipv6_mapped().into(), first.port())
         }
-        other => other,
+        std::net::IpAddr::V4(v4) => SocketAddr::new(v4.into(), first.port()),
+        _ => first,
     })
 }
 

@@ -410,24 +410,13 @@ fn datagram_to_ask(sub: &Subscription, publisher: &PublisherHost) -> usize {
     negotiation::datagram_to_ask(sub.config.max_datagram_size, route)
 }
 
-/// The address of the publisher's host that a socket bound to `bind` sends to: the first
-/// IPv4 one on an IPv4 socket, else the first, IPv4 as mapped (as
-/// [`resolve_udp_peer`](crate::transport::resolve_udp_peer) picks). Any port does:
+/// The address of the publisher's host that a socket bound to `bind` sends to, chosen
+/// as [`resolve_udp_peer`](crate::transport::resolve_udp_peer) chooses. Any port does:
 /// connecting a UDP socket only asks the routing table.
 fn route_target(bind: IpAddr, addrs: &[IpAddr]) -> Option<SocketAddr> {
     const ANY_PORT: u16 = 9;
-    let ip = if bind.is_ipv4() {
-        addrs
-            .iter()
-            .find(|ip| ip.to_canonical().is_ipv4())?
-            .to_canonical()
-    } else {
-        match addrs.first()?.to_canonical() {
-            IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
-            v6 => v6,
-        }
-    };
-    Some(SocketAddr::new(ip, ANY_PORT))
+    let addrs = addrs.iter().map(|&ip| SocketAddr::new(ip, ANY_PORT));
+    crate::transport::udp_peer_among(bind, addrs, false)
 }
 
 /// A publisher's host as its XML-RPC URI names it, with its addresses (none when the
