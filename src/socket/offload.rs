@@ -170,13 +170,15 @@ pub(crate) struct Received {
 }
 
 impl Received {
-    /// The datagrams one at a time, each still writable and its own.
+    /// The datagrams one at a time, each still writable and its own; the last keeps the
+    /// spare capacity the read came with ([`Reader::keeping_room`]).
     pub(crate) fn into_datagrams(self) -> impl Iterator<Item = BytesMut> {
         let segment = self.segment.max(1);
         let mut rest = self.datagrams;
-        std::iter::from_fn(move || {
-            let take = segment.min(rest.len());
-            (take > 0).then(|| rest.split_to(take))
+        std::iter::from_fn(move || match segment.min(rest.len()) {
+            0 => None,
+            last if last == rest.len() => Some(std::mem::take(&mut rest)),
+            take => Some(rest.split_to(take)),
         })
     }
 }
@@ -203,14 +205,35 @@ impl IntoIterator for Batch {
 
 /// Reads a socket's datagrams, as many per system call as it holds (up to
 /// [`READ_BATCH`]), into buffers of its own.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Reader {
     /// A buffer per slot of a batch, split per read: the steady state allocates only when
     /// a block of reads has been handed on.
     slots: [BytesMut; READ_BATCH],
+    /// How many bytes a datagram wants after it, where it lies (see
+    /// [`Reader::keeping_room`]).
+    room: fn(&[u8]) -> usize,
+}
+
+impl Default for Reader {
+    fn default() -> Reader {
+        Reader::keeping_room(|_| 0)
+    }
 }
 
 impl Reader {
+    /// A reader that hands a datagram read alone the rest of its buffer too when `room`
+    /// of it is not zero and fits there: its owner can then grow it in place (UDPROS
+    /// reassembly builds a large message in its DATA0's buffer, so that block, on
+    /// loopback a 64 kB datagram, is never copied). Its slot starts a new buffer. Such a
+    /// datagram keeps that buffer, a few hundred kB at most, as long as it lives.
+    pub(crate) fn keeping_room(room: fn(&[u8]) -> usize) -> Reader {
+        Reader {
+            slots: Default::default(),
+            room,
+        }
+    }
+
     /// The next datagrams: waits until some arrive, then takes what the socket holds, up to
     /// [`READ_BATCH`] reads. Cancel-safe: nothing is lost if the wait is.
     pub(crate) async fn recv(&mut self, socket: &UdpSocket) -> io::Result<Batch> {
@@ -228,7 +251,7 @@ impl Reader {
             // that would find the socket empty.
             let mut drained = None;
             let read = socket.try_io(tokio::io::Interest::READABLE, || {
-                let batch = recvmmsg(socket, &mut self.slots)?;
+                let batch = recvmmsg(socket, &mut self.slots, self.room)?;
                 if batch.reads < READ_BATCH {
                     drained = Some(batch);
                     return Err(io::ErrorKind::WouldBlock.into());
@@ -243,6 +266,7 @@ impl Reader {
         }
         #[cfg(not(target_os = "linux"))]
         {
+            let _ = self.room; // one datagram per call: nothing to hand over whole
             let slot = &mut self.slots[0];
             let (len, from) = socket.recv_buf_from(slot).await?;
             let mut batch = Batch::default();
@@ -260,7 +284,11 @@ impl Reader {
 
 /// One `recvmmsg` into the slots' spare room; "would block" when nothing waits.
 #[cfg(target_os = "linux")]
-fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Result<Batch> {
+fn recvmmsg(
+    socket: &UdpSocket,
+    slots: &mut [BytesMut; READ_BATCH],
+    room: fn(&[u8]) -> usize,
+) -> io::Result<Batch> {
     use std::os::fd::AsRawFd;
     // SAFETY (the zeroed values): all-zero is a valid sockaddr_storage and mmsghdr.
     let mut addrs: [libc::sockaddr_storage; READ_BATCH] = unsafe { std::mem::zeroed() };
@@ -337,7 +365,18 @@ fn recvmmsg(socket: &UdpSocket, slots: &mut [BytesMut; READ_BATCH]) -> io::Resul
             // The kernel wrote `len` bytes into the slot's spare room.
             slot.set_len(slot.len() + len);
         }
-        let datagrams = slot.split();
+        let start = slot.len() - len;
+        let spare = slot.capacity() - slot.len();
+        let wanted = if segment == len {
+            room(&slot[start..])
+        } else {
+            0
+        };
+        let datagrams = if wanted > 0 && wanted <= spare {
+            slot.split_off(start)
+        } else {
+            slot.split()
+        };
         // A source of an unknown family cannot be checked against the publisher's.
         let Some(from) = socket_addr(&addrs[i]) else {
             batch.dropped += 1;
@@ -441,6 +480,39 @@ mod tests {
         assert!(reads.iter().all(|(d, segment)| d.len() == *segment));
         let joined: Vec<u8> = reads.iter().flat_map(|(d, _)| d.to_vec()).collect();
         assert_eq!(joined, contents);
+    }
+
+    /// A datagram that asks for room after it, and fits, comes with the rest of its
+    /// buffer; the others come alone, and the next read starts a new buffer.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_datagram_that_wants_room_gets_its_buffers_spare_capacity() {
+        let (tx, rx) = pair().await;
+        // Each datagram as the link's task takes it: the read split into its datagrams.
+        async fn datagrams(reader: &mut Reader, rx: &UdpSocket) -> Vec<BytesMut> {
+            let batch = reader.recv(rx).await.unwrap();
+            batch
+                .into_iter()
+                .flat_map(Received::into_datagrams)
+                .collect()
+        }
+        // Room for ten times a datagram that starts with 1, none for the others.
+        let mut reader = Reader::keeping_room(|d| if d[0] == 1 { 10 * d.len() } else { 0 });
+        for first in [0u8, 1, 0] {
+            tx.send(&[first; 2000]).unwrap();
+            let got = datagrams(&mut reader, &rx).await;
+            assert_eq!(got.len(), 1);
+            assert_eq!(got[0][..], [first; 2000]);
+            if first == 1 {
+                assert!(got[0].capacity() >= 11 * 2000, "{}", got[0].capacity());
+            } else {
+                assert_eq!(got[0].capacity(), 2000);
+            }
+        }
+        // Room the buffer does not have is not asked of it.
+        let mut reader = Reader::keeping_room(|_| usize::MAX);
+        tx.send(&[1; 100]).unwrap();
+        assert_eq!(datagrams(&mut reader, &rx).await[0].capacity(), 100);
     }
 
     /// A datagram read long after it arrived carries the time it arrived, coalesced or

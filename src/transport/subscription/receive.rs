@@ -111,7 +111,7 @@ fn open_udp(sub: &Subscription, publisher: PublisherHost) -> std::io::Result<Udp
     Ok(UdpOffer {
         port,
         socket,
-        reader: offload::Reader::default(),
+        reader: offload::Reader::keeping_room(crate::wire::udpros::room_after),
         nonce,
         publisher,
     })

@@ -20,7 +20,9 @@ mod sender;
 
 pub use fragment::{Datagram, ExtraPlace, FragmentError, Fragmenter, Fragments};
 pub use pacing::Pacer;
-pub use reassemble::{Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES};
+pub use reassemble::{
+    room_after, Event, Reassembler, ReassemblerConfig, UdpStats, MAX_STASH_BYTES,
+};
 pub use receiver::{ReceiverEvent, UdpReceiver, UdpReceiverConfig, FEC_QUIET};
 pub use sender::{
     max_send, AfterError, SecureSendStats, SendError, Transmit, UdpSender, UdpSenderConfig,

@@ -17,6 +17,7 @@ use super::fec::{self, Repair, RepairMeta};
 use super::feedback::ArrivalLog;
 use super::liveness::{AllowedSources, Dead, UdpLiveness};
 use super::loss::LossMeter;
+use super::reassemble::Arrival;
 use super::{
     is_newer, message_id_distance, DatagramHeader, Event, Opcode, Reassembler, ReassemblerConfig,
     UdpStats,
@@ -268,16 +269,15 @@ impl UdpReceiver {
                     Arrival::Shared(shared) => BytesMut::from(&shared[..]),
                 };
                 match opener.open_in_place(&mut datagram) {
-                    Ok(plain) => datagram.freeze().slice(plain),
+                    Ok(plain) => Arrival::Shared(datagram.freeze().slice(plain)),
                     // Forged, replayed or of another link: nothing of it is read. To FEC
                     // it is a lost datagram.
                     Err(_) => return,
                 }
             }
-            (None, Arrival::Owned(owned)) => owned.freeze(),
-            (None, Arrival::Shared(shared)) => shared,
+            (None, datagram) => datagram,
         };
-        let header = DatagramHeader::parse(&datagram);
+        let header = DatagramHeader::parse(datagram.bytes());
         let ours = |h: &DatagramHeader| {
             let checked = self.reassembler.config().connection_id;
             checked.is_none_or(|id| id == h.connection_id)
@@ -288,19 +288,19 @@ impl UdpReceiver {
             self.liveness.heard(now);
             self.loss.on_datagram(h);
             if let Some(arrivals) = self.arrivals.as_mut() {
-                arrivals.on_datagram(arrived, h, datagram.len());
+                arrivals.on_datagram(arrived, h, datagram.bytes().len());
             }
         }
         if self.fec.is_some() {
             if let Some(h) = header.filter(|h| h.opcode == Opcode::Repair) {
-                self.on_repair(now, h, datagram);
+                self.on_repair(now, h, datagram.freeze());
                 return;
             }
             if let Some(h) = header.filter(|h| matches!(h.opcode, Opcode::Data0 | Opcode::DataN)) {
                 self.before_data(now, &h);
             }
         }
-        match self.reassembler.handle(now, datagram) {
+        match self.reassembler.take(now, datagram) {
             Some(Event::Message(body)) => self.deliver(now, body),
             Some(Event::Ping) => self.liveness.heard(now),
             Some(Event::Closed) => self.push(ReceiverEvent::Closed),
@@ -656,14 +656,6 @@ impl UdpReceiver {
         }
         self.events.push_back(event);
     }
-}
-
-/// A datagram as its driver hands it over.
-enum Arrival {
-    /// Part of a buffer others hold too: opening it takes a copy.
-    Shared(Bytes),
-    /// The driver's alone: opened where it lies.
-    Owned(BytesMut),
 }
 
 #[cfg(test)]
