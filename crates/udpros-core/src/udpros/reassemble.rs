@@ -14,7 +14,7 @@
 //! [`MAX_STASH_BYTES`], and at most [`MAX_SHARED_BLOCKS`] of its blocks keep the buffers
 //! they were read into.
 //!
-//! One file, just past 500 lines: one state machine whose bounds are argued together.
+//! One file: one state machine whose bounds are argued together.
 
 use super::{is_newer, message_id_distance, DatagramHeader, Opcode, HEADER_LEN};
 use bytes::{Buf, Bytes, BytesMut};
@@ -1073,7 +1073,8 @@ mod tests {
         assert_eq!(r.stats().malformed, malformed + 2);
     }
 
-    /// Orphan blocks (no DATA0) are held up to a bound, and each costs a map insert.
+    /// On loopback a message's last block comes before its DATA0: it waits where it was
+    /// read, and only a few blocks wait so.
     #[test]
     fn a_large_block_before_its_data0_waits_uncopied_and_few_do() {
         let now = Instant::now();
@@ -1125,6 +1126,7 @@ mod tests {
         assert_eq!(stash.blocks.len(), orphans.len());
     }
 
+    /// A DATA0 handed over with room for its frame becomes the frame.
     #[test]
     fn a_data0_handed_over_with_room_is_assembled_where_it_lies() {
         let now = Instant::now();
@@ -1169,6 +1171,7 @@ mod tests {
         assert_eq!(r.memory(), 0);
     }
 
+    /// Orphan blocks (no DATA0) are held up to a bound, and each costs a map insert.
     #[test]
     fn orphan_blocks_are_bounded() {
         let now = Instant::now();
