@@ -5,8 +5,9 @@
 //! One tokio runtime serves every node of the interpreter; each subscriber's links run on a
 //! [`DrivenRuntime`](udpros::transport::DrivenRuntime) of their own, which the thread
 //! waiting in `recv` drives. A call that waits (starting a node, receiving) runs with the
-//! GIL released, in slices of [`SIGNAL_CHECK`], between which Python's signal handlers
-//! run: Ctrl-C interrupts a wait with `KeyboardInterrupt`.
+//! GIL released. On the interpreter's main thread it runs in slices of [`SIGNAL_CHECK`],
+//! between which Python's signal handlers run: Ctrl-C interrupts a wait with
+//! `KeyboardInterrupt`. Other threads, where no handler runs, wait in one piece.
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -18,8 +19,60 @@ use udpros::node::{AdvertiseOptions, FecPolicy, NodeOptions, SubscribeOptions};
 use udpros::transport::Protocol;
 use udpros::xmlrpc::Value;
 
-/// How long a wait runs with the GIL released before Python's signal handlers run.
+/// How long a wait on the interpreter's main thread runs with the GIL released before
+/// Python's signal handlers run.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// How long a wait on this thread may run before Python's signal handlers get their turn:
+/// [`SIGNAL_CHECK`] on the interpreter's main thread, the only one they run on; `None`
+/// on any other, where a slice would only wake the thread for nothing (ten times a
+/// second for each subscriber's thread of a rospy node with the import: 20 silent
+/// subscriptions cost it 13 ms of CPU a second, stock rospy 0.4).
+fn signal_slice(py: Python<'_>) -> Option<Duration> {
+    thread_local! {
+        static ON_MAIN: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+    }
+    let on_main = ON_MAIN.get().unwrap_or_else(|| {
+        let threading = py.import("threading");
+        let ident = |t: PyResult<Bound<'_, PyAny>>| -> Option<u64> { t.ok()?.extract().ok() };
+        let main = threading.as_ref().ok().map(|t| {
+            ident(
+                t.call_method0("main_thread")
+                    .and_then(|m| m.getattr("ident")),
+            )
+        });
+        let here = threading
+            .as_ref()
+            .ok()
+            .map(|t| ident(t.call_method0("get_ident")));
+        // Unknown counts as the main thread: slices cost wakes, never a missed Ctrl-C.
+        let on_main = match (main.flatten(), here.flatten()) {
+            (Some(main), Some(here)) => main == here,
+            _ => true,
+        };
+        ON_MAIN.set(Some(on_main));
+        on_main
+    });
+    on_main.then_some(SIGNAL_CHECK)
+}
+
+/// The wait until the next signal check or `deadline`, whichever comes first; `None`:
+/// no end (a thread where no signal handler runs, waiting with no deadline).
+fn next_slice(signals: Option<Duration>, deadline: Option<Instant>) -> Option<Duration> {
+    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+    match (signals, left) {
+        (Some(slice), Some(left)) => Some(slice.min(left)),
+        (slice, left) => slice.or(left),
+    }
+}
+
+/// `future`, given up after `limit` (`None`: never).
+async fn within<F: Future>(limit: Option<Duration>, future: F) -> Option<F::Output> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, future).await.ok(),
+        None => Some(future.await),
+    }
+}
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -45,8 +98,9 @@ enum Waited<T> {
 }
 
 /// Runs `work` on the runtime and waits for it with the GIL released, up to `limit`
-/// (`None`: for as long as it takes). Between slices of [`SIGNAL_CHECK`] Python's signal
-/// handlers run, and an exception they raise abandons the work. Work abandoned in the same
+/// (`None`: for as long as it takes). On the main thread, between slices of
+/// [`SIGNAL_CHECK`], Python's signal handlers run, and an exception they raise abandons
+/// the work ([`signal_slice`]). Work abandoned in the same
 /// instant it finished gives back what it finished with (a message taken off a queue is
 /// never lost to a timeout or a Ctrl-C).
 fn wait_for<T: Send + 'static>(
@@ -59,14 +113,10 @@ fn wait_for<T: Send + 'static>(
     let finished = |done: Result<T, tokio::task::JoinError>| {
         done.map_err(|e| PyRuntimeError::new_err(format!("udpros: {e}")))
     };
+    let signals = signal_slice(py);
     loop {
-        let slice = deadline.map_or(SIGNAL_CHECK, |d| {
-            d.saturating_duration_since(Instant::now())
-                .min(SIGNAL_CHECK)
-        });
-        let done = py.detach(|| {
-            runtime().block_on(async { tokio::time::timeout(slice, &mut task).await.ok() })
-        });
+        let slice = next_slice(signals, deadline);
+        let done = py.detach(|| runtime().block_on(within(slice, &mut task)));
         if let Some(done) = done {
             return finished(done).map(Waited::Done);
         }
@@ -475,15 +525,10 @@ impl Subscriber {
         // the wait, which takes nothing until it returns the message it took.
         let deadline = seconds(timeout)?.map(|limit| Instant::now() + limit);
         let (raw, intake) = (&*self.raw, &*self.intake);
+        let signals = signal_slice(py);
         loop {
-            let slice = deadline.map_or(SIGNAL_CHECK, |d| {
-                d.saturating_duration_since(Instant::now())
-                    .min(SIGNAL_CHECK)
-            });
-            let wait = async {
-                let next = async { intake.next(raw).await.1 };
-                tokio::time::timeout(slice, next).await.ok()
-            };
+            let slice = next_slice(signals, deadline);
+            let wait = within(slice, async { intake.next(raw).await.1 });
             let received = py.detach(|| match raw.links_on() {
                 Some(links) => links.block_on(wait),
                 None => runtime().block_on(wait),

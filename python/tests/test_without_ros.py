@@ -67,6 +67,34 @@ def test_a_subscriber_answers_while_another_thread_waits_on_it(udpros_master):
         waiting.join()
 
 
+def _thread_wakes():
+    """How many times the calling thread has gone to sleep and woken (Linux)."""
+    with open("/proc/thread-self/status") as status:
+        for line in status:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc/thread-self/status")
+
+
+def test_a_wait_off_the_main_thread_sleeps_in_one_piece(udpros_master):
+    # Signal handlers run on the main thread only: elsewhere a wait cut into slices to
+    # let them run only wakes its thread (ten times a second, for each subscriber).
+    with udpros.Node("sleeper", node_args(udpros_master)) as node:
+        sub = node.subscribe("/silent")
+        woke = []
+
+        def wait():
+            before = _thread_wakes()
+            assert sub.recv(timeout=2) is None
+            woke.append(_thread_wakes() - before)
+
+        waiting = threading.Thread(target=wait)
+        waiting.start()
+        waiting.join(timeout=30)
+        assert woke, "the wait did not end"
+        assert woke[0] < 8, "%d wakes in a 2 s wait (slices of 100 ms: 20)" % woke[0]
+
+
 def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
     import asyncio
 
