@@ -12,6 +12,12 @@
 //! While nobody waits (a long callback, a consumer that went away), the runtime's own
 //! thread takes over after [`HANDOVER_AFTER`], so that links still read, reconnect and
 //! answer; a consumer that comes back gets the runtime back from it.
+//!
+//! The own thread sleeps on an [`Alarm`] that a leaving consumer sets, and that a
+//! consumer leaving again soon pushes out: while consumers come and go it never rings,
+//! and the own thread is not woken at all. (It used to look every [`HANDOVER_AFTER`]
+//! while a consumer waited: ten wakes a second for each subscriber of a Python node,
+//! messages flowing or not.)
 
 use std::future::Future;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -43,11 +49,15 @@ struct Shared {
     /// handle may drop inside another runtime's task, where a blocking drop panics).
     runtime: Option<tokio::runtime::Runtime>,
     turn: Mutex<Turn>,
-    /// Wakes the own thread when the runtime ends (consumers that leave do not: it looks
-    /// again on its own, see [`Turn::look_again_after`]).
-    changed: Condvar,
+    /// What the own thread sleeps on while it does not drive: set (under `turn`'s lock)
+    /// by the consumer that leaves, by the own thread for the rest of a handover time, and
+    /// to ring at once when the runtime ends.
+    alarm: Alarm,
     /// Asks the own thread to give the runtime back, for a consumer that came.
     wanted: tokio::sync::Notify,
+    /// How many times the own thread woke to look at the turn.
+    #[cfg(test)]
+    looks: std::sync::atomic::AtomicU64,
 }
 
 /// Who drives the runtime.
@@ -60,6 +70,21 @@ struct Turn {
     driving: bool,
     /// The last handle dropped.
     ending: bool,
+    /// When the alarm is set to ring; `None` when the own thread sleeps until a consumer
+    /// leaves (it may still ring once, early, which only costs a look).
+    alarm_at: Option<Instant>,
+}
+
+/// What the own thread does next ([`Turn::own_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// The runtime ends: the thread returns.
+    End,
+    /// Nobody has waited for the handover time: drive the runtime until a consumer comes.
+    Drive,
+    /// Sleep until the alarm rings, after setting it to ring in this much time (`None`:
+    /// as it is; a consumer waits, and sets it when it leaves).
+    Sleep(Option<Duration>),
 }
 
 impl Turn {
@@ -73,6 +98,153 @@ impl Turn {
         }
         let idle = now.saturating_duration_since(self.left_at);
         (idle < HANDOVER_AFTER).then(|| HANDOVER_AFTER - idle)
+    }
+
+    /// A consumer left at `now`: how long to set the alarm for, if it must be set. The
+    /// last one out sets it to the handover time unless it is already set to ring no
+    /// sooner than half that: an alarm that rings earlier than the handover is due only
+    /// makes the own thread look and set it for the rest, and a consumer that comes and
+    /// goes many times a second sets it at most twice per handover time, a system call
+    /// that wakes nobody.
+    fn alarm_on_leave(&mut self, now: Instant) -> Option<Duration> {
+        if self.waiting > 0 || self.driving || self.ending {
+            return None;
+        }
+        if self
+            .alarm_at
+            .is_some_and(|at| at >= now + HANDOVER_AFTER / 2)
+        {
+            return None;
+        }
+        self.alarm_at = Some(now + HANDOVER_AFTER);
+        Some(HANDOVER_AFTER)
+    }
+
+    /// The own thread's next step at `now`, from the turn as it stands.
+    fn own_step(&mut self, now: Instant) -> Step {
+        if self.ending {
+            return Step::End;
+        }
+        match self.look_again_after(now) {
+            None => {
+                self.driving = true;
+                self.alarm_at = None;
+                Step::Drive
+            }
+            Some(_) if self.waiting > 0 => {
+                self.alarm_at = None;
+                Step::Sleep(None)
+            }
+            Some(rest) => {
+                self.alarm_at = Some(now + rest);
+                Step::Sleep(Some(rest))
+            }
+        }
+    }
+}
+
+/// A one-shot alarm that any thread sets, and one thread sleeps on. On Linux a timerfd:
+/// setting it again moves the time it rings without waking the sleeper. Elsewhere (or
+/// where no timerfd can be had) a condition variable, which wakes the sleeper to read
+/// the new time.
+enum Alarm {
+    #[cfg(target_os = "linux")]
+    Timer(std::os::fd::OwnedFd),
+    Portable {
+        rings_at: Mutex<Option<Instant>>,
+        changed: Condvar,
+    },
+}
+
+impl Alarm {
+    fn new() -> Alarm {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::FromRawFd;
+            // SAFETY: a plain system call; a descriptor it returns is ours alone.
+            let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+            if fd >= 0 {
+                // SAFETY: `fd` was just opened and is owned by nothing else.
+                return Alarm::Timer(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+            }
+        }
+        Alarm::portable()
+    }
+
+    fn portable() -> Alarm {
+        Alarm::Portable {
+            rings_at: Mutex::new(None),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Rings in `after` (at once for zero), instead of when it was set to.
+    fn set(&self, after: Duration) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Alarm::Timer(fd) => {
+                use std::os::fd::AsRawFd;
+                // A zero time would disarm the timer: the least one rings at once.
+                let after = after.max(Duration::from_nanos(1));
+                let spec = libc::itimerspec {
+                    it_interval: libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    },
+                    it_value: libc::timespec {
+                        tv_sec: after.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+                        tv_nsec: after.subsec_nanos().into(),
+                    },
+                };
+                // SAFETY: a valid timerfd and itimerspec; it fails only for bad arguments,
+                // and a nanosecond count below a second is not one.
+                unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+            }
+            Alarm::Portable { rings_at, changed } => {
+                *rings_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + after);
+                changed.notify_all();
+            }
+        }
+    }
+
+    /// Sleeps until the alarm rings (at once if it rang since the last wait).
+    fn wait(&self) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Alarm::Timer(fd) => {
+                use std::os::fd::AsRawFd;
+                let mut expirations = [0u8; 8];
+                loop {
+                    // SAFETY: reads at most 8 bytes into an 8-byte buffer.
+                    let n =
+                        unsafe { libc::read(fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+                    if n >= 0
+                        || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                    {
+                        return;
+                    }
+                }
+            }
+            Alarm::Portable { rings_at, changed } => {
+                let mut at = rings_at.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    let now = Instant::now();
+                    at = match *at {
+                        Some(due) if due <= now => {
+                            *at = None;
+                            return;
+                        }
+                        Some(due) => {
+                            changed
+                                .wait_timeout(at, due - now)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0
+                        }
+                        None => changed.wait(at).unwrap_or_else(|e| e.into_inner()),
+                    };
+                }
+            }
+        }
     }
 }
 
@@ -89,9 +261,12 @@ impl DrivenRuntime {
                 left_at: Instant::now(),
                 driving: false,
                 ending: false,
+                alarm_at: None,
             }),
-            changed: Condvar::new(),
+            alarm: Alarm::new(),
             wanted: tokio::sync::Notify::new(),
+            #[cfg(test)]
+            looks: Default::default(),
         });
         let own = shared.clone();
         std::thread::Builder::new()
@@ -122,8 +297,12 @@ impl DrivenRuntime {
         impl Drop for Leave<'_> {
             fn drop(&mut self) {
                 let mut turn = self.0.lock_turn();
+                let now = Instant::now();
                 turn.waiting -= 1;
-                turn.left_at = Instant::now();
+                turn.left_at = now;
+                if let Some(after) = turn.alarm_on_leave(now) {
+                    self.0.alarm.set(after);
+                }
             }
         }
         let _leave = Leave(&self.shared);
@@ -144,7 +323,7 @@ impl std::fmt::Debug for DrivenRuntime {
 impl Drop for DrivenRuntime {
     fn drop(&mut self) {
         self.shared.lock_turn().ending = true;
-        self.shared.changed.notify_one();
+        self.shared.alarm.set(Duration::ZERO);
         self.shared.wanted.notify_one();
     }
 }
@@ -168,31 +347,31 @@ impl Shared {
         self.turn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The own thread: waits while a consumer drives or left less than
+    /// The own thread: sleeps while a consumer drives or left less than
     /// [`HANDOVER_AFTER`] ago, then drives until one comes back.
     fn drive_while_nobody_waits(&self) {
         loop {
-            {
+            #[cfg(test)]
+            self.looks
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let step = {
                 let mut turn = self.lock_turn();
-                loop {
-                    if turn.ending {
-                        return;
-                    }
-                    let Some(wait) = turn.look_again_after(Instant::now()) else {
-                        break;
-                    };
-                    turn = self
-                        .changed
-                        .wait_timeout(turn, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                let step = turn.own_step(Instant::now());
+                if let Step::Sleep(Some(after)) = step {
+                    self.alarm.set(after);
                 }
-                turn.driving = true;
+                step
+            };
+            match step {
+                Step::End => return,
+                Step::Sleep(_) => self.alarm.wait(),
+                Step::Drive => {
+                    // Only the runtime's own `block_on` drives a current-thread runtime's
+                    // I/O and timers (a handle's does not).
+                    self.runtime().block_on(self.wanted.notified());
+                    self.lock_turn().driving = false;
+                }
             }
-            // Only the runtime's own `block_on` drives a current-thread runtime's I/O
-            // and timers (a handle's does not).
-            self.runtime().block_on(self.wanted.notified());
-            self.lock_turn().driving = false;
         }
     }
 }
@@ -207,6 +386,108 @@ mod tests {
             left_at,
             driving: false,
             ending: false,
+            alarm_at: None,
+        }
+    }
+
+    #[test]
+    fn the_last_consumer_out_sets_the_alarm_and_pushes_it_out_only_when_it_nears() {
+        let t0 = Instant::now();
+        let mut turn = turn(0, t0);
+        assert_eq!(turn.alarm_on_leave(t0), Some(HANDOVER_AFTER));
+        // Leaving again and again (a message every 10 ms): no system call until the
+        // alarm would ring within half a handover time, then one that pushes it out.
+        let step = Duration::from_millis(10);
+        let mut sets = 1;
+        for n in 1..=100u32 {
+            let now = t0 + step * n;
+            turn.left_at = now;
+            if turn.alarm_on_leave(now).is_some() {
+                sets += 1;
+            }
+            let rings = turn.alarm_at.expect("set");
+            assert!(rings > now, "never rings while consumers come and go");
+            assert!(
+                rings <= now + HANDOVER_AFTER,
+                "never later than the handover"
+            );
+        }
+        // A second is ten handover times: at most two sets in each.
+        assert!(sets <= 21, "{sets} sets for 101 leaves");
+        // Another consumer still inside, or the own thread driving: nothing to set.
+        let mut busy = Turn {
+            alarm_at: None,
+            ..self::turn(1, t0)
+        };
+        assert_eq!(busy.alarm_on_leave(t0), None);
+        busy.waiting = 0;
+        busy.driving = true;
+        assert_eq!(busy.alarm_on_leave(t0), None);
+    }
+
+    #[test]
+    fn the_own_thread_sleeps_until_a_leave_while_a_consumer_waits_and_drives_after_the_handover() {
+        let t0 = Instant::now();
+        let mut waited = turn(1, t0);
+        waited.alarm_at = Some(t0 + HANDOVER_AFTER);
+        // A consumer inside: no alarm of its own, the consumer's leave sets one.
+        assert_eq!(waited.own_step(t0 + HANDOVER_AFTER * 5), Step::Sleep(None));
+        assert_eq!(waited.alarm_at, None);
+        waited.waiting = 0;
+        waited.left_at = t0;
+        // Rang early: set for the rest of the handover time.
+        let early = t0 + HANDOVER_AFTER / 4;
+        assert_eq!(
+            waited.own_step(early),
+            Step::Sleep(Some(HANDOVER_AFTER * 3 / 4))
+        );
+        assert_eq!(waited.alarm_at, Some(t0 + HANDOVER_AFTER));
+        assert_eq!(waited.own_step(t0 + HANDOVER_AFTER), Step::Drive);
+        assert!(waited.driving);
+        waited.ending = true;
+        assert_eq!(waited.own_step(t0), Step::End);
+    }
+
+    #[test]
+    fn the_own_thread_sleeps_while_a_consumer_comes_and_goes() {
+        let runtime = DrivenRuntime::new("driven-test").unwrap();
+        let looks = || {
+            runtime
+                .shared
+                .looks
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        runtime.block_on(async {});
+        let (before, start) = (looks(), Instant::now());
+        let mut rounds = 0;
+        while start.elapsed() < Duration::from_secs(2) {
+            runtime.block_on(async { tokio::time::sleep(Duration::from_millis(2)).await });
+            rounds += 1;
+        }
+        let looked = looks() - before;
+        // Looking every handover time, as it did, is 20 looks in 2 s.
+        assert!(looked < 10, "{looked} looks in {rounds} rounds");
+    }
+
+    #[test]
+    fn an_alarm_rings_when_last_set_not_sooner_and_at_once_for_zero() {
+        #[cfg(target_os = "linux")]
+        let alarms = [Alarm::new(), Alarm::portable()];
+        #[cfg(not(target_os = "linux"))]
+        let alarms = [Alarm::portable()];
+        for alarm in alarms {
+            let start = Instant::now();
+            alarm.set(Duration::from_millis(20));
+            alarm.set(Duration::from_millis(200));
+            alarm.wait();
+            assert!(
+                start.elapsed() >= Duration::from_millis(200),
+                "moved, not rung"
+            );
+            let start = Instant::now();
+            alarm.set(Duration::ZERO);
+            alarm.wait();
+            assert!(start.elapsed() < Duration::from_secs(10), "rang at once");
         }
     }
 
