@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long a udpros subscriber waits for data or PING before declaring the link dead.
 pub const LIVENESS_TIMEOUT: Duration = Duration::from_millis(2500);
-/// How often a UDP link checks its liveness.
+/// How often a UDP link checks its liveness while none of its messages has completed
+/// (a path that completes none is dead); after one has, it checks only when silence
+/// could have killed it (see [`UdpLiveness::handle_timeout`]).
 pub const LIVENESS_CHECK: Duration = Duration::from_millis(250);
 /// A new UDP link on which this many messages began and none completed is failing: the
 /// path drops what the publisher sends (an MTU that drops fragments, heavy loss), whatever
@@ -90,11 +92,18 @@ impl UdpLiveness {
     /// 5 % but most of each one's datagrams arrive: that link still carries fresh data (and
     /// FEC rebuilds it), so it is judged dead only when most of the blocks of the messages
     /// given up never came.
+    ///
+    /// Once a message has completed, only silence can kill the link, and not before
+    /// [`LIVENESS_TIMEOUT`] after it was last heard: the next check waits for that (a
+    /// PING or a message meanwhile moves it on, at that check). Without heartbeats,
+    /// silence kills nothing, and a check comes every [`LIVENESS_TIMEOUT`]. An idle
+    /// udpros link is then looked at every second or two instead of four times a second:
+    /// each look woke the thread that reads it, for each subscription of a process.
     pub fn handle_timeout(&mut self, now: Instant, stats: &UdpStats) -> Option<Dead> {
         if now < self.next_check {
             return None;
         }
-        self.next_check = now + LIVENESS_CHECK;
+        self.next_check = self.next_check_after(now, stats.messages > 0);
         let mostly_lost = stats.incomplete_blocks_seen * 2 < stats.incomplete_blocks_expected;
         if stats.messages == 0 && stats.incomplete >= INCOMPLETE_BEFORE_FAILURE && mostly_lost {
             return Some(Dead::NothingCompletes(stats.incomplete));
@@ -105,6 +114,19 @@ impl UdpLiveness {
             return Some(Dead::Silent);
         }
         None
+    }
+
+    /// When to check after a check at `now` (see [`handle_timeout`](Self::handle_timeout)).
+    fn next_check_after(&self, now: Instant, completed_one: bool) -> Instant {
+        let soonest = now + LIVENESS_CHECK;
+        match (completed_one, self.expects_heartbeats) {
+            (false, _) => soonest,
+            (true, false) => now + LIVENESS_TIMEOUT,
+            // Just past the timeout: silence is death only when longer than it.
+            (true, true) => {
+                soonest.max(self.last_heard + LIVENESS_TIMEOUT + Duration::from_millis(1))
+            }
+        }
     }
 }
 
@@ -171,10 +193,13 @@ mod tests {
         assert_eq!(udpros.handle_timeout(t0, &five), None, "not due yet");
         let mut now = t0;
         let mut dead_at = None;
+        let mut heartbeat = Some(t0 + Duration::from_secs(1));
         while now < t0 + Duration::from_secs(10) {
             now = udpros.poll_timeout();
-            if now == t0 + Duration::from_secs(1) {
-                udpros.heard(now); // a heartbeat
+            // A heartbeat at 1 s, heard before the first check after it.
+            if let Some(at) = heartbeat.filter(|&at| at <= now) {
+                udpros.heard(at);
+                heartbeat = None;
             }
             if let Some(dead) = udpros.handle_timeout(now, &five) {
                 dead_at = Some((dead, now - t0));
@@ -188,6 +213,50 @@ mod tests {
             after > Duration::from_millis(3500) && after <= Duration::from_millis(3750),
             "{after:?}"
         );
+    }
+
+    #[test]
+    fn a_link_that_completed_a_message_is_checked_only_when_silence_could_kill_it() {
+        let t0 = Instant::now();
+        let completed = UdpStats {
+            messages: 1,
+            ..UdpStats::default()
+        };
+        let mut udpros = UdpLiveness::new(t0, true);
+        // Heartbeats every second for a minute, then none.
+        let (stop, mut beat) = (t0 + Duration::from_secs(60), t0 + HEARTBEAT);
+        let mut checks = 0;
+        let (dead, at) = loop {
+            let due = udpros.poll_timeout();
+            while beat <= due && beat < stop {
+                udpros.heard(beat);
+                beat += HEARTBEAT;
+            }
+            checks += 1;
+            assert!(checks < 1000, "never declared dead");
+            if let Some(dead) = udpros.handle_timeout(due, &completed) {
+                break (dead, due);
+            }
+        };
+        assert_eq!(dead, Dead::Silent);
+        let last_beat = beat - HEARTBEAT;
+        let silent = at - last_beat;
+        assert!(
+            silent > LIVENESS_TIMEOUT && silent <= LIVENESS_TIMEOUT + LIVENESS_CHECK,
+            "{silent:?}"
+        );
+        // Every 250 ms would be 250 checks.
+        assert!(checks <= 60, "{checks} checks");
+
+        // roscpp sends no heartbeats: after a completed message, silence is no death.
+        let mut roscpp = UdpLiveness::new(t0, false);
+        let mut checks = 0;
+        while roscpp.poll_timeout() < t0 + Duration::from_secs(60) {
+            let due = roscpp.poll_timeout();
+            assert_eq!(roscpp.handle_timeout(due, &completed), None);
+            checks += 1;
+        }
+        assert!(checks <= 30, "{checks} checks");
     }
 
     #[test]
