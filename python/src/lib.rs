@@ -25,9 +25,9 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 /// How long a wait on this thread may run before Python's signal handlers get their turn:
 /// [`SIGNAL_CHECK`] on the interpreter's main thread, the only one they run on; `None`
-/// on any other, where a slice would only wake the thread for nothing (ten times a
-/// second for each subscriber's thread of a rospy node with the import: 20 silent
-/// subscriptions cost it 13 ms of CPU a second, stock rospy 0.4).
+/// on any other, where a slice would only wake the thread for nothing: ten times a
+/// second for each receiving thread of a rospy node with the import, messages or not.
+/// The answer is kept per thread (a thread never becomes the main one).
 fn signal_slice(py: Python<'_>) -> Option<Duration> {
     thread_local! {
         static ON_MAIN: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
