@@ -94,12 +94,6 @@ impl Node {
 /// before it ends the process (`timeout` and many kill scripts signal twice at once).
 const SECOND_SIGNAL_GRACE: Duration = Duration::from_millis(500);
 
-/// How often the watchdog asks the master for its pid. Each ask is an XML-RPC call that
-/// wakes the node and the master: twice a second cost a Python subscriber of S3 about
-/// 6 µs of CPU per message, and a rosmaster serving a hundred nodes 200 calls a second.
-/// A master restart is noticed within this, and everything registered again after it.
-const MASTER_POLL: Duration = Duration::from_secs(1);
-
 /// Waits for SIGINT or SIGTERM, then shuts the node down as `rosnode kill` would. A
 /// second signal ends the process (exit status 128 + the first signal's number) once the
 /// unregistrations are done, or [`SECOND_SIGNAL_GRACE`] after it, for a program that does
@@ -155,7 +149,7 @@ pub(super) async fn shut_down_on_signal(node: Weak<NodeInner>) {
 /// parameters from the command line. No ROS1 client library does this.
 pub(super) async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
     let mut known_pid: Option<i32> = master_pid;
-    let mut tick = tokio::time::interval(MASTER_POLL);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
     let Some(mut shutdown) = node.upgrade().map(|n| n.shutdown.subscribe()) else {
         return;
     };
