@@ -33,23 +33,17 @@ fn signal_slice(py: Python<'_>) -> Option<Duration> {
         static ON_MAIN: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
     }
     let on_main = ON_MAIN.get().unwrap_or_else(|| {
-        let threading = py.import("threading");
-        let ident = |t: PyResult<Bound<'_, PyAny>>| -> Option<u64> { t.ok()?.extract().ok() };
-        let main = threading.as_ref().ok().map(|t| {
-            ident(
-                t.call_method0("main_thread")
-                    .and_then(|m| m.getattr("ident")),
-            )
-        });
-        let here = threading
-            .as_ref()
-            .ok()
-            .map(|t| ident(t.call_method0("get_ident")));
-        // Unknown counts as the main thread: slices cost wakes, never a missed Ctrl-C.
-        let on_main = match (main.flatten(), here.flatten()) {
-            (Some(main), Some(here)) => main == here,
-            _ => true,
+        let asked = || -> PyResult<bool> {
+            let threading = py.import("threading")?;
+            let main: u64 = threading
+                .call_method0("main_thread")?
+                .getattr("ident")?
+                .extract()?;
+            let here: u64 = threading.call_method0("get_ident")?.extract()?;
+            Ok(main == here)
         };
+        // Unknown counts as the main thread: slices cost wakes, never a missed Ctrl-C.
+        let on_main = asked().unwrap_or(true);
         ON_MAIN.set(Some(on_main));
         on_main
     });
