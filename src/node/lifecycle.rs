@@ -2,6 +2,7 @@
 //! dropped; and the watchdog that registers everything again after a master restart.
 
 use super::{lock, Node, NodeInner, UNREGISTER_BUDGET};
+use crate::api::ApiError;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -144,45 +145,52 @@ pub(super) async fn shut_down_on_signal(node: Weak<NodeInner>) {
     unregistered.notify_one();
 }
 
-/// Notices a master restart (its pid changes, or it answers again after failing) and
-/// registers everything again: publications, subscriptions, cached parameters, private
-/// parameters from the command line. No ROS1 client library does this.
-pub(super) async fn watch_master(node: Weak<NodeInner>, master_pid: Option<i32>) {
-    let mut known_pid: Option<i32> = master_pid;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+/// How often the watchdog asks the master whether it still knows the node.
+const MASTER_LOOK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Notices that the master forgot the node (it restarted, or it was replaced) and registers
+/// everything again: publications, subscriptions, cached parameters, private parameters
+/// from the command line. No ROS1 client library does this.
+///
+/// Each [`MASTER_LOOK_INTERVAL`] it asks the master to look the node up (`lookupNode`):
+/// a restarted master knows nothing of it, however quickly it came back and whatever its
+/// pid (an embedded master, a container's pid 1), so no restart goes unnoticed between two
+/// looks. A node with nothing registered is not asked about: the master never knew it.
+pub(super) async fn watch_master(node: Weak<NodeInner>) {
+    let mut tick = tokio::time::interval(MASTER_LOOK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let Some(mut shutdown) = node.upgrade().map(|n| n.shutdown.subscribe()) else {
         return;
     };
     loop {
-        // Waiting, and asking the pid, end at once when the node shuts down; a
-        // registration under way does not (see `Node::shutdown`).
+        // Waiting, and asking, end at once when the node shuts down; a registration
+        // under way does not (see `Node::shutdown`).
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.wait_for(Option::is_some) => return,
         }
         let Some(n) = node.upgrade() else { return };
-        if n.shutdown.borrow().is_some() {
-            return;
-        }
-        let pid = tokio::select! {
-            pid = n.master.get_pid() => pid.ok(),
-            _ = shutdown.wait_for(Option::is_some) => return,
-        };
-        let restarted = match (known_pid, pid) {
-            (Some(old), Some(new)) => old != new,
-            _ => false,
-        };
-        if pid.is_none() {
-            known_pid = None;
+        if n.shutdown.borrow().is_some() || n.registrations().is_empty() {
             continue;
         }
-        let first = known_pid.is_none();
-        known_pid = pid;
-        if (restarted || (first && !n.registrations().is_empty())) && n.shutdown.borrow().is_none()
-        {
+        let answer = tokio::select! {
+            answer = n.master.lookup_node(&n.id.name) => answer,
+            _ = shutdown.wait_for(Option::is_some) => return,
+        };
+        if master_forgot(&answer) && n.shutdown.borrow().is_none() {
+            tracing::info!("the master no longer knows this node: registering everything again");
             n.register_again().await;
         }
     }
+}
+
+/// Whether the master's answer to `lookupNode` for a node with registrations means it
+/// forgot them. Only a failure status does. No answer says nothing (the master may be
+/// down, restarting, or slow); the next look asks again. Another URI under the node's name
+/// means a newer node took the name, which shuts this one down (the master calls its
+/// `shutdown`): registering again would fight it.
+fn master_forgot(answer: &Result<String, ApiError>) -> bool {
+    matches!(answer, Err(ApiError::Status { .. }))
 }
 
 impl Drop for NodeInner {
@@ -196,5 +204,23 @@ impl Drop for NodeInner {
             s.abort();
         }
         self.unregister_everything_in_background();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_failure_status_means_the_master_forgot_the_node() {
+        let unknown = ApiError::Status {
+            code: -1,
+            message: "unknown node [/talker]".into(),
+        };
+        assert!(master_forgot(&Err(unknown)));
+        assert!(!master_forgot(&Ok("http://127.0.0.1:4000/".into())));
+        // Another node's URI under this name: a newer node took it.
+        assert!(!master_forgot(&Ok("http://10.0.0.2:4000/".into())));
+        assert!(!master_forgot(&Err(ApiError::Shape("no URI".into()))));
     }
 }

@@ -274,11 +274,7 @@ impl Node {
             let servers = node.advertise_logger_services().await.map_err(at_start)?;
             *lock(&node.inner.logger_services) = servers;
         }
-        // The master that just took our registrations: the watchdog's baseline, so it only
-        // registers again after a restart (a new pid), never racing a quick shutdown.
-        let pid = node.inner.master.get_pid().await.ok();
-        *lock(&node.inner.watchdog) =
-            Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner), pid)));
+        *lock(&node.inner.watchdog) = Some(tokio::spawn(watch_master(Arc::downgrade(&node.inner))));
         Ok(())
     }
 

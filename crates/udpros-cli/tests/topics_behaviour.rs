@@ -116,6 +116,17 @@ async fn a_killed_subscriber_stops_the_publisher_sending_to_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_registers_again_after_a_master_restart() {
+    registers_again_after_a_restart(Duration::from_millis(500)).await;
+}
+
+/// A master back at once, in the same process (its pid unchanged), before the nodes'
+/// watchdogs looked even once while it was down: they notice it forgot them all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_registers_again_after_a_master_restart_quicker_than_a_look() {
+    registers_again_after_a_restart(Duration::ZERO).await;
+}
+
+async fn registers_again_after_a_restart(downtime: Duration) {
     let port = common::free_port();
     let master = embedded(port).await;
     let uri = master.uri().to_string();
@@ -144,7 +155,7 @@ async fn everything_registers_again_after_a_master_restart() {
         .unwrap()
         .unwrap();
     drop(master);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(downtime).await;
     let restarted = embedded(port).await;
     let back = Instant::now();
     // A newcomer subscribes on the new master: the publisher must be registered there again.
@@ -161,7 +172,7 @@ async fn everything_registers_again_after_a_master_restart() {
         "data flowed to a new subscriber {:?} after the master came back",
         back.elapsed()
     );
-    // Each node's watchdog looks every 500 ms on its own: the listener may register again
+    // Each node's watchdog looks every second on its own: the listener may register again
     // after the talker did and data flowed.
     let deadline = Instant::now() + Duration::from_secs(5);
     let listener_back = loop {
