@@ -1,6 +1,7 @@
 //! `udpros._udpros`: the native half of the `udpros` Python package. A udpros node, its
-//! subscribers and publishers, with messages as bytes; the pure-Python `udpros` package
-//! above it turns them into genpy classes.
+//! subscribers and publishers, with messages as bytes or, through a `GenpyDecoder`
+//! ([`genpy`]), built as genpy classes; the pure-Python `udpros` package above it gives them
+//! rospy's shape.
 //!
 //! One tokio runtime serves every node of the interpreter; each subscriber's links run on a
 //! [`DrivenRuntime`](udpros::transport::DrivenRuntime) of their own, which the thread
@@ -18,6 +19,8 @@ use std::time::{Duration, Instant};
 use udpros::node::{AdvertiseOptions, FecPolicy, NodeOptions, SubscribeOptions};
 use udpros::transport::Protocol;
 use udpros::xmlrpc::Value;
+
+mod genpy;
 
 /// How long a wait on the interpreter's main thread runs with the GIL released before
 /// Python's signal handlers run.
@@ -499,18 +502,10 @@ impl Subscriber {
             intake: Arc::default(),
         }
     }
-}
 
-#[pymethods]
-impl Subscriber {
-    /// The next message's bytes, waiting up to `timeout` seconds (`None`: until one comes);
-    /// `None` when the time passed. Raises `EOFError` once the node shut down.
-    #[pyo3(signature = (timeout = None))]
-    fn recv<'py>(
-        &self,
-        py: Python<'py>,
-        timeout: Option<f64>,
-    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    /// The next message, waiting up to `timeout` seconds (`None`: until one comes);
+    /// `None` when the time passed, `EOFError` once the node shut down.
+    fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<bytes::Bytes>> {
         // The wait runs on this thread, in the `block_on` of the runtime the links run on
         // (`links_on`): the kernel wakes this thread for the datagrams, which it reads and
         // reassembles itself, with no other thread woken (S3, 100 kB from a udpros
@@ -531,7 +526,7 @@ impl Subscriber {
                 Some(None) => {
                     return Err(pyo3::exceptions::PyEOFError::new_err("the node shut down"))
                 }
-                Some(Some((_, message))) => return Ok(Some(PyBytes::new(py, &message))),
+                Some(Some((_, message))) => return Ok(Some(message)),
                 None => {}
             }
             // Ctrl-C's KeyboardInterrupt, raised between slices: nothing was taken.
@@ -540,6 +535,42 @@ impl Subscriber {
                 return Ok(None);
             }
         }
+    }
+}
+
+#[pymethods]
+impl Subscriber {
+    /// The next message's bytes, waiting up to `timeout` seconds (`None`: until one comes);
+    /// `None` when the time passed. Raises `EOFError` once the node shut down.
+    #[pyo3(signature = (timeout = None))]
+    fn recv<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self
+            .receive(py, timeout)?
+            .map(|message| PyBytes::new(py, &message)))
+    }
+
+    /// The next message as `(message, size)`: built by `decoder` (a `GenpyDecoder`) where
+    /// it can, else its bytes, which the caller hands to genpy; `size` is its length in
+    /// bytes. Waits as `recv` does, and is `None` when the time passed.
+    #[pyo3(signature = (decoder, timeout = None))]
+    fn recv_message<'py>(
+        &self,
+        py: Python<'py>,
+        decoder: &genpy::GenpyDecoder,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, usize)>> {
+        let Some(data) = self.receive(py, timeout)? else {
+            return Ok(None);
+        };
+        let message = match decoder.build(py, &data)? {
+            Some(message) => message,
+            None => PyBytes::new(py, &data).into_any(),
+        };
+        Ok(Some((message, data.len())))
     }
 
     /// Starts receiving the next message for asyncio. When it has come (or the node shut
@@ -836,17 +867,6 @@ impl<'py> Makers<'py> {
             return Err(PyValueError::new_err("a message nested too deep"));
         }
         Ok(match value {
-            V::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
-            V::I8(v) => v.into_pyobject(py)?.into_any(),
-            V::I16(v) => v.into_pyobject(py)?.into_any(),
-            V::I32(v) => v.into_pyobject(py)?.into_any(),
-            V::I64(v) => v.into_pyobject(py)?.into_any(),
-            V::U8(v) => v.into_pyobject(py)?.into_any(),
-            V::U16(v) => v.into_pyobject(py)?.into_any(),
-            V::U32(v) => v.into_pyobject(py)?.into_any(),
-            V::U64(v) => v.into_pyobject(py)?.into_any(),
-            V::F32(v) => f64::from(*v).into_pyobject(py)?.into_any(),
-            V::F64(v) => v.into_pyobject(py)?.into_any(),
             V::String(text) => text.into_pyobject(py)?.into_any(),
             V::Time(t) => self.time.call1((t.sec, t.nsec))?,
             V::Duration(d) => self.duration.call1((d.sec, d.nsec))?,
@@ -865,6 +885,8 @@ impl<'py> Makers<'py> {
                 }
                 self.message.call((), Some(&kwargs))?
             }
+            number => genpy::number(py, number)?
+                .ok_or_else(|| PyValueError::new_err("a value of no known kind"))?,
         })
     }
 }
@@ -1197,6 +1219,7 @@ fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<ServiceServer>()?;
     module.add_class::<Guest>()?;
     module.add_class::<MessageType>()?;
+    module.add_class::<genpy::GenpyDecoder>()?;
     module.add_class::<GuestLink>()?;
     module.add("ServiceError", module.py().get_type::<ServiceError>())?;
     module.add(

@@ -21,11 +21,11 @@ import logging
 import sys
 import time
 
-from ._udpros import MessageType
+from ._udpros import GenpyDecoder, MessageType
 from ._udpros import Node as _NativeNode
 from ._udpros import ServiceError
 
-__all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError", "MessageType"]
+__all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError", "MessageType", "GenpyDecoder"]
 
 _log = logging.getLogger("udpros")
 _MISSING = object()
@@ -52,6 +52,17 @@ class _Dynamic:
         self._full_text = message_type.definition
         self.decode = message_type.decode
         self.encode = message_type.encode
+
+
+def _genpy_decoder(msg_class):
+    """A :class:`GenpyDecoder` that builds ``msg_class``'s messages in Rust, or ``None``
+    where genpy's ``deserialize`` must (a class of another layout, ``rospy.numpy_msg``)."""
+    if msg_class is None or isinstance(msg_class, _Dynamic):
+        return None
+    try:
+        return GenpyDecoder(msg_class)
+    except Exception:  # not a genpy class as genpy generates them
+        return None
 
 
 def _message_class(msg_class):
@@ -174,6 +185,7 @@ class Subscriber:
     def __init__(self, native, msg_class):
         self._native = native
         self._msg_class = msg_class
+        self._decoder = _genpy_decoder(msg_class)
         #: Messages that did not deserialize as ``msg_class`` (skipped, each logged).
         self.undecodable = 0
 
@@ -190,10 +202,18 @@ class Subscriber:
         deadline = None if timeout is None else time.monotonic() + timeout
         left = timeout
         while True:
-            data = self._native.recv(left)
-            if data is None or self._msg_class is None:
-                return data
-            message = self._decode(data)
+            if self._decoder is None:
+                data = self._native.recv(left)
+                if data is None or self._msg_class is None:
+                    return data
+                message = self._decode(data)
+            else:
+                received = self._native.recv_message(self._decoder, left)
+                if received is None:
+                    return None
+                message = received[0]
+                if type(message) is bytes:  # the decoder left it to genpy
+                    message = self._decode(message)
             if message is not None:
                 return message
             if deadline is not None:
@@ -205,6 +225,10 @@ class Subscriber:
         try:
             if isinstance(self._msg_class, _Dynamic):
                 return self._msg_class.decode(data)
+            if self._decoder is not None:
+                message = self._decoder.decode(data)
+                if message is not None:
+                    return message
             return self._msg_class().deserialize(data)
         except Exception as error:  # genpy raises DeserializationError, struct.error, ...
             self.undecodable += 1
@@ -276,6 +300,7 @@ class Publisher:
     def __init__(self, native, msg_class=None):
         self._native = native
         self._msg_class = msg_class
+        self._decoder = _genpy_decoder(msg_class)
 
     def publish(self, msg):
         """Publishes a genpy message, or bytes already serialized; on a topic advertised

@@ -46,6 +46,7 @@ from rospy.impl.masterslave import ROSHandler
 from rospy.impl.registration import RegManager, get_registration_listeners, get_topic_manager
 from rospy.impl.transport import INBOUND, OUTBOUND, ProtocolHandler, Transport
 
+from . import _genpy_decoder
 from ._udpros import MAX_PUBLISHER_LINKS, Guest
 
 __all__ = [
@@ -201,13 +202,20 @@ class _SubscriberLink(_Link):
 
     def _receive(self):
         data_class = self._sub.data_class
+        # Messages built in Rust where the class allows it (udpros.GenpyDecoder), else
+        # by genpy's deserialize.
+        decoder = _genpy_decoder(data_class)
         try:
             while not self.done and not rospy.is_shutdown():
                 try:
-                    data = self._native.recv(_RECV_SLICE)
+                    if decoder is None:
+                        data = self._native.recv(_RECV_SLICE)
+                        received = None if data is None else (data, len(data))
+                    else:
+                        received = self._native.recv_message(decoder, _RECV_SLICE)
                 except EOFError:
                     break
-                if data is None:
+                if received is None:
                     info = self._info()
                     if info is not None and info["ended"]:
                         _log.warning(
@@ -215,19 +223,24 @@ class _SubscriberLink(_Link):
                         )
                         break
                     continue
-                self._deliver(data_class, data)
+                self._deliver(data_class, *received)
         finally:
             self.close()
 
-    def _deliver(self, data_class, data):
+    def _deliver(self, data_class, data, size):
+        """Hands one message to the subscriber: ``data`` built already, or its bytes
+        (``size`` of them) for genpy."""
         if not self.header:
             info = self._info()
             if info is not None:
                 self.header = info["header"]
                 self.callerid_pub = self.header.get("callerid", "")
         try:
-            msg = data_class()
-            msg.deserialize(data)
+            if type(data) is bytes:
+                msg = data_class()
+                msg.deserialize(data)
+            else:
+                msg = data
         except Exception as error:
             # A message that does not decode as the subscriber's type is counted and
             # dropped; the link goes on.
@@ -243,7 +256,7 @@ class _SubscriberLink(_Link):
                 )
             return
         msg._connection_header = self.header
-        self.stat_bytes += len(data)
+        self.stat_bytes += size
         self.stat_num_msg += 1
         if self.header.get("latching") == "1":
             self.latch = msg
