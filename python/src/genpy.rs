@@ -35,6 +35,8 @@ const MAX_DEPTH: usize = 64;
 pub(crate) struct GenpyDecoder {
     ty: DynamicType,
     root: Arc<MessagePlan>,
+    secs: Py<PyString>,
+    nsecs: Py<PyString>,
 }
 
 /// How to build one message class's instance.
@@ -91,8 +93,8 @@ impl GenpyDecoder {
             return Ok(None);
         };
         let names = Names {
-            secs: PyString::intern(py, "secs"),
-            nsecs: PyString::intern(py, "nsecs"),
+            secs: self.secs.bind(py).clone(),
+            nsecs: self.nsecs.bind(py).clone(),
         };
         let Some(message) = build_message(py, &names, &self.root, &value)? else {
             return Ok(None);
@@ -114,7 +116,13 @@ impl GenpyDecoder {
             .map_err(|e| PyValueError::new_err(format!("{type_name}: {e}")))?;
         let mut plans = HashMap::new();
         let root = plan_for(cls, &ty, &type_name, &mut plans, 0)?;
-        Ok(GenpyDecoder { ty, root })
+        let py = cls.py();
+        Ok(GenpyDecoder {
+            ty,
+            root,
+            secs: PyString::intern(py, "secs").unbind(),
+            nsecs: PyString::intern(py, "nsecs").unbind(),
+        })
     }
 
     /// One message's bytes as the class's instance, or `None` where genpy's

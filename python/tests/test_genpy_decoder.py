@@ -214,3 +214,13 @@ def test_classes_genpy_did_not_generate_are_refused():
         GenpyDecoder(Renamed)
     with pytest.raises(Exception):
         GenpyDecoder(int)
+
+
+def test_a_message_of_megabytes_builds_with_one_copy_of_its_bytes():
+    from sensor_msgs.msg import CompressedImage
+
+    image = CompressedImage(format="jpeg", data=bytes(range(256)) * 32768)  # 8 MiB
+    data = serialized(image)
+    ours = GenpyDecoder(CompressedImage).decode(data)
+    assert_same(ours, CompressedImage().deserialize(data))
+    assert len(ours.data) == 8 * 1024 * 1024
