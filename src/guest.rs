@@ -137,9 +137,13 @@ impl Guest {
             fec: options.fec,
             links_on: options.links_on,
         };
-        let subscription = Subscription::new(config, self.local.clone());
-        let sink = subscription.add_sink(options.queue_size, options.max_queued_bytes);
-        subscription.publisher_update(&[publisher_uri.to_string()]);
+        let (subscription, sink) = Subscription::to_one_publisher(
+            config,
+            self.local.clone(),
+            publisher_uri,
+            options.queue_size,
+            options.max_queued_bytes,
+        );
         RawSubscriber::detached(subscription, sink)
     }
 

@@ -99,6 +99,43 @@ async fn a_guest_links_to_a_udpros_publisher_over_udpros_and_closes_the_link() {
     }
 }
 
+#[tokio::test]
+async fn a_guests_receive_ends_when_its_one_publisher_refuses_it_for_good() {
+    // A guest links to one publisher and no master lists others: once that publisher
+    // refuses the link for good (here: another message type), a `recv` waiting with no
+    // deadline must end (rospy's receiving thread waits so) instead of hanging for ever.
+    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
+        .await
+        .unwrap();
+    let args = vec![
+        format!("__master:={}", master.uri()),
+        "__ip:=127.0.0.1".into(),
+    ];
+    let talker = Node::new("talker", args).await.unwrap();
+    let _publisher = talker
+        .advertise::<std_msgs::String>("/chatter", AdvertiseOptions::default())
+        .await
+        .unwrap();
+    let guest = Guest::new("/rospy_listener", "127.0.0.1", AdvertiseOptions::default()).unwrap();
+    let link = guest.link_to_publisher(
+        talker.uri(),
+        "/chatter",
+        std_msgs::Int32::TYPE,
+        std_msgs::Int32::MD5SUM,
+        std_msgs::Int32::DEFINITION,
+        SubscribeOptions::default(),
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(20), link.recv()).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "the wait ends with the link: {ended:?}"
+    );
+    let [state] = &link.links()[..] else {
+        panic!("the link stays listed: {:?}", link.links())
+    };
+    assert!(state.ended && !state.connected, "{state:?}");
+}
+
 /// The entry a subscriber's `requestTopic` offers UDPROS with, as XML-RPC values.
 fn udpros_offer(header: udpros::wire::header::ConnectionHeader, port: u16) -> Vec<Value> {
     let offer = Offer::Udpros(UdprosOffer {

@@ -58,9 +58,26 @@ struct FieldPlan {
 enum Element {
     /// A number, `bool`, `str` or, for byte arrays, `bytes`: as the value is.
     Plain,
-    /// `genpy.Time` or `genpy.Duration` (the class).
-    Stamp(Py<PyType>),
+    /// `genpy.Time` or `genpy.Duration`.
+    Stamp(StampPlan),
     Message(Arc<MessagePlan>),
+}
+
+/// How to make a `genpy.Time` or `genpy.Duration`: its class and `__new__`, looked up
+/// once (a `Header` per message, a time per `JointState`'s point).
+struct StampPlan {
+    class: Py<PyType>,
+    new: Py<PyAny>,
+}
+
+impl StampPlan {
+    fn of(genpy: &Bound<'_, PyModule>, name: &str) -> PyResult<StampPlan> {
+        let class = genpy.getattr(name)?.cast_into::<PyType>()?;
+        Ok(StampPlan {
+            new: class.getattr("__new__")?.unbind(),
+            class: class.unbind(),
+        })
+    }
 }
 
 /// What an array field becomes, as genpy's generated code makes it.
@@ -193,12 +210,8 @@ fn plan_for(
         let (element, collection) = match &field.ty {
             FieldType::Primitive(p) => {
                 let element = match p {
-                    Primitive::Time => {
-                        Element::Stamp(genpy.getattr("Time")?.cast_into::<PyType>()?.unbind())
-                    }
-                    Primitive::Duration => {
-                        Element::Stamp(genpy.getattr("Duration")?.cast_into::<PyType>()?.unbind())
-                    }
+                    Primitive::Time => Element::Stamp(StampPlan::of(&genpy, "Time")?),
+                    Primitive::Duration => Element::Stamp(StampPlan::of(&genpy, "Duration")?),
                     _ => Element::Plain,
                 };
                 let collection = match field.shape {
@@ -305,8 +318,8 @@ fn build_element<'py>(
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     Ok(Some(match (element, value) {
         (Element::Message(plan), value) => return build_message(py, names, plan, value),
-        (Element::Stamp(class), Value::Time(t)) => stamp(names, class.bind(py), t.sec, t.nsec)?,
-        (Element::Stamp(class), Value::Duration(d)) => stamp(names, class.bind(py), d.sec, d.nsec)?,
+        (Element::Stamp(plan), Value::Time(t)) => stamp(py, names, plan, t.sec, t.nsec)?,
+        (Element::Stamp(plan), Value::Duration(d)) => stamp(py, names, plan, d.sec, d.nsec)?,
         (Element::Plain, value) => match value {
             // The decoder replaced bytes that are no UTF-8; genpy's handler does that its
             // own way, and logs it: let genpy have such a message.
@@ -339,12 +352,13 @@ pub(crate) fn number<'py>(py: Python<'py>, value: &Value) -> PyResult<Option<Bou
 
 /// A `genpy.Time` or `genpy.Duration` with its slots set as `deserialize` sets them.
 fn stamp<'py>(
+    py: Python<'py>,
     names: &Names<'py>,
-    class: &Bound<'py, PyType>,
+    plan: &StampPlan,
     secs: impl IntoPyObject<'py>,
     nsecs: impl IntoPyObject<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let stamp = class.getattr("__new__")?.call1((class,))?;
+    let stamp = plan.new.bind(py).call1((plan.class.bind(py),))?;
     stamp.setattr(&names.secs, secs)?;
     stamp.setattr(&names.nsecs, nsecs)?;
     Ok(stamp)

@@ -524,7 +524,9 @@ impl Subscriber {
             });
             match received {
                 Some(None) => {
-                    return Err(pyo3::exceptions::PyEOFError::new_err("the node shut down"))
+                    return Err(pyo3::exceptions::PyEOFError::new_err(
+                        "the subscription ended",
+                    ))
                 }
                 Some(Some((_, message))) => return Ok(Some(message)),
                 None => {}

@@ -62,10 +62,6 @@ TCPROS = "TCPROS"
 
 _log = logging.getLogger("udpros.rospy")
 
-#: How long a receiving thread waits before it checks whether its link is over.
-_RECV_SLICE = 0.5
-
-
 class TransportHints:
     """The transports a subscriber asks for, most wanted first, as roscpp's
     ``ros::TransportHints``: ``TransportHints().unreliable().reliable()`` asks for UDPROS,
@@ -205,24 +201,24 @@ class _SubscriberLink(_Link):
         # Messages built in Rust where the class allows it (udpros.GenpyDecoder), else
         # by genpy's deserialize.
         decoder = _genpy_decoder(data_class)
+        # Each wait has no deadline (a timer per message costs CPU): it ends with a
+        # message, or with EOFError once the link is closed (rospy's shutdown closes
+        # every topic's links) or gave up for good.
         try:
             while not self.done and not rospy.is_shutdown():
                 try:
                     if decoder is None:
-                        data = self._native.recv(_RECV_SLICE)
-                        received = None if data is None else (data, len(data))
+                        data = self._native.recv()
+                        received = (data, len(data))
                     else:
-                        received = self._native.recv_message(decoder, _RECV_SLICE)
+                        received = self._native.recv_message(decoder)
                 except EOFError:
-                    break
-                if received is None:
                     info = self._info()
-                    if info is not None and info["ended"]:
+                    if not self.done and info is not None and info["ended"]:
                         _log.warning(
                             "%s: the link to %s ended", self._sub.resolved_name, self.endpoint_id
                         )
-                        break
-                    continue
+                    break
                 self._deliver(data_class, *received)
         finally:
             self.close()

@@ -199,6 +199,9 @@ pub(crate) struct Subscription {
     /// publisherUpdate calls so far; changed and read only under the `links` lock.
     updates: AtomicU64,
     closed: AtomicBool,
+    /// Linked to one publisher only, for good ([`Subscription::to_one_publisher`]): when
+    /// that link gives up, nothing more can come, and the handles' `recv` ends.
+    one_publisher: bool,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -225,7 +228,29 @@ impl Subscription {
             sinks: Mutex::new(Vec::new()),
             updates: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            one_publisher: false,
         })
+    }
+
+    /// A subscription that belongs to no node and links to `publisher_uri` alone (a
+    /// guest's): no master lists publishers for it, so once its link gives up for good
+    /// its handles' `recv` returns `None` rather than wait for ever (the link stays, with
+    /// its counters and `ended`, until the subscription closes).
+    pub(crate) fn to_one_publisher(
+        config: SubscriptionConfig,
+        local: LocalNode,
+        publisher_uri: &str,
+        queue_size: usize,
+        max_queued_bytes: usize,
+    ) -> (Arc<Subscription>, Arc<DropOldest<Received>>) {
+        let mut subscription = Subscription::new(config, local);
+        if let Some(fresh) = Arc::get_mut(&mut subscription) {
+            fresh.one_publisher = true;
+        }
+        // The handle's queue first: a latched message may come as soon as the link starts.
+        let sink = subscription.add_sink(queue_size, max_queued_bytes);
+        subscription.publisher_update(&[publisher_uri.to_string()]);
+        (subscription, sink)
     }
 
     fn sinks(&self) -> std::sync::MutexGuard<'_, Vec<Arc<DropOldest<Received>>>> {
@@ -348,6 +373,17 @@ impl Subscription {
         }
         for sink in self.sinks().drain(..) {
             sink.close();
+        }
+    }
+
+    /// A link gave up for good: when it was the only one this subscription will ever
+    /// have, the handles' queues close, so that a `recv` waiting on them ends instead of
+    /// waiting for ever (with what was queued still taken first).
+    fn link_gave_up(&self) {
+        if self.one_publisher {
+            for sink in self.sinks().iter() {
+                sink.close();
+            }
         }
     }
 

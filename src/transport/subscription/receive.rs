@@ -56,6 +56,7 @@ pub(super) async fn run_link(sub: Arc<Subscription>, link: Arc<PublisherLink>) {
         match ended {
             Ended::GiveUp(why) => {
                 tracing::warn!("subscription to {topic} from {uri}: {why}");
+                sub.link_gave_up();
                 return;
             }
             // Once per run of failures at warn; the retries after it at debug.
