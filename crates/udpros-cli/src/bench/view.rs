@@ -13,7 +13,6 @@
 
 use super::harness::{fields, loopback_ros_env, spawn};
 use super::report::percentile;
-use super::CliResult;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::HashMap;
 use std::path::Path;
@@ -63,8 +62,11 @@ struct Measured {
     roscpp_cpu_us_per_msg: Option<f64>,
 }
 
-pub(super) async fn run_table(quick: bool, master: &str, roscpp: &Path) -> CliResult {
+/// Runs S9 and prints its table; the cells that could not be measured, each with why
+/// (the table has the others).
+pub(super) async fn run_table(quick: bool, master: &str, roscpp: &Path) -> Vec<String> {
     let mut measured = Vec::new();
+    let mut failed = Vec::new();
     for (k, cell) in cells(quick).into_iter().enumerate() {
         let topic = format!("/bench_view_{k}");
         match run_cell(&cell, master, roscpp, &topic).await {
@@ -72,11 +74,14 @@ pub(super) async fn run_table(quick: bool, master: &str, roscpp: &Path) -> CliRe
                 eprintln!("S9 {}: done", cell.what);
                 measured.push(m);
             }
-            Err(e) => eprintln!("S9 {}: {e}", cell.what),
+            Err(e) => {
+                eprintln!("S9 {}: {e}", cell.what);
+                failed.push(format!("S9 {}: {e}", cell.what));
+            }
         }
     }
     print_table(&measured);
-    Ok(())
+    failed
 }
 
 async fn run_cell(
@@ -91,7 +96,11 @@ async fn run_cell(
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
+    // The view asks for a token, as it does by default; a fresh one per cell, given
+    // through the environment as a user would.
+    let token = crate::view_cmd::token(false)?.ok_or("the view has no token")?;
     let mut cmd = Command::new(&exe);
+    cmd.env(crate::view_cmd::TOKEN_VAR, &token);
     cmd.args([
         "view",
         "--address",
@@ -168,7 +177,7 @@ async fn run_cell(
         .subscribe::<sensor_msgs::CompressedImage>(topic, options)
         .await
         .map_err(|e| e.to_string())?;
-    let mut socket = connect(port).await?;
+    let mut socket = connect(port, &token).await?;
     let channel = channel_of(&mut socket, topic).await?;
     let subscribe =
         format!(r#"{{"op":"subscribe","subscriptions":[{{"id":1,"channelId":{channel}}}]}}"#);
@@ -259,11 +268,12 @@ fn now_us() -> f64 {
 
 async fn connect(
     port: u16,
+    token: &str,
 ) -> Result<
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
     String,
 > {
-    let mut request = format!("ws://127.0.0.1:{port}/")
+    let mut request = format!("ws://127.0.0.1:{port}/?token={token}")
         .into_client_request()
         .map_err(|e| e.to_string())?;
     request.headers_mut().insert(
