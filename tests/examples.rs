@@ -173,20 +173,7 @@ fn custom_messages_reach_rospy_which_learns_the_type_from_the_header() {
     let Some(python) = common::ros_python() else {
         return;
     };
-    let deps = std::env::current_exe().expect("test binary");
-    let profile = deps
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let binary = profile.join("custom-messages");
-    if !binary.exists() {
-        let built = Command::new(env!("CARGO"))
-            .args(["build", "-p", "custom-messages"])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(built, "cargo build -p custom-messages");
-    }
-    let mut talker = Command::new(binary);
+    let mut talker = Command::new(common::workspace_programs().join("custom-messages"));
     ros_env(&mut talker, &uri);
     let _talker = Child(
         talker
@@ -370,28 +357,11 @@ fn the_fibonacci_action_examples_compute_the_sequence() {
     let Some((_master, uri)) = common::start_rosmaster() else {
         return;
     };
-    let profile = std::env::current_exe()
-        .expect("test binary")
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>")
-        .to_path_buf();
+    let profile = common::workspace_programs();
     let (server, client) = (
         profile.join("fibonacci_server"),
         profile.join("fibonacci_client"),
     );
-    // Built every time (nothing to do when they are current): binaries left from an
-    // older tree would test old code.
-    let built = Command::new(env!("CARGO"))
-        .args(["build", "-p", "custom-messages", "--bins"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(built, "cargo build -p custom-messages --bins");
-    let built = Command::new(env!("CARGO"))
-        .args(["build", "-p", "udpros-cli", "--bin", "udpros"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(built, "cargo build -p udpros-cli --bin udpros");
     let mut server = Command::new(server);
     server.arg("_step:=0.02");
     ros_env(&mut server, &uri);

@@ -160,25 +160,45 @@ pub fn free_port() -> u16 {
     panic!("no free port in {FIRST}..{}", FIRST + SPAN)
 }
 
-/// A program of the workspace's `examples/`, built by `cargo test --all-targets` (or here,
-/// when missing), beside the test binary that asks.
+/// The folder the workspace's programs are built into (`target/debug` or
+/// `target/release`), with all of them current: its binaries (`udpros`, the custom-message
+/// package's talker and action programs) and its `examples/`.
+///
+/// Built once per test process by `cargo build --all-targets` at the workspace's root: the
+/// same packages and targets `cargo test --all-targets` selects, so the same features, and
+/// every library it compiled is reused; only binaries are linked. (A `cargo build -p`
+/// of one package resolves features for that package alone and compiles the workspace's
+/// libraries again: four such builds were five minutes of CI inside the examples' tests.)
+/// Built every time rather than when missing: binaries left from an older tree would test
+/// old code.
+pub fn workspace_programs() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let deps = std::env::current_exe().expect("test binary");
+            let profile = deps
+                .parent()
+                .and_then(|d| d.parent())
+                .expect("target/<profile>")
+                .to_path_buf();
+            let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+            let mut build = Command::new(env!("CARGO"));
+            build
+                .args(["build", "--all-targets", "--manifest-path"])
+                .arg(manifest);
+            if profile.file_name().is_some_and(|name| name == "release") {
+                build.arg("--release");
+            }
+            let built = build.status().is_ok_and(|s| s.success());
+            assert!(built, "cargo build --all-targets");
+            profile
+        })
+        .clone()
+}
+
+/// A program of the workspace's `examples/`, current ([`workspace_programs`]).
 pub fn example(name: &str) -> PathBuf {
-    let deps = std::env::current_exe().expect("test binary");
-    let profile = deps
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    let binary = profile.join("examples").join(name);
-    if !binary.exists() {
-        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-        let built = Command::new(env!("CARGO"))
-            .args(["build", "--examples", "--manifest-path"])
-            .arg(manifest)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(built, "cargo build --examples");
-    }
-    binary
+    workspace_programs().join("examples").join(name)
 }
 
 /// Polls `ready` until it holds or `limit` passes; returns whether it held.
