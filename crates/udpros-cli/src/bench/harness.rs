@@ -281,10 +281,22 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     };
     let dumps = std::env::temp_dir().join(format!("udpros_bench_{}", std::process::id()));
     std::fs::create_dir_all(&dumps).map_err(|e| format!("{}: {e}", dumps.display()))?;
+    let wanted_pairs: Option<Vec<String>> = args
+        .pairs
+        .as_ref()
+        .map(|w| w.split(',').map(|p| p.trim().to_string()).collect());
+    // A Rust peer is a cargo build of minutes: only for a pair that was asked for.
+    let asked_for = |library: &str| {
+        wanted_pairs
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|p| p.split('-').any(|side| side == library)))
+    };
     let peers = Peers {
         roscpp: build_roscpp_peer()?,
-        rosrust: rust_peer("rosrust"),
-        roslibrust: rust_peer("roslibrust"),
+        rosrust: asked_for("rosrust").then(|| rust_peer("rosrust")).flatten(),
+        roslibrust: asked_for("roslibrust")
+            .then(|| rust_peer("roslibrust"))
+            .flatten(),
         python: super::python::PythonPeer::find(&dumps),
     };
     let mut pairs: Vec<(&'static str, &'static str)> = PAIRS.to_vec();
@@ -302,8 +314,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     if peers.python.is_some() {
         pairs.extend(PYTHON_PAIRS);
     }
-    if let Some(wanted) = &args.pairs {
-        let wanted: Vec<String> = wanted.split(',').map(|p| p.trim().to_string()).collect();
+    if let Some(wanted) = &wanted_pairs {
         pairs.retain(|(publisher, subscriber)| {
             wanted.contains(&format!("{publisher}-{subscriber}"))
         });
