@@ -268,7 +268,7 @@ class Subscriber:
             raise
         data = receive.take()
         if data is None:
-            raise EOFError("the node shut down")
+            raise EOFError("the subscription ended")
         return data
 
     def __aiter__(self):
