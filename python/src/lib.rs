@@ -504,7 +504,8 @@ impl Subscriber {
     }
 
     /// The next message, waiting up to `timeout` seconds (`None`: until one comes);
-    /// `None` when the time passed, `EOFError` once the node shut down.
+    /// `None` when the time passed, `EOFError` once the subscription ended (its node
+    /// shut down, it was closed, or a guest's one link gave up for good).
     fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<bytes::Bytes>> {
         // The wait runs on this thread, in the `block_on` of the runtime the links run on
         // (`links_on`): the kernel wakes this thread for the datagrams, which it reads and
@@ -543,7 +544,7 @@ impl Subscriber {
 #[pymethods]
 impl Subscriber {
     /// The next message's bytes, waiting up to `timeout` seconds (`None`: until one comes);
-    /// `None` when the time passed. Raises `EOFError` once the node shut down.
+    /// `None` when the time passed. Raises `EOFError` once the subscription ended.
     #[pyo3(signature = (timeout = None))]
     fn recv<'py>(
         &self,
