@@ -186,6 +186,26 @@ pub fn workspace_programs() -> PathBuf {
             build
                 .args(["build", "--all-targets", "--manifest-path"])
                 .arg(manifest);
+            // Without what cargo set for this test's run (the package's `CARGO_PKG_*`,
+            // `OUT_DIR`, ...): build scripts that watch those (ring's does) would see them
+            // changed since `cargo test` ran them, and compile their crates again.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                if name.starts_with("CARGO_PKG_")
+                    || name.starts_with("CARGO_MANIFEST_")
+                    || [
+                        "OUT_DIR",
+                        "CARGO_CRATE_NAME",
+                        "CARGO_BIN_NAME",
+                        "CARGO_PRIMARY_PACKAGE",
+                        "CARGO_TARGET_TMPDIR",
+                        "CARGO_RUSTC_CURRENT_DIR",
+                    ]
+                    .contains(&name.as_ref())
+                {
+                    build.env_remove(name.as_ref());
+                }
+            }
             if profile.file_name().is_some_and(|name| name == "release") {
                 build.arg("--release");
             }
