@@ -24,8 +24,8 @@ fn string_topic(topic: &str) -> TopicIdentity {
     }
 }
 
-#[tokio::test]
-async fn a_guest_links_to_a_udpros_publisher_over_udpros_and_closes_the_link() {
+/// A master, a udpros node `talker` registered with it, and a guest beside them.
+async fn master_talker_and_guest() -> (Master, Node, Guest) {
     let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
         .await
         .unwrap();
@@ -34,11 +34,17 @@ async fn a_guest_links_to_a_udpros_publisher_over_udpros_and_closes_the_link() {
         "__ip:=127.0.0.1".into(),
     ];
     let talker = Node::new("talker", args).await.unwrap();
+    let guest = Guest::new("/rospy_listener", "127.0.0.1", AdvertiseOptions::default()).unwrap();
+    (master, talker, guest)
+}
+
+#[tokio::test]
+async fn a_guest_links_to_a_udpros_publisher_over_udpros_and_closes_the_link() {
+    let (master, talker, guest) = master_talker_and_guest().await;
     let publisher = talker
         .advertise::<std_msgs::String>("/chatter", AdvertiseOptions::default())
         .await
         .unwrap();
-    let guest = Guest::new("/rospy_listener", "127.0.0.1", AdvertiseOptions::default()).unwrap();
     let topic = string_topic("/chatter");
     let link = guest.link_to_publisher(
         talker.uri(),
@@ -104,19 +110,11 @@ async fn a_guests_receive_ends_when_its_one_publisher_refuses_it_for_good() {
     // A guest links to one publisher and no master lists others: once that publisher
     // refuses the link for good (here: another message type), a `recv` waiting with no
     // deadline must end (rospy's receiving thread waits so) instead of hanging for ever.
-    let master = Master::start("127.0.0.1:0".parse().unwrap(), "127.0.0.1")
-        .await
-        .unwrap();
-    let args = vec![
-        format!("__master:={}", master.uri()),
-        "__ip:=127.0.0.1".into(),
-    ];
-    let talker = Node::new("talker", args).await.unwrap();
+    let (_master, talker, guest) = master_talker_and_guest().await;
     let _publisher = talker
         .advertise::<std_msgs::String>("/chatter", AdvertiseOptions::default())
         .await
         .unwrap();
-    let guest = Guest::new("/rospy_listener", "127.0.0.1", AdvertiseOptions::default()).unwrap();
     let link = guest.link_to_publisher(
         talker.uri(),
         "/chatter",

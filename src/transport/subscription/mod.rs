@@ -221,6 +221,14 @@ pub const MAX_PUBLISHER_LINKS: usize = 1024;
 
 impl Subscription {
     pub(crate) fn new(config: SubscriptionConfig, local: LocalNode) -> Arc<Subscription> {
+        Subscription::made(config, local, false)
+    }
+
+    fn made(
+        config: SubscriptionConfig,
+        local: LocalNode,
+        one_publisher: bool,
+    ) -> Arc<Subscription> {
         Arc::new(Subscription {
             config,
             local,
@@ -228,7 +236,7 @@ impl Subscription {
             sinks: Mutex::new(Vec::new()),
             updates: AtomicU64::new(0),
             closed: AtomicBool::new(false),
-            one_publisher: false,
+            one_publisher,
         })
     }
 
@@ -243,10 +251,7 @@ impl Subscription {
         queue_size: usize,
         max_queued_bytes: usize,
     ) -> (Arc<Subscription>, Arc<DropOldest<Received>>) {
-        let mut subscription = Subscription::new(config, local);
-        if let Some(fresh) = Arc::get_mut(&mut subscription) {
-            fresh.one_publisher = true;
-        }
+        let subscription = Subscription::made(config, local, true);
         // The handle's queue first: a latched message may come as soon as the link starts.
         let sink = subscription.add_sink(queue_size, max_queued_bytes);
         subscription.publisher_update(&[publisher_uri.to_string()]);
