@@ -389,6 +389,7 @@ pub(super) async fn run(args: RunArgs) -> CliResult {
     let services_wanted = wanted.as_ref().is_none_or(|w| w.iter().any(|x| x == "S6"));
     if !rows.is_empty() {
         print_table(&rows);
+        super::report::print_python_bars(&rows);
     }
     if secure_variants.is_some() {
         print_secure_cost(&rows);

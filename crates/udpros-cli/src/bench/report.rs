@@ -193,14 +193,8 @@ pub(super) fn print_secure_cost(rows: &[Row]) {
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
     let cells = cells(rows);
     let summary = |runs: &[&Row]| {
-        let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
-        let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
-        // s per 100k messages is 10 µs per message.
-        let (pub_cpu, sub_cpu) = (
-            m(|f| f.pub_cpu_per_100k) * 10.0,
-            m(|f| f.sub_cpu_per_100k) * 10.0,
-        );
-        (m(|f| f.p50_us), m(|f| f.p99_us), pub_cpu, sub_cpu)
+        let m = Medians::of(runs);
+        (m.p50_us, m.p99_us, m.pub_cpu_us, m.sub_cpu_us)
     };
     for sealed in cells.iter().filter(|c| c[0].pair.contains("(sealed")) {
         let r = sealed[0];
@@ -240,9 +234,126 @@ pub(super) fn print_secure_cost(rows: &[Row]) {
 /// The publisher's and a subscriber's CPU seconds per 100k messages of a cell, each the
 /// median over its runs, as the main table shows them.
 pub(super) fn cpu_per_100k(runs: &[&Row]) -> (f64, f64) {
-    let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
-    let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
-    (m(|f| f.pub_cpu_per_100k), m(|f| f.sub_cpu_per_100k))
+    let m = Medians::of(runs);
+    (m.pub_cpu_us / 10.0, m.sub_cpu_us / 10.0)
+}
+
+/// A cell's figures, each the median over its runs, as the main table shows them.
+struct Medians {
+    p50_us: f64,
+    p99_us: f64,
+    /// CPU µs per message (s per 100k messages is 10 µs per message).
+    pub_cpu_us: f64,
+    sub_cpu_us: f64,
+}
+
+impl Medians {
+    fn of(runs: &[&Row]) -> Medians {
+        let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
+        let m = |f: fn(&Figures) -> f64| median(&mut figures.iter().map(f).collect::<Vec<_>>());
+        Medians {
+            p50_us: m(|f| f.p50_us),
+            p99_us: m(|f| f.p99_us),
+            pub_cpu_us: m(|f| f.pub_cpu_per_100k) * 10.0,
+            sub_cpu_us: m(|f| f.sub_cpu_per_100k) * 10.0,
+        }
+    }
+}
+
+/// Issue 52's speed bars for one Python subscriber over UDPROS in one scenario, from the
+/// same sweeps as its two references: its median within [`PYTHON_P50_BAR`] times the Rust
+/// subscriber's (udpros → udpros, UDPROS), and its CPU per message below stock rospy's
+/// TCPROS subscriber's.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct PythonBar {
+    pub(super) scenario: String,
+    /// The pair, e.g. `udpros → rospy+udpros`.
+    pub(super) pair: String,
+    pub(super) p50_us: f64,
+    pub(super) rust_p50_us: f64,
+    /// CPU µs per message.
+    pub(super) cpu_us: f64,
+    pub(super) rospy_cpu_us: f64,
+}
+
+/// How many times the Rust subscriber's median a Python subscriber's may be (issue 52).
+pub(super) const PYTHON_P50_BAR: f64 = 1.5;
+
+impl PythonBar {
+    pub(super) fn latency_met(&self) -> bool {
+        self.p50_us <= PYTHON_P50_BAR * self.rust_p50_us
+    }
+
+    pub(super) fn cpu_met(&self) -> bool {
+        self.cpu_us < self.rospy_cpu_us
+    }
+}
+
+/// The bars of every scenario that ran a Python subscriber over UDPROS beside both
+/// references; a scenario without one of them has none.
+pub(super) fn python_bars(rows: &[Row]) -> Vec<PythonBar> {
+    let cells = cells(rows);
+    let find = |scenario: &str, pair: &str, transport: &str| {
+        cells.iter().find(|c| {
+            (
+                c[0].scenario.as_str(),
+                c[0].pair.as_str(),
+                c[0].transport.as_str(),
+            ) == (scenario, pair, transport)
+        })
+    };
+    let python = ["udpros → python", "udpros → rospy+udpros"];
+    cells
+        .iter()
+        .filter(|c| python.contains(&c[0].pair.as_str()) && c[0].transport == "UDP")
+        .filter_map(|c| {
+            let scenario = c[0].scenario.as_str();
+            let rust = Medians::of(find(scenario, "udpros → udpros", "UDP")?);
+            let rospy = Medians::of(find(scenario, "udpros → rospy", "TCP")?);
+            let own = Medians::of(c);
+            Some(PythonBar {
+                scenario: scenario.to_string(),
+                pair: c[0].pair.clone(),
+                p50_us: own.p50_us,
+                rust_p50_us: rust.p50_us,
+                cpu_us: own.sub_cpu_us,
+                rospy_cpu_us: rospy.sub_cpu_us,
+            })
+        })
+        .collect()
+}
+
+/// The table of [`python_bars`], when there are any.
+pub(super) fn print_python_bars(rows: &[Row]) {
+    let bars = python_bars(rows);
+    if bars.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "Python subscribers over UDPROS against issue 52's bars (same sweeps): p50 within {PYTHON_P50_BAR}x the Rust subscriber's, CPU per message below stock rospy's TCPROS subscriber's"
+    );
+    println!();
+    println!("| scenario | pair | p50 µs | Rust p50 µs | ratio | latency bar | sub CPU µs/msg | stock rospy µs/msg | CPU bar |");
+    println!("|---|---|---:|---:|---:|---|---:|---:|---|");
+    let verdict = |met: bool| if met { "met" } else { "missed" };
+    for b in &bars {
+        let ratio = match b.rust_p50_us > 0.0 {
+            true => format!("{:.2}x", b.p50_us / b.rust_p50_us),
+            false => "-".into(),
+        };
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {ratio} | {} | {:.1} | {:.1} | {} |",
+            b.scenario,
+            b.pair,
+            b.p50_us,
+            b.rust_p50_us,
+            verdict(b.latency_met()),
+            b.cpu_us,
+            b.rospy_cpu_us,
+            verdict(b.cpu_met()),
+        );
+    }
 }
 
 /// Each subscriber's latencies of a cell's runs, as if one long run: message numbers of
@@ -379,6 +490,70 @@ mod tests {
         // [10, 20, 30], [40, 50, 60], [10, 20, 30].
         let ranks = arrival_ranks(&subscribers).expect("three messages everywhere");
         assert_eq!(ranks, vec![10.0, 20.0, 30.0]);
+    }
+
+    /// A cell's run: a subscriber with median `p50_us` that spent `cpu_s` over 100
+    /// messages, of 100 sent.
+    fn run(scenario: &str, pair: &str, transport: &str, p50_us: f64, cpu_s: f64) -> Row {
+        let received = [("received", 100.0), ("p50_us", p50_us), ("user", cpu_s)];
+        Row {
+            scenario: scenario.into(),
+            pair: pair.into(),
+            transport: transport.into(),
+            sent: 100.0,
+            received: vec![received.iter().map(|(k, v)| (k.to_string(), *v)).collect()],
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn python_bars_compare_each_python_subscriber_with_the_same_sweeps_references() {
+        let s3 = "S3 (100 kB at 100 Hz)";
+        let rows = vec![
+            run(s3, "udpros → udpros", "UDP", 34.0, 0.0032),
+            run(s3, "udpros → udpros", "TCP", 19.0, 0.0024),
+            run(s3, "udpros → python", "UDP", 53.0, 0.0077),
+            run(s3, "udpros → python", "TCP", 33.0, 0.0051),
+            run(s3, "udpros → rospy+udpros", "UDP", 50.0, 0.0060),
+            run(s3, "udpros → rospy", "TCP", 47.0, 0.0067),
+            // S1 has no stock rospy row: no bar.
+            run("S1", "udpros → udpros", "UDP", 20.0, 0.001),
+            run("S1", "udpros → python", "UDP", 25.0, 0.001),
+        ];
+        let bars = python_bars(&rows);
+        assert_eq!(bars.len(), 2, "{bars:?}");
+        let python = &bars[0];
+        assert_eq!(python.pair, "udpros → python");
+        assert_eq!((python.p50_us, python.rust_p50_us), (53.0, 34.0));
+        // 0.0077 s over 100 messages: 77 µs each; stock rospy 67.
+        assert!((python.cpu_us - 77.0).abs() < 1e-9, "{python:?}");
+        assert!((python.rospy_cpu_us - 67.0).abs() < 1e-9, "{python:?}");
+        assert!(!python.latency_met(), "53 > 1.5 x 34 = 51");
+        assert!(!python.cpu_met());
+        let rospy = &bars[1];
+        assert_eq!(rospy.pair, "udpros → rospy+udpros");
+        assert!(rospy.latency_met(), "50 <= 51");
+        assert!(rospy.cpu_met(), "60 < 67");
+    }
+
+    #[test]
+    fn python_bars_take_each_figure_as_the_median_over_the_runs() {
+        let s3 = "S3";
+        let mut rows = Vec::new();
+        for (rust, python, rospy) in [
+            (30.0, 40.0, 0.005),
+            (40.0, 90.0, 0.007),
+            (35.0, 50.0, 0.006),
+        ] {
+            rows.push(run(s3, "udpros → udpros", "UDP", rust, 0.003));
+            rows.push(run(s3, "udpros → python", "UDP", python, 0.0055));
+            rows.push(run(s3, "udpros → rospy", "TCP", 45.0, rospy));
+        }
+        let bars = python_bars(&rows);
+        assert_eq!(bars.len(), 1);
+        assert_eq!((bars[0].p50_us, bars[0].rust_p50_us), (50.0, 35.0));
+        assert!((bars[0].rospy_cpu_us - 60.0).abs() < 1e-9, "{:?}", bars[0]);
+        assert!(bars[0].latency_met() && bars[0].cpu_met());
     }
 
     #[test]
