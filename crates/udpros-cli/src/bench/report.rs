@@ -302,10 +302,14 @@ pub(super) fn python_bars(rows: &[Row]) -> Vec<PythonBar> {
             ) == (scenario, pair, transport)
         })
     };
-    let python = ["udpros → python", "udpros → rospy+udpros"];
+    // A udpros publisher's Python subscriber (stock rospy has no UDPROS row).
+    let python = |pair: &str| {
+        pair.strip_prefix("udpros → ")
+            .is_some_and(super::python::is_python)
+    };
     cells
         .iter()
-        .filter(|c| python.contains(&c[0].pair.as_str()) && c[0].transport == "UDP")
+        .filter(|c| python(&c[0].pair) && c[0].transport == "UDP")
         .filter_map(|c| {
             let scenario = c[0].scenario.as_str();
             let rust = Medians::of(find(scenario, "udpros → udpros", "UDP")?);
