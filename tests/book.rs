@@ -34,9 +34,10 @@ fn documents() -> Vec<(PathBuf, String)> {
 
 /// The examples the README and the book show (under `examples/`), with the language of
 /// their blocks; the Python package's under `python/examples/`, which its tests run.
-const SHOWN: [(&str, &str); 12] = [
+const SHOWN: [(&str, &str); 13] = [
     ("../python/examples/talker.py", "python"),
     ("../python/examples/listener.py", "python"),
+    ("../python/examples/callback_listener.py", "python"),
     ("../python/examples/rospy_listener.py", "python"),
     ("../python/examples/ping1d_depth.py", "python"),
     ("talker.rs", "rust"),

@@ -359,6 +359,21 @@ impl Node {
         wait(py, async move { node.shutdown().await })?;
         Ok(())
     }
+
+    /// Whether the node shut down, or was asked to (by `shutdown`, the master, `rosnode
+    /// kill`).
+    #[getter]
+    fn is_shutdown(&self) -> bool {
+        self.inner.is_shutdown()
+    }
+
+    /// Waits until something asks the node to shut down (`shutdown` from another thread,
+    /// the master, `rosnode kill`) and returns the reason; Ctrl-C ends the wait with
+    /// `KeyboardInterrupt`.
+    fn wait_for_shutdown(&self, py: Python<'_>) -> PyResult<String> {
+        let node = self.inner.clone();
+        wait(py, async move { node.shutdown_requested().await })
+    }
 }
 
 /// How deep a parameter's lists and dicts may nest: a list that holds itself has no end.

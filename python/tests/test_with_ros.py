@@ -32,6 +32,44 @@ def test_a_talker_and_a_listener_speak_udpros_with_genpy_messages(rosmaster):
         assert (uri, transport, connected) == (talker.uri, "UDPROS", True)
 
 
+def test_a_callback_node_spins_on_rostopic_messages_until_rosnode_kill(rosmaster):
+    # rospy's shape without rospy: a callback with genpy messages, spin(), and the
+    # slave API's shutdown (`rosnode kill`) ending the spin.
+    script = (
+        "import sys, udpros\n"
+        "from std_msgs.msg import Float64\n"
+        "node = udpros.Node('depth_listener', sys.argv[1:])\n"
+        "node.subscribe('/depth', Float64, lambda msg: print(type(msg).__name__, msg.data, flush=True))\n"
+        "node.spin()\n"
+        "print('shut down', flush=True)\n"
+    )
+    listener = subprocess.Popen(
+        [sys.executable, "-c", script, *node_args(rosmaster)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    rostopic = subprocess.Popen(
+        [sys.executable, "/usr/bin/rostopic", "pub", "-r", "20", "/depth", "std_msgs/Float64", "data: 2.5"],
+        env=ros_env(rosmaster),
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        assert listener.stdout.readline().strip() == "Float64 2.5"
+        killed = subprocess.run(
+            [sys.executable, "/usr/bin/rosnode", "kill", "/depth_listener"],
+            env=ros_env(rosmaster),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert killed.returncode == 0, killed.stderr
+        out, err = listener.communicate(timeout=20)
+        assert listener.returncode == 0, err
+        assert out.splitlines()[-1] == "shut down"
+    finally:
+        listener.kill()
+        rostopic.terminate()
+        rostopic.wait(timeout=10)
+
+
 def test_a_rospy_publisher_is_heard_over_tcpros(rosmaster):
     rostopic = subprocess.Popen(
         [sys.executable, "/usr/bin/rostopic", "pub", "-r", "20", "/depth", "std_msgs/Float64", "data: 12.5"],
@@ -81,18 +119,20 @@ def test_the_examples_talk_to_each_other(rosmaster):
         stdout=subprocess.DEVNULL,
     )
     try:
-        listener = subprocess.run(
-            [sys.executable, str(examples / "listener.py"), "5", *remap],
-            env=ros_env(rosmaster),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert listener.returncode == 0, listener.stderr
-        lines = listener.stdout.splitlines()
-        assert len(lines) == 5, lines
-        numbers = [int(line.removeprefix("hello world ")) for line in lines]
-        assert numbers == list(range(numbers[0], numbers[0] + 5)), lines
+        # The iterating listener, and the one in rospy's shape (a callback, then spin).
+        for example in ("listener.py", "callback_listener.py"):
+            listener = subprocess.run(
+                [sys.executable, str(examples / example), "5", *remap],
+                env=ros_env(rosmaster),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert listener.returncode == 0, (example, listener.stderr)
+            lines = listener.stdout.splitlines()
+            assert len(lines) == 5, (example, lines)
+            numbers = [int(line.removeprefix("hello world ")) for line in lines]
+            assert numbers == list(range(numbers[0], numbers[0] + 5)), (example, lines)
     finally:
         talker.terminate()
         talker.wait(timeout=10)

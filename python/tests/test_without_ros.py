@@ -8,6 +8,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 import udpros
 from conftest import node_args, wait_until
 
@@ -95,6 +97,95 @@ def test_a_wait_off_the_main_thread_sleeps_in_one_piece(udpros_master):
         assert woke[0] < 8, "%d wakes in a 2 s wait (slices of 100 ms: 20)" % woke[0]
 
 
+UINT8 = ("std_msgs/UInt8", "7c8164229e7d2c17eb95e9231617fdee", "uint8 data\n")
+
+
+def test_a_callback_gets_every_message_in_order_and_outlives_one_that_raises(udpros_master):
+    with udpros.Node("cb_sender", node_args(udpros_master)) as sender:
+        with udpros.Node("cb_receiver", node_args(udpros_master)) as receiver:
+            pub = sender.advertise_raw("/calls", *UINT8)
+            got, threads = [], set()
+            done = threading.Event()
+
+            def heard(data, tag):
+                threads.add(threading.current_thread().name)
+                got.append((tag, data[0]))
+                if data[0] == 3:
+                    raise ValueError("a callback's bug")
+                if data[0] == 99:
+                    done.set()
+
+            sub = receiver.subscribe("/calls", None, heard, "tagged", transports=("udp",))
+            wait_until(lambda: pub.num_subscribers() == 1)
+            for value in [*range(10), 99]:
+                pub.publish(bytes([value]))
+            assert done.wait(20), got
+            assert got == [("tagged", v) for v in [*range(10), 99]]
+            assert sub.callback_errors == 1
+            assert threads == {"udpros-callback /calls"}, "one thread of the subscriber's own"
+            # The callback has the messages: a second reader would take some from it.
+            with pytest.raises(RuntimeError):
+                sub.recv(timeout=0.1)
+            with pytest.raises(RuntimeError):
+                next(iter(sub))
+
+
+def test_closing_a_subscriber_ends_its_callback_thread_and_its_registration(udpros_master):
+    import xmlrpc.client
+
+    master = xmlrpc.client.ServerProxy(udpros_master)
+
+    def subscribers_of(topic):
+        _, _, (_, subscribers, _) = master.getSystemState("/test")
+        return [nodes for name, nodes in subscribers if name == topic]
+
+    with udpros.Node("cb_closer", node_args(udpros_master)) as node:
+        sub = node.subscribe("/closing", None, lambda data: None)
+        assert subscribers_of("/closing") == [["/cb_closer"]]
+        assert sub._dispatcher.is_alive()
+        sub.unregister()
+        sub._dispatcher.join(timeout=10)
+        assert not sub._dispatcher.is_alive()
+        wait_until(lambda: subscribers_of("/closing") == [])
+        # Shutdown ends another one's thread the same way.
+        other = node.subscribe("/other", None, lambda data: None)
+    other._dispatcher.join(timeout=10)
+    assert not other._dispatcher.is_alive()
+    with pytest.raises(TypeError):
+        udpros.Node("cb_bad", node_args(udpros_master)).subscribe("/x", None, "not callable")
+
+
+def test_spin_serves_callbacks_until_ctrl_c_shuts_the_node_down(udpros_master):
+    script = (
+        "import sys, udpros\n"
+        "node = udpros.Node('spinner', sys.argv[1:])\n"
+        "node.subscribe('/spun', None, lambda data: print('heard', data[0], flush=True))\n"
+        "print('spinning', flush=True)\n"
+        "node.spin()\n"
+        "print('shut down', node.is_shutdown(), flush=True)\n"
+    )
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", script, *node_args(udpros_master)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert spinner.stdout.readline().strip() == "spinning"
+        with udpros.Node("spin_sender", node_args(udpros_master)) as sender:
+            pub = sender.advertise_raw("/spun", *UINT8)
+            wait_until(lambda: pub.num_subscribers() == 1)
+            pub.publish(bytes([7]))
+            assert spinner.stdout.readline().strip() == "heard 7"
+            spinner.send_signal(signal.SIGINT)
+            out, err = spinner.communicate(timeout=20)
+            assert spinner.returncode == 0, err
+            assert out.strip() == "shut down True"
+            wait_until(lambda: pub.num_subscribers() == 0)
+    finally:
+        spinner.kill()
+
+
 def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
     import asyncio
 
@@ -134,7 +225,6 @@ def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
 def test_message_types_decode_without_genpy():
     import struct
 
-    import pytest
     from udpros.message import Message, Time
 
     rng = udpros.MessageType("sensor_msgs/Range")
@@ -165,7 +255,6 @@ def test_message_types_decode_without_genpy():
 def test_messages_encode_and_publish_without_genpy(udpros_master):
     import struct
 
-    import pytest
     from udpros.message import Time
 
     rng = udpros.MessageType("sensor_msgs/Range")

@@ -19,6 +19,7 @@ import asyncio
 import io
 import logging
 import sys
+import threading
 import time
 
 from ._udpros import GenpyDecoder, MessageType
@@ -97,11 +98,25 @@ class Node:
         """The node's slave API URI."""
         return self._native.uri
 
-    def subscribe(self, topic, msg_class=None, transports=("udp", "tcp"), fec=True, queue_size=100):
+    def subscribe(
+        self,
+        topic,
+        msg_class=None,
+        callback=None,
+        callback_args=None,
+        transports=("udp", "tcp"),
+        fec=True,
+        queue_size=100,
+    ):
         """Subscribes to ``topic``: messages as ``msg_class`` (a genpy class), as
         :class:`udpros.message.Message` objects for a type's name (``"sensor_msgs/Range"``,
         no genpy needed), or as bytes without either. ``transports`` in order of preference
-        (``"udp"``, ``"tcp"``)."""
+        (``"udp"``, ``"tcp"``).
+
+        With a ``callback``, as ``rospy.Subscriber``: a thread of the subscriber's own
+        calls ``callback(msg)`` (``callback(msg, callback_args)`` when those are given) for
+        each message, in order, until the subscription ends; see :meth:`spin`. Without
+        one, the subscriber is read with ``recv()``, by iterating, or with ``async for``."""
         msg_class = _message_class(msg_class)
         if msg_class is None:
             native = self._native.subscribe(
@@ -117,7 +132,7 @@ class Node:
                 fec=fec,
                 queue_size=queue_size,
             )
-        return Subscriber(native, msg_class)
+        return Subscriber(native, msg_class, callback, callback_args)
 
     def advertise(self, topic, msg_class, latch=False):
         """Advertises ``topic`` of the genpy class ``msg_class`` (or a type's name or a
@@ -169,8 +184,24 @@ class Node:
         self._native.set_param(key, value)
 
     def shutdown(self):
-        """Unregisters the node's topics and services and stops it."""
+        """Unregisters the node's topics and services and stops it. Subscribers' callback
+        threads end once their callback in progress returns."""
         self._native.shutdown()
+
+    def is_shutdown(self):
+        """Whether the node shut down: by :meth:`shutdown`, or asked by the master or
+        ``rosnode kill``. rospy's ``rospy.is_shutdown()``."""
+        return self._native.is_shutdown
+
+    def spin(self):
+        """Waits until the node shuts down (:meth:`shutdown` from another thread, ``rosnode
+        kill``), while subscribers' callbacks and services run on their own threads;
+        Ctrl-C shuts the node down and returns. rospy's ``rospy.spin()``."""
+        try:
+            self._native.wait_for_shutdown()
+        except KeyboardInterrupt:
+            pass
+        self.shutdown()
 
     def __enter__(self):
         return self
@@ -180,14 +211,59 @@ class Node:
 
 
 class Subscriber:
-    """Messages of one topic, by ``recv()`` or by iterating."""
+    """Messages of one topic: handed to a callback on a thread of the subscriber's own, or
+    read by ``recv()``, by iterating, or with ``async for``."""
 
-    def __init__(self, native, msg_class):
+    def __init__(self, native, msg_class, callback=None, callback_args=None):
         self._native = native
         self._msg_class = msg_class
         self._decoder = _genpy_decoder(msg_class)
         #: Messages that did not deserialize as ``msg_class`` (skipped, each logged).
         self.undecodable = 0
+        #: Calls of the callback that raised (each logged with its traceback; the next
+        #: message is still delivered, as rospy goes on after a bad callback).
+        self.callback_errors = 0
+        self._callback = callback
+        if callback is not None:
+            if not callable(callback):
+                native.close()
+                raise TypeError("callback must be callable")
+            args = () if callback_args is None else (callback_args,)
+            self._dispatcher = threading.Thread(
+                target=self._dispatch,
+                args=(callback, args),
+                name="udpros-callback %s" % native.topic,
+                daemon=True,
+            )
+            self._dispatcher.start()
+
+    def _dispatch(self, callback, args):
+        """The callback thread: each message to ``callback``, until the subscription ends.
+        It waits off the main thread, in one piece (no wake until a message comes)."""
+        while True:
+            try:
+                msg = self._receive(None)
+            except EOFError:
+                return
+            try:
+                callback(msg, *args)
+            except Exception:
+                self.callback_errors += 1
+                _log.exception("%s: the callback raised", self.topic)
+
+    def _no_callback(self):
+        if self._callback is not None:
+            raise RuntimeError(
+                "%s: this subscriber hands its messages to its callback; subscribe again without one to read them" % self.topic
+            )
+
+    def close(self):
+        """Ends the subscription: unregistered when it was the topic's last, its links
+        closed, its callback thread ended after the callback in progress. ``recv()`` raises
+        ``EOFError`` from here on. rospy's ``unregister()``, which is also its name here."""
+        self._native.close()
+
+    unregister = close
 
     @property
     def topic(self):
@@ -198,7 +274,12 @@ class Subscriber:
         """The next message, waiting up to ``timeout`` seconds (``None``: until one
         comes); ``None`` when the time passed. A message that does not deserialize as the
         subscriber's class (a publisher's bug, or a hostile one) is skipped, logged and
-        counted in ``undecodable``, as roscpp and rospy skip one."""
+        counted in ``undecodable``, as roscpp and rospy skip one. Raises ``EOFError`` once
+        the subscription ended, ``RuntimeError`` on a subscriber with a callback."""
+        self._no_callback()
+        return self._receive(timeout)
+
+    def _receive(self, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout
         left = timeout
         while True:
@@ -239,6 +320,7 @@ class Subscriber:
         """``recv`` for asyncio: awaits the next message without holding a thread (the
         node's runtime wakes the event loop), ``None`` once ``timeout`` seconds passed.
         Cancelling it loses no message: one already on its way goes to the next receive."""
+        self._no_callback()
         deadline = None if timeout is None else time.monotonic() + timeout
         left = timeout
         while True:
