@@ -55,18 +55,9 @@ if args.impl == "python":
     import udpros
 
     node = udpros.Node("python_bench_%d" % os.getpid(), argv=[])
-    sub = node.subscribe(args.topic, CompressedImage, transports=(args.transport,), fec=fec, queue_size=1000)
-
-    def pump():
-        try:
-            while not done.is_set():
-                msg = sub.recv(timeout=0.5)
-                if msg is not None:
-                    heard(msg)
-        except EOFError:
-            pass
-
-    threading.Thread(target=pump, daemon=True).start()
+    # A callback, as the rospy subscribers below have: the subscriber's own thread waits
+    # for each message with no timer of its own.
+    node.subscribe(args.topic, CompressedImage, heard, transports=(args.transport,), fec=fec, queue_size=1000)
 else:
     import rospy
 
