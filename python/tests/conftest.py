@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -42,6 +43,20 @@ def wait_until(condition, seconds=20):
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def read_line(proc, seconds=30):
+    """The next line `proc` prints, stripped; after `seconds` without one, `proc` is killed
+    and the test fails, so that a child that hangs cannot hang the suite."""
+    line = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if reader.is_alive():
+        proc.kill()
+        reader.join(10)
+        raise AssertionError(f"no line from {proc.args} in {seconds} s")
+    return line[0].strip()
 
 
 def _serve(command, port, uri):

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import udpros
-from conftest import REPO, node_args, ros_env, wait_until
+from conftest import REPO, node_args, read_line, ros_env, wait_until
 
 from std_msgs import msg as std_msgs
 
@@ -52,7 +52,7 @@ def test_a_callback_node_spins_on_rostopic_messages_until_rosnode_kill(rosmaster
         stdout=subprocess.DEVNULL,
     )
     try:
-        assert listener.stdout.readline().strip() == "Float64 2.5"
+        assert read_line(listener) == "Float64 2.5"
         killed = subprocess.run(
             [sys.executable, "/usr/bin/rosnode", "kill", "/depth_listener"],
             env=ros_env(rosmaster),

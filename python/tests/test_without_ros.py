@@ -11,7 +11,7 @@ import time
 import pytest
 
 import udpros
-from conftest import node_args, wait_until
+from conftest import node_args, read_line, wait_until
 
 
 def test_no_ros_is_installed_here():
@@ -49,7 +49,7 @@ def test_ctrl_c_ends_a_wait_with_keyboard_interrupt(udpros_master):
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert waiter.stdout.readline().strip() == "waiting"
+    assert read_line(waiter) == "waiting"
     time.sleep(0.3)
     waiter.send_signal(signal.SIGINT)
     _, stderr = waiter.communicate(timeout=10)
@@ -171,12 +171,12 @@ def test_spin_serves_callbacks_until_ctrl_c_shuts_the_node_down(udpros_master):
         text=True,
     )
     try:
-        assert spinner.stdout.readline().strip() == "spinning"
+        assert read_line(spinner) == "spinning"
         with udpros.Node("spin_sender", node_args(udpros_master)) as sender:
             pub = sender.advertise_raw("/spun", *UINT8)
             wait_until(lambda: pub.num_subscribers() == 1)
             pub.publish(bytes([7]))
-            assert spinner.stdout.readline().strip() == "heard 7"
+            assert read_line(spinner) == "heard 7"
             spinner.send_signal(signal.SIGINT)
             out, err = spinner.communicate(timeout=20)
             assert spinner.returncode == 0, err
