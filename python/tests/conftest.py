@@ -45,6 +45,17 @@ def wait_until(condition, seconds=20):
         time.sleep(0.05)
 
 
+def node_script(script, uri):
+    """`script` (Python source) run by this interpreter with the remappings that put its
+    node on `uri`, in `sys.argv[1:]`; its stdout and stderr piped, as text."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *node_args(uri)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def read_line(proc, seconds=30):
     """The next line `proc` prints, stripped; after `seconds` without one, `proc` is killed
     and the test fails, so that a child that hangs cannot hang the suite."""

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import udpros
-from conftest import REPO, node_args, read_line, ros_env, wait_until
+from conftest import REPO, node_args, node_script, read_line, ros_env, wait_until
 
 from std_msgs import msg as std_msgs
 
@@ -43,9 +43,7 @@ def test_a_callback_node_spins_on_rostopic_messages_until_rosnode_kill(rosmaster
         "node.spin()\n"
         "print('shut down', flush=True)\n"
     )
-    listener = subprocess.Popen(
-        [sys.executable, "-c", script, *node_args(rosmaster)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    listener = node_script(script, rosmaster)
     rostopic = subprocess.Popen(
         [sys.executable, "/usr/bin/rostopic", "pub", "-r", "20", "/depth", "std_msgs/Float64", "data: 2.5"],
         env=ros_env(rosmaster),

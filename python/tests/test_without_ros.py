@@ -11,7 +11,7 @@ import time
 import pytest
 
 import udpros
-from conftest import node_args, read_line, wait_until
+from conftest import node_args, node_script, read_line, wait_until
 
 
 def test_no_ros_is_installed_here():
@@ -43,12 +43,7 @@ def test_ctrl_c_ends_a_wait_with_keyboard_interrupt(udpros_master):
         "print('waiting', flush=True)\n"
         "sub.recv()\n"
     )
-    waiter = subprocess.Popen(
-        [sys.executable, "-c", script, *node_args(udpros_master)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    waiter = node_script(script, udpros_master)
     assert read_line(waiter) == "waiting"
     time.sleep(0.3)
     waiter.send_signal(signal.SIGINT)
@@ -164,12 +159,7 @@ def test_spin_serves_callbacks_until_ctrl_c_shuts_the_node_down(udpros_master):
         "node.spin()\n"
         "print('shut down', node.is_shutdown(), flush=True)\n"
     )
-    spinner = subprocess.Popen(
-        [sys.executable, "-c", script, *node_args(udpros_master)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    spinner = node_script(script, udpros_master)
     try:
         assert read_line(spinner) == "spinning"
         with udpros.Node("spin_sender", node_args(udpros_master)) as sender:
