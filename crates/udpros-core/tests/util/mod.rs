@@ -371,11 +371,21 @@ pub fn sender_for(now: Instant, terms: &SenderTerms) -> UdpSender {
 /// The receiver a subscriber with policy `fec` makes of the answer to `terms`, for a
 /// publisher at [`publisher_addr`], as the library's subscriber makes it.
 pub fn receiver_for(now: Instant, terms: &SenderTerms, fec: FecPolicy) -> UdpReceiver {
+    receiver_from(now, terms, fec, publisher_addr())
+}
+
+/// [`receiver_for`] a publisher sending from `publisher`.
+pub fn receiver_from(
+    now: Instant,
+    terms: &SenderTerms,
+    fec: FecPolicy,
+    publisher: SocketAddr,
+) -> UdpReceiver {
     let mut answer = ConnectionHeader::new();
     for (field, value) in terms.answer_fields() {
         answer.insert(field, value);
     }
-    let sources = AllowedSources::new(vec![publisher_addr().ip()], Some(publisher_addr().port()));
+    let sources = AllowedSources::new(vec![publisher.ip()], Some(publisher.port()));
     let config = receiver_config(
         &answer,
         terms.max_datagram,
