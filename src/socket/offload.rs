@@ -345,8 +345,9 @@ fn recvmmsg(
         ..Batch::default()
     };
     // The kernel stamps arrivals on the realtime clock; they are placed on the monotonic
-    // one by how long before this read they were.
-    let (read_at, read_wall) = (std::time::Instant::now(), std::time::SystemTime::now());
+    // one by how long before this read they were. Both clocks are read once, and only for
+    // a socket that stamps.
+    let mut clocks = None;
     for (i, (m, slot)) in msgs
         .iter()
         .zip(slots.iter_mut())
@@ -373,6 +374,9 @@ fn recvmmsg(
                 if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
                     let stamp =
                         std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                    let (read_at, read_wall) = *clocks.get_or_insert_with(|| {
+                        (std::time::Instant::now(), std::time::SystemTime::now())
+                    });
                     arrived = arrival_instant(stamp, read_at, read_wall);
                 }
                 cmsg = libc::CMSG_NXTHDR(&m.msg_hdr, cmsg);

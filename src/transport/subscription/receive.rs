@@ -103,7 +103,6 @@ fn open_udp(sub: &Subscription, publisher: PublisherHost) -> std::io::Result<Udp
     }
     let port = socket.local_addr()?.port();
     offload::enable_coalescing(&socket);
-    offload::enable_arrival_stamps(&socket);
     let nonce = sub
         .local
         .security
@@ -311,6 +310,11 @@ async fn read_udp(
     );
     if config.fec && !config.sources.all_loopback() {
         crate::transport::prepare_fec_code();
+    }
+    // Only a governed link's feedback reads when datagrams arrived. (A latched message
+    // sent before this is stamped when it is read.)
+    if config.feedback {
+        offload::enable_arrival_stamps(&offer.socket);
     }
     let header = Arc::new(header);
     let mut receiver = UdpReceiver::new(Instant::now(), config);
