@@ -396,6 +396,22 @@ mod tests {
         assert_eq!(huge, 32_768);
     }
 
+    /// The decays kept for the last datagram count are the ones for each tally's own count,
+    /// however the counts alternate: the windows hold what the formula gives.
+    #[test]
+    fn each_tally_decays_the_windows_by_its_own_count() {
+        let mut meter = LossMeter::default();
+        let (mut short, mut long) = (0.0f64, 0.0f64);
+        for (expected, received) in [(2, 2), (2, 1), (70, 70), (2, 2), (70, 60), (70, 70)] {
+            meter.add(expected, received, 0, 0);
+            let n = f64::from(expected);
+            short = short * 0.5f64.powf(n / HALF_LIFE) + f64::from(received);
+            long = long * 0.5f64.powf(n / (10.0 * HALF_LIFE)) + f64::from(received);
+            assert!((meter.received - short).abs() < 1e-9, "{expected}");
+            assert!((meter.long_received - long).abs() < 1e-9, "{expected}");
+        }
+    }
+
     fn headers(fragmenter: &mut Fragmenter, len: usize) -> Vec<DatagramHeader> {
         let frame = Bytes::from(vec![0u8; len]);
         fragmenter
