@@ -35,7 +35,6 @@ that name only TCPROS leave the topic to rospy's own TCPROS.
 
 import logging
 import threading
-import urllib.parse
 import weakref
 import xmlrpc.client
 
