@@ -170,17 +170,27 @@ pub(super) async fn watch_master(node: Weak<NodeInner>) {
             _ = shutdown.wait_for(Option::is_some) => return,
         }
         let Some(n) = node.upgrade() else { return };
-        if n.shutdown.borrow().is_some() || n.registrations().is_empty() {
+        // While a registration is on its way the master may not know the node yet: that
+        // is no restart, and the next look will tell.
+        let quiet = !n.registering.any_under_way();
+        if n.shutdown.borrow().is_some() || n.registrations().is_empty() || !quiet {
             continue;
         }
         let answer = tokio::select! {
             answer = n.master.lookup_node(&n.id.name) => answer,
             _ = shutdown.wait_for(Option::is_some) => return,
         };
-        if master_forgot(&answer) && n.shutdown.borrow().is_none() {
-            tracing::info!("the master no longer knows this node: registering everything again");
-            n.register_again().await;
+        if !master_forgot(&answer) || n.shutdown.borrow().is_some() {
+            continue;
         }
+        // Counted as a registration under way, so that a shutdown from here on waits for
+        // it before it unregisters (else a late `registerPublisher` can list a node that
+        // is gone); refused once the node is shutting down.
+        let Some(_registering) = n.registering.begin() else {
+            continue;
+        };
+        tracing::info!("the master no longer knows this node: registering everything again");
+        n.register_again().await;
     }
 }
 

@@ -99,6 +99,11 @@ impl Registering {
         admitted.then(|| RegistrationUnderWay(self))
     }
 
+    /// Whether a registration is on its way to the master now.
+    pub(crate) fn any_under_way(&self) -> bool {
+        self.0.borrow().under_way > 0
+    }
+
     /// Refuses every registration from now on and waits for those under way.
     async fn close_and_settle(&self) {
         self.0.send_modify(|s| s.closed = true);
