@@ -171,16 +171,20 @@ pub(super) async fn watch_master(node: Weak<NodeInner>) {
         }
         let Some(n) = node.upgrade() else { return };
         // While a registration is on its way the master may not know the node yet: that
-        // is no restart, and the next look will tell.
-        let quiet = !n.registering.any_under_way();
-        if n.shutdown.borrow().is_some() || n.registrations().is_empty() || !quiet {
+        // is no restart, and the next look will tell. Asked again after the answer, for a
+        // registration that began while the look was on its way.
+        if n.shutdown.borrow().is_some()
+            || n.registrations().is_empty()
+            || n.registering.any_under_way()
+        {
             continue;
         }
         let answer = tokio::select! {
             answer = n.master.lookup_node(&n.id.name) => answer,
             _ = shutdown.wait_for(Option::is_some) => return,
         };
-        if !master_forgot(&answer) || n.shutdown.borrow().is_some() {
+        if !master_forgot(&answer) || n.shutdown.borrow().is_some() || n.registering.any_under_way()
+        {
             continue;
         }
         // Counted as a registration under way, so that a shutdown from here on waits for
