@@ -92,6 +92,8 @@ impl Default for ServerLimits {
 /// A running server; dropping it stops it and closes its connections.
 pub struct XmlRpcServer {
     local_addr: SocketAddr,
+    /// Shared with the accept task, so that a drop can close it at once (below).
+    listener: Arc<TcpListener>,
     connections: Arc<ConnectionSet>,
     accept: tokio::task::JoinHandle<()>,
 }
@@ -134,9 +136,11 @@ impl XmlRpcServer {
         let local_addr = listener.local_addr()?;
         let connections = ConnectionSet::new(limits.max_connections);
         let shared = Shared::new(handler, limits, guard);
-        let accept = tokio::spawn(accept_loop(listener, shared, connections.clone()));
+        let listener = Arc::new(listener);
+        let accept = tokio::spawn(accept_loop(listener.clone(), shared, connections.clone()));
         Ok(XmlRpcServer {
             local_addr,
+            listener,
             connections,
             accept,
         })
@@ -162,7 +166,12 @@ impl XmlRpcServer {
 }
 
 impl Drop for XmlRpcServer {
+    /// Stops listening before it returns: an aborted task drops its listener only when the
+    /// runtime next gets to it, and until then the port is taken (a master started again
+    /// on the same port at once failed with "address in use" on a loaded machine). A shut
+    /// down listening socket leaves the listening state, and the port can be bound again.
     fn drop(&mut self) {
+        let _ = socket2::SockRef::from(&*self.listener).shutdown(std::net::Shutdown::Both);
         self.accept.abort();
         self.connections.close_all();
     }
@@ -191,7 +200,11 @@ impl Shared {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, connections: Arc<ConnectionSet>) {
+async fn accept_loop(
+    listener: Arc<TcpListener>,
+    shared: Arc<Shared>,
+    connections: Arc<ConnectionSet>,
+) {
     let limits = shared.limits;
     let mut sweep = tokio::time::interval(limits.idle_timeout.min(Duration::from_secs(5)));
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
