@@ -56,14 +56,22 @@ fn is_resource_exhaustion(e: &io::Error) -> bool {
     )
 }
 
-/// The next connection. On resource exhaustion it first asks `on_exhausted` to free
-/// something (close an idle connection), then waits with exponential back-off; it logs
-/// once per streak of failures, not once per failure.
+/// Whether `accept` failed because the socket no longer listens: a server being dropped
+/// shuts its listener down (so that its port frees at once), and Linux then answers a
+/// pending `accept` with EINVAL. Nothing will ever be accepted again.
+fn is_listener_closed(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINVAL)
+}
+
+/// The next connection, or `None` once the listener has been shut down. On resource
+/// exhaustion it first asks `on_exhausted` to free something (close an idle connection),
+/// then waits with exponential back-off; it logs once per streak of failures, not once
+/// per failure.
 pub(crate) async fn accept_with_backoff(
     listener: &TcpListener,
     server: &str,
     mut on_exhausted: impl FnMut(),
-) -> (TcpStream, SocketAddr) {
+) -> Option<(TcpStream, SocketAddr)> {
     let mut backoff = FIRST_ACCEPT_BACKOFF;
     let mut failures = 0u64;
     loop {
@@ -72,10 +80,12 @@ pub(crate) async fn accept_with_backoff(
                 if failures > 0 {
                     tracing::info!("{server}: accepting again after {failures} failed accepts");
                 }
-                return accepted;
+                return Some(accepted);
             }
             // The peer gave up before we took it: nothing to wait for.
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
+            // Not a failure to report: the server is going away.
+            Err(e) if is_listener_closed(&e) => return None,
             Err(e) => {
                 failures += 1;
                 if failures == 1 {
@@ -283,6 +293,27 @@ impl Drop for RemoveOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn accepting_ends_quietly_when_the_listener_is_shut_down() {
+        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let accepting = tokio::spawn({
+            let listener = listener.clone();
+            async move { accept_with_backoff(&listener, "test server", || {}).await }
+        });
+        // Let the accept start waiting before its socket stops listening.
+        tokio::task::yield_now().await;
+        socket2::SockRef::from(&*listener)
+            .shutdown(std::net::Shutdown::Both)
+            .unwrap();
+        // Before, the shut-down socket's EINVAL was taken for a failure to back off
+        // from: the loop never ended and logged a warning every drop of a server.
+        let accepted = tokio::time::timeout(Duration::from_secs(10), accepting)
+            .await
+            .expect("accepting ends")
+            .unwrap();
+        assert!(accepted.is_none());
+    }
 
     #[tokio::test]
     async fn the_longest_idle_connection_makes_room_and_busy_ones_stay() {

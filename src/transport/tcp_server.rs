@@ -49,11 +49,11 @@ impl TcpRosServer {
         let accept = tokio::spawn(async move {
             // Owned here, so stopping the server drops the handshakes in progress with it.
             let pending = ConnectionSet::new(MAX_PENDING_HANDSHAKES);
-            loop {
-                let (stream, peer) = accept_with_backoff(&listener, "TCPROS server", || {
-                    pending.close_one_idle();
-                })
-                .await;
+            while let Some((stream, peer)) = accept_with_backoff(&listener, "TCPROS server", || {
+                pending.close_one_idle();
+            })
+            .await
+            {
                 pending.make_room();
                 let lookup = lookup.clone();
                 pending.spawn(move |_| handshake(stream, peer, lookup));

@@ -212,7 +212,10 @@ async fn accept_loop(
         let (stream, _) = tokio::select! {
             accepted = accept_with_backoff(&listener, "XML-RPC server", || {
                 connections.close_one_idle();
-            }) => accepted,
+            }) => match accepted {
+                Some(accepted) => accepted,
+                None => return,
+            },
             _ = sweep.tick() => {
                 connections.expire_idle(Instant::now(), limits.idle_timeout);
                 continue;
