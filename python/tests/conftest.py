@@ -3,6 +3,7 @@ ROS is not installed) and ROS's environment for the processes they start."""
 
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +14,13 @@ import time
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# A run started in the background by a script (`cmd &`, no job control) inherits SIGINT
+# ignored, and so would every process the tests start: a Python that starts with SIGINT
+# ignored installs no KeyboardInterrupt handler, and the Ctrl-C tests' nodes would wait
+# on forever. A handler here is reset to the default in each child when it starts.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def free_port():
