@@ -169,7 +169,8 @@ impl Drop for XmlRpcServer {
     /// Stops listening before it returns: an aborted task drops its listener only when the
     /// runtime next gets to it, and until then the port is taken (a master started again
     /// on the same port at once failed with "address in use" on a loaded machine). A shut
-    /// down listening socket leaves the listening state, and the port can be bound again.
+    /// down listening socket leaves the listening state, and the port can be bound again;
+    /// an accept task that runs before its abort lands sees that and ends quietly.
     fn drop(&mut self) {
         let _ = socket2::SockRef::from(&*self.listener).shutdown(std::net::Shutdown::Both);
         self.accept.abort();
