@@ -210,17 +210,18 @@ async fn accept_loop(
     let mut sweep = tokio::time::interval(limits.idle_timeout.min(Duration::from_secs(5)));
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let (stream, _) = tokio::select! {
+        let accepted = tokio::select! {
             accepted = accept_with_backoff(&listener, "XML-RPC server", || {
                 connections.close_one_idle();
-            }) => match accepted {
-                Some(accepted) => accepted,
-                None => return,
-            },
+            }) => accepted,
             _ = sweep.tick() => {
                 connections.expire_idle(Instant::now(), limits.idle_timeout);
                 continue;
             }
+        };
+        // None: the listener was shut down (the server is being dropped).
+        let Some((stream, _)) = accepted else {
+            return;
         };
         if !connections.make_room() {
             // Every connection is serving a request: this one waits for none of them.
