@@ -178,6 +178,29 @@ impl DynamicType {
         &self.specs
     }
 
+    /// Whether a value of `elem` (a type this one uses) can take no bytes: a message
+    /// whose every field is one that can, or a fixed array of none (`std_msgs/Empty`,
+    /// `T[0]`). An array of such values can claim more elements than its bytes, and only
+    /// a bound on the values decoded ([`Cursor::spend`]) stops a count in the billions.
+    pub fn can_be_empty(&self, elem: &FieldType) -> bool {
+        self.may_be_empty(elem, 0)
+    }
+
+    fn may_be_empty(&self, elem: &FieldType, depth: usize) -> bool {
+        let FieldType::Message(name) = elem else {
+            return false;
+        };
+        let Ok(spec) = self.spec(name) else {
+            return false;
+        };
+        depth <= MAX_NESTING
+            && spec.fields.iter().all(|f| match f.shape {
+                Shape::Vec => false,
+                Shape::Array(0) => true,
+                Shape::Scalar | Shape::Array(_) => self.may_be_empty(&f.ty, depth + 1),
+            })
+    }
+
     fn spec(&self, name: &str) -> Result<&MsgSpec, DynamicError> {
         self.specs
             .get(name)
@@ -189,12 +212,11 @@ impl DynamicType {
     pub fn decode(&self, data: &Bytes) -> Result<Value, DynamicError> {
         let mut reader = Reader {
             data,
-            pos: 0,
-            budget: 1024 + 8 * data.len(),
+            cursor: Cursor::new(data),
             path: Vec::new(),
         };
         let value = reader.message(self, &self.type_name, 0)?;
-        match data.len() - reader.pos {
+        match reader.cursor.left() {
             0 => Ok(value),
             n => Err(DynamicError::TrailingBytes(n)),
         }
@@ -312,11 +334,96 @@ fn put_len(out: &mut Vec<u8>, len: usize) -> Result<(), DynamicError> {
     Ok(())
 }
 
-/// Decoding state: position, the remaining value budget, and the field path for errors.
-struct Reader<'a> {
-    data: &'a Bytes,
+/// A message's bytes read from the front, with the number of values they may still make:
+/// one per byte and a few over, so that bytes claiming a count in the billions of elements
+/// that take no bytes (empty messages) make none. [`DynamicType::decode`] reads through
+/// it, and so does the Python package's genpy builder.
+#[derive(Debug)]
+pub struct Cursor<'a> {
+    data: &'a [u8],
     pos: usize,
     budget: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the first byte of `data`.
+    pub fn new(data: &'a [u8]) -> Cursor<'a> {
+        Cursor {
+            data,
+            pos: 0,
+            budget: 1024 + 8 * data.len(),
+        }
+    }
+
+    /// The next `n` bytes; `None` when fewer are left.
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len())?;
+        let taken = &self.data[self.pos..end];
+        self.pos = end;
+        Some(taken)
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Some(out)
+    }
+
+    /// A `u32` count (of an array's elements, or of a string's bytes), unchecked.
+    pub fn count(&mut self) -> Option<usize> {
+        Some(u32::from_le_bytes(self.array()?) as usize)
+    }
+
+    /// Takes `values` from the budget; `false`, with nothing taken, when it has fewer.
+    #[must_use]
+    pub fn spend(&mut self, values: usize) -> bool {
+        match self.budget.checked_sub(values) {
+            Some(left) => {
+                self.budget = left;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many bytes are not read yet.
+    pub fn left(&self) -> usize {
+        self.data.len() - self.pos
+    }
+
+    /// A primitive of fixed size (any but `string`, whose text each decoder reads its own
+    /// way); `None` when its bytes are not all there, and for `string`.
+    pub fn fixed(&mut self, primitive: Primitive) -> Option<Value> {
+        Some(match primitive {
+            Primitive::Bool => Value::Bool(self.take(1)?[0] != 0),
+            Primitive::Int8 | Primitive::Byte => Value::I8(i8::from_le_bytes(self.array()?)),
+            Primitive::Int16 => Value::I16(i16::from_le_bytes(self.array()?)),
+            Primitive::Int32 => Value::I32(i32::from_le_bytes(self.array()?)),
+            Primitive::Int64 => Value::I64(i64::from_le_bytes(self.array()?)),
+            Primitive::UInt8 | Primitive::Char => Value::U8(self.take(1)?[0]),
+            Primitive::UInt16 => Value::U16(u16::from_le_bytes(self.array()?)),
+            Primitive::UInt32 => Value::U32(u32::from_le_bytes(self.array()?)),
+            Primitive::UInt64 => Value::U64(u64::from_le_bytes(self.array()?)),
+            Primitive::Float32 => Value::F32(f32::from_le_bytes(self.array()?)),
+            Primitive::Float64 => Value::F64(f64::from_le_bytes(self.array()?)),
+            Primitive::Time => Value::Time(Time {
+                sec: u32::from_le_bytes(self.array()?),
+                nsec: u32::from_le_bytes(self.array()?),
+            }),
+            Primitive::Duration => Value::Duration(Duration {
+                sec: i32::from_le_bytes(self.array()?),
+                nsec: i32::from_le_bytes(self.array()?),
+            }),
+            Primitive::String => return None,
+        })
+    }
+}
+
+/// Decoding state: the cursor, the message's bytes (which byte arrays share), and the
+/// field path for errors.
+struct Reader<'a> {
+    data: &'a Bytes,
+    cursor: Cursor<'a>,
     path: Vec<String>,
 }
 
@@ -326,37 +433,34 @@ impl Reader<'_> {
     }
 
     fn take(&mut self, n: usize) -> Result<&[u8], DynamicError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.data.len())
-            .ok_or_else(|| self.truncated())?;
-        let slice = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(slice)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], DynamicError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
+        match self.cursor.take(n) {
+            Some(taken) => Ok(taken),
+            None => Err(self.truncated()),
+        }
     }
 
     fn spend(&mut self, values: usize) -> Result<(), DynamicError> {
-        self.budget = self
-            .budget
-            .checked_sub(values)
-            .ok_or(DynamicError::TooManyValues)?;
-        Ok(())
+        match self.cursor.spend(values) {
+            true => Ok(()),
+            false => Err(DynamicError::TooManyValues),
+        }
     }
 
-    /// A `u32` length prefix that cannot exceed the bytes left (each element takes one).
-    fn len(&mut self) -> Result<usize, DynamicError> {
-        let len = u32::from_le_bytes(self.array()?) as usize;
-        if len > self.data.len() - self.pos {
-            return Err(self.truncated());
+    /// An array's `u32` count of `elem`s: no more than the bytes left, unless its elements
+    /// can take none (empty messages), whose count only the value budget bounds.
+    fn count(&mut self, ty: &DynamicType, elem: &FieldType) -> Result<usize, DynamicError> {
+        match self.cursor.count() {
+            Some(n) if n <= self.cursor.left() || ty.may_be_empty(elem, 0) => Ok(n),
+            _ => Err(self.truncated()),
         }
-        Ok(len)
+    }
+
+    /// A string's `u32` length, which cannot exceed the bytes left.
+    fn len(&mut self) -> Result<usize, DynamicError> {
+        match self.cursor.count() {
+            Some(len) if len <= self.cursor.left() => Ok(len),
+            _ => Err(self.truncated()),
+        }
     }
 
     fn message(
@@ -376,7 +480,7 @@ impl Reader<'_> {
             let value = match field.shape {
                 Shape::Scalar => self.element(ty, &field.ty, depth)?,
                 Shape::Vec => {
-                    let n = self.len()?;
+                    let n = self.count(ty, &field.ty)?;
                     self.sequence(ty, &field.ty, n, depth)?
                 }
                 Shape::Array(n) => self.sequence(ty, &field.ty, n, depth)?,
@@ -396,7 +500,7 @@ impl Reader<'_> {
     ) -> Result<Value, DynamicError> {
         if let FieldType::Primitive(p) = elem {
             if p.is_byte_like() {
-                let start = self.pos;
+                let start = self.data.len() - self.cursor.left();
                 self.take(n)?;
                 let bytes = self.data.slice(start..start + n);
                 return Ok(if *p == Primitive::Char {
@@ -407,7 +511,7 @@ impl Reader<'_> {
             }
         }
         self.spend(n)?;
-        let mut items = Vec::with_capacity(n.min(self.data.len() - self.pos + 1));
+        let mut items = Vec::with_capacity(n.min(self.cursor.left() + 1));
         for _ in 0..n {
             items.push(self.element(ty, elem, depth)?);
         }
@@ -424,36 +528,65 @@ impl Reader<'_> {
             FieldType::Message(m) => return self.message(ty, m, depth + 1),
             FieldType::Primitive(p) => *p,
         };
-        Ok(match p {
-            Primitive::Bool => Value::Bool(self.take(1)?[0] != 0),
-            Primitive::Int8 | Primitive::Byte => Value::I8(i8::from_le_bytes(self.array()?)),
-            Primitive::Int16 => Value::I16(i16::from_le_bytes(self.array()?)),
-            Primitive::Int32 => Value::I32(i32::from_le_bytes(self.array()?)),
-            Primitive::Int64 => Value::I64(i64::from_le_bytes(self.array()?)),
-            Primitive::UInt8 | Primitive::Char => Value::U8(self.take(1)?[0]),
-            Primitive::UInt16 => Value::U16(u16::from_le_bytes(self.array()?)),
-            Primitive::UInt32 => Value::U32(u32::from_le_bytes(self.array()?)),
-            Primitive::UInt64 => Value::U64(u64::from_le_bytes(self.array()?)),
-            Primitive::Float32 => Value::F32(f32::from_le_bytes(self.array()?)),
-            Primitive::Float64 => Value::F64(f64::from_le_bytes(self.array()?)),
-            Primitive::String => {
-                let n = self.len()?;
-                Value::String(String::from_utf8_lossy(self.take(n)?).into_owned())
-            }
-            Primitive::Time => {
-                let sec = u32::from_le_bytes(self.array()?);
-                Value::Time(Time {
-                    sec,
-                    nsec: u32::from_le_bytes(self.array()?),
-                })
-            }
-            Primitive::Duration => {
-                let sec = i32::from_le_bytes(self.array()?);
-                Value::Duration(Duration {
-                    sec,
-                    nsec: i32::from_le_bytes(self.array()?),
-                })
-            }
-        })
+        if p == Primitive::String {
+            let n = self.len()?;
+            return Ok(Value::String(
+                String::from_utf8_lossy(self.take(n)?).into_owned(),
+            ));
+        }
+        self.cursor.fixed(p).ok_or_else(|| self.truncated())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_each_fixed_primitive_little_endian_and_never_past_the_end() {
+        let bytes = [1u8, 0xfe, 0xff, 2, 0, 0, 0, 3, 0, 0, 0];
+        let mut cursor = Cursor::new(&bytes);
+        assert_eq!(cursor.fixed(Primitive::Bool), Some(Value::Bool(true)));
+        assert_eq!(cursor.fixed(Primitive::Int16), Some(Value::I16(-2)));
+        assert_eq!(
+            cursor.fixed(Primitive::Time),
+            Some(Value::Time(Time { sec: 2, nsec: 3 }))
+        );
+        assert_eq!(cursor.left(), 0);
+        assert_eq!(cursor.fixed(Primitive::UInt8), None);
+        let mut short = Cursor::new(&bytes[..3]);
+        assert_eq!(short.fixed(Primitive::UInt32), None);
+        assert_eq!(short.left(), 3, "a failed read takes nothing");
+        assert_eq!(
+            short.fixed(Primitive::String),
+            None,
+            "text is each decoder's own"
+        );
+    }
+
+    #[test]
+    fn a_cursor_budgets_values_by_the_bytes_it_reads() {
+        let bytes = [0u8; 16];
+        let mut cursor = Cursor::new(&bytes);
+        let budget = 1024 + 8 * bytes.len();
+        assert!(!cursor.spend(budget + 1));
+        assert!(cursor.spend(budget), "a refused spend takes nothing");
+        assert!(!cursor.spend(1));
+    }
+
+    #[test]
+    fn billions_of_empty_messages_claimed_by_four_bytes_are_refused() {
+        let text = format!(
+            "std_msgs/Empty[] many\n{}\nMSG: std_msgs/Empty\n",
+            "=".repeat(80)
+        );
+        let ty = DynamicType::from_definition("test/ManyEmpty", &text).unwrap();
+        let few = Bytes::from_static(&[3, 0, 0, 0]);
+        let Value::Message(fields) = ty.decode(&few).unwrap() else {
+            panic!("a message")
+        };
+        assert!(matches!(&fields[0].1, Value::Array(items) if items.len() == 3));
+        let many = Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]);
+        assert!(ty.decode(&many).is_err());
     }
 }
