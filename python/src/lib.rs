@@ -573,7 +573,8 @@ impl Subscriber {
 
     /// The next message as `(message, size)`: built by `decoder` (a `GenpyDecoder`) where
     /// it can, else its bytes, which the caller hands to genpy; `size` is its length in
-    /// bytes. Waits as `recv` does, and is `None` when the time passed.
+    /// bytes. Waits as `recv` does, and is `None` when the time passed. Raises
+    /// `UndecodableMessage` for a message the decoder refused (it is gone).
     #[pyo3(signature = (decoder, timeout = None))]
     fn recv_message<'py>(
         &self,
@@ -1240,6 +1241,10 @@ fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<genpy::GenpyDecoder>()?;
     module.add_class::<GuestLink>()?;
     module.add("ServiceError", module.py().get_type::<ServiceError>())?;
+    module.add(
+        "UndecodableMessage",
+        module.py().get_type::<genpy::UndecodableMessage>(),
+    )?;
     module.add(
         "MAX_PUBLISHER_LINKS",
         udpros::transport::MAX_PUBLISHER_LINKS,

@@ -5,7 +5,8 @@
 
 `sub` prints "RECV <data>" per message and, once it has `--count`, "BUS <json>" (its
 getBusInfo), then "LINKS <json>" (the same) every 0.2 s for `--linger` seconds, and ends. `pub` publishes "msg <n>" and prints "BUS <json>" after every tenth
-message, and "SENT" after the last. Both take std_msgs/String.
+message, and "SENT" after the last. Both take std_msgs/String; `sub --many-empty` takes
+`udpros_test/ManyEmpty` (`std_msgs/Empty[] many`) instead and prints "RECV <n> empty".
 """
 
 import argparse
@@ -25,6 +26,7 @@ parser.add_argument("--seconds", type=float, default=60.0)
 parser.add_argument("--latch", action="store_true")
 parser.add_argument("--plain", action="store_true")
 parser.add_argument("--linger", type=float, default=0.0)
+parser.add_argument("--many-empty", action="store_true")
 args, ros_args = parser.parse_known_args()
 
 import rospy  # noqa: E402
@@ -45,13 +47,29 @@ def say(line):
     sys.stdout.flush()
 
 
+MANY_EMPTY = "udpros_test/ManyEmpty"
+MANY_EMPTY_TEXT = "std_msgs/Empty[] many\n" + "=" * 80 + "\nMSG: std_msgs/Empty\n"
+
 if args.mode == "sub":
     got = []
     done = threading.Event()
+    if args.many_empty:
+        from genpy.dynamic import generate_dynamic
+
+        MessageClass = generate_dynamic(MANY_EMPTY, MANY_EMPTY_TEXT)[MANY_EMPTY]
+
+        def text_of(msg):
+            return "%d empty" % len(msg.many)
+
+    else:
+        MessageClass = String
+
+        def text_of(msg):
+            return msg.data
 
     def heard(msg):
-        got.append(msg.data)
-        say("RECV " + msg.data)
+        got.append(msg)
+        say("RECV " + text_of(msg))
         if len(got) >= args.count:
             done.set()
 
@@ -59,9 +77,9 @@ if args.mode == "sub":
         hints = udpros.rospy.TransportHints()
         for one in args.hints.split(","):
             hints = hints.unreliable() if one == "udp" else hints.reliable()
-        udpros.rospy.Subscriber(args.topic, String, heard, transport_hints=hints)
+        udpros.rospy.Subscriber(args.topic, MessageClass, heard, transport_hints=hints)
     else:
-        rospy.Subscriber(args.topic, String, heard)
+        rospy.Subscriber(args.topic, MessageClass, heard)
     say("URI " + rospy.core.get_node_uri())
     say("READY")
     done.wait(args.seconds)

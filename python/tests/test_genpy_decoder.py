@@ -224,3 +224,23 @@ def test_a_message_of_megabytes_builds_with_one_copy_of_its_bytes():
     ours = GenpyDecoder(CompressedImage).decode(data)
     assert_same(ours, CompressedImage().deserialize(data))
     assert len(ours.data) == 8 * 1024 * 1024
+
+
+def test_more_empty_messages_than_the_bytes_could_hold_are_refused_not_built():
+    # Elements that take no bytes: a count in the billions would have genpy build that
+    # many objects; the decoder builds what the bytes' budget allows and refuses the rest.
+    from genpy.dynamic import generate_dynamic
+
+    import udpros
+
+    name = "udpros_test/ManyEmpty"
+    text = "std_msgs/Empty[] many\n" + "=" * 80 + "\nMSG: std_msgs/Empty\n"
+    ManyEmpty = generate_dynamic(name, text)[name]
+    decoder = GenpyDecoder(ManyEmpty)
+    few = struct.pack("<I", 3)
+    ours = decoder.decode(few)
+    assert ours is not None
+    assert [m._type for m in ours.many] == [m._type for m in ManyEmpty().deserialize(few).many]
+    assert len(ours.many) == 3
+    with pytest.raises(udpros.UndecodableMessage):
+        decoder.decode(struct.pack("<I", 2**32 - 1))

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import struct
 import sys
 import time
 import xmlrpc.client
@@ -170,6 +171,23 @@ def test_messages_that_do_not_decode_are_dropped_and_the_link_goes_on(rosmaster,
             if text.startswith("good "):
                 goods.append(text)
     assert goods == ["good %d" % i for i in range(20)]
+
+
+def test_a_message_claiming_billions_of_empty_elements_is_refused_and_the_link_goes_on(rosmaster, run):
+    # Four bytes that genpy's deserialize would take for four billion messages to build.
+    from genpy.dynamic import generate_dynamic
+
+    name = "udpros_test/ManyEmpty"
+    text = "std_msgs/Empty[] many\n" + "=" * 80 + "\nMSG: std_msgs/Empty\n"
+    ManyEmpty = generate_dynamic(name, text)[name]
+    with udpros.Node("bomber", node_args(rosmaster)) as node:
+        pub = node.advertise_raw("/many", ManyEmpty._type, ManyEmpty._md5sum, ManyEmpty._full_text)
+        sub = rospy_node(run, rosmaster, "sub", "/many", "--many-empty", "--count", "1")
+        sub.expect("READY")
+        wait_until(lambda: pub.num_subscribers() == 1)
+        pub.publish(struct.pack("<I", 2**32 - 1))
+        pub.publish(struct.pack("<I", 2))
+        assert sub.expect("RECV ") == "RECV 2 empty"
 
 
 def test_a_publisher_that_leaves_takes_its_udpros_link_with_it(rosmaster, run, roscpp_peer):

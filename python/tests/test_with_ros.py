@@ -1,6 +1,7 @@
 """The udpros wheel against Debian's ROS: a rosmaster, rospy's rostopic and genpy's
 message classes, in a virtual environment that sees Debian's python3 packages."""
 
+import struct
 import subprocess
 import sys
 import time
@@ -146,6 +147,24 @@ def test_a_message_that_does_not_deserialize_is_skipped_and_counted(rosmaster):
         good = std_msgs.String(data="fine")
         pub.publish(good)
         assert sub.recv(timeout=10) == good
+        assert sub.undecodable == 1
+
+
+def test_a_message_claiming_billions_of_empty_elements_is_refused_and_counted(rosmaster):
+    # genpy would build every one of them; the subscriber refuses it at once and goes on.
+    from genpy.dynamic import generate_dynamic
+
+    name = "udpros_test/ManyEmpty"
+    text = "std_msgs/Empty[] many\n" + "=" * 80 + "\nMSG: std_msgs/Empty\n"
+    ManyEmpty = generate_dynamic(name, text)[name]
+    with udpros.Node("liar", node_args(rosmaster)) as liar, udpros.Node("reader", node_args(rosmaster)) as reader:
+        pub = liar.advertise_raw("/many", ManyEmpty._type, ManyEmpty._md5sum, ManyEmpty._full_text)
+        sub = reader.subscribe("/many", ManyEmpty)
+        wait_until(lambda: pub.num_subscribers() == 1)
+        pub.publish(struct.pack("<I", 2**32 - 1))
+        pub.publish(struct.pack("<I", 2))
+        message = sub.recv(timeout=10)
+        assert message is not None and len(message.many) == 2
         assert sub.undecodable == 1
 
 

@@ -24,9 +24,18 @@ import time
 
 from ._udpros import GenpyDecoder, MessageType
 from ._udpros import Node as _NativeNode
-from ._udpros import ServiceError
+from ._udpros import ServiceError, UndecodableMessage
 
-__all__ = ["Node", "Subscriber", "Publisher", "ServiceProxy", "ServiceError", "MessageType", "GenpyDecoder"]
+__all__ = [
+    "Node",
+    "Subscriber",
+    "Publisher",
+    "ServiceProxy",
+    "ServiceError",
+    "MessageType",
+    "GenpyDecoder",
+    "UndecodableMessage",
+]
 
 _log = logging.getLogger("udpros")
 _MISSING = object()
@@ -289,7 +298,10 @@ class Subscriber:
                     return data
                 message = self._decode(data)
             else:
-                received = self._native.recv_message(self._decoder, left)
+                try:
+                    received = self._native.recv_message(self._decoder, left)
+                except UndecodableMessage as error:
+                    received = (self._undecodable(error), 0)
                 if received is None:
                     return None
                 message = received[0]
@@ -312,9 +324,22 @@ class Subscriber:
                     return message
             return self._msg_class().deserialize(data)
         except Exception as error:  # genpy raises DeserializationError, struct.error, ...
-            self.undecodable += 1
-            _log.warning("%s: a message of %d bytes that is no %s: %s", self.topic, len(data), self._msg_class._type, error)
-            return None
+            return self._undecodable(error)
+
+    def _undecodable(self, error):
+        """Counts a message that did not deserialize, and logs the first and every
+        thousandth (a flood of them from a hostile publisher is one line a thousand);
+        ``None``, its stand-in."""
+        self.undecodable += 1
+        if self.undecodable == 1 or self.undecodable % 1000 == 0:
+            _log.warning(
+                "%s: %d message(s) did not decode as %s: %s",
+                self.topic,
+                self.undecodable,
+                self._msg_class._type,
+                error,
+            )
+        return None
 
     async def recv_async(self, timeout=None):
         """``recv`` for asyncio: awaits the next message without holding a thread (the

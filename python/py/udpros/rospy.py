@@ -45,7 +45,7 @@ from rospy.impl.masterslave import ROSHandler
 from rospy.impl.registration import RegManager, get_registration_listeners, get_topic_manager
 from rospy.impl.transport import INBOUND, OUTBOUND, ProtocolHandler, Transport
 
-from . import _genpy_decoder
+from . import UndecodableMessage, _genpy_decoder
 from ._udpros import MAX_PUBLISHER_LINKS, Guest
 
 __all__ = [
@@ -211,6 +211,9 @@ class _SubscriberLink(_Link):
                         received = (data, len(data))
                     else:
                         received = self._native.recv_message(decoder)
+                except UndecodableMessage as error:
+                    self._undecodable(data_class, error)
+                    continue
                 except EOFError:
                     info = self._info()
                     if not self.done and info is not None and info["ended"]:
@@ -237,18 +240,7 @@ class _SubscriberLink(_Link):
             else:
                 msg = data
         except Exception as error:
-            # A message that does not decode as the subscriber's type is counted and
-            # dropped; the link goes on.
-            self.undecodable += 1
-            if self.undecodable == 1 or self.undecodable % 1000 == 0:
-                _log.warning(
-                    "%s: %d message(s) from %s did not decode as %s: %s",
-                    self._sub.resolved_name,
-                    self.undecodable,
-                    self.endpoint_id,
-                    data_class._type,
-                    error,
-                )
+            self._undecodable(data_class, error)
             return
         msg._connection_header = self.header
         self.stat_bytes += size
@@ -256,6 +248,20 @@ class _SubscriberLink(_Link):
         if self.header.get("latching") == "1":
             self.latch = msg
         self._sub.receive_callback([msg], self)
+
+    def _undecodable(self, data_class, error):
+        """A message that does not decode as the subscriber's type is counted and dropped
+        (the link goes on); the first and every thousandth is logged."""
+        self.undecodable += 1
+        if self.undecodable == 1 or self.undecodable % 1000 == 0:
+            _log.warning(
+                "%s: %d message(s) from %s did not decode as %s: %s",
+                self._sub.resolved_name,
+                self.undecodable,
+                self.endpoint_id,
+                data_class._type,
+                error,
+            )
 
     def get_transport_info(self):
         info = self._info() or {}
