@@ -95,7 +95,7 @@ def test_a_wait_off_the_main_thread_sleeps_in_one_piece(udpros_master):
 UINT8 = ("std_msgs/UInt8", "7c8164229e7d2c17eb95e9231617fdee", "uint8 data\n")
 
 
-def test_a_callback_gets_every_message_in_order_and_outlives_one_that_raises(udpros_master):
+def test_a_callback_gets_every_message_in_order_and_outlives_one_that_raises(udpros_master, caplog):
     with udpros.Node("cb_sender", node_args(udpros_master)) as sender:
         with udpros.Node("cb_receiver", node_args(udpros_master)) as receiver:
             pub = sender.advertise_raw("/calls", *UINT8)
@@ -117,6 +117,8 @@ def test_a_callback_gets_every_message_in_order_and_outlives_one_that_raises(udp
             assert done.wait(20), got
             assert got == [("tagged", v) for v in [*range(10), 99]]
             assert sub.callback_errors == 1
+            logged = [r for r in caplog.records if "the callback raised" in r.getMessage()]
+            assert len(logged) == 1 and logged[0].exc_info[0] is ValueError, "logged with its traceback"
             assert threads == {"udpros-callback /calls"}, "one thread of the subscriber's own"
             # The callback has the messages: a second reader would take some from it.
             with pytest.raises(RuntimeError):

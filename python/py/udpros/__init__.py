@@ -248,17 +248,22 @@ class Subscriber:
 
     def _dispatch(self, callback, args):
         """The callback thread: each message to ``callback``, until the subscription ends.
-        It waits off the main thread, in one piece (no wake until a message comes)."""
-        while True:
-            try:
-                msg = self._receive(None)
-            except EOFError:
-                return
-            try:
-                callback(msg, *args)
-            except Exception:
-                self.callback_errors += 1
-                _log.exception("%s: the callback raised", self.topic)
+        It waits off the main thread, in one piece (no wake until a message comes); the
+        loop is native (``dispatch``), calling the callback straight after the wait."""
+        self._native.dispatch(
+            self._decoder, callback, args, self._from_bytes, self._undecodable, self._callback_raised
+        )
+
+    def _from_bytes(self, data):
+        """A message's bytes as the subscriber hands them on: as they are with no class,
+        else deserialized (``None``: they did not, counted)."""
+        return data if self._msg_class is None else self._decode(data)
+
+    def _callback_raised(self, error):
+        """Counts and logs, with its traceback, an exception the callback raised; the next
+        message is still delivered, as rospy goes on after a bad callback."""
+        self.callback_errors += 1
+        _log.error("%s: the callback raised", self.topic, exc_info=error)
 
     def _no_callback(self):
         if self._callback is not None:
