@@ -369,6 +369,13 @@ impl<'a> Cursor<'a> {
         Some(out)
     }
 
+    /// A time's or duration's two 4-byte halves, taken in one read.
+    fn halves(&mut self) -> Option<([u8; 4], [u8; 4])> {
+        let both: [u8; 8] = self.array()?;
+        let (sec, nsec) = both.split_at(4);
+        Some((sec.try_into().ok()?, nsec.try_into().ok()?))
+    }
+
     /// A `u32` count (of an array's elements, or of a string's bytes), unchecked.
     pub fn count(&mut self) -> Option<usize> {
         Some(u32::from_le_bytes(self.array()?) as usize)
@@ -392,7 +399,8 @@ impl<'a> Cursor<'a> {
     }
 
     /// A primitive of fixed size (any but `string`, whose text each decoder reads its own
-    /// way); `None` when its bytes are not all there, and for `string`.
+    /// way); `None`, with nothing taken, when its bytes are not all there, and for
+    /// `string`.
     pub fn fixed(&mut self, primitive: Primitive) -> Option<Value> {
         Some(match primitive {
             Primitive::Bool => Value::Bool(self.take(1)?[0] != 0),
@@ -406,14 +414,20 @@ impl<'a> Cursor<'a> {
             Primitive::UInt64 => Value::U64(u64::from_le_bytes(self.array()?)),
             Primitive::Float32 => Value::F32(f32::from_le_bytes(self.array()?)),
             Primitive::Float64 => Value::F64(f64::from_le_bytes(self.array()?)),
-            Primitive::Time => Value::Time(Time {
-                sec: u32::from_le_bytes(self.array()?),
-                nsec: u32::from_le_bytes(self.array()?),
-            }),
-            Primitive::Duration => Value::Duration(Duration {
-                sec: i32::from_le_bytes(self.array()?),
-                nsec: i32::from_le_bytes(self.array()?),
-            }),
+            Primitive::Time => {
+                let (sec, nsec) = self.halves()?;
+                Value::Time(Time {
+                    sec: u32::from_le_bytes(sec),
+                    nsec: u32::from_le_bytes(nsec),
+                })
+            }
+            Primitive::Duration => {
+                let (sec, nsec) = self.halves()?;
+                Value::Duration(Duration {
+                    sec: i32::from_le_bytes(sec),
+                    nsec: i32::from_le_bytes(nsec),
+                })
+            }
             Primitive::String => return None,
         })
     }
@@ -557,6 +571,9 @@ mod tests {
         let mut short = Cursor::new(&bytes[..3]);
         assert_eq!(short.fixed(Primitive::UInt32), None);
         assert_eq!(short.left(), 3, "a failed read takes nothing");
+        let mut half_a_time = Cursor::new(&bytes[..5]);
+        assert_eq!(half_a_time.fixed(Primitive::Duration), None);
+        assert_eq!(half_a_time.left(), 5, "not even a time's seconds");
         assert_eq!(
             short.fixed(Primitive::String),
             None,
