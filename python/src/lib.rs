@@ -71,6 +71,28 @@ async fn within<F: Future>(limit: Option<Duration>, future: F) -> Option<F::Outp
     }
 }
 
+/// Set when the interpreter begins to exit (see [`exiting`]).
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Tells the module that the interpreter is exiting: the package calls it first thing in
+/// its exit hook, before the interpreter finalizes. From then on no thread of udpros's own
+/// enters the interpreter ([`attach_unless_exiting`]).
+#[pyfunction]
+fn exiting() {
+    EXITING.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Runs `f` in the interpreter from a thread of udpros's own (an asyncio wake, a service
+/// handler), or not at all once the interpreter exits: `None`. Python before 3.14 ends a
+/// thread that enters a finalizing interpreter with `pthread_exit`, whose unwind through
+/// these native frames aborts the process.
+fn attach_unless_exiting<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
+        return None;
+    }
+    Some(Python::attach(f))
+}
+
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
@@ -308,7 +330,7 @@ impl Node {
             async move {
                 // The handler is Python: it runs on a blocking thread, holding the GIL.
                 tokio::task::spawn_blocking(move || {
-                    Python::attach(|py| -> Result<Vec<u8>, String> {
+                    attach_unless_exiting(|py| -> Result<Vec<u8>, String> {
                         let answer = handler
                             .call1(py, (PyBytes::new(py, &request),))
                             .map_err(|e| e.to_string())?;
@@ -316,6 +338,7 @@ impl Node {
                             .extract::<Vec<u8>>(py)
                             .map_err(|_| "the handler returned no bytes".to_string())
                     })
+                    .unwrap_or_else(|| Err("the server's interpreter is exiting".to_string()))
                 })
                 .await
                 .map_err(|e| format!("the handler did not finish: {e}"))?
@@ -692,7 +715,7 @@ impl Subscriber {
                     }
                 }
                 drop(turn);
-                Python::attach(|py| {
+                attach_unless_exiting(|py| {
                     // A loop that closed meanwhile has nobody to tell.
                     let _ = event_loop.call_method1(py, "call_soon_threadsafe", (wake, future));
                 });
@@ -856,7 +879,7 @@ impl ServiceClient {
             async move {
                 let answered = raw.call(&request).await.map_err(|e| e.to_string());
                 *answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answered);
-                Python::attach(|py| {
+                attach_unless_exiting(|py| {
                     // A loop that closed meanwhile has nobody to tell.
                     let _ = event_loop.call_method1(py, "call_soon_threadsafe", (wake, future));
                 });
@@ -1296,6 +1319,7 @@ pyo3::create_exception!(
 
 #[pymodule]
 fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(exiting, module)?)?;
     module.add_class::<Node>()?;
     module.add_class::<Subscriber>()?;
     module.add_class::<AsyncReceive>()?;

@@ -139,15 +139,15 @@ def test_closing_a_subscriber_ends_its_callback_thread_and_its_registration(udpr
     with udpros.Node("cb_closer", node_args(udpros_master)) as node:
         sub = node.subscribe("/closing", None, lambda data: None)
         assert subscribers_of("/closing") == [["/cb_closer"]]
-        assert sub._dispatcher.is_alive()
+        assert sub._callback_thread.is_alive()
         sub.unregister()
-        sub._dispatcher.join(timeout=10)
-        assert not sub._dispatcher.is_alive()
+        sub._callback_thread.join(timeout=10)
+        assert not sub._callback_thread.is_alive()
         wait_until(lambda: subscribers_of("/closing") == [])
         # Shutdown ends another one's thread the same way.
         other = node.subscribe("/other", None, lambda data: None)
-    other._dispatcher.join(timeout=10)
-    assert not other._dispatcher.is_alive()
+    other._callback_thread.join(timeout=10)
+    assert not other._callback_thread.is_alive()
     with pytest.raises(TypeError):
         udpros.Node("cb_bad", node_args(udpros_master)).subscribe("/x", None, "not callable")
 
@@ -176,6 +176,42 @@ def test_spin_serves_callbacks_until_ctrl_c_shuts_the_node_down(udpros_master):
             wait_until(lambda: pub.num_subscribers() == 0)
     finally:
         spinner.kill()
+
+
+def test_a_script_that_ends_while_its_callback_runs_exits_cleanly(udpros_master):
+    # The main thread returns while the callback thread is inside a callback that keeps
+    # letting go of the interpreter (sleeps, I/O). A finalizing interpreter used to end that
+    # thread by unwinding through the native loop under the callback: the process aborted
+    # (SIGABRT) every time. Now the exit closes the subscription and waits for the callback.
+    script = (
+        "import sys, threading, time, udpros\n"
+        "node = udpros.Node('leaver', sys.argv[1:])\n"
+        "heard = threading.Event()\n"
+        "def callback(data):\n"
+        "    heard.set()\n"
+        "    for _ in range(200):\n"
+        "        time.sleep(0.0005)\n"
+        "node.subscribe('/busy', None, callback)\n"
+        "print('subscribed', flush=True)\n"
+        "heard.wait(20)\n"
+        "print('leaving', flush=True)\n"
+    )
+    leaver = node_script(script, udpros_master)
+    try:
+        assert read_line(leaver) == "subscribed"
+        with udpros.Node("busy_sender", node_args(udpros_master)) as sender:
+            pub = sender.advertise_raw("/busy", *UINT8)
+            wait_until(lambda: pub.num_subscribers() == 1)
+            for value in range(400):
+                if leaver.poll() is not None:
+                    break
+                pub.publish(bytes([value % 256]))
+                time.sleep(0.005)
+            out, err = leaver.communicate(timeout=20)
+        assert leaver.returncode == 0, (leaver.returncode, err)
+        assert out.strip() == "leaving", out
+    finally:
+        leaver.kill()
 
 
 def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):

@@ -16,15 +16,18 @@ Waits release the GIL and end with ``KeyboardInterrupt`` on Ctrl-C.
 """
 
 import asyncio
+import atexit
 import io
 import logging
 import sys
 import threading
 import time
+import weakref
 
 from ._udpros import GenpyDecoder, MessageType
 from ._udpros import Node as _NativeNode
 from ._udpros import ServiceError, UndecodableMessage
+from ._udpros import exiting as _exiting
 
 __all__ = [
     "Node",
@@ -39,6 +42,39 @@ __all__ = [
 
 _log = logging.getLogger("udpros")
 _MISSING = object()
+
+
+#: Subscribers and links whose thread runs callbacks from udpros's native loop: each
+#: has ``close()`` and ``_callback_thread``.
+_callback_owners = weakref.WeakSet()
+
+#: How long the interpreter's exit waits for callbacks in progress to return.
+_EXIT_WAIT = 5.0
+
+
+def _end_callback_threads():
+    """At the interpreter's exit, before it finalizes: closes every subscription whose
+    callbacks run on a thread of its own and waits (up to five seconds) for
+    the callback in progress to return. Python before 3.14 ends a thread that is still
+    running when it finalizes with ``pthread_exit``, whose unwind through the native loop
+    under the callback aborted the process (SIGABRT) where it should have exited."""
+    _exiting()
+    owners = list(_callback_owners)
+    for owner in owners:
+        owner.close()
+    deadline = time.monotonic() + _EXIT_WAIT
+    me = threading.current_thread()
+    for owner in owners:
+        thread = owner._callback_thread
+        if thread is not None and thread is not me:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                _log.warning("%s: a callback was still running when the interpreter exited", thread.name)
+
+
+# threading's exit hooks run when the main thread has returned, before the interpreter
+# waits for other threads and before atexit's (rospy's shutdown among them).
+getattr(threading, "_register_atexit", atexit.register)(_end_callback_threads)
 
 
 def _wake(future):
@@ -238,13 +274,14 @@ class Subscriber:
                 native.close()
                 raise TypeError("callback must be callable")
             args = () if callback_args is None else (callback_args,)
-            self._dispatcher = threading.Thread(
+            self._callback_thread = threading.Thread(
                 target=self._dispatch,
                 args=(callback, args),
                 name="udpros-callback %s" % native.topic,
                 daemon=True,
             )
-            self._dispatcher.start()
+            _callback_owners.add(self)
+            self._callback_thread.start()
 
     def _dispatch(self, callback, args):
         """The callback thread: each message to ``callback``, until the subscription ends.
