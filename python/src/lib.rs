@@ -743,6 +743,15 @@ impl Subscriber {
             .collect()
     }
 
+    /// `(messages, bytes)` received over all its publisher links so far: what rospy's
+    /// statistics and `getBusStats` count for a connection.
+    fn received(&self) -> (u64, u64) {
+        self.raw
+            .links()
+            .iter()
+            .fold((0, 0), |(m, b), l| (m + l.messages, b + l.bytes))
+    }
+
     /// Each publisher link in full, a dict: `uri`, `transport` ("UDPROS", "TCPROS" or ""
     /// before it is negotiated), `connected`, `ended` (the link stopped trying: the
     /// publisher refused it for good), `local_port`, `peer` ("host:port" or ""),

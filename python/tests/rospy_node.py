@@ -85,6 +85,7 @@ if args.mode == "sub":
     done.wait(args.seconds)
     say("BUS " + json.dumps(bus()))
     say("INFO " + json.dumps(xmlrpc.client.ServerProxy(rospy.core.get_node_uri()).getBusInfo("/test")[2]))
+    say("STATS " + json.dumps(xmlrpc.client.ServerProxy(rospy.core.get_node_uri()).getBusStats("/test")[2]))
     # With --linger S: the bus info again every 0.2 s, for S seconds.
     until = time.monotonic() + args.linger
     while time.monotonic() < until:

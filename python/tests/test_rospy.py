@@ -56,6 +56,11 @@ def test_a_rospy_subscriber_hears_a_udpros_publisher_over_udpros(rosmaster, run)
     # Between udpros ends the link carries FEC.
     [row] = json.loads(sub.expect("INFO ")[len("INFO ") :])
     assert "; FEC: " in row[6], row
+    # getBusStats counts what the link received: at least the five messages, each 15
+    # bytes on the wire (a length and "from udpros").
+    [_, [[topic, [(_, byte_count, count, _, connected)]]], _] = json.loads(sub.expect("STATS ")[len("STATS ") :])
+    assert (topic, connected) == ("/udp_chatter", True)
+    assert count >= 5 and byte_count == 15 * count, (count, byte_count)
 
 
 def test_a_rospy_subscriber_follows_a_publisher_that_dies_and_comes_back(rosmaster, run, roscpp_peer):

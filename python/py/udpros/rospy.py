@@ -45,7 +45,7 @@ from rospy.impl.masterslave import ROSHandler
 from rospy.impl.registration import RegManager, get_registration_listeners, get_topic_manager
 from rospy.impl.transport import INBOUND, OUTBOUND, ProtocolHandler, Transport
 
-from . import UndecodableMessage, _genpy_decoder
+from . import _callback_owners, _genpy_decoder
 from ._udpros import MAX_PUBLISHER_LINKS, Guest
 
 __all__ = [
@@ -175,7 +175,7 @@ class _SubscriberLink(_Link):
         self.undecodable = 0
         self._sub = sub
         self._preferred = preferred
-        self._thread = threading.Thread(
+        self._callback_thread = threading.Thread(
             target=self._receive, name="udpros:" + sub.resolved_name, daemon=True
         )
 
@@ -193,63 +193,77 @@ class _SubscriberLink(_Link):
         return links[0] if links else None
 
     def start(self):
-        self._thread.start()
+        # Closed and waited for at the interpreter's exit, as udpros.Node's callbacks are.
+        _callback_owners.add(self)
+        self._callback_thread.start()
+
+    # rospy's Transport zeroes and its TCPROS links add to these; here they are the native
+    # link's own counts, read when asked (getBusStats, rospy's statistics).
+    @property
+    def stat_num_msg(self):
+        return self._native.received()[0]
+
+    @stat_num_msg.setter
+    def stat_num_msg(self, _):
+        pass
+
+    @property
+    def stat_bytes(self):
+        return self._native.received()[1]
+
+    @stat_bytes.setter
+    def stat_bytes(self, _):
+        pass
 
     def _receive(self):
-        data_class = self._sub.data_class
-        # Messages built in Rust where the class allows it (udpros.GenpyDecoder), else
-        # by genpy's deserialize.
-        decoder = _genpy_decoder(data_class)
-        # Each wait has no deadline (a timer per message costs CPU): it ends with a
-        # message, or with EOFError once the link is closed (rospy's shutdown closes
-        # every topic's links) or gave up for good.
+        # The loop is native (``dispatch``): each message, built in Rust where its class
+        # allows it (udpros.GenpyDecoder) and else by ``_from_bytes``, goes straight to
+        # ``_deliver``. It ends once the link is closed (rospy's shutdown closes every
+        # topic's links) or gave up for good.
         try:
-            while not self.done and not rospy.is_shutdown():
-                try:
-                    if decoder is None:
-                        data = self._native.recv()
-                        received = (data, len(data))
-                    else:
-                        received = self._native.recv_message(decoder)
-                except UndecodableMessage as error:
-                    self._undecodable(data_class, error)
-                    continue
-                except EOFError:
-                    info = self._info()
-                    if not self.done and info is not None and info["ended"]:
-                        _log.warning(
-                            "%s: the link to %s ended", self._sub.resolved_name, self.endpoint_id
-                        )
-                    break
-                self._deliver(data_class, *received)
+            self._native.dispatch(
+                _genpy_decoder(self._sub.data_class),
+                self._deliver,
+                (),
+                self._from_bytes,
+                self._undecodable,
+                self._raised,
+            )
+            info = self._info()
+            if not self.done and info is not None and info["ended"]:
+                _log.warning("%s: the link to %s ended", self._sub.resolved_name, self.endpoint_id)
         finally:
             self.close()
 
-    def _deliver(self, data_class, data, size):
-        """Hands one message to the subscriber: ``data`` built already, or its bytes
-        (``size`` of them) for genpy."""
+    def _from_bytes(self, data):
+        """Deserializes a message the decoder left to genpy; ``None`` (counted) when it
+        does not decode."""
+        msg = self._sub.data_class()
+        try:
+            msg.deserialize(data)
+        except Exception as error:
+            self._undecodable(error)
+            return None
+        return msg
+
+    def _deliver(self, msg):
+        """Hands one message to the subscriber's callbacks, as rospy's TCPROS link does."""
         if not self.header:
             info = self._info()
             if info is not None:
                 self.header = info["header"]
                 self.callerid_pub = self.header.get("callerid", "")
-        try:
-            if type(data) is bytes:
-                msg = data_class()
-                msg.deserialize(data)
-            else:
-                msg = data
-        except Exception as error:
-            self._undecodable(data_class, error)
-            return
         msg._connection_header = self.header
-        self.stat_bytes += size
-        self.stat_num_msg += 1
         if self.header.get("latching") == "1":
             self.latch = msg
         self._sub.receive_callback([msg], self)
 
-    def _undecodable(self, data_class, error):
+    def _raised(self, error):
+        """rospy's callbacks trap their own exceptions; one from rospy's machinery is
+        logged and the link goes on."""
+        _log.error("%s: delivering a message raised", self._sub.resolved_name, exc_info=error)
+
+    def _undecodable(self, error):
         """A message that does not decode as the subscriber's type is counted and dropped
         (the link goes on); the first and every thousandth is logged."""
         self.undecodable += 1
@@ -259,7 +273,7 @@ class _SubscriberLink(_Link):
                 self._sub.resolved_name,
                 self.undecodable,
                 self.endpoint_id,
-                data_class._type,
+                self._sub.data_class._type,
                 error,
             )
 
