@@ -33,7 +33,10 @@ const OTHER_DRIVERS: &[(&str, &str, &str)] = &[(
 fn peer(python: &std::path::Path) -> Command {
     static CLASSES: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     let classes = CLASSES.get_or_init(|| {
-        let root = std::env::temp_dir().join(format!("udpros-genpy-other-{}", std::process::id()));
+        // Under the build's own scratch directory, which `cargo clean` empties: nothing
+        // removes it when the tests end.
+        let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("genpy-other-{}", std::process::id()));
         for (package, name, fields) in OTHER_DRIVERS {
             common::genpy_messages(python, &root, package, &[(name, fields)]);
         }

@@ -178,7 +178,7 @@ def test_messages_that_do_not_decode_are_dropped_and_the_link_goes_on(rosmaster,
     assert goods == ["good %d" % i for i in range(20)]
 
 
-def test_a_message_claiming_billions_of_empty_elements_is_refused_and_the_link_goes_on(rosmaster, run):
+def test_a_message_claiming_billions_of_empty_elements_is_refused_and_the_link_goes_on(rosmaster, run, tmp_path):
     # Four bytes that genpy's deserialize would take for four billion messages to build.
     from genpy.dynamic import generate_dynamic
 
@@ -187,7 +187,10 @@ def test_a_message_claiming_billions_of_empty_elements_is_refused_and_the_link_g
     ManyEmpty = generate_dynamic(name, text)[name]
     with udpros.Node("bomber", node_args(rosmaster)) as node:
         pub = node.advertise_raw("/many", ManyEmpty._type, ManyEmpty._md5sum, ManyEmpty._full_text)
-        sub = rospy_node(run, rosmaster, "sub", "/many", "--many-empty", "--count", "1")
+        # genpy writes the node's class under TMPDIR, and the node is killed at the end,
+        # before its own clean-up could remove it.
+        env = dict(ros_env(rosmaster), TMPDIR=str(tmp_path))
+        sub = run([sys.executable, NODE, "sub", "/many", "--many-empty", "--count", "1", *node_args(rosmaster)], env)
         sub.expect("READY")
         wait_until(lambda: pub.num_subscribers() == 1)
         pub.publish(struct.pack("<I", 2**32 - 1))
