@@ -214,6 +214,39 @@ def test_a_script_that_ends_while_its_callback_runs_exits_cleanly(udpros_master)
         leaver.kill()
 
 
+def test_callbacks_go_on_while_a_non_daemon_thread_outlives_the_main_one(udpros_master):
+    # The exit's closing of subscriptions waits for the program's own threads: a main
+    # thread that returns early does not stop the callbacks a worker still waits for.
+    script = (
+        "import sys, threading, udpros\n"
+        "node = udpros.Node('outliver', sys.argv[1:])\n"
+        "heard = []\n"
+        "enough = threading.Event()\n"
+        "def callback(data):\n"
+        "    heard.append(data[0])\n"
+        "    if len(heard) == 5:\n"
+        "        enough.set()\n"
+        "node.subscribe('/later', None, callback)\n"
+        "def worker():\n"
+        "    print('heard', len(heard) if enough.wait(20) else 'too few', flush=True)\n"
+        "threading.Thread(target=worker).start()\n"
+        "print('main returns', flush=True)\n"
+    )
+    outliver = node_script(script, udpros_master)
+    try:
+        assert read_line(outliver) == "main returns"
+        with udpros.Node("later_sender", node_args(udpros_master)) as sender:
+            pub = sender.advertise_raw("/later", *UINT8)
+            wait_until(lambda: pub.num_subscribers() == 1)
+            for value in range(5):
+                pub.publish(bytes([value]))
+            out, err = outliver.communicate(timeout=30)
+        assert outliver.returncode == 0, err
+        assert out.strip() == "heard 5", out
+    finally:
+        outliver.kill()
+
+
 def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
     import asyncio
 

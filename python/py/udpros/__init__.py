@@ -54,10 +54,10 @@ _EXIT_WAIT = 5.0
 
 def _end_callback_threads():
     """At the interpreter's exit, before it finalizes: closes every subscription whose
-    callbacks run on a thread of its own and waits (up to five seconds) for
-    the callback in progress to return. Python before 3.14 ends a thread that is still
-    running when it finalizes with ``pthread_exit``, whose unwind through the native loop
-    under the callback aborted the process (SIGABRT) where it should have exited."""
+    callbacks run on a thread of its own and waits up to five seconds for the callback in
+    progress to return. Python before 3.14 ends a thread that is still running when it
+    finalizes with ``pthread_exit``, whose unwind through the native loop under the
+    callback aborted the process (SIGABRT) where it should have exited."""
     _exiting()
     owners = list(_callback_owners)
     for owner in owners:
@@ -72,9 +72,9 @@ def _end_callback_threads():
                 _log.warning("%s: a callback was still running when the interpreter exited", thread.name)
 
 
-# threading's exit hooks run when the main thread has returned, before the interpreter
-# waits for other threads and before atexit's (rospy's shutdown among them).
-getattr(threading, "_register_atexit", atexit.register)(_end_callback_threads)
+# At exit, once the main thread and every non-daemon thread have ended (callbacks go on
+# while they run), before the interpreter finalizes.
+atexit.register(_end_callback_threads)
 
 
 def _wake(future):
