@@ -27,6 +27,9 @@ parser.add_argument("--latch", action="store_true")
 parser.add_argument("--plain", action="store_true")
 parser.add_argument("--linger", type=float, default=0.0)
 parser.add_argument("--many-empty", action="store_true")
+# rospy's own delivery (receive_callback) raises for the first message: a fault of rospy's
+# machinery, not of a callback (rospy traps those itself).
+parser.add_argument("--break-first-delivery", action="store_true")
 args, ros_args = parser.parse_known_args()
 
 import rospy  # noqa: E402
@@ -66,6 +69,20 @@ if args.mode == "sub":
 
         def text_of(msg):
             return msg.data
+
+    if args.break_first_delivery:
+        import rospy.topics
+
+        deliver = rospy.topics._SubscriberImpl.receive_callback
+        broken = []
+
+        def receive_callback(self, msgs, connection):
+            if not broken:
+                broken.append(msgs)
+                raise RuntimeError("rospy's delivery broke")
+            return deliver(self, msgs, connection)
+
+        rospy.topics._SubscriberImpl.receive_callback = receive_callback
 
     def heard(msg):
         got.append(msg)

@@ -155,6 +155,18 @@ def test_the_rospy_listener_example_hears_the_udpros_talker(rosmaster, run):
     assert listener.proc.wait(timeout=30) == 0
 
 
+def test_a_fault_in_rospys_delivery_is_logged_and_the_link_goes_on(rosmaster, run):
+    # It used to end the link's thread: no message came after it.
+    run(
+        [UDPROS, "topic", "pub", "-r", "20", "/faulty", "std_msgs/String", "data: after", *node_args(rosmaster)],
+        ros_env(rosmaster),
+    )
+    sub = rospy_node(run, rosmaster, "sub", "/faulty", "--count", "3", "--break-first-delivery", "--hints", "udp")
+    assert received(sub, 3) == ["after"] * 3
+    [(_, direction, transport, _)] = bus(sub.expect("BUS "))
+    assert (direction, transport) == ("i", "UDPROS")
+
+
 def test_messages_that_do_not_decode_are_dropped_and_the_link_goes_on(rosmaster, run):
     rng = random.Random(52)
     with udpros.Node("garbler", node_args(rosmaster)) as node:

@@ -61,12 +61,16 @@ def _end_callback_threads():
     _exiting()
     owners = list(_callback_owners)
     for owner in owners:
-        owner.close()
+        try:
+            owner.close()
+        except Exception:
+            # One that cannot close (rospy half shut down) must not leave the rest open.
+            _log.exception("closing a subscription at exit")
     deadline = time.monotonic() + _EXIT_WAIT
     me = threading.current_thread()
     for owner in owners:
         thread = owner._callback_thread
-        if thread is not None and thread is not me:
+        if thread is not me and thread.is_alive():
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 _log.warning("%s: a callback was still running when the interpreter exited", thread.name)

@@ -173,6 +173,7 @@ class _SubscriberLink(_Link):
         self.latch = None
         self.header = {}
         self.undecodable = 0
+        self.delivery_errors = 0
         self._sub = sub
         self._preferred = preferred
         self._callback_thread = threading.Thread(
@@ -260,8 +261,16 @@ class _SubscriberLink(_Link):
 
     def _raised(self, error):
         """rospy's callbacks trap their own exceptions; one from rospy's machinery is
-        logged and the link goes on."""
-        _log.error("%s: delivering a message raised", self._sub.resolved_name, exc_info=error)
+        counted and the link goes on; the first and every thousandth is logged with its
+        traceback."""
+        self.delivery_errors += 1
+        if self.delivery_errors == 1 or self.delivery_errors % 1000 == 0:
+            _log.error(
+                "%s: delivering message(s) raised (%d so far)",
+                self._sub.resolved_name,
+                self.delivery_errors,
+                exc_info=error,
+            )
 
     def _undecodable(self, error):
         """A message that does not decode as the subscriber's type is counted and dropped
