@@ -71,23 +71,48 @@ async fn within<F: Future>(limit: Option<Duration>, future: F) -> Option<F::Outp
     }
 }
 
-/// Set when the interpreter begins to exit (see [`exiting`]).
-static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The interpreter's own "is it finalizing?" (`Py_IsFinalizing` from 3.13,
+/// `_Py_IsFinalizing` before), looked up once by name: the limited API has neither before
+/// 3.13. `None` where the interpreter exports neither. Safe without the GIL: it reads one
+/// atomic of the runtime's.
+fn finalizing_probe() -> Option<unsafe extern "C" fn() -> std::os::raw::c_int> {
+    static PROBE: OnceLock<Option<unsafe extern "C" fn() -> std::os::raw::c_int>> = OnceLock::new();
+    *PROBE.get_or_init(|| {
+        [c"Py_IsFinalizing", c"_Py_IsFinalizing"]
+            .into_iter()
+            .find_map(|name| {
+                // SAFETY: dlsym with a NUL-terminated name; a symbol it finds by either
+                // name is CPython's `int (*)(void)`.
+                let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+                (!found.is_null()).then(|| unsafe {
+                    std::mem::transmute::<
+                        *mut libc::c_void,
+                        unsafe extern "C" fn() -> std::os::raw::c_int,
+                    >(found)
+                })
+            })
+    })
+}
 
-/// Tells the module that the interpreter is exiting: the package calls it first thing in
-/// its exit hook, before the interpreter finalizes. From then on no thread of udpros's own
-/// enters the interpreter ([`attach_unless_exiting`]).
+/// Whether the interpreter is finalizing; `None` where that cannot be asked.
+fn finalizing() -> Option<bool> {
+    // SAFETY: see `finalizing_probe`.
+    finalizing_probe().map(|probe| unsafe { probe() } != 0)
+}
+
+/// Whether the interpreter is finalizing as this module sees it (`None`: it cannot ask).
+/// For the tests: `False` in a running interpreter shows the lookup worked.
 #[pyfunction]
-fn exiting() {
-    EXITING.store(true, std::sync::atomic::Ordering::SeqCst);
+fn _finalizing() -> Option<bool> {
+    finalizing()
 }
 
 /// Runs `f` in the interpreter from a thread of udpros's own (an asyncio wake, a service
-/// handler), or not at all once the interpreter exits: `None`. Python before 3.14 ends a
-/// thread that enters a finalizing interpreter with `pthread_exit`, whose unwind through
+/// handler), or not at all once the interpreter finalizes: `None`. Python before 3.14 ends
+/// a thread that enters a finalizing interpreter with `pthread_exit`, whose unwind through
 /// these native frames aborts the process.
-fn attach_unless_exiting<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
-    if EXITING.load(std::sync::atomic::Ordering::SeqCst) {
+fn attach_unless_finalizing<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    if finalizing() == Some(true) {
         return None;
     }
     Some(Python::attach(f))
@@ -330,7 +355,7 @@ impl Node {
             async move {
                 // The handler is Python: it runs on a blocking thread, holding the GIL.
                 tokio::task::spawn_blocking(move || {
-                    attach_unless_exiting(|py| -> Result<Vec<u8>, String> {
+                    attach_unless_finalizing(|py| -> Result<Vec<u8>, String> {
                         let answer = handler
                             .call1(py, (PyBytes::new(py, &request),))
                             .map_err(|e| e.to_string())?;
@@ -338,7 +363,7 @@ impl Node {
                             .extract::<Vec<u8>>(py)
                             .map_err(|_| "the handler returned no bytes".to_string())
                     })
-                    .unwrap_or_else(|| Err("the server's interpreter is exiting".to_string()))
+                    .unwrap_or_else(|| Err("the server's interpreter is finalizing".to_string()))
                 })
                 .await
                 .map_err(|e| format!("the handler did not finish: {e}"))?
@@ -715,7 +740,7 @@ impl Subscriber {
                     }
                 }
                 drop(turn);
-                attach_unless_exiting(|py| {
+                attach_unless_finalizing(|py| {
                     // A loop that closed meanwhile has nobody to tell.
                     let _ = event_loop.call_method1(py, "call_soon_threadsafe", (wake, future));
                 });
@@ -888,7 +913,7 @@ impl ServiceClient {
             async move {
                 let answered = raw.call(&request).await.map_err(|e| e.to_string());
                 *answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answered);
-                attach_unless_exiting(|py| {
+                attach_unless_finalizing(|py| {
                     // A loop that closed meanwhile has nobody to tell.
                     let _ = event_loop.call_method1(py, "call_soon_threadsafe", (wake, future));
                 });
@@ -1328,7 +1353,7 @@ pyo3::create_exception!(
 
 #[pymodule]
 fn _udpros(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(exiting, module)?)?;
+    module.add_function(wrap_pyfunction!(_finalizing, module)?)?;
     module.add_class::<Node>()?;
     module.add_class::<Subscriber>()?;
     module.add_class::<AsyncReceive>()?;

@@ -19,6 +19,14 @@ def test_no_ros_is_installed_here():
     assert importlib.util.find_spec("rospy") is None
 
 
+def test_the_native_module_can_ask_whether_the_interpreter_finalizes():
+    # Its threads (asyncio wakes, service handlers) stay out of a finalizing interpreter
+    # by asking it; None would mean the interpreter's function was not found.
+    from udpros import _udpros
+
+    assert _udpros._finalizing() is False
+
+
 def test_bytes_go_over_udpros_against_udpros_master(udpros_master):
     with udpros.Node("sender", node_args(udpros_master)) as sender:
         with udpros.Node("receiver", node_args(udpros_master)) as receiver:

@@ -27,7 +27,6 @@ import weakref
 from ._udpros import GenpyDecoder, MessageType
 from ._udpros import Node as _NativeNode
 from ._udpros import ServiceError, UndecodableMessage
-from ._udpros import exiting as _exiting
 
 __all__ = [
     "Node",
@@ -58,7 +57,6 @@ def _end_callback_threads():
     progress to return. Python before 3.14 ends a thread that is still running when it
     finalizes with ``pthread_exit``, whose unwind through the native loop under the
     callback aborted the process (SIGABRT) where it should have exited."""
-    _exiting()
     owners = list(_callback_owners)
     for owner in owners:
         try:
