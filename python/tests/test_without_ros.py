@@ -186,6 +186,23 @@ def test_spin_serves_callbacks_until_ctrl_c_shuts_the_node_down(udpros_master):
         spinner.kill()
 
 
+def _exit_of_a_subscribing_script(master, script, first_line, topic, publish):
+    """Runs ``script`` (a node subscribed to ``topic`` of std_msgs/UInt8, which prints
+    ``first_line`` once subscribed), then ``publish(pub, script_process)`` from a node of
+    the test's; the script's exit code, standard output and error."""
+    script_process = node_script(script, master)
+    try:
+        assert read_line(script_process) == first_line
+        with udpros.Node("exit_sender", node_args(master)) as sender:
+            pub = sender.advertise_raw(topic, *UINT8)
+            wait_until(lambda: pub.num_subscribers() == 1)
+            publish(pub, script_process)
+            out, err = script_process.communicate(timeout=30)
+        return script_process.returncode, out.strip(), err
+    finally:
+        script_process.kill()
+
+
 def test_a_script_that_ends_while_its_callback_runs_exits_cleanly(udpros_master):
     # The main thread returns while the callback thread is inside a callback that keeps
     # letting go of the interpreter (sleeps, I/O). A finalizing interpreter used to end that
@@ -204,22 +221,17 @@ def test_a_script_that_ends_while_its_callback_runs_exits_cleanly(udpros_master)
         "heard.wait(20)\n"
         "print('leaving', flush=True)\n"
     )
-    leaver = node_script(script, udpros_master)
-    try:
-        assert read_line(leaver) == "subscribed"
-        with udpros.Node("busy_sender", node_args(udpros_master)) as sender:
-            pub = sender.advertise_raw("/busy", *UINT8)
-            wait_until(lambda: pub.num_subscribers() == 1)
-            for value in range(400):
-                if leaver.poll() is not None:
-                    break
-                pub.publish(bytes([value % 256]))
-                time.sleep(0.005)
-            out, err = leaver.communicate(timeout=20)
-        assert leaver.returncode == 0, (leaver.returncode, err)
-        assert out.strip() == "leaving", out
-    finally:
-        leaver.kill()
+
+    def until_it_leaves(pub, leaver):
+        for value in range(400):
+            if leaver.poll() is not None:
+                break
+            pub.publish(bytes([value % 256]))
+            time.sleep(0.005)
+
+    code, out, err = _exit_of_a_subscribing_script(udpros_master, script, "subscribed", "/busy", until_it_leaves)
+    assert code == 0, (code, err)
+    assert out == "leaving"
 
 
 def test_callbacks_go_on_while_a_non_daemon_thread_outlives_the_main_one(udpros_master):
@@ -240,19 +252,14 @@ def test_callbacks_go_on_while_a_non_daemon_thread_outlives_the_main_one(udpros_
         "threading.Thread(target=worker).start()\n"
         "print('main returns', flush=True)\n"
     )
-    outliver = node_script(script, udpros_master)
-    try:
-        assert read_line(outliver) == "main returns"
-        with udpros.Node("later_sender", node_args(udpros_master)) as sender:
-            pub = sender.advertise_raw("/later", *UINT8)
-            wait_until(lambda: pub.num_subscribers() == 1)
-            for value in range(5):
-                pub.publish(bytes([value]))
-            out, err = outliver.communicate(timeout=30)
-        assert outliver.returncode == 0, err
-        assert out.strip() == "heard 5", out
-    finally:
-        outliver.kill()
+
+    def five(pub, _):
+        for value in range(5):
+            pub.publish(bytes([value]))
+
+    code, out, err = _exit_of_a_subscribing_script(udpros_master, script, "main returns", "/later", five)
+    assert code == 0, err
+    assert out == "heard 5"
 
 
 def test_asyncio_receives_and_a_cancelled_wait_loses_no_message(udpros_master):
