@@ -162,6 +162,12 @@ class _Link(Transport):
             self.cleanup_cb(self)
 
 
+def _native_count(index):
+    """A link attribute that reads the native link's ``(messages, bytes)`` at ``index``;
+    what rospy writes to it (its Transport's zero) is let go."""
+    return property(lambda link: link._native.received()[index], lambda link, _: None)
+
+
 class _SubscriberLink(_Link):
     """A rospy subscriber's link to one publisher, run by udpros: its thread hands each
     message to the subscriber's callbacks."""
@@ -200,21 +206,8 @@ class _SubscriberLink(_Link):
 
     # rospy's Transport zeroes and its TCPROS links add to these; here they are the native
     # link's own counts, read when asked (getBusStats, rospy's statistics).
-    @property
-    def stat_num_msg(self):
-        return self._native.received()[0]
-
-    @stat_num_msg.setter
-    def stat_num_msg(self, _):
-        pass
-
-    @property
-    def stat_bytes(self):
-        return self._native.received()[1]
-
-    @stat_bytes.setter
-    def stat_bytes(self, _):
-        pass
+    stat_num_msg = _native_count(0)
+    stat_bytes = _native_count(1)
 
     def _receive(self):
         # The loop is native (``dispatch``): each message, built in Rust where its class

@@ -371,9 +371,8 @@ impl<'a> Cursor<'a> {
 
     /// A time's or duration's two 4-byte halves, taken in one read.
     fn halves(&mut self) -> Option<([u8; 4], [u8; 4])> {
-        let both: [u8; 8] = self.array()?;
-        let (sec, nsec) = both.split_at(4);
-        Some((sec.try_into().ok()?, nsec.try_into().ok()?))
+        let [a, b, c, d, e, f, g, h] = self.array()?;
+        Some(([a, b, c, d], [e, f, g, h]))
     }
 
     /// A `u32` count (of an array's elements, or of a string's bytes), unchecked.
