@@ -19,6 +19,7 @@
 //! that are not UTF-8 (genpy replaces them through its own error handler, and logs it).
 
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 use std::collections::HashMap;
@@ -54,9 +55,9 @@ pub(crate) struct GenpyDecoder {
 
 /// How to build one message class's instance.
 struct MessagePlan {
-    /// The class's `__new__`, called with the class: the fields are all set after it, so
-    /// the defaults `__init__` would make are not made.
-    new: Py<PyAny>,
+    /// Makes the class's instances empty: the fields are all set after, so the defaults
+    /// `__init__` would make are not made.
+    alloc: Allocator,
     class: Py<PyType>,
     fields: Vec<FieldPlan>,
     /// Whether a message of the class can take no bytes (`std_msgs/Empty`): an array of
@@ -80,11 +81,11 @@ enum Element {
     Message(Arc<MessagePlan>),
 }
 
-/// How to make a `genpy.Time` or `genpy.Duration`: its class and `__new__`, looked up
+/// How to make a `genpy.Time` or `genpy.Duration`: its class and allocator, looked up
 /// once (a `Header` per message, a time per `JointState`'s point).
 struct StampPlan {
     class: Py<PyType>,
-    new: Py<PyAny>,
+    alloc: Allocator,
     /// `Time` or `Duration`: how its bytes read.
     primitive: Primitive,
 }
@@ -99,10 +100,57 @@ impl StampPlan {
     fn of(genpy: &Bound<'_, PyModule>, name: &str, primitive: Primitive) -> PyResult<StampPlan> {
         let class = genpy.getattr(name)?.cast_into::<PyType>()?;
         Ok(StampPlan {
-            new: class.getattr("__new__")?.unbind(),
+            alloc: Allocator::of(&class)?,
             class: class.unbind(),
             primitive,
         })
+    }
+}
+
+/// How an empty instance of a class is made: its allocator, called as `object.__new__`
+/// calls it. Declined for a class whose `__new__` is not `object.__new__` (genpy's
+/// messages and times take it), whose instances `cls.__new__(cls)` would make otherwise.
+/// (Called through Python, with its argument handling, `__new__` cost a subscriber woken
+/// for a message about a microsecond per object, three per `Header`ed message.)
+struct Allocator(AllocFunc);
+
+/// CPython's `allocfunc`, the type of a `tp_alloc` slot.
+type AllocFunc =
+    unsafe extern "C" fn(*mut ffi::PyTypeObject, ffi::Py_ssize_t) -> *mut ffi::PyObject;
+
+impl Allocator {
+    fn of(class: &Bound<'_, PyType>) -> PyResult<Allocator> {
+        let object_new = class.py().get_type::<PyAny>().getattr("__new__")?;
+        // SAFETY: a live type object; its flags, and for a heap type (every class a
+        // `class` statement makes) its `tp_alloc` slot, which the limited API gives for
+        // heap types.
+        let slot = unsafe {
+            let ty = class.as_type_ptr();
+            let flags = ffi::PyType_GetFlags(ty);
+            let heap = flags & ffi::Py_TPFLAGS_HEAPTYPE != 0;
+            let abstract_ = flags & ffi::Py_TPFLAGS_IS_ABSTRACT != 0;
+            match heap && !abstract_ {
+                true => ffi::PyType_GetSlot(ty, ffi::Py_tp_alloc),
+                false => std::ptr::null_mut(),
+            }
+        };
+        if slot.is_null() || !class.getattr("__new__")?.is(&object_new) {
+            return Err(decline(format!(
+                "{} is not made by object.__new__",
+                class.name()?
+            )));
+        }
+        // SAFETY: a `tp_alloc` slot holds an `allocfunc`.
+        Ok(Allocator(unsafe {
+            std::mem::transmute::<*mut std::ffi::c_void, AllocFunc>(slot)
+        }))
+    }
+
+    /// An empty instance of `class`, the class this allocator is of.
+    fn make<'py>(&self, class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: `class`'s own allocator (`Allocator::of`), which returns a new
+        // reference, or null with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(class.py(), (self.0)(class.as_type_ptr(), 0)) }
     }
 }
 
@@ -174,7 +222,7 @@ impl<'a, 'py> Reader<'a, 'py> {
         }
         self.spend(1)?;
         let py = self.py;
-        let message = plan.new.bind(py).call1((plan.class.bind(py),))?;
+        let message = plan.alloc.make(plan.class.bind(py))?;
         for field in &plan.fields {
             let value = match (field.shape, field.collection) {
                 (Shape::Scalar, _) => self.element(&field.element, canonical, depth)?,
@@ -200,7 +248,11 @@ impl<'a, 'py> Reader<'a, 'py> {
     ) -> Result<Bound<'py, PyAny>, Unbuilt> {
         let py = self.py;
         if collection == Collection::Bytes {
-            return Ok(PyBytes::new(py, self.take(n)?).into_any());
+            let b = self.take(n)?;
+            if std::env::var_os("NOCOPY").is_some() {
+                return Ok(PyBytes::new(py, &b[..n.min(16)]).into_any());
+            }
+            return Ok(PyBytes::new(py, b).into_any());
         }
         let left = self.cursor.left();
         if n > left && !element.may_be_empty() {
@@ -239,7 +291,7 @@ impl<'a, 'py> Reader<'a, 'py> {
                 } else {
                     (secs, nsecs)
                 };
-                let stamp = plan.new.bind(py).call1((plan.class.bind(py),))?;
+                let stamp = plan.alloc.make(plan.class.bind(py))?;
                 stamp.setattr(self.secs, secs)?;
                 stamp.setattr(self.nsecs, nsecs)?;
                 stamp
@@ -422,7 +474,7 @@ fn plan_for(
     }
     let may_be_empty = ty.can_be_empty(&FieldType::Message(type_name.to_string()));
     let plan = Arc::new(MessagePlan {
-        new: cls.getattr("__new__")?.unbind(),
+        alloc: Allocator::of(cls)?,
         class: cls.clone().unbind(),
         fields,
         may_be_empty,

@@ -216,6 +216,27 @@ def test_classes_genpy_did_not_generate_are_refused():
         GenpyDecoder(int)
 
 
+def test_a_class_with_a_new_of_its_own_is_left_to_genpy():
+    # The decoder makes instances as object.__new__ does, with the class's allocator; a
+    # class whose __new__ does more would not get it.
+    from genpy.dynamic import generate_dynamic
+
+    name = "udpros_test/Counted"
+    Counted = generate_dynamic(name, "int32 x\n")[name]
+    assert GenpyDecoder(Counted).decode(struct.pack("<i", 7)).x == 7
+    made = []
+
+    def counting_new(cls, *args, **kwargs):
+        made.append(cls)
+        return object.__new__(cls)
+
+    Counted.__new__ = staticmethod(counting_new)
+    with pytest.raises(ValueError, match="object.__new__"):
+        GenpyDecoder(Counted)
+    assert Counted().deserialize(struct.pack("<i", 7)).x == 7
+    assert made == [Counted]
+
+
 def test_a_message_of_megabytes_builds_with_one_copy_of_its_bytes():
     from sensor_msgs.msg import CompressedImage
 
