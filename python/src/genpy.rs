@@ -248,11 +248,7 @@ impl<'a, 'py> Reader<'a, 'py> {
     ) -> Result<Bound<'py, PyAny>, Unbuilt> {
         let py = self.py;
         if collection == Collection::Bytes {
-            let b = self.take(n)?;
-            if std::env::var_os("NOCOPY").is_some() {
-                return Ok(PyBytes::new(py, &b[..n.min(16)]).into_any());
-            }
-            return Ok(PyBytes::new(py, b).into_any());
+            return Ok(PyBytes::new(py, self.take(n)?).into_any());
         }
         let left = self.cursor.left();
         if n > left && !element.may_be_empty() {
