@@ -58,7 +58,6 @@ struct MessagePlan {
     /// Makes the class's instances empty: the fields are all set after, so the defaults
     /// `__init__` would make are not made.
     alloc: Allocator,
-    class: Py<PyType>,
     fields: Vec<FieldPlan>,
     /// Whether a message of the class can take no bytes (`std_msgs/Empty`): an array of
     /// them can claim more elements than the bytes left.
@@ -81,10 +80,9 @@ enum Element {
     Message(Arc<MessagePlan>),
 }
 
-/// How to make a `genpy.Time` or `genpy.Duration`: its class and allocator, looked up
+/// How to make a `genpy.Time` or `genpy.Duration`: its class's allocator, looked up
 /// once (a `Header` per message, a time per `JointState`'s point).
 struct StampPlan {
-    class: Py<PyType>,
     alloc: Allocator,
     /// `Time` or `Duration`: how its bytes read.
     primitive: Primitive,
@@ -101,7 +99,6 @@ impl StampPlan {
         let class = genpy.getattr(name)?.cast_into::<PyType>()?;
         Ok(StampPlan {
             alloc: Allocator::of(&class)?,
-            class: class.unbind(),
             primitive,
         })
     }
@@ -112,7 +109,10 @@ impl StampPlan {
 /// messages and times take it), whose instances `cls.__new__(cls)` would make otherwise.
 /// (Called through Python, with its argument handling, `__new__` cost a subscriber woken
 /// for a message about a microsecond per object, three per `Header`ed message.)
-struct Allocator(AllocFunc);
+struct Allocator {
+    class: Py<PyType>,
+    alloc: AllocFunc,
+}
 
 /// CPython's `allocfunc`, the type of a `tp_alloc` slot.
 type AllocFunc =
@@ -140,17 +140,20 @@ impl Allocator {
                 class.name()?
             )));
         }
-        // SAFETY: a `tp_alloc` slot holds an `allocfunc`.
-        Ok(Allocator(unsafe {
-            std::mem::transmute::<*mut std::ffi::c_void, AllocFunc>(slot)
-        }))
+        Ok(Allocator {
+            class: class.clone().unbind(),
+            // SAFETY: a `tp_alloc` slot holds an `allocfunc`.
+            alloc: unsafe { std::mem::transmute::<*mut std::ffi::c_void, AllocFunc>(slot) },
+        })
     }
 
-    /// An empty instance of `class`, the class this allocator is of.
-    fn make<'py>(&self, class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
-        // SAFETY: `class`'s own allocator (`Allocator::of`), which returns a new
+    /// An empty instance of the class.
+    fn make<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: the class's own allocator (`Allocator::of`), which returns a new
         // reference, or null with an exception set.
-        unsafe { Bound::from_owned_ptr_or_err(class.py(), (self.0)(class.as_type_ptr(), 0)) }
+        unsafe {
+            Bound::from_owned_ptr_or_err(py, (self.alloc)(self.class.bind(py).as_type_ptr(), 0))
+        }
     }
 }
 
@@ -222,7 +225,7 @@ impl<'a, 'py> Reader<'a, 'py> {
         }
         self.spend(1)?;
         let py = self.py;
-        let message = plan.alloc.make(plan.class.bind(py))?;
+        let message = plan.alloc.make(py)?;
         for field in &plan.fields {
             let value = match (field.shape, field.collection) {
                 (Shape::Scalar, _) => self.element(&field.element, canonical, depth)?,
@@ -287,7 +290,7 @@ impl<'a, 'py> Reader<'a, 'py> {
                 } else {
                     (secs, nsecs)
                 };
-                let stamp = plan.alloc.make(plan.class.bind(py))?;
+                let stamp = plan.alloc.make(py)?;
                 stamp.setattr(self.secs, secs)?;
                 stamp.setattr(self.nsecs, nsecs)?;
                 stamp
@@ -471,7 +474,6 @@ fn plan_for(
     let may_be_empty = ty.can_be_empty(&FieldType::Message(type_name.to_string()));
     let plan = Arc::new(MessagePlan {
         alloc: Allocator::of(cls)?,
-        class: cls.clone().unbind(),
         fields,
         may_be_empty,
     });
