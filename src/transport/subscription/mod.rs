@@ -68,7 +68,31 @@ pub(crate) struct PublisherLink {
     pub id: u32,
     pub stats: LinkStats,
     status: Mutex<LinkStatus>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    task: Mutex<Option<LinkTask>>,
+}
+
+/// Where a link's future runs.
+enum LinkTask {
+    /// A task of the runtime that made the link.
+    Task(tokio::task::JoinHandle<()>),
+    /// Inside the consumer's wait on a [`DrivenRuntime`](super::DrivenRuntime).
+    Inline(super::driven::InlineTask),
+}
+
+impl LinkTask {
+    fn abort(&self) {
+        match self {
+            LinkTask::Task(task) => task.abort(),
+            LinkTask::Inline(task) => task.abort(),
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        match self {
+            LinkTask::Task(task) => task.is_finished(),
+            LinkTask::Inline(task) => task.is_finished(),
+        }
+    }
 }
 
 /// One publisher link of a subscriber, as it stood when asked (from
@@ -357,8 +381,8 @@ impl Subscription {
             });
             let run = receive::run_link(self.clone(), link.clone());
             let task = match &self.config.links_on {
-                Some(runtime) => runtime.handle().spawn(run),
-                None => tokio::spawn(run),
+                Some(runtime) => LinkTask::Inline(runtime.spawn_inline(run)),
+                None => LinkTask::Task(tokio::spawn(run)),
             };
             *link.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
             links.insert(uri.clone(), link);
