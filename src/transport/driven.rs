@@ -795,28 +795,39 @@ mod tests {
         assert_eq!(slept, std::thread::current().id());
     }
 
-    #[test]
-    fn its_tasks_end_with_the_last_handle_even_inside_another_runtime() {
-        struct Dropped(std::sync::mpsc::Sender<()>);
-        impl Drop for Dropped {
-            fn drop(&mut self) {
-                let _ = self.0.send(());
-            }
+    /// Tells its channel when it is dropped.
+    struct Dropped(std::sync::mpsc::Sender<()>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
         }
+    }
+
+    #[test]
+    fn its_tasks_and_inline_futures_end_with_the_last_handle_even_inside_another_runtime() {
         let (tx, rx) = std::sync::mpsc::channel();
         let runtime = DrivenRuntime::new("driven-test").unwrap();
-        let guard = Dropped(tx);
+        let guard = Dropped(tx.clone());
         runtime.handle().spawn(async move {
             let _guard = guard;
             std::future::pending::<()>().await;
         });
+        let guard = Dropped(tx);
+        runtime.spawn_inline(async move {
+            let _guard = guard;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        runtime.block_on(tokio::task::yield_now());
         // Dropped in an async context, where a blocking shutdown would panic.
         let other = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         other.block_on(async move { drop(runtime) });
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("the pending task was dropped with the runtime");
+        for what in ["one", "the other"] {
+            rx.recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("{what} was not dropped with the runtime"));
+        }
     }
 
     #[test]
@@ -897,15 +908,9 @@ mod tests {
 
     #[test]
     fn an_aborted_or_panicking_inline_future_ends_alone() {
-        struct Dropped(Arc<AtomicBool>);
-        impl Drop for Dropped {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
         let runtime = DrivenRuntime::new("driven-test").unwrap();
-        let dropped = Arc::new(AtomicBool::new(false));
-        let guard = Dropped(dropped.clone());
+        let (dropped, was_dropped) = std::sync::mpsc::channel();
+        let guard = Dropped(dropped);
         let forever = runtime.spawn_inline(async move {
             let _guard = guard;
             std::future::pending::<()>().await;
@@ -916,14 +921,14 @@ mod tests {
         });
         runtime.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
         assert!(panics.is_finished(), "the panic ended its future");
-        assert!(!forever.is_finished() && !dropped.load(Ordering::SeqCst));
+        assert!(!forever.is_finished() && was_dropped.try_recv().is_err());
         forever.abort();
         let (tx, rx) = tokio::sync::oneshot::channel();
         runtime.spawn_inline(async move {
             let _ = tx.send(7);
         });
         assert_eq!(runtime.block_on(rx), Ok(7), "the runtime goes on");
-        assert!(forever.is_finished() && dropped.load(Ordering::SeqCst));
+        assert!(forever.is_finished() && was_dropped.try_recv().is_ok());
     }
 
     #[test]
@@ -950,30 +955,6 @@ mod tests {
             assert!(waiter.join().unwrap() >= wanted);
         }
         drop(rx);
-    }
-
-    #[test]
-    fn inline_futures_end_with_the_last_handle() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        struct Dropped(std::sync::mpsc::Sender<()>);
-        impl Drop for Dropped {
-            fn drop(&mut self) {
-                let _ = self.0.send(());
-            }
-        }
-        let runtime = DrivenRuntime::new("driven-test").unwrap();
-        let guard = Dropped(tx);
-        runtime.spawn_inline(async move {
-            let _guard = guard;
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-        });
-        runtime.block_on(tokio::task::yield_now());
-        let other = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        other.block_on(async move { drop(runtime) });
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("the sleeping future was dropped with the runtime");
     }
 
     #[test]
