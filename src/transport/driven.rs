@@ -883,11 +883,15 @@ mod tests {
         );
         assert!(!task_ran_first, "the consumer came first");
         assert!(link.is_finished());
-        runtime.block_on(async {
-            while !task_ran.load(Ordering::SeqCst) {
-                tokio::task::yield_now().await;
-            }
+        let ran = runtime.block_on(async {
+            let wait = async {
+                while !task_ran.load(Ordering::SeqCst) {
+                    tokio::task::yield_now().await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(20), wait).await
         });
+        assert!(ran.is_ok(), "the task ran after the consumer");
     }
 
     #[test]
